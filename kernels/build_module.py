@@ -1,0 +1,66 @@
+"""``build``: schedule -> lowered IR -> target passes -> source -> runtime module."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .codegen import generate
+from .errors import BuildError, TVMError
+from .lower import IRModule, PrimFunc, lower, lower_for_target
+from .target import Target
+
+
+def _default_arch() -> str:
+    try:
+        from .runtime.device import cuda as _cuda
+
+        dev = _cuda(0)
+        if dev.exist:
+            major, minor = dev.compute_version.split(".")
+            return f"sm_{major}{minor}"
+    except Exception:  # no GPU or no pycuda: build for Hopper
+        pass
+    return "sm_90"
+
+
+def resolve_target(target) -> Target:
+    if target is None:
+        t = Target.current()
+        if t is None:
+            raise TVMError("build: no target given; pass target='cuda' | 'opencl' | 'c' or use "
+                           "`with tvm.target.Target(...)`")
+        return t
+    if isinstance(target, dict):
+        if len(target) != 1:
+            raise TVMError("build: a dict target must map exactly one target to one module")
+        target = next(iter(target))
+    return Target(target)
+
+
+def build_spec(inputs, args=None, target=None, name: str = "default_function"):
+    """Lower and generate code; returns the runtime's FuncSpec (no native compilation)."""
+    tgt = resolve_target(target)
+    if isinstance(inputs, IRModule):
+        func: PrimFunc = next(iter(inputs.functions.values()))
+        func = PrimFunc(name if name != "default_function" else func.name, func.params, func.buffers,
+                        func.body)
+    else:
+        if args is None:
+            raise TVMError("build: the argument list is missing, e.g. tvm.build(s, [A, B], 'cuda')")
+        func = lower(inputs, args, name=name)[name if name != "default_function" else "main"]
+        func = PrimFunc(name, func.params, func.buffers, func.body)
+    func = lower_for_target(func, tgt.kind)
+    arch = tgt.arch or (_default_arch() if tgt.kind == "cuda" else "")
+    return generate(func, tgt.kind, arch)
+
+
+def build(inputs, args=None, target=None, target_host=None, name: str = "default_function", binds=None):
+    """Build a schedule (or a lowered module) for ``target`` into a callable module.
+
+    CUDA sources are compiled to a cubin with nvcc at once (no GPU needed); loading and running
+    need one. OpenCL programs are compiled when first called; C is compiled at once.
+    """
+    spec = build_spec(inputs, args, target, name)
+    from .runtime import build_module as _rt_build
+
+    return _rt_build(spec)

@@ -1,0 +1,212 @@
+"""Code generation: a lowered function -> source text plus launch description (FuncSpec)."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+from ..errors import BuildError
+from ..lower import PrimFunc
+from ..runtime.spec import BufferArg, DerivedDim, FuncSpec, KernelSpec, Workspace
+from ..tir.analysis import evaluate
+from ..tir.expr import Buffer, BufferLoad, IntImm, Var
+from ..tir.functor import collect
+from ..tir.printer import expr_str
+from ..tir.simplify import simplify, structural_equal
+from ..tir.stmt import Allocate, AttrStmt, For, LetStmt, SeqStmt, Stmt, seq
+from .c import CCodegen
+from .c_family import CFamilyCodegen
+from .cuda import CUDACodegen, check_arch
+from .opencl import OpenCLCodegen
+
+DIALECTS = {"c": CCodegen, "cuda": CUDACodegen, "opencl": OpenCLCodegen}
+_TAGS = ["blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z"]
+
+
+def shape_vars_of(func: PrimFunc) -> Dict[str, Var]:
+    out: Dict[str, Var] = {}
+    for b in func.buffers:
+        for d in b.shape:
+            for v in collect(d, lambda n: isinstance(n, Var)):
+                prev = out.get(v.name)
+                if prev is not None and prev is not v:
+                    raise BuildError(f"two different shape variables are both named {v.name!r}; give "
+                                     "symbolic sizes distinct names")
+                out[v.name] = v
+    return out
+
+
+def hoist_global_allocs(stmt: Stmt) -> Tuple[List[Allocate], Stmt]:
+    """Pull global allocations that sit outside every loop to the front (they become workspaces)."""
+    allocs: List[Allocate] = []
+
+    def visit(s: Stmt) -> Stmt:
+        if isinstance(s, Allocate) and s.buffer.scope == "global":
+            allocs.append(s)
+            return visit(s.body)
+        if isinstance(s, SeqStmt):
+            return seq(*[visit(x) for x in s.seq])
+        return s
+
+    return allocs, visit(stmt)
+
+
+def _dim(e, shape_vars) -> object:
+    e = simplify(e)
+    if isinstance(e, IntImm):
+        return e.value
+    if isinstance(e, Var) and e.name in shape_vars:
+        return e.name
+    text = expr_str(e)
+    return DerivedDim(text, lambda env, _e=e: int(evaluate(_e, env)))
+
+
+def _check_host_expr(e, shape_vars, what: str) -> None:
+    for v in collect(e, lambda n: isinstance(n, Var)):
+        if v.name not in shape_vars or shape_vars[v.name] is not v:
+            raise BuildError(f"{what} = {expr_str(e)} depends on {v.name}, which is not a shape variable of "
+                             "the arguments; launch sizes may only depend on argument shapes (bind loops "
+                             "whose extent does not depend on an enclosing unbound loop)")
+
+
+def _thread_extents(kernel: Stmt, shape_vars) -> Dict[str, object]:
+    found: Dict[str, object] = {}
+    for a in collect(kernel, lambda n: isinstance(n, AttrStmt) and n.attr_key == "thread_extent"):
+        tag = a.node.thread_tag
+        ext = simplify(a.value)
+        prev = found.get(tag)
+        if prev is not None and not structural_equal(prev, ext):
+            raise BuildError(f"{tag} is bound with two different extents in one kernel ({expr_str(prev)} and "
+                             f"{expr_str(ext)}); loops bound to one thread tag must have equal extents")
+        _check_host_expr(ext, shape_vars, f"thread extent of {tag}")
+        found[tag] = ext
+    return found
+
+
+def _bound_vars(s: Stmt) -> set:
+    out = set()
+    for n in collect(s, lambda n: isinstance(n, (For, LetStmt, AttrStmt))):
+        if isinstance(n, For):
+            out.add(n.loop_var)
+        elif isinstance(n, LetStmt):
+            out.add(n.var)
+        elif n.attr_key == "thread_extent":
+            out.add(n.node.var)
+    return out
+
+
+def _used_buffers(s: Stmt) -> List[Buffer]:
+    seen, out = set(), []
+    for n in collect(s, lambda n: hasattr(n, "buffer") and isinstance(getattr(n, "buffer"), Buffer)):
+        b = n.buffer
+        if id(b) not in seen:
+            seen.add(id(b))
+            out.append(b)
+    return out
+
+
+def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
+    """Print ``func`` (already lowered for ``target``) and describe how to call it."""
+    if target not in DIALECTS:
+        raise BuildError(f"unknown target {target!r}; expected one of {', '.join(DIALECTS)}")
+    shape_vars = shape_vars_of(func)
+    allocs, body = hoist_global_allocs(func.body)
+    workspaces = [a.buffer for a in allocs]
+    ws_size = {id(a.buffer): a.extent for a in allocs}
+    for a in allocs:
+        _check_host_expr(a.extent, shape_vars, f"size of buffer {a.buffer.name}")
+    if target == "c":
+        parts = [body]
+    else:
+        parts = list(body.seq) if isinstance(body, SeqStmt) else [body]
+    cg_cls = DIALECTS[target]
+    sources: List[str] = []
+    helpers: List[str] = []
+    headers: List[str] = []
+    kernels: List[KernelSpec] = []
+    uses_omp = False
+    arg_names = {id(b): b.name for b in func.buffers}
+    for k, part in enumerate(parts):
+        cg: CFamilyCodegen = cg_cls(shape_vars)
+        name = func.name if target == "c" else f"{func.name}_kernel{k}"
+        if target != "c":
+            ext = _thread_extents(part, shape_vars)
+            if not ext:
+                stages = sorted({b.name for b in _used_buffers(part)
+                                 if not any(b is x for x in func.buffers)} | set())
+                raise BuildError(
+                    f"target {target}: a loop nest of {func.name} (writing "
+                    f"{', '.join(sorted({s.buffer.name for s in _stores(part)})) or '?'}) is not bound to any "
+                    "GPU thread; bind its loops with s[T].bind(axis, te.thread_axis('blockIdx.x')) "
+                    "(did you forget to bind?)")
+        else:
+            ext = {}
+            tb = collect(part, lambda n: isinstance(n, AttrStmt) and n.attr_key == "thread_extent")
+            if tb:
+                raise BuildError(f"target c cannot run loops bound to GPU threads ({tb[0].node.thread_tag}); "
+                                 "build this schedule for cuda or opencl, or drop the bind() calls")
+        # parameters: argument buffers, workspaces, then shape variables (sorted)
+        used = _used_buffers(part)
+        used_ids = {id(b) for b in used}
+        params: List[str] = []
+        decls: List[str] = []
+        for b in list(func.buffers) + workspaces:
+            if id(b) in used_ids:
+                cname = cg.names.get(b, b.name)
+                params.append(b.name)
+                decls.append(cg.param_decl("buffer", b, cname))
+        for b in used:
+            if b.scope == "global" and not any(b is x for x in list(func.buffers) + workspaces):
+                raise BuildError(f"buffer {b.name}: global memory inside a loop nest cannot be allocated on "
+                                 f"{target}; compute the stage at root or in shared/local scope")
+        bound = _bound_vars(part)
+        free = [v for v in collect(part, lambda n: isinstance(n, Var))
+                if v not in bound and v.dtype != "handle"]
+        for v in free:
+            if v.name not in shape_vars or shape_vars[v.name] is not v:
+                raise BuildError(f"variable {v.name} is used in {name} but is neither a loop variable nor a "
+                                 "shape variable of the arguments")
+        for vname in sorted({v.name for v in free}):
+            v = shape_vars[vname]
+            cname = cg.names.get(v, vname)
+            params.append(vname)
+            decls.append(cg.param_decl("scalar", v, cname))
+        block_threads = None
+        bx = [ext.get(t) for t in _TAGS[3:]]
+        if target == "cuda" and all(x is None or isinstance(x, IntImm) for x in bx):
+            block_threads = 1
+            for x in bx:
+                block_threads *= x.value if x is not None else 1
+        cg.lines = []
+        cg.stmt(part, 1)
+        body_lines = cg.lines
+        src = [cg.kernel_signature(name, decls, block_threads) + " {"]
+        src += ["  " + h for h in cg.hoisted]
+        src += body_lines
+        src.append("}")
+        sources.append("\n".join(src))
+        for h in cg.helpers():
+            if h not in helpers:
+                helpers.append(h)
+        hd = cg.header()
+        if hd and hd not in headers:
+            headers.append(hd)
+        uses_omp = uses_omp or cg.uses_openmp
+
+        def launch(tags, _ext=ext):
+            def f(env):
+                return tuple(int(evaluate(_ext[t], env)) if t in _ext else 1 for t in tags)
+            return f
+
+        kernels.append(KernelSpec(name, tuple(params), launch(_TAGS[:3]), launch(_TAGS[3:])))
+    source = "".join(headers) + ("\n".join(helpers) + "\n" if helpers else "") + "\n\n".join(sources) + "\n"
+    args = tuple(BufferArg(b.name, b.dtype, tuple(_dim(d, shape_vars) for d in b.shape)) for b in func.buffers)
+    wss = tuple(Workspace(b.name, b.dtype, lambda env, _e=ws_size[id(b)]: int(evaluate(_e, env)))
+                for b in workspaces)
+    return FuncSpec(func.name, target, source, args, tuple(sorted(shape_vars)), wss, tuple(kernels),
+                    arch=check_arch(arch) if target == "cuda" else "", uses_openmp=uses_omp)
+
+
+def _stores(s: Stmt):
+    from ..tir.stmt import BufferStore
+
+    return collect(s, lambda n: isinstance(n, BufferStore))

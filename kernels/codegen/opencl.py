@@ -1,0 +1,43 @@
+"""OpenCL C dialect."""
+
+from __future__ import annotations
+
+from .c_family import CFamilyCodegen
+
+_IDX = {"blockIdx": "get_group_id", "threadIdx": "get_local_id"}
+_DIM = {"x": 0, "y": 1, "z": 2}
+
+
+class OpenCLCodegen(CFamilyCodegen):
+    target = "opencl"
+    restrict = "restrict"
+    shared_qualifier = "__local"
+    global_qualifier = "__global "
+    helper_qualifier = "inline"
+    int_types = {"int8": "char", "int16": "short", "int32": "int", "int64": "long", "uint8": "uchar",
+                 "uint16": "ushort", "uint32": "uint", "uint64": "ulong", "bool": "bool"}
+    float_types = {"float16": "half", "float32": "float", "float64": "double"}
+    hoist_shared = True
+
+    def thread_index(self, tag: str) -> str:
+        kind, dim = tag.split(".")
+        return f"((int){_IDX[kind]}({_DIM[dim]}))"
+
+    def barrier(self) -> str:
+        return "barrier(CLK_LOCAL_MEM_FENCE);"
+
+    def int_const(self, e):
+        if e.dtype == "int64":
+            return f"((long){e.value}L)"
+        return super().int_const(e)
+
+    def header(self) -> str:
+        out = ""
+        if "float64" in self.uses_dtypes:
+            out += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+        if "float16" in self.uses_dtypes:
+            out += "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n"
+        return out
+
+    def kernel_signature(self, name: str, params, block_threads) -> str:
+        return f"__kernel void {name}({', '.join(params)})"

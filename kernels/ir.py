@@ -1,0 +1,93 @@
+"""Operator attribute registry (``kernels.ir`` / ``tvm.ir``): intrinsic lowering rules and the like.
+
+Attributes are keyed by (operator name, attribute key) and carry a priority level. Registering an
+attribute again at a higher level overrides the earlier one (which stays as a fall-back for
+lowering rules); registering at an equal level is an error.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Tuple
+
+from .errors import TVMError
+from .tir.expr import Op
+
+_ATTRS: Dict[Tuple[str, str], List[Tuple[int, object]]] = {}
+
+
+def register_op_attr(op_name: str, attr_key: str, value=None, level: int = 10):
+    """Register ``value`` as attribute ``attr_key`` of operator ``op_name``.
+
+    Usable as a decorator when ``value`` is omitted. Raises TVMError when an attribute with the
+    same key is already registered at the same level.
+    """
+
+    def _register(v):
+        if not isinstance(op_name, str) or not op_name:
+            raise TVMError(f"register_op_attr: operator name must be a non-empty string, got {op_name!r}")
+        Op.get(op_name)
+        entries = _ATTRS.setdefault((op_name, attr_key), [])
+        for lvl, _ in entries:
+            if lvl == level:
+                raise TVMError(f"attribute {attr_key} of {op_name} is already registered at level {level}; "
+                               "register at a higher level to override it")
+        entries.append((level, v))
+        entries.sort(key=lambda e: -e[0])
+        return v
+
+    if value is None:
+        return _register
+    return _register(value)
+
+
+def get_op_attrs(op_name: str, attr_key: str) -> List[object]:
+    """Every registered value of an attribute, highest level first."""
+    return [v for _, v in _ATTRS.get((op_name, attr_key), [])]
+
+
+def get_op_attr(op_name: str, attr_key: str) -> Optional[object]:
+    got = get_op_attrs(op_name, attr_key)
+    return got[0] if got else None
+
+
+def unregister_op_attr(op_name: str, attr_key: str, level: Optional[int] = None) -> None:
+    """Remove an attribute (all levels, or one); meant for tests that register rules."""
+    entries = _ATTRS.get((op_name, attr_key))
+    if not entries:
+        return
+    if level is None:
+        del _ATTRS[(op_name, attr_key)]
+    else:
+        entries[:] = [e for e in entries if e[0] != level]
+
+
+def register_intrin_lowering(op_name: str, target: str = "default", *, f: Optional[Callable] = None,
+                             level: int = 10):
+    """Register ``f(call) -> expr`` lowering intrinsic ``op_name`` on ``target``.
+
+    Rules are tried from the highest level down, target-specific before ``default``; a rule that
+    returns the call unchanged passes it on to the next one.
+    """
+
+    def _register(fn):
+        if not callable(fn):
+            raise TVMError(f"register_intrin_lowering({op_name!r}): f must be callable, got {fn!r}")
+        register_op_attr(op_name, f"{target}.FLowerIntrinsic", fn, level)
+        return fn
+
+    if f is None:
+        return _register
+    return _register(f)
+
+
+class Snapshot:
+    """Context manager restoring the registry on exit (for tests that register rules)."""
+
+    def __enter__(self):
+        self._saved = {k: list(v) for k, v in _ATTRS.items()}
+        return self
+
+    def __exit__(self, *exc):
+        _ATTRS.clear()
+        _ATTRS.update(self._saved)
+        return False

@@ -1,0 +1,354 @@
+"""Schedule -> loop nests: one nest per stage, attached stages placed at their loops.
+
+For a reduction the nest is ``common loops { init nest; update nest }`` where the common loops
+are the leaf loops before the first reduction-related loop (TVM's layout). Bound checks become
+``likely`` predicates, each placed just inside the innermost loop it depends on. A reduction whose
+axis is bound to ``threadIdx.*`` becomes a per-thread partial reduction followed by a
+:class:`ThreadAllReduce` and a guarded store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from ..errors import LoweringError
+from ..te.schedule import Schedule, Stage, iter_flags
+from ..te.tensor import ComputeOp, IterVar
+from ..tir.expr import (
+    And, Buffer, BufferLoad, IntImm, Let, PrimExpr, ProducerLoad, Reduce, Select, Var, const,
+)
+from ..tir.functor import collect, rewrite, substitute, vars_of
+from ..tir.simplify import can_prove, const_int_bound, simplify, structural_equal
+from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, IfThenElse, LetStmt, Stmt, ThreadIndex, seq
+from ..tir import likely
+from .bound import BoundInfo, eval_interval, leaf_values, root_values
+from .te_stmt import AttachMarker, ProducerRealize, ProducerStore, ThreadAllReduce
+
+
+@dataclass
+class Loop:
+    iv: IterVar
+    var: Var
+    extent: PrimExpr
+    kind: str  # serial | parallel | vectorized | unrolled | thread | none
+    tag: str = ""
+    pragmas: list = field(default_factory=list)
+
+
+class ScheduleLowering:
+    """Turns a schedule (after bound inference) into one statement."""
+
+    def __init__(self, sch: Schedule, info: BoundInfo, bodies: Dict[Stage, List[PrimExpr]]):
+        self.sch = sch
+        self.info = info
+        self.bodies = bodies
+        self.var_ranges: Dict[Var, tuple] = {}
+        self.var_itv: Dict[Var, tuple] = {}
+        for st in sch.stages:
+            if not isinstance(st.op, ComputeOp) or st.attach_type == "inline":
+                continue
+            for iv in st.leaf_iter_vars:
+                a = st.iter_var_attrs.get(iv)
+                var = a.bind_thread.var if a is not None and a.bind_thread is not None else iv.var
+                ext = simplify(info.dom[iv].extent)
+                hi = const_int_bound(ext)[1]
+                self.var_ranges[var] = (0, None if hi is None else hi - 1)
+                self.var_itv[var] = (const(0), simplify(ext - 1))
+        self.placed: set = set()
+
+    # -- loops ------------------------------------------------------------------------------
+    def loops(self, st: Stage) -> List[Loop]:
+        out = []
+        for iv in st.leaf_iter_vars:
+            r = self.info.dom[iv]
+            ext = simplify(r.extent)
+            a = st.iter_var_attrs.get(iv)
+            if a is not None and a.bind_thread is not None:
+                t = a.bind_thread
+                if t.dom is not None and not structural_equal(simplify(t.dom.extent), ext):
+                    raise LoweringError(f"stage {st.name}: axis {iv.var.name} has extent {ext} but is bound "
+                                        f"to {t.thread_tag} declared with extent {t.dom.extent}")
+                out.append(Loop(iv, t.var, ext, "thread", t.thread_tag))
+                continue
+            kind = a.kind if a is not None else "serial"
+            pragmas = list(a.pragmas) if a is not None else []
+            if isinstance(ext, IntImm) and ext.value == 1:
+                out.append(Loop(iv, iv.var, ext, "none"))
+                continue
+            if kind == "vectorized" and not isinstance(ext, IntImm):
+                raise LoweringError(f"stage {st.name}: vectorize: axis {iv.var.name} has symbolic extent "
+                                    f"{ext}; split it by a constant factor and vectorize the inner axis")
+            out.append(Loop(iv, iv.var, ext, kind, pragmas=pragmas))
+        return out
+
+    def build_nest(self, st: Optional[Stage], loops: List[Loop], body: Stmt, preds: List[PrimExpr],
+                   markers: bool = True) -> Stmt:
+        """Wrap ``body`` in ``loops``; each predicate goes inside the innermost loop it uses."""
+        at: Dict[int, List[PrimExpr]] = {}
+        pos = {id(l.var): k for k, l in enumerate(loops) if l.kind != "none"}
+        for p in preds:
+            depth = -1
+            for v in vars_of(p):
+                depth = max(depth, pos.get(id(v), -1))
+            at.setdefault(depth, []).append(p)
+        stmt = body
+        for depth in range(len(loops) - 1, -2, -1):
+            ps = at.get(depth)
+            if ps:
+                cond = ps[0]
+                for p in ps[1:]:
+                    cond = And(cond, p)
+                stmt = IfThenElse(cond, stmt)
+            if depth < 0:
+                break
+            lp = loops[depth]
+            if markers and st is not None:
+                stmt = seq(AttachMarker(st, lp.iv), stmt)
+            if lp.kind == "thread":
+                stmt = AttrStmt(ThreadIndex(lp.var, lp.tag, lp.extent), "thread_extent", lp.extent, stmt)
+            elif lp.kind != "none":
+                ann = tuple((k, v) for k, v in lp.pragmas)
+                stmt = For(lp.var, const(0), lp.extent, lp.kind, stmt, ann)
+        return stmt
+
+    # -- predicates ------------------------------------------------------------------------
+    def bound_checks(self, st: Stage, vals: Dict[IterVar, PrimExpr], ivs) -> List[PrimExpr]:
+        out = []
+        for iv in ivs:
+            v = simplify(vals[iv])
+            lo, hi = eval_interval(v, self.var_itv)
+            r = self.info.dom[iv]
+            checks = [(r.min, simplify(r.min + r.extent))]
+            if not (structural_equal(simplify(r.min), simplify(iv.dom.min))
+                    and structural_equal(simplify(r.extent), simplify(iv.dom.extent))):
+                checks.append((iv.dom.min, simplify(iv.dom.min + iv.dom.extent)))
+            for bmin, bend in checks:
+                if hi is None or not can_prove(simplify(hi) < bend, self.var_ranges):
+                    c = simplify(v < bend, self.var_ranges)
+                    if not (isinstance(c, IntImm) and c.value == 1):
+                        out.append(likely(c))
+                if lo is None or not can_prove(simplify(lo) >= bmin, self.var_ranges):
+                    c = simplify(v >= bmin, self.var_ranges)
+                    if not (isinstance(c, IntImm) and c.value == 1):
+                        out.append(likely(c))
+        uniq, keys = [], set()
+        from ..tir.simplify import skey
+
+        for p in out:
+            k = skey(p)
+            if k not in keys:
+                keys.add(k)
+                uniq.append(p)
+        return uniq
+
+    # -- stages ------------------------------------------------------------------------------
+    def compute_stmt(self, st: Stage) -> Stmt:
+        op: ComputeOp = st.op
+        body = self.bodies[st]
+        loops = self.loops(st)
+        vals = root_values(st, self.info.dom)
+        vmap = {iv.var: vals[iv] for iv in op.root_iter_vars()}
+        idx = tuple(simplify(vals[iv]) for iv in op.axis)
+        outs = [op.output(k) for k in range(op.num_outputs)]
+        store_pred = [st.store_predicate] if st.store_predicate is not None else []
+        if not op.reduce_axis:
+            stores = seq(*[ProducerStore(t, simplify(substitute(b, vmap)), idx) for t, b in zip(outs, body)])
+            preds = self.bound_checks(st, vals, op.axis) + store_pred
+            return self.build_nest(st, loops, stores, preds)
+
+        red: Reduce = body[0]
+        flags = iter_flags(st)
+        xthread = []
+        for lp in loops:
+            if lp.kind == "thread" and flags.get(lp.iv, 1) & 2:
+                if not lp.tag.startswith("threadIdx"):
+                    raise LoweringError(f"stage {st.name}: reduction axis {lp.iv.var.name} is bound to "
+                                        f"{lp.tag}; only threadIdx.* can carry a cross-thread reduction")
+                xthread.append(lp)
+        sources = [simplify(substitute(s, vmap)) for s in red.source]
+        cond = simplify(substitute(red.condition, vmap))
+        data_preds = self.bound_checks(st, vals, op.axis)
+        red_preds = self.bound_checks(st, vals, op.reduce_axis)
+        comb = red.combiner
+        if xthread:
+            return self._cross_thread(st, loops, flags, outs, idx, red, sources, cond, data_preds, red_preds,
+                                      store_pred, vmap)
+        first = next((k for k, lp in enumerate(loops) if flags.get(lp.iv, 1) & 2), len(loops))
+        common, rest = loops[:first], loops[first:]
+        init_loops = [lp for lp in rest if flags.get(lp.iv, 1) == 1]
+        init_vals = [simplify(substitute(i, vmap)) for i in red.init] if red.init else comb.identity_element
+        init = seq(*[ProducerStore(t, v, idx) for t, v in zip(outs, init_vals)])
+        init_nest = self.build_nest(st, init_loops, init, data_preds, markers=False)
+        cur = [ProducerLoad(t, idx) for t in outs]
+        new = comb.combine(cur, sources)
+        if len(outs) == 1:
+            update: Stmt = ProducerStore(outs[0], simplify(new[0]), idx)
+        else:
+            tmps = [Var(f"{t.op.name}_v{k}", t.dtype) for k, t in enumerate(outs)]
+            update = seq(*[ProducerStore(t, tv, idx) for t, tv in zip(outs, tmps)])
+            for tv, nv in reversed(list(zip(tmps, new))):
+                update = LetStmt(tv, simplify(nv), update)
+        if not (isinstance(cond, IntImm) and cond.value == 1):
+            update = IfThenElse(cond, update)
+        update_nest = self.build_nest(st, rest, update, data_preds + red_preds + store_pred)
+        return self.build_nest(st, common, seq(init_nest, update_nest), [])
+
+    def _cross_thread(self, st, loops, flags, outs, idx, red, sources, cond, data_preds, red_preds,
+                      store_pred, vmap) -> Stmt:
+        comb = red.combiner
+        common = [lp for lp in loops if not (flags.get(lp.iv, 1) & 2) or lp.kind == "thread"]
+        normal = [lp for lp in loops if (flags.get(lp.iv, 1) & 2) and lp.kind != "thread"]
+
+        def const_ext(lp):
+            e = simplify(lp.extent)
+            if not isinstance(e, IntImm):
+                raise LoweringError(f"stage {st.name}: cross-thread reduction needs constant thread extents; "
+                                    f"{lp.tag} (axis {lp.iv.var.name}) has extent {e}")
+            return e.value
+
+        rthreads = tuple((lp.var, lp.tag, const_ext(lp)) for lp in common
+                         if lp.kind == "thread" and flags.get(lp.iv, 1) & 2)
+        gthreads = tuple((lp.var, lp.tag, const_ext(lp)) for lp in common
+                         if lp.kind == "thread" and not flags.get(lp.iv, 1) & 2
+                         and lp.tag.startswith("threadIdx"))
+        dts = [t.dtype for t in outs]
+        red_bufs = tuple(Buffer(f"red_buf{k}", d, (const(1),), "local") for k, d in enumerate(dts))
+        all_preds = data_preds + red_preds
+        if not (isinstance(cond, IntImm) and cond.value == 1):
+            all_preds = all_preds + [cond]
+        parts: List[Stmt] = []
+        temps = ()
+        if normal:
+            temps = tuple(Buffer(f"normal_reduce_temp{k}", d, (const(1),), "local") for k, d in enumerate(dts))
+            zero = const(0)
+            parts.append(seq(*[BufferStore(b, v, (zero,)) for b, v in zip(temps, comb.identity_element)]))
+            cur = [BufferLoad(b, (zero,)) for b in temps]
+            new = comb.combine(cur, sources)
+            tmps = [Var(f"{b.name}_new", b.dtype) for b in temps]
+            upd: Stmt = seq(*[BufferStore(b, tv, (zero,)) for b, tv in zip(temps, tmps)])
+            for tv, nv in reversed(list(zip(tmps, new))):
+                upd = LetStmt(tv, simplify(nv), upd)
+            parts.append(self.build_nest(st, normal, upd, all_preds))
+            values = tuple(BufferLoad(b, (zero,)) for b in temps)
+            acond = const(True)
+        else:
+            values = tuple(sources)
+            acond = const(True)
+            for p in all_preds:
+                acond = p if (isinstance(acond, IntImm) and acond.value == 1) else And(acond, p)
+        parts.append(ThreadAllReduce(comb, values, acond, rthreads, gthreads, red_bufs))
+        results = [BufferLoad(b, (const(0),)) for b in red_bufs]
+        if red.init:
+            inits = [simplify(substitute(i, vmap)) for i in red.init]
+            results = comb.combine(inits, results)
+        store: Stmt = seq(*[ProducerStore(t, r, idx) for t, r in zip(outs, results)])
+        guard = data_preds + store_pred
+        if guard:
+            c = guard[0]
+            for p in guard[1:]:
+                c = And(c, p)
+            store = IfThenElse(c, store)
+        parts.append(store)
+        body: Stmt = seq(*parts)
+        for b in reversed(temps + red_bufs):
+            body = Allocate(b, const(1), body)
+        return self.build_nest(st, common, body, [])
+
+    # -- attachment ---------------------------------------------------------------------------
+    def stage_stmt(self, st: Stage) -> Stmt:
+        self.placed.add(st)
+        return self.place_attached(self.compute_stmt(st))
+
+    def _attached_at(self, st: Stage, iv: IterVar) -> List[Stage]:
+        return [s for s in self.sch.stages if s.attach_type == "scope" and s.attach_stage is st
+                and s.attach_ivar is iv]
+
+    def realize(self, st: Stage, body: Stmt) -> Stmt:
+        op = st.op
+        mins = tuple(simplify(self.info.dom[iv].min) for iv in op.axis)
+        exts = tuple(simplify(self.info.dom[iv].extent) for iv in op.axis)
+        tensors = tuple(op.output(k) for k in range(op.num_outputs))
+        return ProducerRealize(st, tensors, mins, exts, self.info.scope.get(st, "global"), body)
+
+    def place_attached(self, stmt: Stmt) -> Stmt:
+        def wrap(marker: AttachMarker, rest: Stmt) -> Stmt:
+            out = rest
+            for s in reversed(self._attached_at(marker.stage, marker.ivar)):
+                out = self.realize(s, seq(self.stage_stmt(s), out))
+            return out
+
+        def visit(s: Stmt) -> Stmt:
+            from ..tir.stmt import SeqStmt
+
+            if isinstance(s, AttachMarker):
+                return wrap(s, seq())
+            if isinstance(s, SeqStmt):
+                items = list(s.seq)
+                for k, it in enumerate(items):
+                    if isinstance(it, AttachMarker):
+                        rest = visit(seq(*items[k + 1:]))
+                        return seq(*[visit(x) for x in items[:k]], wrap(it, rest))
+                return seq(*[visit(x) for x in items])
+            if isinstance(s, (For, AttrStmt, Allocate, LetStmt, ProducerRealize)):
+                import dataclasses
+
+                return dataclasses.replace(s, body=visit(s.body))
+            if isinstance(s, IfThenElse):
+                import dataclasses
+
+                return dataclasses.replace(s, then_case=visit(s.then_case),
+                                           else_case=None if s.else_case is None else visit(s.else_case))
+            return s
+
+        return visit(stmt)
+
+
+def inline_bodies(sch: Schedule) -> Dict[Stage, List[PrimExpr]]:
+    """Each stage's body with the inlined stages substituted in (stages in dataflow order)."""
+    bodies: Dict[Stage, List[PrimExpr]] = {}
+    inl: Dict[int, Stage] = {}
+    for st in sch.stages:
+        if not isinstance(st.op, ComputeOp):
+            continue
+
+        def fn(n, _inl=inl):
+            if isinstance(n, ProducerLoad):
+                src = _inl.get(id(n.producer.op))
+                if src is not None:
+                    axis = src.op.axis
+                    b = bodies[src][n.producer.value_index]
+                    return substitute(b, {iv.var: i for iv, i in zip(axis, n.indices)})
+            return None
+
+        bodies[st] = [rewrite(b, fn) for b in st.op.body]
+        if st.attach_type == "inline":
+            inl[id(st.op)] = st
+            inl[id(st.origin_op)] = st
+    return bodies
+
+
+def schedule_to_stmt(sch: Schedule, info: BoundInfo, bodies, arg_ops) -> Stmt:
+    """The whole function body (before storage flattening)."""
+    lw = ScheduleLowering(sch, info, bodies)
+    for st in sch.stages:
+        if st.attach_type == "scope":
+            parent = st.attach_stage
+            if parent.attach_type == "inline":
+                raise LoweringError(f"stage {st.name} is computed at {parent.name}, which is inlined")
+            if st.attach_ivar not in parent.leaf_iter_vars:
+                raise LoweringError(f"stage {st.name} is computed at axis {st.attach_ivar.var.name} of "
+                                    f"{parent.name}, which is no longer a leaf axis (it was split or fused "
+                                    "after compute_at); call compute_at with the new axis")
+    roots = [st for st in sch.stages if isinstance(st.op, ComputeOp) and st.attach_type == "root"]
+    stmt: Stmt = seq()
+    for st in reversed(roots):
+        nest = lw.stage_stmt(st)
+        stmt = seq(nest, stmt)
+        if not any(st.op is o or st.origin_op is o for o in arg_ops):
+            stmt = lw.realize(st, stmt)
+    for st in sch.stages:
+        if st.attach_type == "scope" and st not in lw.placed:
+            raise LoweringError(f"stage {st.name}: its attach point {st.attach_stage.name}."
+                                f"{st.attach_ivar.var.name} was never generated")
+    return stmt

@@ -1,0 +1,610 @@
+"""Schedules: stages, their iteration-variable relations and the schedule primitives.
+
+A :class:`Schedule` holds one :class:`Stage` per operation. Primitives edit a stage's leaf
+iteration variables (``split``, ``fuse``, ``reorder``...), annotate them (``bind``, ``vectorize``...)
+or move the stage (``compute_at``, ``compute_inline``). ``rfactor`` rewrites the computation.
+Errors are :class:`~kernels.errors.ScheduleError` naming the stage, the axis and the rule broken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+from ..errors import ScheduleError
+from ..tir.expr import IntImm, PrimExpr, ProducerLoad, Reduce, Var, const, convert
+from ..tir.functor import rewrite, substitute
+from ..tir.simplify import simplify
+from .tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor, compute
+
+# -- relations -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Split:
+    parent: IterVar
+    outer: IterVar
+    inner: IterVar
+    factor: Optional[PrimExpr]
+    nparts: Optional[PrimExpr]
+
+
+@dataclass(frozen=True, eq=False)
+class Fuse:
+    outer: IterVar
+    inner: IterVar
+    fused: IterVar
+
+
+@dataclass(frozen=True, eq=False)
+class Rebase:
+    parent: IterVar
+    rebased: IterVar
+
+
+@dataclass
+class IterVarAttr:
+    bind_thread: Optional[IterVar] = None
+    kind: str = "serial"  # serial | vectorized | unrolled | parallel
+    pragmas: List[Tuple[str, object]] = field(default_factory=list)
+
+
+def _ceildiv(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    return simplify((a + b - 1) // b)
+
+
+def pass_down_domain(stage: "Stage", root: Dict[IterVar, Range]) -> Dict[IterVar, Range]:
+    """Ranges of every iteration variable of ``stage`` from the ranges of its root variables."""
+    dom = dict(root)
+    for rel in stage.relations:
+        if isinstance(rel, Split):
+            p = dom[rel.parent]
+            if rel.factor is not None:
+                dom[rel.outer] = Range(const(0), _ceildiv(p.extent, rel.factor))
+                dom[rel.inner] = Range(const(0), rel.factor)
+            else:
+                dom[rel.outer] = Range(const(0), rel.nparts)
+                dom[rel.inner] = Range(const(0), _ceildiv(p.extent, rel.nparts))
+        elif isinstance(rel, Fuse):
+            dom[rel.fused] = Range(const(0), simplify(dom[rel.outer].extent * dom[rel.inner].extent))
+        elif isinstance(rel, Rebase):
+            dom[rel.rebased] = Range(const(0), dom[rel.parent].extent)
+    return dom
+
+
+def pass_up_index(stage: "Stage", dom: Dict[IterVar, Range], values: Dict[IterVar, PrimExpr]
+                  ) -> Dict[IterVar, PrimExpr]:
+    """Values of the parent variables given the values of the leaf variables."""
+    v = dict(values)
+    for rel in reversed(stage.relations):
+        if isinstance(rel, Split):
+            if rel.outer not in v or rel.inner not in v:
+                continue
+            factor = dom[rel.inner].extent
+            val = v[rel.outer] * factor + v[rel.inner]
+            pmin = dom[rel.parent].min
+            if not (isinstance(pmin, IntImm) and pmin.value == 0):
+                val = val + pmin
+            v[rel.parent] = val
+        elif isinstance(rel, Fuse):
+            if rel.fused not in v:
+                continue
+            f = v[rel.fused]
+            inner_ext = dom[rel.inner].extent
+            o = f // inner_ext
+            i = f % inner_ext
+            if not (isinstance(dom[rel.outer].min, IntImm) and dom[rel.outer].min.value == 0):
+                o = o + dom[rel.outer].min
+            if not (isinstance(dom[rel.inner].min, IntImm) and dom[rel.inner].min.value == 0):
+                i = i + dom[rel.inner].min
+            v[rel.outer], v[rel.inner] = o, i
+        elif isinstance(rel, Rebase):
+            if rel.rebased not in v:
+                continue
+            pmin = dom[rel.parent].min
+            v[rel.parent] = v[rel.rebased] + pmin
+    return v
+
+
+def iter_flags(stage: "Stage") -> Dict[IterVar, int]:
+    """1 for variables derived from data-parallel axes, 2 for reduction axes, 3 for both."""
+    flags: Dict[IterVar, int] = {}
+    op = stage.op
+    for iv in getattr(op, "axis", []):
+        flags[iv] = 1
+    for iv in getattr(op, "reduce_axis", []):
+        flags[iv] = 2
+    for rel in stage.relations:
+        if isinstance(rel, Split):
+            flags[rel.outer] = flags[rel.inner] = flags[rel.parent]
+        elif isinstance(rel, Fuse):
+            flags[rel.fused] = flags[rel.outer] | flags[rel.inner]
+        elif isinstance(rel, Rebase):
+            flags[rel.rebased] = flags[rel.parent]
+    return flags
+
+
+# -- stages ---------------------------------------------------------------------------------------
+
+_THREAD_TAGS = {f"{a}.{d}" for a in ("blockIdx", "threadIdx") for d in "xyz"}
+
+
+class Stage:
+    """The schedule of one operation. See each primitive's docstring for the loop nest it makes."""
+
+    def __init__(self, op: Operation, schedule: "Schedule"):
+        self.op = op
+        self.origin_op = op
+        self.schedule = schedule
+        self.relations: list = []
+        self.iter_var_attrs: Dict[IterVar, IterVarAttr] = {}
+        self.attach_type = "root"  # root | inline | scope
+        self.attach_stage: Optional[Stage] = None
+        self.attach_ivar: Optional[IterVar] = None
+        self.store_predicate: Optional[PrimExpr] = None
+        self.scope = ""
+        self.align: Dict[int, Tuple[int, int]] = {}
+        self.is_output = False
+        self._reset_axes()
+
+    def _reset_axes(self):
+        if isinstance(self.op, ComputeOp):
+            self.all_iter_vars = list(self.op.axis) + list(self.op.reduce_axis)
+        else:
+            self.all_iter_vars = []
+        self.leaf_iter_vars = list(self.all_iter_vars)
+
+    @property
+    def name(self) -> str:
+        return self.origin_op.name
+
+    def __repr__(self) -> str:
+        return f"stage({self.name}, {type(self.op).__name__})"
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _err(self, prim: str, msg: str) -> ScheduleError:
+        return ScheduleError(f"stage {self.name}: {prim}: {msg}")
+
+    def _require_compute(self, prim: str):
+        if not isinstance(self.op, ComputeOp):
+            raise self._err(prim, "only computed tensors can be scheduled (this is a placeholder)")
+
+    def _leaf_pos(self, iv, prim: str) -> int:
+        self._require_compute(prim)
+        if not isinstance(iv, IterVar):
+            raise self._err(prim, f"expected an axis (IterVar), got {iv!r}")
+        for k, x in enumerate(self.leaf_iter_vars):
+            if x is iv:
+                return k
+        if any(x is iv for x in self.all_iter_vars):
+            raise self._err(prim, f"axis {iv.var.name} is not a leaf axis of the stage (it was already "
+                                  "split, fused or replaced); use the axes the earlier primitive returned")
+        raise self._err(prim, f"axis {iv.var.name} does not belong to this stage")
+
+    def _attr(self, iv) -> IterVarAttr:
+        a = self.iter_var_attrs.get(iv)
+        if a is None:
+            a = self.iter_var_attrs[iv] = IterVarAttr()
+        return a
+
+    def _new_iv(self, name: str, like: IterVar) -> IterVar:
+        t = IterVar.CommReduce if like.iter_type == IterVar.CommReduce else IterVar.DataPar
+        iv = IterVar(None, Var(name, like.var.dtype), t)
+        self.all_iter_vars.append(iv)
+        return iv
+
+    # -- primitives -----------------------------------------------------------------------------
+    def split(self, parent: IterVar, factor=None, nparts=None) -> Tuple[IterVar, IterVar]:
+        """Split ``parent`` into ``(outer, inner)``.
+
+        ``for i in range(n)`` becomes::
+
+            for i.outer in range(ceildiv(n, factor)):
+                for i.inner in range(factor):
+                    if likely(i.outer * factor + i.inner < n):   # only if factor may not divide n
+                        ... i = i.outer * factor + i.inner ...
+
+        With ``nparts`` the outer loop has ``nparts`` iterations and the inner ``ceildiv(n, nparts)``.
+        """
+        pos = self._leaf_pos(parent, "split")
+        if (factor is None) == (nparts is None):
+            raise self._err("split", "give exactly one of factor= and nparts=")
+        which = "factor" if factor is not None else "nparts"
+        val = factor if factor is not None else nparts
+        try:
+            val = convert(val)
+        except Exception:
+            raise self._err("split", f"{which}={val!r} is not an integer") from None
+        if not val.dtype.startswith("int"):
+            raise self._err("split", f"{which}={val} must be an integer, not {val.dtype}")
+        if isinstance(val, IntImm) and val.value <= 0:
+            raise self._err("split", f"{which} must be positive, got {val.value} (axis {parent.var.name})")
+        attr = self.iter_var_attrs.get(parent)
+        if attr is not None and attr.bind_thread is not None:
+            raise self._err("split", f"axis {parent.var.name} is bound to {attr.bind_thread.thread_tag}; "
+                                     "split before binding")
+        outer = self._new_iv(parent.var.name + ".outer", parent)
+        inner = self._new_iv(parent.var.name + ".inner", parent)
+        self.relations.append(Split(parent, outer, inner, val if factor is not None else None,
+                                    val if nparts is not None else None))
+        self.leaf_iter_vars[pos:pos + 1] = [outer, inner]
+        return outer, inner
+
+    def fuse(self, *args: IterVar) -> IterVar:
+        """Fuse consecutive leaf axes (outermost first) into one::
+
+            for i in range(n): for j in range(m):   ->   for i.j.fused in range(n * m):
+                                                            i = fused // m; j = fused % m
+        """
+        if len(args) == 1 and isinstance(args[0], (list, tuple)):
+            args = tuple(args[0])
+        if not args:
+            raise self._err("fuse", "needs at least one axis")
+        if len(args) == 1:
+            self._leaf_pos(args[0], "fuse")
+            return args[0]
+        positions = [self._leaf_pos(a, "fuse") for a in args]
+        if len({id(a) for a in args}) != len(args):
+            raise self._err("fuse", "the same axis is given twice")
+        for a, b, pa, pb in zip(args, args[1:], positions, positions[1:]):
+            if pb != pa + 1:
+                raise self._err("fuse", f"axes {a.var.name} and {b.var.name} are not adjacent leaf axes "
+                                        "in this order; reorder them first")
+        types = {a.iter_type == IterVar.CommReduce for a in args}
+        if len(types) > 1:
+            raise self._err("fuse", "cannot fuse a data-parallel axis with a reduction axis")
+        fused = args[0]
+        for nxt in args[1:]:
+            outer, inner = fused, nxt
+            new = self._new_iv(f"{outer.var.name}.{inner.var.name}.fused", outer)
+            self.relations.append(Fuse(outer, inner, new))
+            pos = self.leaf_iter_vars.index(outer)
+            self.leaf_iter_vars[pos:pos + 2] = [new]
+            fused = new
+        return fused
+
+    def reorder(self, *args: IterVar) -> None:
+        """Reorder the given leaf axes among the positions they occupy; other axes stay put."""
+        if len(args) == 1 and isinstance(args[0], (list, tuple)):
+            args = tuple(args[0])
+        positions = [self._leaf_pos(a, "reorder") for a in args]
+        if len(set(positions)) != len(positions):
+            dup = [a.var.name for a in args if sum(b is a for b in args) > 1][0]
+            raise self._err("reorder", f"axis {dup} appears more than once")
+        for pos, iv in zip(sorted(positions), args):
+            self.leaf_iter_vars[pos] = iv
+
+    def tile(self, x_parent, y_parent, x_factor, y_factor):
+        """``split`` both axes and reorder to ``(x.outer, y.outer, x.inner, y.inner)``."""
+        xo, xi = self.split(x_parent, factor=x_factor)
+        yo, yi = self.split(y_parent, factor=y_factor)
+        self.reorder(xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
+    def bind(self, ivar: IterVar, thread_ivar: IterVar) -> None:
+        """Bind a leaf axis to a GPU thread index: the loop disappears and
+        ``attr [threadIdx.x] "thread_extent" = extent`` declares the launch dimension."""
+        self._leaf_pos(ivar, "bind")
+        if not isinstance(thread_ivar, IterVar) or thread_ivar.iter_type != IterVar.ThreadIndex:
+            raise self._err("bind", f"the second argument must be te.thread_axis(...), got {thread_ivar!r}")
+        tag = thread_ivar.thread_tag
+        if tag not in _THREAD_TAGS:
+            raise self._err("bind", f"thread tag {tag!r} cannot be bound (supported: blockIdx.x/y/z, "
+                                    "threadIdx.x/y/z)")
+        for other, a in self.iter_var_attrs.items():
+            if other is not ivar and a.bind_thread is not None and a.bind_thread.thread_tag == tag \
+                    and other in self.leaf_iter_vars:
+                raise self._err("bind", f"{tag} is already bound to axis {other.var.name}; one thread tag "
+                                        f"cannot be bound to two loops of a stage ({ivar.var.name})")
+        attr = self._attr(ivar)
+        if attr.kind != "serial":
+            raise self._err("bind", f"axis {ivar.var.name} is already marked {attr.kind}")
+        attr.bind_thread = thread_ivar
+
+    def compute_at(self, parent: "Stage", scope: IterVar) -> None:
+        """Compute this stage inside loop ``scope`` of ``parent``, over just the region that
+        one iteration of ``scope`` needs (bound inference sizes it)::
+
+            for x.outer:                 # parent loop `scope`
+                for k in region:         # this stage, computed here
+                    T[k] = ...
+                for x.inner: ... T[...] ...
+        """
+        self._require_compute("compute_at")
+        if not isinstance(parent, Stage):
+            raise self._err("compute_at", f"the first argument must be a stage (s[T]), got {parent!r}")
+        if parent is self:
+            raise self._err("compute_at", "a stage cannot be computed at itself")
+        parent._leaf_pos(scope, "compute_at")
+        s = parent
+        while s is not None and s.attach_type == "scope":
+            s = s.attach_stage
+            if s is self:
+                raise self._err("compute_at", f"attaching to {parent.name} would make a cycle "
+                                              f"({parent.name} is already computed inside {self.name})")
+        if self.is_output:
+            raise self._err("compute_at", "an output stage cannot be computed at another stage")
+        self.attach_type = "scope"
+        self.attach_stage = parent
+        self.attach_ivar = scope
+
+    def compute_inline(self) -> None:
+        """Substitute this stage's expression into its consumers; it gets no loop of its own."""
+        self._require_compute("compute_inline")
+        if self.op.reduce_axis:
+            raise self._err("compute_inline", "a reduction cannot be inlined")
+        if self.is_output:
+            raise self._err("compute_inline", "an output stage cannot be inlined")
+        self.attach_type = "inline"
+        self.attach_stage = self.attach_ivar = None
+
+    def compute_root(self) -> None:
+        """Compute this stage at the root of the function (undoes compute_at/compute_inline)."""
+        self._require_compute("compute_root")
+        self.attach_type = "root"
+        self.attach_stage = self.attach_ivar = None
+
+    def set_store_predicate(self, predicate) -> None:
+        """Only store results where ``predicate`` holds (e.g. ``threadIdx.x == 0``)."""
+        self._require_compute("set_store_predicate")
+        p = convert(predicate)
+        if p.dtype != "bool":
+            raise self._err("set_store_predicate", f"predicate must be boolean, got {p} ({p.dtype})")
+        self.store_predicate = p
+
+    def _annotate(self, iv, kind: str, prim: str) -> None:
+        self._leaf_pos(iv, prim)
+        attr = self._attr(iv)
+        if attr.bind_thread is not None:
+            raise self._err(prim, f"axis {iv.var.name} is bound to {attr.bind_thread.thread_tag}")
+        if kind in ("vectorized", "parallel") and iter_flags(self).get(iv, 1) & 2:
+            raise self._err(prim, f"axis {iv.var.name} is a reduction axis; only data-parallel axes can "
+                                  f"be {kind} (use rfactor or unroll)")
+        attr.kind = kind
+
+    def vectorize(self, var: IterVar) -> None:
+        """Mark a data-parallel leaf axis of constant extent for vector execution."""
+        self._annotate(var, "vectorized", "vectorize")
+
+    def unroll(self, var: IterVar) -> None:
+        """Unroll the loop (``#pragma unroll`` in CUDA/OpenCL, fully unrolled when constant)."""
+        self._annotate(var, "unrolled", "unroll")
+
+    def parallel(self, var: IterVar) -> None:
+        """Run the loop's iterations in parallel on CPU threads (OpenMP for the C target)."""
+        self._annotate(var, "parallel", "parallel")
+
+    def pragma(self, var: IterVar, pragma_type: str, pragma_value=None) -> None:
+        """Attach a pragma to a loop (``unroll`` and ``parallel`` are understood; others are kept
+        as annotations in the IR)."""
+        self._leaf_pos(var, "pragma")
+        if not isinstance(pragma_type, str) or not pragma_type:
+            raise self._err("pragma", f"pragma type must be a non-empty string, got {pragma_type!r}")
+        if pragma_type == "unroll":
+            self.unroll(var)
+        elif pragma_type == "parallel_launch_point" or pragma_type == "parallel":
+            self.parallel(var)
+        else:
+            self._attr(var).pragmas.append((pragma_type, pragma_value))
+
+    def set_scope(self, scope: str) -> None:
+        if scope not in ("global", "shared", "local", "warp"):
+            raise self._err("set_scope", f"unknown storage scope {scope!r}")
+        self.scope = scope
+
+    def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
+        """Pad the buffer so the stride of the dimension of ``axis`` is ``k * factor + offset``."""
+        self._require_compute("storage_align")
+        idx = [k for k, iv in enumerate(self.op.axis) if iv is axis]
+        if not idx:
+            raise self._err("storage_align", f"axis {getattr(axis, 'var', axis)} is not a root "
+                                             "data-parallel axis of the stage")
+        if int(factor) <= 0 or not (0 <= int(offset) < int(factor)):
+            raise self._err("storage_align", f"need factor > 0 and 0 <= offset < factor, got "
+                                             f"factor={factor}, offset={offset}")
+        self.align[idx[0]] = (int(factor), int(offset))
+
+    def normalize(self) -> None:
+        """Rebase root axes whose range does not start at 0 so every loop starts at 0."""
+        self._require_compute("normalize")
+        for iv in list(self.op.axis) + list(self.op.reduce_axis):
+            if iv in self.leaf_iter_vars and not (isinstance(iv.dom.min, IntImm) and iv.dom.min.value == 0):
+                new = self._new_iv(iv.var.name, iv)
+                self.relations.append(Rebase(iv, new))
+                self.leaf_iter_vars[self.leaf_iter_vars.index(iv)] = new
+
+
+# -- the schedule ---------------------------------------------------------------------------------
+
+
+def _post_dfs(outputs: Sequence[Operation]) -> List[Operation]:
+    order, seen = [], set()
+
+    def visit(op):
+        if id(op) in seen:
+            return
+        seen.add(id(op))
+        for t in op.input_tensors:
+            visit(t.op)
+        order.append(op)
+
+    for op in outputs:
+        visit(op)
+    return order
+
+
+class Schedule:
+    """The schedule of a set of output operations; ``s[T]`` is the stage of tensor ``T``."""
+
+    def __init__(self, outputs: Sequence[Operation]):
+        self.outputs = list(outputs)
+        self.stages: List[Stage] = []
+        self.stage_map: Dict[int, Stage] = {}
+        for op in _post_dfs(self.outputs):
+            st = Stage(op, self)
+            st.is_output = any(op is o for o in self.outputs)
+            self.stages.append(st)
+            self.stage_map[id(op)] = st
+
+    def __getitem__(self, t: Union[Tensor, Operation]) -> Stage:
+        op = t.op if isinstance(t, Tensor) else t
+        st = self.stage_map.get(id(op))
+        if st is None:
+            raise ScheduleError(f"{getattr(op, 'name', op)} is not part of this schedule (it is not an "
+                                "input of the scheduled outputs)")
+        return st
+
+    def normalize(self) -> "Schedule":
+        for st in self.stages:
+            if isinstance(st.op, ComputeOp):
+                st.normalize()
+        return self
+
+    def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0):
+        """Factor a reduction: the reduce axis ``axis`` becomes a data axis of a new stage
+        ``<T>.rf`` (at position ``factor_axis``), which holds partial results; ``T`` then reduces
+        ``T.rf`` over the new axis ``<axis>.v``::
+
+            B.rf[k.inner, i] = sum over k.outer of A[i, k.outer * 16 + k.inner]
+            B[i]             = sum over k.inner.v of B.rf[k.inner.v, i]
+        """
+        stage = self[tensor]
+        prim = "rfactor"
+        stage._require_compute(prim)
+        op = stage.op
+        if not op.reduce_axis:
+            raise stage._err(prim, "the stage has no reduction to factor")
+        stage._leaf_pos(axis, prim)
+        flags = iter_flags(stage)
+        if flags.get(axis, 1) != 2:
+            raise stage._err(prim, f"axis {axis.var.name} is not a reduction axis")
+        body0 = op.body[0]
+        assert isinstance(body0, Reduce)
+        if body0.init:
+            raise stage._err(prim, "cannot rfactor a reduction that has init=")
+        ndata = len(op.axis)
+        if not (0 <= factor_axis <= ndata):
+            raise stage._err(prim, f"factor_axis={factor_axis} must be in [0, {ndata}]")
+        if any(st.attach_stage is stage for st in self.stages):
+            raise stage._err(prim, "rfactor a stage before computing other stages at it")
+
+        root = {iv: iv.dom for iv in op.root_iter_vars()}
+        dom = pass_down_domain(stage, root)
+        reduce_leaves = [iv for iv in stage.leaf_iter_vars if flags.get(iv) == 2]
+        # fresh variables for the factored op
+        new_data = [IterVar(iv.dom, Var(iv.var.name, iv.var.dtype), IterVar.DataPar) for iv in op.axis]
+        kf = IterVar(Range(const(0), dom[axis].extent), Var(axis.var.name, axis.var.dtype), IterVar.DataPar)
+        new_red = [IterVar(Range(const(0), dom[iv].extent), Var(iv.var.name, iv.var.dtype), IterVar.CommReduce)
+                   for iv in reduce_leaves if iv is not axis]
+        leaf_val = {axis: kf.var}
+        for iv, nv in zip([x for x in reduce_leaves if x is not axis], new_red):
+            leaf_val[iv] = nv.var
+        up = pass_up_index(stage, dom, leaf_val)
+        vmap = {iv.var: nv.var for iv, nv in zip(op.axis, new_data)}
+        preds = []
+        for iv in op.reduce_axis:
+            val = simplify(up[iv])
+            vmap[iv.var] = val
+            lo, ext = iv.dom.min, iv.dom.extent
+            from ..tir.simplify import can_prove
+
+            rng = {}
+            for nv in [kf] + new_red:
+                e = simplify(nv.dom.extent)
+                rng[nv.var] = (0, e.value - 1 if isinstance(e, IntImm) else None)
+            if not can_prove(val < lo + ext, rng):
+                preds.append(val < lo + ext)
+            if not can_prove(val >= lo, rng):
+                preds.append(val >= lo)
+        cond = substitute(body0.condition, vmap)
+        for p in preds:
+            cond = p if (isinstance(cond, IntImm) and cond.value == 1) else (cond & p)
+        sources = tuple(substitute(s, vmap) for s in body0.source)
+        axes = list(new_data)
+        axes.insert(factor_axis, kf)
+        bodies = tuple(Reduce(body0.combiner, sources, tuple(new_red), cond, k) for k in range(len(sources)))
+        rf_op = ComputeOp(op.name + ".rf", op.tag, tuple(axes), tuple(new_red), bodies)
+        rf_tensors = [rf_op.output(k) for k in range(rf_op.num_outputs)]
+
+        # the stage now reduces the factored tensor over the new axis
+        rv_dom = Range(const(0), dom[axis].extent)
+
+        def body(*idx):
+            from .tensor import reduce_axis as _ra
+
+            rv = _ra(rv_dom, axis.var.name + ".v")
+            loads = []
+            for t in rf_tensors:
+                ii = list(idx)
+                ii.insert(factor_axis, rv.var)
+                loads.append(t[tuple(ii)])
+            outs = tuple(Reduce(body0.combiner, tuple(loads), (rv,), const(True), k)
+                         for k in range(len(loads)))
+            return outs if len(outs) > 1 else outs[0]
+
+        rep_axis = tuple(IterVar(Range(const(0), iv.dom.extent), Var(f"ax{k}", iv.var.dtype), IterVar.DataPar)
+                         for k, iv in enumerate(op.axis))
+        rep_body = body(*[iv.var for iv in rep_axis])
+        rep_body = rep_body if isinstance(rep_body, tuple) else (rep_body,)
+        repl_op = ComputeOp(op.name, op.tag, rep_axis, tuple(rep_body[0].axis), rep_body)
+        stage.op = repl_op
+        stage.relations = []
+        stage.iter_var_attrs = {}
+        stage._reset_axes()
+        self.stage_map[id(repl_op)] = stage
+        rf_stage = Stage(rf_op, self)
+        self.stages.insert(self.stages.index(stage), rf_stage)
+        self.stage_map[id(rf_op)] = rf_stage
+        return rf_tensors[0] if len(rf_tensors) == 1 else rf_tensors
+
+    def cache_read(self, tensor: Tensor, scope: str, readers) -> Tensor:
+        """Read ``tensor`` through a copy in ``scope`` (``shared``/``local``) for ``readers``."""
+        if isinstance(readers, (Tensor, Operation)):
+            readers = [readers]
+        reader_stages = [self[r] for r in readers]
+        name = f"{tensor.op.name}.{scope}"
+        cache = compute(tensor.shape, lambda *i: tensor[i], name=name)
+        for st in reader_stages:
+            st.op = _replace_inputs(st.op, {tensor: cache})
+            self.stage_map[id(st.op)] = st
+        cst = Stage(cache.op, self)
+        cst.scope = scope
+        pos = min(self.stages.index(st) for st in reader_stages)
+        producer = self.stage_map.get(id(tensor.op))
+        if producer is not None:
+            pos = max(pos, self.stages.index(producer) + 1)
+        self.stages.insert(pos, cst)
+        self.stage_map[id(cache.op)] = cst
+        return cache
+
+
+def _replace_inputs(op: ComputeOp, rmap: Dict[Tensor, Tensor]) -> ComputeOp:
+    def fn(n):
+        if isinstance(n, ProducerLoad):
+            for old, new in rmap.items():
+                if n.producer == old:
+                    return ProducerLoad(new, n.indices)
+        if isinstance(n, Reduce):
+            src = tuple(rewrite(s, fn) for s in n.source)
+            return Reduce(n.combiner, src, n.axis, rewrite(n.condition, fn), n.value_index, n.init)
+        return None
+
+    body = tuple(rewrite(b, fn) for b in op.body)
+    new = ComputeOp(op.name, op.tag, tuple(op.axis), tuple(op.reduce_axis), body, op.attrs)
+    return new
+
+
+def create_schedule(ops) -> Schedule:
+    """Create the default schedule (every stage at root, loops in declaration order)."""
+    if isinstance(ops, (Operation, Tensor)):
+        ops = [ops]
+    out = []
+    for o in ops:
+        if isinstance(o, Tensor):
+            o = o.op
+        if not isinstance(o, Operation):
+            raise ScheduleError(f"create_schedule expects operations (T.op), got {o!r}")
+        if isinstance(o, PlaceholderOp):
+            raise ScheduleError(f"create_schedule: {o.name} is a placeholder; schedule a computed tensor")
+        out.append(o)
+    return Schedule(out)

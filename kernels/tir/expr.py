@@ -1,0 +1,487 @@
+"""Immutable expression nodes of the loop-nest IR.
+
+Nodes compare and hash by identity (``==`` is Python identity, as for TVM handles); use
+:func:`structural_equal` or :meth:`PrimExpr.equal` for value comparison. Arithmetic operators build
+new nodes; Python numbers are converted to constants of the other operand's type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Tuple
+
+from ..errors import TVMError
+from . import dtype as dt
+
+
+class PrimExpr:
+    """Base class of every scalar expression."""
+
+    __slots__ = ()
+    dtype: str
+
+    # -- arithmetic ---------------------------------------------------------------------------
+    def __add__(self, other):
+        return _binary(Add, self, other)
+
+    def __radd__(self, other):
+        return _binary(Add, other, self)
+
+    def __sub__(self, other):
+        return _binary(Sub, self, other)
+
+    def __rsub__(self, other):
+        return _binary(Sub, other, self)
+
+    def __mul__(self, other):
+        return _binary(Mul, self, other)
+
+    def __rmul__(self, other):
+        return _binary(Mul, other, self)
+
+    def __truediv__(self, other):
+        return _div(self, other)
+
+    def __rtruediv__(self, other):
+        return _div(other, self)
+
+    def __floordiv__(self, other):
+        return _binary(FloorDiv, self, other)
+
+    def __rfloordiv__(self, other):
+        return _binary(FloorDiv, other, self)
+
+    def __mod__(self, other):
+        return _binary(FloorMod, self, other)
+
+    def __rmod__(self, other):
+        return _binary(FloorMod, other, self)
+
+    def __neg__(self):
+        return _binary(Sub, const(0, self.dtype), self)
+
+    def __lt__(self, other):
+        return _binary(LT, self, other)
+
+    def __le__(self, other):
+        return _binary(LE, self, other)
+
+    def __gt__(self, other):
+        return _binary(GT, self, other)
+
+    def __ge__(self, other):
+        return _binary(GE, self, other)
+
+    def __and__(self, other):
+        return And(convert(self), _as_bool(other))
+
+    def __or__(self, other):
+        return Or(convert(self), _as_bool(other))
+
+    def __invert__(self):
+        return Not(self)
+
+    def __bool__(self):
+        raise TVMError(
+            f"cannot use the symbolic expression {self} as a Python bool; use tir.all/tir.any, "
+            "te.if_then_else or tir.Select to build conditions"
+        )
+
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def equal(self, other) -> "PrimExpr":
+        """Build the expression ``self == other`` (``==`` itself is identity, as in TVM)."""
+        return _binary(EQ, self, other)
+
+    def not_equal(self, other) -> "PrimExpr":
+        return _binary(NE, self, other)
+
+    def astype(self, dtype: str) -> "PrimExpr":
+        return cast(self, dtype)
+
+    def __repr__(self) -> str:  # pragma: no cover - thin wrapper
+        from .printer import expr_str
+
+        return expr_str(self)
+
+    __str__ = __repr__
+
+
+def _as_bool(x) -> PrimExpr:
+    x = convert(x)
+    if x.dtype != "bool":
+        raise TVMError(f"expected a boolean expression, got {x} of type {x.dtype}")
+    return x
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Var(PrimExpr):
+    name: str
+    dtype: str = "int32"
+
+    @property
+    def name_hint(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class IntImm(PrimExpr):
+    dtype: str
+    value: int
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class FloatImm(PrimExpr):
+    dtype: str
+    value: float
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class StringImm(PrimExpr):
+    value: str
+    dtype: str = "handle"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Cast(PrimExpr):
+    dtype: str
+    value: PrimExpr
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BinaryOp(PrimExpr):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: str = field(default="")
+
+    def __post_init__(self):
+        if not self.dtype:
+            object.__setattr__(self, "dtype", self._result_dtype())
+
+    def _result_dtype(self) -> str:
+        return self.a.dtype
+
+
+class Add(BinaryOp):
+    op = "+"
+
+
+class Sub(BinaryOp):
+    op = "-"
+
+
+class Mul(BinaryOp):
+    op = "*"
+
+
+class Div(BinaryOp):
+    """Division: true division for floats, C division (truncating) for integers."""
+
+    op = "/"
+
+
+class Mod(BinaryOp):
+    """Truncating modulus (C ``%``)."""
+
+    op = "%"
+
+
+class FloorDiv(BinaryOp):
+    op = "floordiv"
+
+
+class FloorMod(BinaryOp):
+    op = "floormod"
+
+
+class Min(BinaryOp):
+    op = "min"
+
+
+class Max(BinaryOp):
+    op = "max"
+
+
+class CmpOp(BinaryOp):
+    def _result_dtype(self) -> str:
+        return "bool"
+
+
+class EQ(CmpOp):
+    op = "=="
+
+
+class NE(CmpOp):
+    op = "!="
+
+
+class LT(CmpOp):
+    op = "<"
+
+
+class LE(CmpOp):
+    op = "<="
+
+
+class GT(CmpOp):
+    op = ">"
+
+
+class GE(CmpOp):
+    op = ">="
+
+
+class And(BinaryOp):
+    op = "&&"
+
+    def _result_dtype(self) -> str:
+        return "bool"
+
+
+class Or(BinaryOp):
+    op = "||"
+
+    def _result_dtype(self) -> str:
+        return "bool"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Not(PrimExpr):
+    a: PrimExpr
+    dtype: str = "bool"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Select(PrimExpr):
+    condition: PrimExpr
+    true_value: PrimExpr
+    false_value: PrimExpr
+    dtype: str = field(default="")
+
+    def __post_init__(self):
+        if not self.dtype:
+            object.__setattr__(self, "dtype", self.true_value.dtype)
+
+
+@dataclass(frozen=True, eq=False)
+class Op:
+    """A named operator (``tir.exp``, ``tir.likely``...). ``Op.get(name)`` interns it."""
+
+    name: str
+
+    _table = {}  # type: ignore[var-annotated]
+
+    @staticmethod
+    def get(name: str) -> "Op":
+        op = Op._table.get(name)
+        if op is None:
+            op = Op(name)
+            Op._table[name] = op
+        return op
+
+    def __repr__(self) -> str:
+        return f"Op({self.name})"
+
+
+class CallEffectKind:
+    """Side-effect classes of calls (TVM's numbering)."""
+
+    ExprAnnotation = 0
+    Pure = 1
+    ReadState = 2
+    UpdateState = 3
+    Opaque = 4
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Call(PrimExpr):
+    dtype: str
+    op: Op
+    args: Tuple[PrimExpr, ...]
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Let(PrimExpr):
+    var: Var
+    value: PrimExpr
+    body: PrimExpr
+    dtype: str = field(default="")
+
+    def __post_init__(self):
+        if not self.dtype:
+            object.__setattr__(self, "dtype", self.body.dtype)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Buffer:
+    """A flat memory region: ``data`` is its pointer variable, ``scope`` its storage scope."""
+
+    name: str
+    dtype: str
+    shape: Tuple[PrimExpr, ...]
+    scope: str = "global"
+    strides: Tuple[PrimExpr, ...] = ()
+    data: Optional[Var] = None
+
+    def __post_init__(self):
+        if self.data is None:
+            object.__setattr__(self, "data", Var(self.name, "handle"))
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.name}, {self.dtype}, {list(self.shape)}, scope={self.scope})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BufferLoad(PrimExpr):
+    buffer: Buffer
+    indices: Tuple[PrimExpr, ...]
+    dtype: str = field(default="")
+
+    def __post_init__(self):
+        if not self.dtype:
+            object.__setattr__(self, "dtype", self.buffer.dtype)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class ProducerLoad(PrimExpr):
+    """``T[i, j]`` on a TE tensor, before lowering turns it into a buffer access."""
+
+    producer: Any  # te.Tensor
+    indices: Tuple[PrimExpr, ...]
+    dtype: str = field(default="")
+
+    def __post_init__(self):
+        if not self.dtype:
+            object.__setattr__(self, "dtype", self.producer.dtype)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Reduce(PrimExpr):
+    """A commutative reduction of ``source`` over ``axis`` (TE only; lowered to loops)."""
+
+    combiner: Any  # te.CommReducer
+    source: Tuple[PrimExpr, ...]
+    axis: Tuple[Any, ...]  # IterVar
+    condition: PrimExpr
+    value_index: int
+    init: Tuple[PrimExpr, ...] = ()
+    dtype: str = field(default="")
+
+    def __post_init__(self):
+        if not self.dtype:
+            object.__setattr__(self, "dtype", self.source[self.value_index].dtype)
+
+
+# -- construction helpers ---------------------------------------------------------------------
+
+
+def const(value, dtype: Optional[str] = None) -> PrimExpr:
+    """A constant; the dtype defaults to int32 for ints, float32 for floats, bool for bools."""
+    if isinstance(value, PrimExpr):
+        return value if dtype is None else cast(value, dtype)
+    if dtype is None:
+        if isinstance(value, bool):
+            dtype = "bool"
+        elif isinstance(value, int):
+            dtype = "int32" if -(2**31) <= value < 2**31 else "int64"
+        elif isinstance(value, float):
+            dtype = "float32"
+        else:
+            try:
+                import numpy as np
+
+                if isinstance(value, np.generic):
+                    return const(value.item(), np.dtype(value.dtype).name)
+            except ImportError:  # pragma: no cover
+                pass
+            raise TVMError(f"cannot make a constant of {value!r} ({type(value).__name__})")
+    dtype = dt.normalize(dtype)
+    if dt.is_float(dtype):
+        return FloatImm(dtype, float(value))
+    if dtype == "bool":
+        return IntImm("bool", 1 if value else 0)
+    if dt.is_integer(dtype):
+        if isinstance(value, float) and value != int(value):
+            raise TVMError(f"constant {value} is not an integer but dtype is {dtype}")
+        return IntImm(dtype, int(value))
+    raise TVMError(f"cannot make a constant of dtype {dtype}")
+
+
+def convert(x, dtype_hint: Optional[str] = None) -> PrimExpr:
+    """Turn a Python number (or an expression-like object) into a PrimExpr."""
+    if isinstance(x, PrimExpr):
+        return x
+    if hasattr(x, "var") and isinstance(getattr(x, "var"), Var):  # IterVar
+        return x.var
+    if hasattr(x, "asobject"):  # TensorSlice / 0-d tensor
+        return x.asobject()
+    if isinstance(x, bool):
+        return const(x, "bool")
+    if isinstance(x, (int, float)):
+        if dtype_hint is not None and dtype_hint not in ("bool", "handle"):
+            if isinstance(x, float) and dt.is_integer(dtype_hint):
+                return const(x, "float32")
+            return const(x, dtype_hint)
+        return const(x)
+    try:
+        import numpy as np
+
+        if isinstance(x, np.generic):
+            return const(x.item(), np.dtype(x.dtype).name)
+    except ImportError:  # pragma: no cover
+        pass
+    raise TVMError(f"cannot convert {x!r} ({type(x).__name__}) to an expression")
+
+
+def cast(x, dtype: str) -> PrimExpr:
+    x = convert(x)
+    dtype = dt.normalize(dtype)
+    if x.dtype == dtype:
+        return x
+    if isinstance(x, IntImm) and dt.is_integer(dtype):
+        return IntImm(dtype, x.value)
+    if isinstance(x, (IntImm, FloatImm)) and dt.is_float(dtype):
+        return FloatImm(dtype, float(x.value))
+    return Cast(dtype, x)
+
+
+def _unify(a, b):
+    """Convert both operands, making Python literals take the other side's type."""
+    if not isinstance(a, PrimExpr):
+        b = convert(b)
+        a = convert(a, b.dtype)
+    elif not isinstance(b, PrimExpr):
+        a = convert(a)
+        b = convert(b, a.dtype)
+    if a.dtype != b.dtype:
+        t = dt.result_type(a.dtype, b.dtype)
+        a, b = cast(a, t), cast(b, t)
+    return a, b
+
+
+def _binary(cls, a, b):
+    a, b = _unify(a, b)
+    return cls(a, b)
+
+
+def _div(a, b):
+    a, b = _unify(a, b)
+    return Div(a, b)
+
+
+def is_const_int(e, value: Optional[int] = None) -> bool:
+    if not isinstance(e, IntImm) or e.dtype == "bool":
+        return False
+    return value is None or e.value == value
+
+
+def const_value(e):
+    """The Python value of a constant node, or None."""
+    if isinstance(e, (IntImm, FloatImm)):
+        return e.value
+    return None
