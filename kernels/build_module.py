@@ -23,6 +23,15 @@ def _default_arch() -> str:
     return "sm_90"
 
 
+def _check_no_threads(sch) -> None:
+    for st in sch.stages:
+        for iv, attr in st.iter_var_attrs.items():
+            if attr.bind_thread is not None and any(iv is x for x in st.leaf_iter_vars):
+                raise BuildError(f"stage {st.name}: axis {iv.var.name} is bound to {attr.bind_thread.thread_tag}; "
+                                 "target c cannot run GPU thread bindings (build for cuda or opencl, or drop "
+                                 "the bind)")
+
+
 def resolve_target(target) -> Target:
     if target is None:
         t = Target.current()
@@ -49,6 +58,8 @@ def build_spec(inputs, args=None, target=None, name: str = "default_function"):
             raise TVMError("build: the argument list is missing, e.g. tvm.build(s, [A, B], 'cuda')")
         func = lower(inputs, args, name=name)[name if name != "default_function" else "main"]
         func = PrimFunc(name, func.params, func.buffers, func.body)
+    if tgt.kind == "c" and not isinstance(inputs, IRModule):
+        _check_no_threads(inputs)
     func = lower_for_target(func, tgt.kind)
     arch = tgt.arch or (_default_arch() if tgt.kind == "cuda" else "")
     return generate(func, tgt.kind, arch)

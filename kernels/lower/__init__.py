@@ -22,7 +22,8 @@ from .allreduce import lower_thread_allreduce
 from .bound import infer_bound
 from .flatten import row_major_strides, storage_flatten
 from .intrin import lower_intrinsics
-from .schedule_ops import inline_bodies, schedule_to_stmt
+from .storage_sync import insert_storage_sync
+from .schedule_ops import check_attachments, inline_bodies, schedule_to_stmt
 from .te_stmt import ThreadAllReduce
 
 
@@ -161,6 +162,7 @@ def _check_args(sch: Schedule, args) -> List[Tensor]:
 
 def _pass_lower(sch: Schedule, args, name: str) -> PrimFunc:
     tensors = _check_args(sch, args)
+    check_attachments(sch)
     bodies = inline_bodies(sch)
     info = infer_bound(sch, bodies)
     arg_ops = [t.op for t in tensors]
@@ -192,6 +194,7 @@ PASSES: List[Tuple[str, str]] = [
 #: passes ``build`` runs for a target, in order
 TARGET_PASSES: List[Tuple[str, Callable]] = [
     ("lower_thread_allreduce", lambda s, t: lower_thread_allreduce(s, t)),
+    ("storage_sync", lambda s, t: insert_storage_sync(s) if t in ("cuda", "opencl") else s),
     ("lower_intrinsics", lambda s, t: lower_intrinsics(s, t)),
     ("simplify", lambda s, t: simplify_stmt(s)),
 ]

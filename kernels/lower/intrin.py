@@ -76,7 +76,8 @@ _c_rule = _c_math("f")
 
 for _name in _MATH:
     register_intrin_lowering(f"tir.{_name}", target="cuda", f=_cuda_rule, level=10)
-    register_intrin_lowering(f"tir.{_name}", target="c", f=_c_rule, level=10)
+    if _name != "exp10":  # not in C99's <math.h>: the default pow(10, x) rule applies
+        register_intrin_lowering(f"tir.{_name}", target="c", f=_c_rule, level=10)
     register_intrin_lowering(f"tir.{_name}", target="opencl", f=_opencl_math, level=10)
 register_intrin_lowering("tir.rsqrt", target="cuda", f=_c_math("f"), level=10)
 register_intrin_lowering("tir.rsqrt", target="default", f=_rsqrt_default, level=10)

@@ -331,15 +331,6 @@ def inline_bodies(sch: Schedule) -> Dict[Stage, List[PrimExpr]]:
 def schedule_to_stmt(sch: Schedule, info: BoundInfo, bodies, arg_ops) -> Stmt:
     """The whole function body (before storage flattening)."""
     lw = ScheduleLowering(sch, info, bodies)
-    for st in sch.stages:
-        if st.attach_type == "scope":
-            parent = st.attach_stage
-            if parent.attach_type == "inline":
-                raise LoweringError(f"stage {st.name} is computed at {parent.name}, which is inlined")
-            if st.attach_ivar not in parent.leaf_iter_vars:
-                raise LoweringError(f"stage {st.name} is computed at axis {st.attach_ivar.var.name} of "
-                                    f"{parent.name}, which is no longer a leaf axis (it was split or fused "
-                                    "after compute_at); call compute_at with the new axis")
     roots = [st for st in sch.stages if isinstance(st.op, ComputeOp) and st.attach_type == "root"]
     stmt: Stmt = seq()
     for st in reversed(roots):
@@ -352,3 +343,16 @@ def schedule_to_stmt(sch: Schedule, info: BoundInfo, bodies, arg_ops) -> Stmt:
             raise LoweringError(f"stage {st.name}: its attach point {st.attach_stage.name}."
                                 f"{st.attach_ivar.var.name} was never generated")
     return stmt
+
+
+def check_attachments(sch: Schedule) -> None:
+    """Every compute_at target must still exist as a leaf loop of a non-inlined stage."""
+    for st in sch.stages:
+        if st.attach_type == "scope":
+            parent = st.attach_stage
+            if parent.attach_type == "inline":
+                raise LoweringError(f"stage {st.name} is computed at {parent.name}, which is inlined")
+            if not any(iv is st.attach_ivar for iv in parent.leaf_iter_vars):
+                raise LoweringError(f"stage {st.name} is computed at axis {st.attach_ivar.var.name} of "
+                                    f"{parent.name}, which is no longer a leaf axis (it was split or fused "
+                                    "after compute_at); call compute_at with the new axis")

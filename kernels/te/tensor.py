@@ -364,7 +364,22 @@ class CommReducer:
         return f"comm_reducer(result=[{res}], lhs=[{lhs}], rhs=[{rhs}], identity_element=[{ident}])"
 
     def __call__(self, expr, axis, where=None, init=None, *args):
+        if not isinstance(axis, (IterVar, list, tuple)):
+            # te.max(a, b): the combiner applied elementwise, as in TVM
+            vals = [convert(x) for x in (expr, axis, where, init) + args if x is not None]
+            out = vals[0]
+            for v in vals[1:]:
+                a, b = _unify_pair(out, v)
+                red = self._specialise([a.dtype])
+                out = red.combine([a], [b])[0]
+            return out
         return _make_reduce(self, expr, axis, where, init)
+
+
+def _unify_pair(a, b):
+    from ..tir.expr import _unify
+
+    return _unify(a, b)
 
 
 def _ident_str(x) -> str:

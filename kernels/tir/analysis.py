@@ -11,14 +11,19 @@ from .expr import (
     Max, Min, Mod, Mul, Not, Or, PrimExpr, Select, Sub, Var,
 )
 
+def _tdiv(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
 _BIN = {
     Add: lambda a, b: a + b,
     Sub: lambda a, b: a - b,
     Mul: lambda a, b: a * b,
     FloorDiv: lambda a, b: a // b,
     FloorMod: lambda a, b: a % b,
-    Div: lambda a, b: int(a / b) if isinstance(a, int) and isinstance(b, int) else a / b,
-    Mod: lambda a, b: int(math.fmod(a, b)),
+    Div: lambda a, b: _tdiv(a, b) if isinstance(a, int) and isinstance(b, int) else a / b,
+    Mod: lambda a, b: a - _tdiv(a, b) * b if isinstance(a, int) and isinstance(b, int) else math.fmod(a, b),
     Min: min,
     Max: max,
     EQ: lambda a, b: a == b,

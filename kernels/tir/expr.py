@@ -156,6 +156,11 @@ class BinaryOp(PrimExpr):
     dtype: str = field(default="")
 
     def __post_init__(self):
+        a, b = self.a, self.b
+        if not isinstance(a, PrimExpr) or not isinstance(b, PrimExpr):
+            a, b = _unify(a, b)
+            object.__setattr__(self, "a", a)
+            object.__setattr__(self, "b", b)
         if not self.dtype:
             object.__setattr__(self, "dtype", self._result_dtype())
 
@@ -260,6 +265,13 @@ class Select(PrimExpr):
     dtype: str = field(default="")
 
     def __post_init__(self):
+        if not isinstance(self.condition, PrimExpr):
+            object.__setattr__(self, "condition", convert(self.condition))
+        t, f = self.true_value, self.false_value
+        if not isinstance(t, PrimExpr) or not isinstance(f, PrimExpr):
+            t, f = _unify(t, f)
+            object.__setattr__(self, "true_value", t)
+            object.__setattr__(self, "false_value", f)
         if not self.dtype:
             object.__setattr__(self, "dtype", self.true_value.dtype)
 
@@ -384,6 +396,13 @@ def const(value, dtype: Optional[str] = None) -> PrimExpr:
     """A constant; the dtype defaults to int32 for ints, float32 for floats, bool for bools."""
     if isinstance(value, PrimExpr):
         return value if dtype is None else cast(value, dtype)
+    try:
+        import numpy as np
+
+        if isinstance(value, np.generic):
+            return const(value.item(), np.dtype(value.dtype).name if dtype is None else dtype)
+    except ImportError:  # pragma: no cover
+        pass
     if dtype is None:
         if isinstance(value, bool):
             dtype = "bool"
@@ -408,6 +427,9 @@ def const(value, dtype: Optional[str] = None) -> PrimExpr:
     if dt.is_integer(dtype):
         if isinstance(value, float) and value != int(value):
             raise TVMError(f"constant {value} is not an integer but dtype is {dtype}")
+        lo, hi = int_range(dtype)
+        if not lo <= int(value) <= hi:
+            raise TVMError(f"constant {value} does not fit in {dtype} (range {lo}..{hi})")
         return IntImm(dtype, int(value))
     raise TVMError(f"cannot make a constant of dtype {dtype}")
 
@@ -438,13 +460,30 @@ def convert(x, dtype_hint: Optional[str] = None) -> PrimExpr:
     raise TVMError(f"cannot convert {x!r} ({type(x).__name__}) to an expression")
 
 
+def int_range(dtype: str):
+    """Inclusive value range of an integer dtype."""
+    if dtype == "bool":
+        return (0, 1)
+    b = dt.bits(dtype)
+    if dt.is_uint(dtype):
+        return (0, 2**b - 1)
+    return (-(2 ** (b - 1)), 2 ** (b - 1) - 1)
+
+
+def wrap_int(value: int, dtype: str) -> int:
+    """Two's-complement wrap of ``value`` into ``dtype`` (what a cast does in C on every target)."""
+    lo, hi = int_range(dtype)
+    span = hi - lo + 1
+    return (int(value) - lo) % span + lo
+
+
 def cast(x, dtype: str) -> PrimExpr:
     x = convert(x)
     dtype = dt.normalize(dtype)
     if x.dtype == dtype:
         return x
     if isinstance(x, IntImm) and dt.is_integer(dtype):
-        return IntImm(dtype, x.value)
+        return IntImm(dtype, wrap_int(x.value, dtype))
     if isinstance(x, (IntImm, FloatImm)) and dt.is_float(dtype):
         return FloatImm(dtype, float(x.value))
     return Cast(dtype, x)

@@ -20,6 +20,8 @@ _FN_OPS = {FloorDiv: "floordiv", FloorMod: "floormod", Min: "min", Max: "max"}
 def _float_str(e: FloatImm) -> str:
     v = e.value
     suffix = "f" + str(dt.bits(e.dtype))
+    if v != v or v in (float("inf"), float("-inf")):
+        return f"{v}{suffix}"
     if v == int(v) and abs(v) < 1e15:
         return f"{int(v)}{suffix}"
     return f"{v!r}{suffix}"

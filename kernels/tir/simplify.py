@@ -46,6 +46,10 @@ def skey(e) -> tuple:
         k = ("Select", skey(e.condition), skey(e.true_value), skey(e.false_value))
     elif isinstance(e, Call):
         k = ("Call", e.dtype, e.op.name) + tuple(skey(a) for a in e.args)
+    elif type(e).__name__ == "BufferLoad":
+        k = ("BufferLoad", id(e.buffer)) + tuple(skey(i) for i in e.indices)
+    elif type(e).__name__ == "ProducerLoad":
+        k = ("ProducerLoad", id(e.producer.op), e.producer.value_index) + tuple(skey(i) for i in e.indices)
     else:
         k = (type(e).__name__, id(e))
     try:
@@ -245,6 +249,15 @@ def _fold_binary(e: BinaryOp):
         return None
     t = e.dtype
     isint = dt.is_integer(e.a.dtype) or e.a.dtype == "bool"
+    if isint and dt.is_integer(t):
+        out = _fold_int(e, a, b)
+        if out is not None:
+            from .expr import int_range
+
+            lo, hi = int_range(t)
+            if not lo <= out <= hi:
+                return None  # would overflow: leave it to the target's arithmetic
+            return const(out, t)
     try:
         if isinstance(e, Add):
             return const(a + b, t)
@@ -284,6 +297,36 @@ def _fold_binary(e: BinaryOp):
             return const(bool(a) or bool(b), "bool")
     except (OverflowError, ZeroDivisionError):  # pragma: no cover
         return None
+    return None
+
+
+def _trunc_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _fold_int(e, a: int, b: int):
+    """Exact integer folding (no floating point), or None for division by zero / non-arith ops."""
+    if isinstance(e, Add):
+        return a + b
+    if isinstance(e, Sub):
+        return a - b
+    if isinstance(e, Mul):
+        return a * b
+    if isinstance(e, (Div, Mod, FloorDiv, FloorMod)) and b == 0:
+        return None
+    if isinstance(e, Div):
+        return _trunc_div(a, b)
+    if isinstance(e, Mod):
+        return a - _trunc_div(a, b) * b
+    if isinstance(e, FloorDiv):
+        return a // b
+    if isinstance(e, FloorMod):
+        return a % b
+    if isinstance(e, Min):
+        return min(a, b)
+    if isinstance(e, Max):
+        return max(a, b)
     return None
 
 
@@ -339,7 +382,9 @@ class Simplifier:
             v = const_value_of(e.value)
             if v is not None and (dt.is_integer(e.dtype) or dt.is_float(e.dtype)):
                 if dt.is_integer(e.dtype):
-                    return const(int(v), e.dtype)
+                    from .expr import wrap_int
+
+                    return const(wrap_int(int(v), e.dtype), e.dtype)
                 return const(float(v), e.dtype)
             return None
         if isinstance(e, Call) and e.op.name == "tir.likely":
@@ -357,6 +402,8 @@ class Simplifier:
     def _binary(self, e: BinaryOp):
         a, b = e.a, e.b
         if isinstance(e, (Add, Sub, Mul)) and _is_int(e):
+            if isinstance(a, IntImm) and isinstance(b, IntImm):
+                return None  # folding would overflow the type (see _fold_binary)
             if isinstance(e, Mul) and not (isinstance(a, IntImm) or isinstance(b, IntImm)):
                 return None
             out = to_linear(e).to_expr()

@@ -1,0 +1,78 @@
+"""The runtime: devices, arrays, built modules and the ``c``, ``opencl`` and ``cuda`` backends.
+
+:func:`build_module` turns a :class:`~kernels.runtime.spec.FuncSpec` from code generation into a
+callable :class:`~kernels.runtime.module.Module`. Backends import their driver libraries (pyopencl,
+pycuda) lazily, so this package imports without them.
+
+``kernels.runtime.device`` is the *module* :mod:`kernels.runtime.device` (so that
+``kernels.runtime.device.cuda(0)`` works); the function ``device(name, index)`` lives in it.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from kernels.errors import BuildError
+from kernels.runtime import ndarray
+from kernels.runtime import device
+from kernels.runtime.device import Device, cl, cpu, cuda, enabled, gpu, opencl
+from kernels.runtime.module import BenchmarkResult, DeviceModule, Function, Module
+from kernels.runtime.ndarray import NDArray, array, empty
+from kernels.runtime.spec import FuncSpec
+
+__all__ = [
+    "BenchmarkResult",
+    "Device",
+    "DeviceModule",
+    "Function",
+    "Module",
+    "NDArray",
+    "array",
+    "build_module",
+    "cl",
+    "cpu",
+    "cuda",
+    "device",
+    "empty",
+    "enabled",
+    "gpu",
+    "ndarray",
+    "opencl",
+]
+
+
+def build_module(spec: FuncSpec, options: Optional[Sequence[str]] = None) -> Module:
+    """Compile ``spec`` for its target and return the callable module.
+
+    Parameters
+    ----------
+    spec : FuncSpec
+        The source and launch description; ``spec.target`` is ``"c"``, ``"opencl"`` or
+        ``"cuda"``.
+    options : sequence of str, optional
+        Extra compiler options: C compiler flags (``c``), OpenCL build options (``opencl``) or
+        nvcc options (``cuda``).
+
+    Returns
+    -------
+    Module
+
+    Raises
+    ------
+    BuildError
+        For an unknown target or when the native compiler rejects the source.
+    """
+    extra = list(options or ())
+    if spec.target == "c":
+        from kernels.runtime.c import CModule
+
+        return CModule(spec, flags=extra)
+    if spec.target == "opencl":
+        from kernels.runtime.opencl import OpenCLModule
+
+        return OpenCLModule(spec, build_options=tuple(extra))
+    if spec.target == "cuda":
+        from kernels.runtime.cuda import CUDAModule
+
+        return CUDAModule(spec, options=extra)
+    raise BuildError(f"{spec.name}: unknown target {spec.target!r}; expected one of c, opencl, cuda")

@@ -1,0 +1,153 @@
+"""The ``c`` backend: C99 compiled by the system compiler into a shared library, called with ctypes.
+
+Libraries are cached by content: the folder ``<cache>/c/<key>/`` holds ``source.c`` and
+``lib.so``, where ``key`` hashes the source, the compiler's path and version and the flags, so a
+rebuild of the same source is a load. Each :class:`~kernels.runtime.spec.KernelSpec` names one
+exported C function, called with buffers as ``void*`` and shape variables as ``int32_t``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from kernels.errors import BuildError
+from kernels.runtime.config import get_config
+from kernels.runtime.device import Device
+from kernels.runtime.module import Launch, Module
+from kernels.runtime.spec import FuncSpec
+
+#: flags of every C build; ``-fopenmp`` is added for specs using OpenMP
+C_FLAGS = ("-O3", "-std=c99", "-shared", "-fPIC")
+C_LIBS = ("-lm",)
+
+
+def find_c_compiler() -> Optional[str]:
+    """Return the full path of the configured C compiler (``CC``, default ``cc``), or None."""
+    return shutil.which(get_config().cc)
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_version(compiler: str) -> str:
+    """Return the first line of ``compiler --version`` (part of the cache key)."""
+    try:
+        proc = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unknown ({exc})"
+    lines = (proc.stdout or proc.stderr).strip().splitlines()
+    return lines[0] if lines else "unknown"
+
+
+def compile_c(source: str, openmp: bool = False, flags: Sequence[str] = ()) -> Path:
+    """Compile C99 ``source`` into a shared library, or find it in the cache.
+
+    Parameters
+    ----------
+    source : str
+        The C source.
+    openmp : bool
+        Compile and link with ``-fopenmp``.
+    flags : sequence of str
+        Extra compiler flags.
+
+    Returns
+    -------
+    pathlib.Path
+        The shared library.
+
+    Raises
+    ------
+    BuildError
+        When no compiler is found or compilation fails (with its stderr and the source path).
+    """
+    compiler = find_c_compiler()
+    if compiler is None:
+        raise BuildError(f"no C compiler: {get_config().cc!r} is not on PATH (set CC to a C compiler)")
+    all_flags = list(C_FLAGS) + (["-fopenmp"] if openmp else []) + list(flags)
+    key_text = "\0".join([source, compiler, compiler_version(compiler), *all_flags, *C_LIBS])
+    key = hashlib.sha256(key_text.encode()).hexdigest()[:32]
+    folder = get_config().cache_dir / "c" / key
+    library = folder / "lib.so"
+    if library.exists():
+        return library
+    folder.mkdir(parents=True, exist_ok=True)
+    src = folder / "source.c"
+    _write_atomic(src, source.encode())
+    tmp = folder / f"lib.{os.getpid()}.{uuid.uuid4().hex}.so"
+    command = [compiler, *all_flags, str(src), "-o", str(tmp), *C_LIBS]
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True)
+    except OSError as exc:
+        raise BuildError(f"cannot run the C compiler {compiler}: {exc}") from exc
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise BuildError(
+            f"C compilation failed (exit {proc.returncode}) for {src}\n"
+            f"command: {' '.join(command)}\n{proc.stderr.strip() or proc.stdout.strip()}"
+        )
+    os.replace(tmp, library)
+    return library
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+class CModule(Module):
+    """A module of the ``c`` target; accepts cpu NDArrays and C-contiguous numpy arrays.
+
+    Attributes
+    ----------
+    library_path : pathlib.Path
+        The compiled shared library.
+    """
+
+    def __init__(self, spec: FuncSpec, flags: Sequence[str] = ()) -> None:
+        super().__init__(spec, "cpu")
+        self.library_path = compile_c(spec.source, openmp=spec.uses_openmp, flags=flags)
+        self._library = ctypes.CDLL(str(self.library_path))
+        self._functions: List[Tuple[Any, Tuple[str, ...]]] = []
+        for kernel in spec.kernels:
+            try:
+                func = getattr(self._library, kernel.name)
+            except AttributeError:
+                raise BuildError(
+                    f"{spec.name}: the compiled library {self.library_path} exports no function "
+                    f"{kernel.name} (source {self.library_path.with_name('source.c')})"
+                ) from None
+            func.restype = None
+            func.argtypes = [
+                ctypes.c_int32 if self._param_kind[p] == "var" else ctypes.c_void_p for p in kernel.params
+            ]
+            self._functions.append((func, kernel.params))
+
+    def _accept_numpy(self) -> bool:
+        return True
+
+    def _allocate_workspace(self, device: Device, dtype: np.dtype, count: int) -> Any:
+        return np.empty(count, dtype)
+
+    def _launcher(self, device: Device, env: Dict[str, int], buffers: Dict[str, Any]) -> Launch:
+        calls = []
+        for func, params in self._functions:
+            values = [env[p] if self._param_kind[p] == "var" else buffers[p].ctypes.data for p in params]
+            calls.append((func, values))
+        keep_alive = buffers  # the closure holds the arrays the pointers point into
+
+        def launch() -> None:
+            assert keep_alive is not None
+            for func, values in calls:
+                func(*values)
+
+        return launch

@@ -1,0 +1,163 @@
+"""The ``cuda`` backend: CUDA C compiled to a cubin by nvcc at build time, run with pycuda.
+
+Building needs only nvcc. On the first call on a device the cubin is loaded
+(``pycuda.driver.module_from_buffer``) into that device's primary context (see
+:mod:`kernels.runtime.device`) and each kernel is fetched and prepared once. Launches take
+``(grid, block)`` from the spec for the actual shapes; buffers go as device pointers, shape
+variables as 32-bit ints. Timing uses CUDA events around back-to-back launches.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from kernels.contrib.nvcc import DEFAULT_ARCH, compile_cuda, normalize_arch, parse_compute_version
+from kernels.errors import BuildError, DeviceError
+from kernels.runtime.device import Device, cuda_context, cuda_driver, require
+from kernels.runtime.module import DeviceModule, Launch, Module, launch_dims
+from kernels.runtime.spec import FuncSpec
+
+# CUDA launch limits of every architecture the toolkit builds for (sm_75 and newer)
+_MAX_BLOCK = (1024, 1024, 64)
+_MAX_THREADS = 1024
+_MAX_GRID = (2**31 - 1, 65535, 65535)
+
+
+def default_arch() -> str:
+    """The architecture to build for: that of ``cuda(0)`` when present, else :data:`DEFAULT_ARCH`."""
+    dev = Device("cuda", 0)
+    if dev.exist:
+        return normalize_arch(dev.compute_version)
+    return DEFAULT_ARCH
+
+
+class CUDAModule(Module):
+    """A module of the ``cuda`` target.
+
+    Parameters
+    ----------
+    spec : FuncSpec
+        A ``cuda`` spec; ``spec.arch`` picks the architecture (default :func:`default_arch`).
+    options : sequence of str
+        Extra nvcc options.
+
+    Attributes
+    ----------
+    arch : str
+        The architecture the cubin is built for, e.g. ``"sm_90"``.
+    binary : bytes
+        The cubin.
+    """
+
+    def __init__(self, spec: FuncSpec, options: Optional[List[str]] = None) -> None:
+        super().__init__(spec, "cuda")
+        try:
+            self.arch = normalize_arch(spec.arch) if spec.arch else default_arch()
+        except ValueError as exc:
+            raise BuildError(f"{spec.name}: {exc}") from None
+        self.binary = compile_cuda(spec.source, target="cubin", arch=self.arch, options=options)
+        self.imported_modules = [DeviceModule("cuda", spec.source, binary=self.binary)]
+        self._loaded: Dict[int, Tuple[Any, List[Any]]] = {}  # device index -> (module, kernels)
+
+    def save(self, path: Any, fmt: str = "") -> None:
+        """Write the source, or the cubin when ``fmt`` is ``"cubin"`` or ``path`` ends in ``.cubin``."""
+        self.imported_modules[0].save(path, fmt)
+
+    def _check_arch(self, device: Device) -> None:
+        """A cubin for sm_XY runs on devices X.Z with Z >= Y ("a" variants only on X.Y)."""
+        major, minor = parse_compute_version(self.arch)
+        dev_major, dev_minor = parse_compute_version(device.compute_version)
+        exact = self.arch.endswith(("a", "f"))
+        fits = dev_major == major and (dev_minor == minor if exact else dev_minor >= minor)
+        if not fits:
+            raise DeviceError(
+                f"{self.spec.name}: the module was compiled for {self.arch} but {device!r} has "
+                f"compute capability {device.compute_version}; rebuild with "
+                f"arch={normalize_arch(device.compute_version)!r}"
+            )
+
+    def _functions(self, device: Device) -> List[Any]:
+        """Load the cubin on ``device`` once; return its prepared kernels in spec order."""
+        loaded = self._loaded.get(device.index)
+        if loaded is not None:
+            return loaded[1]
+        require(device)
+        self._check_arch(device)
+        drv = cuda_driver()
+        functions = []
+        with cuda_context(device.index):
+            try:
+                module = drv.module_from_buffer(self.binary)
+            except drv.Error as exc:
+                raise DeviceError(
+                    f"{self.spec.name}: loading the {self.arch} cubin on {device!r} failed: {exc}"
+                ) from None
+            for kernel in self.spec.kernels:
+                try:
+                    func = module.get_function(kernel.name)
+                except drv.Error as exc:
+                    raise BuildError(
+                        f"{self.spec.name}: the cubin has no kernel {kernel.name} (is it declared "
+                        f'extern "C" __global__?): {exc}'
+                    ) from None
+                func.prepare("".join("i" if self._param_kind[p] == "var" else "P" for p in kernel.params))
+                functions.append(func)
+        self._loaded[device.index] = (module, functions)
+        return functions
+
+    def _allocate_workspace(self, device: Device, dtype: np.dtype, count: int) -> Any:
+        with cuda_context(device.index):
+            return cuda_driver().mem_alloc(max(count * dtype.itemsize, 1))
+
+    def _launcher(self, device: Device, env: Dict[str, int], buffers: Dict[str, Any]) -> Launch:
+        functions = self._functions(device)
+        drv = cuda_driver()
+        context = cuda_context(device.index)
+        steps = []
+        for kernel, func in zip(self.spec.kernels, functions):
+            dims = launch_dims(kernel, env)
+            if dims is None:  # an empty launch: nothing to run
+                continue
+            grid, block = dims
+            _check_limits(kernel.name, grid, block)
+            values = [env[p] if self._param_kind[p] == "var" else int(buffers[p]) for p in kernel.params]
+            steps.append((kernel.name, func, grid, block, values))
+        keep_alive = buffers  # the closure holds the allocations the pointers point into
+
+        def launch() -> None:
+            assert keep_alive is not None
+            with context:
+                for name, func, grid, block, values in steps:
+                    try:
+                        func.prepared_call(grid, block, *values)
+                    except drv.Error as exc:
+                        raise DeviceError(
+                            f"CUDA launch of kernel {name} (grid {grid}, block {block}) on {device!r} "
+                            f"failed: {exc}"
+                        ) from None
+
+        return launch
+
+    def _time_launches(self, device: Device, launch: Launch, count: int) -> float:
+        drv = cuda_driver()
+        with cuda_context(device.index):
+            start, end = drv.Event(), drv.Event()
+            start.record()
+            for _ in range(count):
+                launch()
+            end.record()
+            end.synchronize()
+            return start.time_till(end) / 1e3
+
+
+def _check_limits(name: str, grid: tuple, block: tuple) -> None:
+    threads = block[0] * block[1] * block[2]
+    if threads > _MAX_THREADS or any(b > m for b, m in zip(block, _MAX_BLOCK)):
+        raise DeviceError(
+            f"kernel {name}: block {block} exceeds CUDA's limits ({_MAX_THREADS} threads, "
+            f"at most {_MAX_BLOCK} per axis)"
+        )
+    if any(g > m for g, m in zip(grid, _MAX_GRID)):
+        raise DeviceError(f"kernel {name}: grid {grid} exceeds CUDA's limits {_MAX_GRID}")

@@ -1,0 +1,524 @@
+"""Built modules: argument checking, workspaces, launching and timing common to every backend.
+
+A :class:`Module` wraps one :class:`~kernels.runtime.spec.FuncSpec`. Calling it
+
+1. checks every argument against the spec before anything is launched (count, array type,
+   device, dtype, ndim, constant dimensions, shape variables bound consistently across the
+   arguments, derived dimensions) and raises :class:`~kernels.errors.ArgumentError` naming the
+   argument by name and position;
+2. allocates the workspaces on the arguments' device (kept on the module and reused while the
+   size stays the same);
+3. hands the bound buffers and shape variables to the backend (``c.py``, ``opencl.py``,
+   ``cuda.py``), which launches the kernels in order. A GPU kernel whose grid or block has a zero
+   extent (an empty problem) is skipped rather than launched.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from kernels.errors import ArgumentError, BuildError, DeviceError
+from kernels.runtime.device import Device, unavailable_reason
+from kernels.runtime.ndarray import NDArray, from_numpy_nocopy, normalize_dtype
+from kernels.runtime.spec import DerivedDim, FuncSpec, KernelSpec, Workspace
+
+#: the device kind each target runs on
+TARGET_DEVICE = {"c": "cpu", "opencl": "opencl", "cuda": "cuda"}
+
+#: TVM's name for a module's entry function, accepted wherever a function name is
+ENTRY_ALIAS = "__tvm_main__"
+
+_INT32_MAX = 2**31 - 1
+
+Launch = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    """Timings from :meth:`Module.time_evaluator`, in seconds.
+
+    Attributes
+    ----------
+    results : tuple of float
+        The mean time of one call in each repeat.
+    number : int
+        Calls timed per repeat (after any ``min_repeat_ms`` growth).
+    """
+
+    results: Tuple[float, ...]
+    number: int = 1
+
+    @property
+    def mean(self) -> float:
+        """float: mean of :attr:`results`."""
+        return statistics.fmean(self.results)
+
+    @property
+    def median(self) -> float:
+        """float: median of :attr:`results`."""
+        return statistics.median(self.results)
+
+    @property
+    def std(self) -> float:
+        """float: population standard deviation of :attr:`results` (0 for one repeat)."""
+        return statistics.pstdev(self.results)
+
+    @property
+    def min(self) -> float:
+        """float: the fastest repeat."""
+        return min(self.results)
+
+    @property
+    def max(self) -> float:
+        """float: the slowest repeat."""
+        return max(self.results)
+
+    def __repr__(self) -> str:
+        ms = [r * 1e3 for r in self.results]
+        return (
+            f"BenchmarkResult(mean={self.mean * 1e3:.6f} ms, median={self.median * 1e3:.6f} ms, "
+            f"std={self.std * 1e3:.6f} ms, repeats={len(ms)}, number={self.number})"
+        )
+
+
+class DeviceModule:
+    """The device code of a GPU module (``mod.imported_modules[0]``).
+
+    Attributes
+    ----------
+    type_key : str
+        ``"cuda"`` or ``"opencl"``.
+    binary : bytes or None
+        The compiled image (a CUDA cubin) when there is one.
+    """
+
+    def __init__(self, type_key: str, source: str, binary: Optional[bytes] = None) -> None:
+        self.type_key = type_key
+        self.binary = binary
+        self._source = source
+        self.imported_modules: List[Any] = []
+
+    def get_source(self, fmt: str = "") -> str:
+        """Return the device source text (CUDA C or OpenCL C)."""
+        return self._source
+
+    def save(self, path: Union[str, Path], fmt: str = "") -> None:
+        """Write the source, or the binary when ``fmt`` is ``"cubin"`` or ``path`` ends in ``.cubin``."""
+        path = Path(path)
+        if (fmt == "cubin" or path.suffix == ".cubin") and self.binary is not None:
+            path.write_bytes(self.binary)
+        else:
+            path.write_text(self._source)
+
+    def __repr__(self) -> str:
+        return f"DeviceModule({self.type_key})"
+
+
+class Function:
+    """A callable function of a module (what :meth:`Module.get_function` returns)."""
+
+    def __init__(self, module: "Module", name: str) -> None:
+        self.module = module
+        self.name = name
+
+    def __call__(self, *args: Any) -> None:
+        self.module(*args)
+
+    def __repr__(self) -> str:
+        return f"Function({self.name})"
+
+
+class Module:
+    """A built function, ready to call: ``mod(a, b, c)``.
+
+    Backends subclass it (``CModule``, ``OpenCLModule``, ``CUDAModule``); use
+    :func:`kernels.runtime.build_module` to make one.
+
+    Parameters
+    ----------
+    spec : FuncSpec
+        What code generation produced.
+    device_type : str
+        The device kind the target runs on.
+
+    Attributes
+    ----------
+    spec : FuncSpec
+    type_key : str
+        The target: ``"c"``, ``"opencl"`` or ``"cuda"``.
+    imported_modules : list
+        ``[]`` for C; for GPU targets one :class:`DeviceModule` holding the device code.
+    """
+
+    def __init__(self, spec: FuncSpec, device_type: str) -> None:
+        self.spec = spec
+        self.type_key = spec.target
+        self.device_type = device_type
+        self.imported_modules: List[Any] = []
+        self._arg_dtypes = tuple(_canonical_dtype(a.dtype) for a in spec.args)
+        self._param_kind = self._classify_params()
+        self._workspaces: Dict[Tuple[Device, str], Tuple[int, Any]] = {}
+
+    # -- public surface -------------------------------------------------------------------------
+
+    @property
+    def entry_name(self) -> str:
+        """str: the name of the function the module exports."""
+        return self.spec.name
+
+    @property
+    def entry_func(self) -> Function:
+        """Function: the entry function."""
+        return Function(self, self.spec.name)
+
+    def __call__(self, *args: Any) -> None:
+        """Check the arguments and run the function (asynchronously on GPUs)."""
+        launch, _ = self._prepare(args)
+        launch()
+
+    def get_function(self, name: str) -> Function:
+        """Return the function ``name`` (the entry name, or ``"__tvm_main__"``).
+
+        Raises
+        ------
+        AttributeError
+            When the module has no such function.
+        """
+        self._check_name(name)
+        return Function(self, self.spec.name)
+
+    def __getitem__(self, name: str) -> Function:
+        return self.get_function(name)
+
+    def get_source(self, fmt: str = "") -> str:
+        """Return the source text (for GPU targets, the device source as well)."""
+        return self.spec.source
+
+    def save(self, path: Union[str, Path], fmt: str = "") -> None:
+        """Write the module's source text to ``path``."""
+        Path(path).write_text(self.get_source(fmt))
+
+    def time_evaluator(
+        self,
+        func_name: str,
+        dev: Device,
+        number: int = 10,
+        repeat: int = 1,
+        min_repeat_ms: float = 0,
+        cooldown_interval_ms: float = 0,
+    ) -> Callable[..., BenchmarkResult]:
+        """Return a function that times calls of ``func_name`` on ``dev``.
+
+        The returned function checks its arguments once, runs one untimed warm-up call, then
+        ``repeat`` times runs ``number`` calls back to back and records their mean. With
+        ``min_repeat_ms``, ``number`` grows until one repeat lasts at least that long. GPU time
+        is measured with CUDA events (CUDA) or the host clock around a drained queue (OpenCL);
+        CPU time with ``time.perf_counter``.
+
+        Parameters
+        ----------
+        func_name : str
+            The function to time (``mod.entry_name``).
+        dev : Device
+            The device the arguments live on.
+        number : int
+            Calls per repeat.
+        repeat : int
+            Repeats; each gives one entry of ``results``.
+        min_repeat_ms : float
+            Least duration of one repeat in milliseconds (0: no minimum).
+        cooldown_interval_ms : float
+            Pause between repeats in milliseconds.
+
+        Returns
+        -------
+        callable
+            ``f(*args) -> BenchmarkResult`` with ``.mean``, ``.results``, ``.median``, ``.std``.
+        """
+        self._check_name(func_name)
+        if number < 1 or repeat < 1:
+            raise ArgumentError(f"time_evaluator: number and repeat must be >= 1, got {number}, {repeat}")
+        if not isinstance(dev, Device) or dev.device_type != self.device_type:
+            raise ArgumentError(
+                f"time_evaluator: dev must be a {self.device_type} device for the {self.type_key} "
+                f"target, got {dev!r}"
+            )
+
+        def evaluator(*args: Any) -> BenchmarkResult:
+            launch, device = self._prepare(args)
+            if device != dev and self.device_type != "cpu":
+                raise ArgumentError(f"time_evaluator: the arguments are on {device!r}, not on {dev!r}")
+            launch()  # warm-up: lazy compilation, module loading, caches
+            self._synchronize(device)
+            count = number
+            results: List[float] = []
+            for i in range(repeat):
+                if i and cooldown_interval_ms > 0:
+                    time.sleep(cooldown_interval_ms / 1e3)
+                while True:
+                    elapsed = self._time_launches(device, launch, count)
+                    if min_repeat_ms <= 0 or elapsed * 1e3 >= min_repeat_ms:
+                        break
+                    # aim 20% past the minimum, at least doubling, so this loop ends quickly
+                    per_call_ms = elapsed * 1e3 / count
+                    wanted = math.ceil(1.2 * min_repeat_ms / per_call_ms) if per_call_ms > 0 else 10 * count
+                    count = max(wanted, 2 * count)
+                results.append(elapsed / count)
+            return BenchmarkResult(tuple(results), count)
+
+        return evaluator
+
+    def __repr__(self) -> str:
+        return f"Module({self.type_key}, {self.spec.name})"
+
+    # -- backend hooks --------------------------------------------------------------------------
+
+    def _launcher(self, device: Device, env: Dict[str, int], buffers: Dict[str, Any]) -> Launch:
+        """Return a function launching every kernel with the bound ``buffers`` and ``env``."""
+        raise NotImplementedError
+
+    def _allocate_workspace(self, device: Device, dtype: np.dtype, count: int) -> Any:
+        """Allocate room for ``count`` elements of ``dtype`` on ``device``."""
+        raise NotImplementedError
+
+    def _synchronize(self, device: Device) -> None:
+        """Wait for the device to finish the work queued so far."""
+        device.sync()
+
+    def _time_launches(self, device: Device, launch: Launch, count: int) -> float:
+        """Seconds taken by ``count`` back-to-back launches (host clock)."""
+        start = time.perf_counter()
+        for _ in range(count):
+            launch()
+        self._synchronize(device)
+        return time.perf_counter() - start
+
+    def _accept_numpy(self) -> bool:
+        """Whether numpy arrays may be passed directly (only the C target)."""
+        return False
+
+    # -- argument checking ----------------------------------------------------------------------
+
+    def _check_name(self, name: str) -> None:
+        if name not in (self.spec.name, ENTRY_ALIAS):
+            raise AttributeError(
+                f"module {self.spec.name!r} has no function {name!r}; it has {self.spec.name!r}"
+            )
+
+    def _classify_params(self) -> Dict[str, str]:
+        spec = self.spec
+        if spec.target not in TARGET_DEVICE:
+            raise BuildError(f"{spec.name}: unknown target {spec.target!r}; expected one of c, opencl, cuda")
+        if not spec.kernels:
+            raise BuildError(f"{spec.name}: the spec has no kernel to run")
+        names = [a.name for a in spec.args]
+        if len(set(names)) != len(names):
+            raise BuildError(f"{spec.name}: argument names repeat: {names}")
+        kinds: Dict[str, str] = {}
+        for var in spec.shape_vars:
+            kinds[var] = "var"
+        for ws in spec.workspaces:
+            kinds[ws.name] = "workspace"
+        for arg in spec.args:
+            kinds[arg.name] = "arg"
+        for kernel in spec.kernels:
+            for param in kernel.params:
+                if param not in kinds:
+                    raise BuildError(
+                        f"{spec.name}: kernel {kernel.name} takes {param!r}, which is neither an "
+                        f"argument ({', '.join(names)}), a workspace nor a shape variable"
+                    )
+        return kinds
+
+    def _prepare(self, args: Sequence[Any]) -> Tuple[Launch, Device]:
+        """Check ``args``, bind the shape variables, allocate workspaces; return the launch."""
+        arrays, device = self._check_arrays(args)
+        env = self._bind_shapes(arrays)
+        buffers: Dict[str, Any] = {a.name: x.handle for a, x in zip(self.spec.args, arrays)}
+        for ws in self.spec.workspaces:
+            buffers[ws.name] = self._workspace(device, ws, env)
+        return self._launcher(device, env, buffers), device
+
+    def _check_arrays(self, args: Sequence[Any]) -> Tuple[List[NDArray], Device]:
+        spec = self.spec
+        if len(args) != len(spec.args):
+            names = ", ".join(a.name for a in spec.args)
+            raise ArgumentError(
+                f"{spec.name}() takes {len(spec.args)} argument(s) ({names}), got {len(args)}"
+            )
+        arrays: List[NDArray] = []
+        device: Optional[Device] = None
+        first = ""
+        for i, (arg, value) in enumerate(zip(spec.args, args)):
+            where = f"argument {arg.name} (index {i})"
+            array = self._as_array(where, value)
+            if device is None:
+                device, first = array.device, where
+            elif array.device != device and self.device_type != "cpu":  # every cpu(i) is the host
+                raise ArgumentError(
+                    f"{where}: is on {array.device!r} but {first} is on {device!r}; all arguments "
+                    f"must be on one device"
+                )
+            if array.dtype != self._arg_dtypes[i]:
+                raise ArgumentError(f"{where}: dtype is {array.dtype}, expected {arg.dtype}")
+            if array.ndim != len(arg.shape):
+                raise ArgumentError(
+                    f"{where}: has {array.ndim} dimension(s) (shape {array.shape}), expected "
+                    f"{len(arg.shape)} (shape {_shape_text(arg.shape)})"
+                )
+            arrays.append(array)
+        if device is None:  # a function without arguments runs on the kind's first device
+            device = Device(self.device_type, 0)
+        return arrays, device
+
+    def _as_array(self, where: str, value: Any) -> NDArray:
+        if isinstance(value, NDArray):
+            if value.device.device_type == self.device_type:
+                return value
+            got = f"an NDArray on {value.device!r}"
+        elif isinstance(value, np.ndarray):
+            if self._accept_numpy():
+                if not value.flags.c_contiguous:
+                    raise ArgumentError(
+                        f"{where}: the numpy array is not C-contiguous; pass numpy.ascontiguousarray(a)"
+                    )
+                try:
+                    return from_numpy_nocopy(value)
+                except ArgumentError as exc:
+                    raise ArgumentError(f"{where}: {exc}") from None
+            got = "a numpy.ndarray"
+        else:
+            got = f"a {type(value).__module__}.{type(value).__qualname__}"
+        wanted = "an NDArray or a C-contiguous numpy.ndarray" if self._accept_numpy() else "an NDArray"
+        reason = unavailable_reason(Device(self.device_type, 0))
+        if reason is not None:
+            raise DeviceError(
+                f"{self.spec.name}: the {self.type_key} module was built, but running it needs a "
+                f"{self.device_type} device and none is available ({reason}); {where} is {got}"
+            )
+        hint = ""
+        if self.device_type != "cpu":
+            hint = f"; copy it there with kernels.nd.array(a, kernels.{self.device_type}(0))"
+        raise ArgumentError(
+            f"{where}: expected {wanted} on a device of type {self.device_type} (the "
+            f"{self.type_key} target), got {got}{hint}"
+        )
+
+    def _bind_shapes(self, arrays: Sequence[NDArray]) -> Dict[str, int]:
+        spec = self.spec
+        env: Dict[str, int] = {}
+        origin: Dict[str, str] = {}
+        for i, (arg, array) in enumerate(zip(spec.args, arrays)):
+            where = f"argument {arg.name} (index {i})"
+            for j, (dim, got) in enumerate(zip(arg.shape, array.shape)):
+                if isinstance(dim, DerivedDim):
+                    continue
+                if isinstance(dim, str):
+                    if dim in env:
+                        if env[dim] != got:
+                            raise ArgumentError(
+                                f"{where}: shape[{j}] = {got} but {dim} = {env[dim]} from {origin[dim]}"
+                            )
+                    else:
+                        if got > _INT32_MAX:
+                            raise ArgumentError(
+                                f"{where}: shape[{j}] = {got} binds {dim} beyond the 32-bit range"
+                            )
+                        env[dim] = got
+                        origin[dim] = f"argument {arg.name} shape[{j}]"
+                elif int(dim) != got:
+                    raise ArgumentError(f"{where}: shape[{j}] = {got}, expected {int(dim)}")
+        unbound = [v for v in spec.shape_vars if v not in env]
+        if unbound:
+            names = ", ".join(a.name for a in spec.args)
+            raise ArgumentError(
+                f"{spec.name}(): shape variable(s) {', '.join(unbound)} not bound by the shape of "
+                f"any argument ({names})"
+            )
+        for i, (arg, array) in enumerate(zip(spec.args, arrays)):
+            where = f"argument {arg.name} (index {i})"
+            for j, (dim, got) in enumerate(zip(arg.shape, array.shape)):
+                if not isinstance(dim, DerivedDim):
+                    continue
+                try:
+                    want = dim(env)
+                except Exception as exc:
+                    raise ArgumentError(
+                        f"{where}: shape[{j}] = {dim.text} cannot be evaluated with {_env_text(env)}: {exc}"
+                    ) from exc
+                if want < 0:
+                    raise ArgumentError(
+                        f"{where}: shape[{j}] must be {dim.text} = {want}, which is negative for "
+                        f"{_env_text(env)}: the other arguments are too small"
+                    )
+                if want != got:
+                    raise ArgumentError(f"{where}: shape[{j}] must be {dim.text} = {want}, got {got}")
+        return env
+
+    def _workspace(self, device: Device, ws: Workspace, env: Dict[str, int]) -> Any:
+        try:
+            count = int(ws.size(env))
+        except Exception as exc:
+            raise ArgumentError(
+                f"workspace {ws.name}: size cannot be evaluated with {_env_text(env)}: {exc}"
+            ) from exc
+        if count < 0:
+            raise ArgumentError(f"workspace {ws.name}: size {count} is negative for {_env_text(env)}")
+        key = (device, ws.name)
+        cached = self._workspaces.get(key)
+        if cached is not None and cached[0] == count:
+            return cached[1]
+        handle = self._allocate_workspace(device, np.dtype(_canonical_dtype(ws.dtype)), max(count, 1))
+        self._workspaces[key] = (count, handle)
+        return handle
+
+
+def launch_dims(
+    kernel: KernelSpec, env: Dict[str, int]
+) -> Optional[Tuple[Tuple[int, int, int], Tuple[int, int, int]]]:
+    """Evaluate a kernel's grid and block for ``env``; None when there is nothing to launch.
+
+    Raises
+    ------
+    ArgumentError
+        When an extent is negative or the callables fail.
+    """
+    try:
+        grid = tuple(int(g) for g in kernel.grid(env))
+        block = tuple(int(b) for b in kernel.block(env))
+    except Exception as exc:
+        raise ArgumentError(
+            f"kernel {kernel.name}: launch size cannot be evaluated with {_env_text(env)}: {exc}"
+        ) from exc
+    grid = (grid + (1, 1, 1))[:3]
+    block = (block + (1, 1, 1))[:3]
+    if min(grid + block) < 0:
+        raise ArgumentError(
+            f"kernel {kernel.name}: grid {grid} / block {block} has a negative extent for {_env_text(env)}"
+        )
+    if min(grid + block) == 0:
+        return None
+    return grid, block  # type: ignore[return-value]
+
+
+def _canonical_dtype(dtype: str) -> str:
+    try:
+        return normalize_dtype(dtype)
+    except ArgumentError:
+        return str(dtype)
+
+
+def _shape_text(shape: Sequence[Any]) -> str:
+    parts = [d.text if isinstance(d, DerivedDim) else str(d) for d in shape]
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+def _env_text(env: Dict[str, int]) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in env.items()) or "no shape variables"

@@ -1,0 +1,517 @@
+"""Illegal schedules and programs: each must fail with a kernels.errors exception whose message names
+the stage, the axis (where there is one) and the rule broken."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import kernels as tvm
+from kernels import te
+from kernels.build_module import build_spec
+from kernels.errors import BuildError, LoweringError, ScheduleError, TVMError
+
+
+def elementwise(shape=None):
+    if shape is None:
+        shape = (te.var("n"), te.var("m"))
+    A = te.placeholder(shape, name="A")
+    B = te.compute(shape, lambda i, j: A[i, j] + 1.0, name="B")
+    return A, B, te.create_schedule(B.op)
+
+
+def row_sum(m=None):
+    n = te.var("n")
+    m = te.var("m") if m is None else m
+    A = te.placeholder((n, m), name="A")
+    k = te.reduce_axis((0, m), "k")
+    R = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="R")
+    return A, R, te.create_schedule(R.op)
+
+
+def chain():
+    A = te.placeholder((16, 30), name="A")
+    B = te.compute((16, 30), lambda i, j: A[i, j] + 1.0, name="B")
+    C = te.compute((16, 30), lambda i, j: B[i, j] * 2.0, name="C")
+    D = te.compute((16, 30), lambda i, j: C[i, j] - 1.0, name="D")
+    return A, B, C, D
+
+
+# -- split ---------------------------------------------------------------------------------------
+
+
+def test_split_of_non_leaf_axis():
+    _A, B, s = elementwise()
+    i = B.op.axis[0]
+    s[B].split(i, factor=4)
+    with pytest.raises(ScheduleError, match=r"^stage B: split: axis i is not a leaf axis of the stage \(it "
+                       r"was already split, fused or replaced\)"):
+        s[B].split(i, factor=4)
+
+
+def test_split_of_fused_axis_parent():
+    _A, B, s = elementwise()
+    s[B].fuse(*B.op.axis)
+    with pytest.raises(ScheduleError, match=r"stage B: split: axis j is not a leaf axis"):
+        s[B].split(B.op.axis[1], factor=2)
+
+
+@pytest.mark.parametrize("kw, text", [
+    ({"factor": 0}, "factor must be positive, got 0 (axis i)"),
+    ({"factor": -3}, "factor must be positive, got -3 (axis i)"),
+    ({"nparts": 0}, "nparts must be positive, got 0 (axis i)"),
+    ({"nparts": -1}, "nparts must be positive, got -1 (axis i)"),
+    ({"factor": 2, "nparts": 2}, "give exactly one of factor= and nparts="),
+    ({}, "give exactly one of factor= and nparts="),
+    ({"factor": 2.5}, "factor=2.5f32 must be an integer, not float32"),
+])
+def test_split_bad_factor(kw, text):
+    _A, B, s = elementwise()
+    with pytest.raises(ScheduleError) as info:
+        s[B].split(B.op.axis[0], **kw)
+    assert str(info.value) == f"stage B: split: {text}"
+
+
+def test_split_of_bound_axis():
+    _A, B, s = elementwise()
+    s[B].bind(B.op.axis[0], te.thread_axis("blockIdx.x"))
+    with pytest.raises(ScheduleError, match=r"stage B: split: axis i is bound to blockIdx\.x; split before "
+                       r"binding"):
+        s[B].split(B.op.axis[0], factor=4)
+
+
+def test_split_of_placeholder():
+    A, B, s = elementwise()
+    with pytest.raises(ScheduleError, match=r"stage A: split: only computed tensors can be scheduled"):
+        s[A].split(B.op.axis[0], factor=2)
+
+
+# -- compute_at ------------------------------------------------------------------------------------
+
+
+def test_compute_at_itself():
+    _A, B, s = elementwise()
+    with pytest.raises(ScheduleError, match=r"stage B: compute_at: a stage cannot be computed at itself"):
+        s[B].compute_at(s[B], B.op.axis[0])
+
+
+def test_compute_at_cycle():
+    _A, B, C, D = chain()
+    s = te.create_schedule(D.op)
+    s[B].compute_at(s[C], C.op.axis[0])
+    with pytest.raises(ScheduleError, match=r"stage C: compute_at: attaching to B would make a cycle \(B is "
+                                            r"already computed inside C\)"):
+        s[C].compute_at(s[B], B.op.axis[1])
+
+
+def test_compute_at_longer_cycle():
+    _A, B, C, D = chain()
+    s = te.create_schedule(D.op)
+    s[B].compute_at(s[C], C.op.axis[0])
+    s[C].compute_at(s[D], D.op.axis[0])
+    # B sits inside C: C cannot also sit inside B
+    with pytest.raises(ScheduleError, match=r"stage C: compute_at: attaching to B would make a cycle"):
+        s[C].compute_at(s[B], B.op.axis[0])
+
+
+def test_compute_at_of_output_stage():
+    _A, _B, C, D = chain()
+    s = te.create_schedule(D.op)
+    with pytest.raises(ScheduleError, match=r"stage D: compute_at: an output stage cannot be computed at "
+                       r"another"):
+        s[D].compute_at(s[C], C.op.axis[0])
+
+
+def test_compute_at_axis_of_another_stage():
+    _A, B, C, D = chain()
+    s = te.create_schedule(D.op)
+    with pytest.raises(ScheduleError, match=r"stage C: compute_at: axis i does not belong to this stage"):
+        s[B].compute_at(s[C], B.op.axis[0])
+
+
+def test_compute_at_a_tensor_instead_of_a_stage():
+    _A, B, C, D = chain()
+    s = te.create_schedule(D.op)
+    with pytest.raises(ScheduleError, match=r"stage B: compute_at: the first argument must be a stage "
+                       r"\(s\[T\]\)"):
+        s[B].compute_at(C, C.op.axis[0])
+
+
+def test_split_of_attach_axis_after_compute_at():
+    A, B, C, _D = chain()
+    s = te.create_schedule(C.op)
+    s[B].compute_at(s[C], C.op.axis[0])
+    s[C].split(C.op.axis[0], factor=4)
+    with pytest.raises(LoweringError, match=r"stage B is computed at axis i of C, which is no longer a "
+                       r"leaf axis"):
+        tvm.lower(s, [A, C])
+
+
+def test_attach_to_split_axis_with_explicit_scope():
+    # with an explicit scope bound inference passes, and schedule_ops reports the stale attach axis
+    A, B, C, _D = chain()
+    s = te.create_schedule(C.op)
+    s[B].compute_at(s[C], C.op.axis[0])
+    s[B].set_scope("global")
+    s[C].split(C.op.axis[0], factor=4)
+    with pytest.raises(LoweringError, match=r"stage B is computed at axis i of C, which is no longer a "
+                       r"leaf axis"):
+        tvm.lower(s, [A, C])
+
+
+# -- annotations -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prim, kind", [("vectorize", "vectorized"), ("parallel", "parallel")])
+def test_annotate_reduce_axis(prim, kind):
+    _A, R, s = row_sum()
+    k = R.op.reduce_axis[0]
+    with pytest.raises(ScheduleError, match=rf"^stage R: {prim}: axis k is a reduction axis; only "
+                       rf"data-parallel axes can be {kind}"):
+        getattr(s[R], prim)(k)
+
+
+def test_parallel_of_split_reduce_axis():
+    _A, R, s = row_sum()
+    _ko, ki = s[R].split(R.op.reduce_axis[0], factor=4)
+    with pytest.raises(ScheduleError, match=r"stage R: parallel: axis k\.inner is a reduction axis"):
+        s[R].parallel(ki)
+
+
+def test_vectorize_of_bound_axis():
+    _A, B, s = elementwise()
+    s[B].bind(B.op.axis[0], te.thread_axis("blockIdx.x"))
+    with pytest.raises(ScheduleError, match=r"stage B: vectorize: axis i is bound to blockIdx\.x"):
+        s[B].vectorize(B.op.axis[0])
+
+
+def test_vectorize_of_symbolic_extent():
+    A, B, s = elementwise()
+    s[B].vectorize(B.op.axis[1])
+    with pytest.raises(LoweringError, match=r"stage B: vectorize: axis j has symbolic extent m; split it "
+                       r"by a constant factor"):
+        tvm.lower(s, [A, B])
+
+
+def test_pragma_without_type():
+    _A, B, s = elementwise()
+    with pytest.raises(ScheduleError, match=r"stage B: pragma: pragma type must be a non-empty string"):
+        s[B].pragma(B.op.axis[0], "")
+
+
+# -- reorder / fuse --------------------------------------------------------------------------------
+
+
+def test_reorder_duplicate_axes():
+    _A, B, s = elementwise()
+    i, j = B.op.axis
+    with pytest.raises(ScheduleError, match=r"^stage B: reorder: axis i appears more than once$"):
+        s[B].reorder(i, j, i)
+
+
+def test_reorder_axis_of_another_stage():
+    _A, B, C, D = chain()
+    s = te.create_schedule(D.op)
+    with pytest.raises(ScheduleError, match=r"stage C: reorder: axis i does not belong to this stage"):
+        s[C].reorder(B.op.axis[0], C.op.axis[0])
+
+
+def test_fuse_non_adjacent_axes():
+    A = te.placeholder((4, 5, 6), name="A")
+    B = te.compute((4, 5, 6), lambda i, j, k: A[i, j, k], name="B")
+    s = te.create_schedule(B.op)
+    i, _j, k = B.op.axis
+    with pytest.raises(ScheduleError, match=r"stage B: fuse: axes i and k are not adjacent leaf axes in "
+                       r"this order; reorder them first"):
+        s[B].fuse(i, k)
+
+
+def test_fuse_in_wrong_order():
+    _A, B, s = elementwise()
+    i, j = B.op.axis
+    with pytest.raises(ScheduleError, match=r"stage B: fuse: axes j and i are not adjacent leaf axes in "
+                       r"this order"):
+        s[B].fuse(j, i)
+
+
+def test_fuse_data_with_reduce_axis():
+    _A, R, s = row_sum()
+    with pytest.raises(ScheduleError, match=r"stage R: fuse: cannot fuse a data-parallel axis with a "
+                       r"reduction"):
+        s[R].fuse(R.op.axis[0], R.op.reduce_axis[0])
+
+
+# -- rfactor -------------------------------------------------------------------------------------
+
+
+def test_rfactor_of_data_axis():
+    _A, R, s = row_sum()
+    with pytest.raises(ScheduleError, match=r"^stage R: rfactor: axis i is not a reduction axis$"):
+        s.rfactor(R, R.op.axis[0])
+
+
+def test_rfactor_without_reduction():
+    _A, B, s = elementwise()
+    with pytest.raises(ScheduleError, match=r"stage B: rfactor: the stage has no reduction to factor"):
+        s.rfactor(B, B.op.axis[0])
+
+
+def test_rfactor_factor_axis_out_of_range():
+    _A, R, s = row_sum()
+    _ko, ki = s[R].split(R.op.reduce_axis[0], factor=4)
+    with pytest.raises(ScheduleError, match=r"stage R: rfactor: factor_axis=2 must be in \[0, 1\]"):
+        s.rfactor(R, ki, factor_axis=2)
+
+
+def test_rfactor_of_non_leaf_reduce_axis():
+    _A, R, s = row_sum()
+    s[R].split(R.op.reduce_axis[0], factor=4)
+    with pytest.raises(ScheduleError, match=r"stage R: rfactor: axis k is not a leaf axis"):
+        s.rfactor(R, R.op.reduce_axis[0])
+
+
+# -- bind / thread_axis ----------------------------------------------------------------------------
+
+
+def test_bind_one_tag_to_two_loops():
+    _A, B, s = elementwise()
+    i, j = B.op.axis
+    s[B].bind(i, te.thread_axis("threadIdx.x"))
+    with pytest.raises(ScheduleError, match=r"stage B: bind: threadIdx\.x is already bound to axis i; one "
+                       r"thread tag cannot be bound to two loops of a stage \(j\)"):
+        s[B].bind(j, te.thread_axis("threadIdx.x"))
+
+
+def test_bind_to_non_thread_axis():
+    _A, B, s = elementwise()
+    i, j = B.op.axis
+    with pytest.raises(ScheduleError, match=r"stage B: bind: the second argument must be "
+                       r"te\.thread_axis\(\.\.\.\), got iter_var\(j"):
+        s[B].bind(i, j)
+
+
+def test_bind_to_reduce_axis_object():
+    _A, B, s = elementwise()
+    with pytest.raises(ScheduleError, match=r"stage B: bind: the second argument must be te\.thread_axis"):
+        s[B].bind(B.op.axis[0], te.reduce_axis((0, 4), "r"))
+
+
+def test_bind_vthread_is_not_supported():
+    _A, B, s = elementwise()
+    with pytest.raises(ScheduleError, match=r"stage B: bind: thread tag 'vthread' cannot be bound"):
+        s[B].bind(B.op.axis[0], te.thread_axis("vthread"))
+
+
+@pytest.mark.parametrize("tag", ["threadIdx.w", "blockIdx", "threadIdx.X", ""])
+def test_thread_axis_bad_tag(tag):
+    with pytest.raises(TVMError, match=rf"thread_axis: unknown thread tag '{tag}'; expected one of "
+                       rf"blockIdx\.x"):
+        te.thread_axis(tag)
+
+
+def test_bound_extent_mismatch():
+    A, B, s = elementwise((16, 4))
+    s[B].bind(B.op.axis[0], te.thread_axis((0, 8), "blockIdx.x"))
+    with pytest.raises(LoweringError, match=r"stage B: axis i has extent 16 but is bound to blockIdx\.x "
+                       r"declared with extent 8"):
+        tvm.lower(s, [A, B])
+
+
+def test_reduction_bound_to_block_index():
+    A, R, s = row_sum(m=30)
+    s[R].bind(R.op.reduce_axis[0], te.thread_axis("blockIdx.x"))
+    with pytest.raises(LoweringError, match=r"stage R: reduction axis k is bound to blockIdx\.x; only "
+                       r"threadIdx\.\* can carry a cross-thread reduction"):
+        tvm.lower(s, [A, R])
+
+
+def test_cross_thread_reduction_of_symbolic_extent():
+    A, R, s = row_sum()
+    s[R].bind(R.op.reduce_axis[0], te.thread_axis("threadIdx.x"))
+    with pytest.raises(LoweringError, match=r"stage R: cross-thread reduction needs constant thread extents; "
+                                            r"threadIdx\.x \(axis k\) has extent m"):
+        tvm.lower(s, [A, R])
+
+
+# -- inline -------------------------------------------------------------------------------------
+
+
+def test_compute_inline_of_reduction():
+    _A, R, _ = row_sum()
+    E = te.compute(R.shape, lambda i: R[i] * 2.0, name="E")
+    s = te.create_schedule(E.op)
+    with pytest.raises(ScheduleError, match=r"^stage R: compute_inline: a reduction cannot be inlined$"):
+        s[R].compute_inline()
+
+
+def test_compute_inline_of_output():
+    _A, B, s = elementwise()
+    with pytest.raises(ScheduleError, match=r"stage B: compute_inline: an output stage cannot be inlined"):
+        s[B].compute_inline()
+
+
+# -- other stage settings ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("factor, offset", [(0, 0), (4, 4), (4, -1)])
+def test_storage_align_bad_arguments(factor, offset):
+    _A, B, _C, D = chain()
+    s = te.create_schedule(D.op)
+    with pytest.raises(ScheduleError, match=rf"stage B: storage_align: need factor > 0 and 0 <= offset < "
+                       rf"factor, got factor={factor}, offset={offset}"):
+        s[B].storage_align(B.op.axis[0], factor, offset)
+
+
+def test_set_scope_unknown():
+    _A, B, _C, D = chain()
+    s = te.create_schedule(D.op)
+    with pytest.raises(ScheduleError, match=r"stage B: set_scope: unknown storage scope 'texture'"):
+        s[B].set_scope("texture")
+
+
+def test_store_predicate_must_be_boolean():
+    _A, B, s = elementwise()
+    with pytest.raises(ScheduleError, match=r"stage B: set_store_predicate: predicate must be boolean, got "
+                       r"\(i \+ 1\)"):
+        s[B].set_store_predicate(B.op.axis[0].var + 1)
+
+
+def test_schedule_lookup_of_foreign_tensor():
+    A, _B, s = elementwise()
+    other = te.compute((3,), lambda i: A[i, i], name="Other")
+    with pytest.raises(ScheduleError, match=r"Other is not part of this schedule"):
+        s[other]
+
+
+def test_create_schedule_of_placeholder():
+    A = te.placeholder((3,), name="A")
+    with pytest.raises(ScheduleError, match=r"create_schedule: A is a placeholder"):
+        te.create_schedule(A.op)
+
+
+# -- tensor expressions ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float31", "complex64", "bfloat16"])
+def test_placeholder_unknown_dtype(dtype):
+    with pytest.raises(TVMError, match=rf"unknown dtype '{dtype}'; expected one of"):
+        te.placeholder((3,), dtype=dtype, name="P")
+
+
+@pytest.mark.parametrize("idx, got", [((1,), 1), ((1, 2, 3), 3)])
+def test_wrong_number_of_indices(idx, got):
+    A = te.placeholder((te.var("n"), te.var("m")), name="A")
+    with pytest.raises(TVMError, match=rf"tensor A has 2 dimensions but was indexed with {got} indices"):
+        A[idx]
+
+
+def test_wrong_number_of_indices_in_compute():
+    A = te.placeholder((4, 4), name="A")
+    with pytest.raises(TVMError, match=r"tensor A has 2 dimensions but was indexed with 1 indices"):
+        te.compute((4,), lambda i: A[i] + 1.0, name="B")
+
+
+def test_compute_arity_mismatch():
+    with pytest.raises(TVMError, match=r"compute B: fcompute takes 1 arguments but the shape has 2 "
+                       r"dimensions"):
+        te.compute((4, 4), lambda i: i, name="B")
+
+
+def test_reduction_inside_larger_expression():
+    A = te.placeholder((4, 4), name="A")
+    k = te.reduce_axis((0, 4), "k")
+    with pytest.raises(TVMError, match=r"compute B: a reduction must be the whole body"):
+        te.compute((4,), lambda i: te.sum(A[i, k], axis=k) + 1.0, name="B")
+
+
+def test_reduction_over_data_axis():
+    A = te.placeholder((4, 4), name="A")
+    with pytest.raises(TVMError, match=r"reduction sum: axis .* is not a reduce_axis"):
+        te.compute((4,), lambda i: te.sum(A[i, 0], axis=te.thread_axis("threadIdx.x")), name="B")
+
+
+# -- lower / build ----------------------------------------------------------------------------
+
+
+def test_lower_missing_placeholder():
+    _A, B, s = elementwise()
+    with pytest.raises(LoweringError, match=r"placeholder A is read by the computation but missing from the "
+                                            r"argument list"):
+        tvm.lower(s, [B])
+
+
+def test_lower_missing_output():
+    A, _B, s = elementwise()
+    with pytest.raises(LoweringError, match=r"output B is missing from the argument list"):
+        tvm.lower(s, [A])
+
+
+def test_lower_without_args():
+    _A, _B, s = elementwise()
+    with pytest.raises(TVMError, match=r"lower needs the argument list"):
+        tvm.lower(s)
+
+
+def test_lower_duplicate_argument_names():
+    A, B, s = elementwise()
+    with pytest.raises(LoweringError, match=r"two arguments are named 'A'"):
+        tvm.lower(s, [A, B, te.placeholder((1,), name="A")])
+
+
+def test_lower_scalar_argument():
+    A, B, s = elementwise()
+    with pytest.raises(LoweringError, match=r"argument 2 \(n\) is a scalar variable"):
+        tvm.lower(s, [A, B, B.shape[0]])
+
+
+def _bound_elementwise():
+    A, B, s = elementwise()
+    s[B].bind(B.op.axis[0], te.thread_axis("blockIdx.x"))
+    s[B].bind(B.op.axis[1], te.thread_axis("threadIdx.x"))
+    return A, B, s
+
+
+@pytest.mark.parametrize("target", ["c", "llvm"])
+def test_build_c_of_thread_bound_schedule(target):
+    A, B, s = _bound_elementwise()
+    with pytest.raises(BuildError, match=r"stage B: axis i is bound to blockIdx\.x; target c cannot run GPU "
+                       r"thread bindings \(build for cuda or opencl"):
+        build_spec(s, [A, B], target)
+
+
+def test_build_c_of_thread_bound_schedule_names_stage_and_axis():
+    A, B, s = _bound_elementwise()
+    with pytest.raises(BuildError) as info:
+        build_spec(s, [A, B], "c")
+    msg = str(info.value)
+    assert re.search(r"\bB\b", msg) and re.search(r"\bi\b", msg), msg
+
+
+@pytest.mark.parametrize("target", ["cuda", "opencl"])
+def test_build_gpu_of_unbound_schedule(target):
+    A, B, s = elementwise()
+    with pytest.raises(BuildError, match=rf"target {target}: a loop nest of default_function \(writing B\) "
+                       rf"is not bound to any GPU thread.*\(did you forget to bind\?\)"):
+        build_spec(s, [A, B], target)
+
+
+@pytest.mark.parametrize("target", ["rocm", "metal", "vulkan -arch=x"])
+def test_unknown_target(target):
+    A, B, s = elementwise()
+    name = target.split()[0]
+    with pytest.raises(TVMError, match=rf"unknown target '{name}'; expected one of cuda, opencl, c, llvm"):
+        build_spec(s, [A, B], target)
+
+
+def test_target_option_syntax():
+    with pytest.raises(TVMError, match=r"option 'sm_80' must look like -key=value"):
+        tvm.target.Target("cuda sm_80")
+    with pytest.raises(TVMError, match=r"target must be a string"):
+        tvm.target.Target("")
+
+
+def test_build_without_args():
+    _A, _B, s = elementwise()
+    with pytest.raises(TVMError, match=r"build: the argument list is missing"):
+        build_spec(s, None, "c")
