@@ -6,7 +6,7 @@ set -uo pipefail
 out=${OUT:-kbench-out/device}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
-python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider --junitxml="$out/gpu-junit.xml" 2>&1 | tee "$out/gpu-tests.log"
+python3 -m pytest -q -m gpu tests -p no:cacheprovider --junitxml="$out/gpu-junit.xml" 2>&1 | tee "$out/gpu-tests.log"
 rc=${PIPESTATUS[0]}
 python3 -m pytest -q tests/bench/test_bench_rowsum_gpu.py --benchmark-only -s -p no:cacheprovider \
   --benchmark-json="$out/bench-gpu.json" 2>&1 | tee "$out/bench-gpu.log"

@@ -12,7 +12,7 @@ from ..tir.expr import (
     EQ, GE, GT, LE, LT, NE, Add, And, BinaryOp, Buffer, BufferLoad, Call, Cast, Div, FloatImm, FloorDiv,
     FloorMod, IntImm, Let, Max, Min, Mod, Mul, Not, Or, PrimExpr, Select, StringImm, Sub, Var,
 )
-from ..tir.simplify import const_int_bound
+from ..tir.simplify import const_int_bound, simplify
 from ..tir.stmt import (
     Allocate, AttrStmt, BufferStore, Evaluate, For, ForKind, IfThenElse, LetStmt, NoOp, SeqStmt, Stmt,
 )
@@ -263,7 +263,7 @@ class CFamilyCodegen:
         self.ranges[s.loop_var] = (0, _hi(s.extent))
         lo = self.expr(s.min)
         end = self.expr(s.extent) if (isinstance(s.min, IntImm) and s.min.value == 0) else \
-            f"({lo} + {self.expr(s.extent)})"
+            self.expr(simplify(s.min + s.extent))
         self.emit(ind, f"for ({t} {v} = {lo}; {v} < {end}; ++{v}) {{")
         self.stmt(s.body, ind + 1)
         self.emit(ind, "}")

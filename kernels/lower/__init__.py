@@ -22,6 +22,7 @@ from .allreduce import lower_thread_allreduce
 from .bound import infer_bound
 from .flatten import row_major_strides, storage_flatten
 from .intrin import lower_intrinsics
+from .loop_partition import partition_loops
 from .storage_sync import insert_storage_sync
 from .schedule_ops import check_attachments, inline_bodies, schedule_to_stmt
 from .te_stmt import ThreadAllReduce
@@ -196,7 +197,7 @@ TARGET_PASSES: List[Tuple[str, Callable]] = [
     ("lower_thread_allreduce", lambda s, t: lower_thread_allreduce(s, t)),
     ("storage_sync", lambda s, t: insert_storage_sync(s) if t in ("cuda", "opencl") else s),
     ("lower_intrinsics", lambda s, t: lower_intrinsics(s, t)),
-    ("simplify", lambda s, t: simplify_stmt(s)),
+    ("loop_partition", lambda s, t: partition_loops(s)),
 ]
 
 
@@ -210,8 +211,21 @@ def lower(sch: Schedule, args=None, name: str = "main", binds=None, simple_mode:
     return IRModule({func.name: func})
 
 
+def shape_var_ranges(func: PrimFunc) -> Dict[Var, tuple]:
+    """Sizes are never negative: every variable in an argument's shape is >= 0."""
+    from ..tir.functor import collect
+
+    out = {}
+    for b in func.buffers:
+        for d in b.shape:
+            for v in collect(d, lambda n: isinstance(n, Var)):
+                out[v] = (0, None)
+    return out
+
+
 def lower_for_target(func: PrimFunc, target: str) -> PrimFunc:
     body = func.body
     for _name, fn in TARGET_PASSES:
         body = fn(body, target)
-    return func.with_body(body)
+    # the final scoped simplification knows that sizes are non-negative
+    return func.with_body(simplify_stmt(body, shape_var_ranges(func)))

@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from kernels.errors import BuildError
-from kernels.runtime import ndarray
-from kernels.runtime import device
+from kernels.runtime import device, ndarray
 from kernels.runtime.device import Device, cl, cpu, cuda, enabled, gpu, opencl
 from kernels.runtime.module import BenchmarkResult, DeviceModule, Function, Module
 from kernels.runtime.ndarray import NDArray, array, empty

@@ -13,6 +13,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from ..errors import ScheduleError
 from ..tir.expr import IntImm, PrimExpr, ProducerLoad, Reduce, Var, const, convert
+from ..tir import likely
 from ..tir.functor import rewrite, substitute
 from ..tir.simplify import simplify
 from .tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor, compute
@@ -513,9 +514,9 @@ class Schedule:
                 e = simplify(nv.dom.extent)
                 rng[nv.var] = (0, e.value - 1 if isinstance(e, IntImm) else None)
             if not can_prove(val < lo + ext, rng):
-                preds.append(val < lo + ext)
+                preds.append(likely(val < lo + ext))
             if not can_prove(val >= lo, rng):
-                preds.append(val >= lo)
+                preds.append(likely(val >= lo))
         cond = substitute(body0.condition, vmap)
         for p in preds:
             cond = p if (isinstance(cond, IntImm) and cond.value == 1) else (cond & p)

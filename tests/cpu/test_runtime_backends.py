@@ -102,7 +102,9 @@ N_MINUS_1 = DerivedDim("n - 1", lambda e: e["n"] - 1)
 
 def _opencl_add(block: int = 64):
     kernel = KernelSpec("add", ("A", "B", "C", "n"), *_blocks_of(block))
-    return build_module(FuncSpec("add", "opencl", ADD_CL, (_vec("A"), _vec("B"), _vec("C")), ("n",), (), (kernel,)))
+    return build_module(
+        FuncSpec("add", "opencl", ADD_CL, (_vec("A"), _vec("B"), _vec("C")), ("n",), (), (kernel,))
+    )
 
 
 @needs_opencl
@@ -134,7 +136,9 @@ def test_opencl_2d_grid():
     a, b = rng.standard_normal((13, 29)).astype("float32"), rng.standard_normal((13, 29)).astype("float32")
     c = empty((13, 29), "float32", dev)
     mod(array(a, dev), array(b, dev), c)
-    np.testing.assert_allclose(c.numpy(), a.astype(np.float64) - 2 * b.astype(np.float64), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        c.numpy(), a.astype(np.float64) - 2 * b.astype(np.float64), rtol=1e-6, atol=1e-6
+    )
 
 
 @needs_opencl
@@ -216,7 +220,10 @@ def test_opencl_time_evaluator():
 
 
 def test_c_time_evaluator_min_repeat_ms():
-    source = "void add(const float* A, const float* B, float* C, int n) { for (int i = 0; i < n; ++i) C[i] = A[i] + B[i]; }"
+    source = (
+        "void add(const float* A, const float* B, float* C, int n) {"
+        " for (int i = 0; i < n; ++i) C[i] = A[i] + B[i]; }"
+    )
     kernel = KernelSpec("add", ("A", "B", "C", "n"), lambda e: (1, 1, 1), lambda e: (1, 1, 1))
     mod = build_module(FuncSpec("add", "c", source, (_vec("A"), _vec("B"), _vec("C")), ("n",), (), (kernel,)))
     a = array(np.ones(64, "float32"))

@@ -83,7 +83,9 @@ def test_intrinsics_cuda(dtype, fname, ref):
     f = tvm.build(s, [A, B], "cuda")
     a = RNG.uniform(0.1, 3.0, size=1000).astype(dtype)
     _, got = run(f, "cuda", a, np.zeros(1000, dtype))
-    np.testing.assert_allclose(got, ref(a.astype(np.float64)), rtol=1e-5 if dtype == "float32" else 1e-12)
+    # float32 exp/log are CUDA's fast-math __expf/__logf: a few ulp, absolute near log's zero
+    tol = dict(rtol=1e-5, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12)
+    np.testing.assert_allclose(got, ref(a.astype(np.float64)), **tol)
 
 
 def test_rfactor_two_kernels_with_workspace_cuda():

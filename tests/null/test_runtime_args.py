@@ -224,13 +224,17 @@ def test_wrong_argument_count(add_mod):
 
 def test_wrong_dtype(add_mod):
     a = array(np.ones(4, "float32"))
-    with pytest.raises(ArgumentError, match=re.escape("argument B (index 1): dtype is float64, expected float32")):
+    with pytest.raises(
+        ArgumentError, match=re.escape("argument B (index 1): dtype is float64, expected float32")
+    ):
         add_mod(a, array(np.ones(4)), empty((4,)))
 
 
 def test_wrong_ndim(add_mod):
     a = array(np.ones(4, "float32"))
-    with pytest.raises(ArgumentError, match=re.escape("argument A (index 0): has 2 dimension(s) (shape (2, 2))")):
+    with pytest.raises(
+        ArgumentError, match=re.escape("argument A (index 0): has 2 dimension(s) (shape (2, 2))")
+    ):
         add_mod(array(np.ones((2, 2), "float32")), a, a)
 
 
@@ -242,7 +246,9 @@ def test_inconsistent_shape_variable(add_mod):
 
 
 def test_derived_dimension_mismatch(window_mod):
-    with pytest.raises(ArgumentError, match=re.escape("argument Out (index 1): shape[0] must be n - 2 = 6, got 7")):
+    with pytest.raises(
+        ArgumentError, match=re.escape("argument Out (index 1): shape[0] must be n - 2 = 6, got 7")
+    ):
         window_mod(array(np.ones(8, "float32")), empty((7,)))
 
 
@@ -261,13 +267,17 @@ def test_unbound_shape_variable():
 
 def test_not_an_array(add_mod):
     a = array(np.ones(3, "float32"))
-    with pytest.raises(ArgumentError, match=re.escape("argument C (index 2): expected an NDArray or a C-contiguous")):
+    with pytest.raises(
+        ArgumentError, match=re.escape("argument C (index 2): expected an NDArray or a C-contiguous")
+    ):
         add_mod(a, a, [0.0, 0.0, 0.0])
 
 
 def test_non_contiguous_numpy_rejected(add_mod):
     a = np.ones(8, "float32")
-    with pytest.raises(ArgumentError, match=re.escape("argument A (index 0): the numpy array is not C-contiguous")):
+    with pytest.raises(
+        ArgumentError, match=re.escape("argument A (index 0): the numpy array is not C-contiguous")
+    ):
         add_mod(a[::2], a[:4], a[:4].copy())
 
 
@@ -279,7 +289,9 @@ def test_nothing_runs_when_an_argument_is_wrong(add_mod):
 
 
 def _opencl_add():
-    kernel = KernelSpec("add", ("A", "B", "C", "n"), lambda e: ((e["n"] + 63) // 64, 1, 1), lambda e: (64, 1, 1))
+    kernel = KernelSpec(
+        "add", ("A", "B", "C", "n"), lambda e: ((e["n"] + 63) // 64, 1, 1), lambda e: (64, 1, 1)
+    )
     spec = FuncSpec("add", "opencl", ADD_CL, (_vec("A"), _vec("B"), _vec("C")), ("n",), (), (kernel,))
     return build_module(spec)
 
@@ -377,8 +389,23 @@ def test_array_ctx_keyword_and_contiguous_copy():
     np.testing.assert_array_equal(out, host)
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "int16", "int32", "int64",
-                                   "uint8", "uint16", "uint32", "uint64", "bool"])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        "float16",
+        "float32",
+        "float64",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "bool",
+    ],
+)
 def test_supported_dtypes(dtype):
     host = (np.arange(5) % 2).astype(dtype)
     arr = array(host)
