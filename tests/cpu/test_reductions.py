@@ -150,3 +150,27 @@ def test_shared_stage_computed_cooperatively_opencl():
         _, got = run(f, "opencl", a, np.full(size, np.nan, "float32"))
         a64 = a.astype(np.float64) * 2
         np.testing.assert_allclose(got, a64[:-2] + a64[1:-1] + a64[2:], rtol=1e-6)
+
+
+@needs_cl
+def test_cache_read_shared_opencl():
+    from kernels import te
+
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n - 2,), lambda i: A[i] + A[i + 1] + A[i + 2], name="B")
+    s = te.create_schedule(B.op)
+    AS = s.cache_read(A, "shared", [B])
+    xo, xi = s[B].split(B.op.axis[0], factor=32)
+    s[B].bind(xo, te.thread_axis("blockIdx.x"))
+    s[B].bind(xi, te.thread_axis("threadIdx.x"))
+    s[AS].compute_at(s[B], xo)
+    _, ai = s[AS].split(AS.op.axis[0], factor=32)
+    s[AS].bind(ai, te.thread_axis("threadIdx.x"))
+    f = tvm.build(s, [A, B], "opencl")
+    assert "__local float A_shared[34];" in f.imported_modules[0].get_source()
+    for size in (100, 3, 64):
+        a = RNG.uniform(size=size).astype("float32")
+        _, got = run(f, "opencl", a, np.full(size - 2, np.nan, "float32"))
+        a64 = a.astype(np.float64)
+        np.testing.assert_allclose(got, a64[:-2] + a64[1:-1] + a64[2:], rtol=1e-6)
