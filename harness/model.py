@@ -1,0 +1,131 @@
+"""The harness's values: frozen dataclasses passed between suite parsing, planning, building,
+measuring, dispatch and the store. No behaviour beyond derived keys lives here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Tuple
+
+#: outcomes a case can end with (DESIGN.md 8)
+OUTCOMES = ("ok", "wrong", "timeout", "crashed", "build_error")
+
+Pairs = Tuple[Tuple[str, Any], ...]
+
+
+def pairs(d: Dict[str, Any]) -> Pairs:
+    """A dict as a sorted tuple of pairs (hashable, order-independent)."""
+    return tuple(sorted(d.items()))
+
+
+@dataclass(frozen=True)
+class Case:
+    """One thing to build and time: a workload variant at one shape, dtype and target.
+
+    ``gpu_model`` names the GPU model the case must run on ("" = any, CPU targets: "").
+    """
+
+    suite: str
+    workload: str
+    variant: str
+    params: Pairs  # shape parameters, e.g. (("m", 1024), ("n", 1024))
+    knobs: Pairs  # variant knobs, e.g. (("factor", 16), ("rows", 32))
+    dtype: str
+    target: str  # "cuda" | "opencl" | "c"
+    rtol: float = 1e-5
+    atol: float = 1e-5
+    timeout_s: float = 120.0
+    gpu_model: str = ""
+
+    @property
+    def key(self) -> str:
+        """Stable identity of the case across runs (the suite name is not part of it)."""
+        p = ",".join(f"{k}={v}" for k, v in self.params)
+        kn = ",".join(f"{k}={v}" for k, v in self.knobs)
+        gpu = f"@{self.gpu_model}" if self.gpu_model else ""
+        return f"{self.workload}/{self.variant}[{kn}]/{p}/{self.dtype}/{self.target}{gpu}"
+
+    @property
+    def param_dict(self) -> Dict[str, Any]:
+        return dict(self.params)
+
+    @property
+    def knob_dict(self) -> Dict[str, Any]:
+        return dict(self.knobs)
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "suite": self.suite, "workload": self.workload, "variant": self.variant,
+            "params": list(map(list, self.params)), "knobs": list(map(list, self.knobs)),
+            "dtype": self.dtype, "target": self.target, "rtol": self.rtol, "atol": self.atol,
+            "timeout_s": self.timeout_s, "gpu_model": self.gpu_model,
+        }, sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> "Case":
+        d = json.loads(text)
+        d["params"] = tuple(tuple(x) for x in d["params"])
+        d["knobs"] = tuple(tuple(x) for x in d["knobs"])
+        return Case(**d)
+
+
+@dataclass(frozen=True)
+class MeasureConfig:
+    """Stopping rule and modes of the timing methodology (DESIGN.md 6)."""
+
+    max_rel_ci: float = 0.005  # stop when the 95 % CI half-width of the median / median <= this
+    min_samples: int = 10
+    min_time_s: float = 0.5  # of measured device (or CPU) time
+    max_time_s: float = 15.0  # cap
+    max_samples: int = 100_000
+    warmup_min: int = 3
+    clock_floor: float = 0.75  # discard samples taken below this fraction of the max SM clock
+    mode: str = "cold"  # "cold" (L2 flushed before each sample) or "hot" (CUDA graph of many launches)
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Timing:
+    """What the timer measured for one case (seconds)."""
+
+    samples: Tuple[float, ...]  # kept samples
+    discarded: int = 0  # samples dropped for low SM clock
+    clocks_mhz: Tuple[float, ...] = ()  # SM clock per kept sample (NVML), if known
+    median: float = 0.0
+    ci_low: float = 0.0
+    ci_high: float = 0.0
+    mode: str = "cold"
+    stop_reason: str = ""  # "converged" | "cap" | "max_samples"
+    telemetry: Tuple[Tuple[str, Any], ...] = ()  # before/after temperature, power, clock reasons
+
+
+@dataclass(frozen=True)
+class Result:
+    """The outcome of one case in one run on one device."""
+
+    case: Case
+    outcome: str  # one of OUTCOMES
+    message: str = ""
+    timing: Optional[Timing] = None
+    gbps: Optional[float] = None
+    gflops: Optional[float] = None
+    pct_peak_bw: Optional[float] = None
+    pct_peak_flops: Optional[float] = None
+    device: str = ""  # device name, e.g. "NVIDIA H100 80GB HBM3" or the CPU model
+    env_id: str = ""  # fingerprint id (harness.env)
+    worker: str = ""  # node / process that measured it
+    build_s: float = 0.0
+    extra: Tuple[Tuple[str, Any], ...] = field(default=())
+
+    def __post_init__(self):
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"outcome {self.outcome!r} is not one of {OUTCOMES}")
+
+
+def content_hash(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
