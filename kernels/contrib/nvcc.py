@@ -27,6 +27,10 @@ _FORMATS = ("cubin", "ptx", "fatbin")
 _ARCH_RE = re.compile(r"^(?:sm_|compute_)?(\d+)(\d)([af]?)$")
 
 
+#: per-process counters: nvcc invocations and cache hits (the harness reports them per run)
+STATS = {"nvcc_calls": 0, "cache_hits": 0}
+
+
 def find_nvcc() -> Optional[str]:
     """Return the path of ``nvcc`` (on ``PATH``, else under ``CUDA_HOME``/``CUDA_PATH``), or None."""
     found = shutil.which("nvcc")
@@ -247,7 +251,10 @@ def compile_cuda(
 
     folder = get_config().cache_dir / "cuda" / key
     out = folder / f"out.{fmt}"
-    if not out.exists():
+    if out.exists():
+        STATS["cache_hits"] += 1
+    else:
+        STATS["nvcc_calls"] += 1
         folder.mkdir(parents=True, exist_ok=True)
         src = folder / "source.cu"
         tmp_src = folder / f"source.{uuid.uuid4().hex}.cu"

@@ -51,13 +51,16 @@ class CUDAModule(Module):
         The cubin.
     """
 
-    def __init__(self, spec: FuncSpec, options: Optional[List[str]] = None) -> None:
+    def __init__(self, spec: FuncSpec, options: Optional[List[str]] = None,
+                 binary: Optional[bytes] = None) -> None:
         super().__init__(spec, "cuda")
         try:
             self.arch = normalize_arch(spec.arch) if spec.arch else default_arch()
         except ValueError as exc:
             raise BuildError(f"{spec.name}: {exc}") from None
-        self.binary = compile_cuda(spec.source, target="cubin", arch=self.arch, options=options)
+        # a cubin built elsewhere (e.g. by a CPU build worker) is used as is
+        self.binary = binary if binary is not None else compile_cuda(
+            spec.source, target="cubin", arch=self.arch, options=options)
         self.imported_modules = [DeviceModule("cuda", spec.source, binary=self.binary)]
         self._loaded: Dict[int, Tuple[Any, List[Any]]] = {}  # device index -> (module, kernels)
 

@@ -337,6 +337,11 @@ class Module:
                     )
         return kinds
 
+    def launcher(self, *args: Any) -> Tuple[Launch, Device]:
+        """Validate ``args`` once and return ``(launch, device)``: ``launch()`` runs the function
+        on those arguments with no further checks (for timing loops)."""
+        return self._prepare(args)
+
     def _prepare(self, args: Sequence[Any]) -> Tuple[Launch, Device]:
         """Check ``args``, bind the shape variables, allocate workspaces; return the launch."""
         arrays, device = self._check_arrays(args)

@@ -1,0 +1,385 @@
+"""Device, host and software fingerprint of the machine that measured a result, and GPU telemetry.
+
+A fingerprint is a flat ``dict`` (JSON-friendly: str, int, float or None values). Its *stable*
+subset (:data:`STABLE_FIELDS`) names the hardware and software a timing depends on; its sha256
+(:func:`fingerprint_id`) is the environment id under which the store files results, so a baseline
+is only ever looked up on "the same machine". The other fields (:data:`INFO_FIELDS`) are kept for
+people reading reports and may change without changing the id (e.g. the CUDA ordinal, which Ray's
+``CUDA_VISIBLE_DEVICES`` remaps per worker).
+
+GPU facts come from NVML (package ``nvidia-ml-py``, module ``pynvml``) and, when it is installed,
+pycuda; both are optional: without them, or without a GPU, every GPU field is None.
+This module reads no environment variables (DESIGN.md 2: only the config module does).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from harness import __version__
+
+#: bump when the meaning of a field changes (part of the stable subset, so ids change with it)
+FINGERPRINT_VERSION = 1
+
+#: the fields whose values identify an environment; their sha256 is the environment id
+STABLE_FIELDS = (
+    "fingerprint_version",
+    # GPU (None for CPU devices or without NVML/pycuda)
+    "gpu_name",
+    "gpu_uuid",
+    "gpu_sm_count",
+    "gpu_compute_capability",  # "9.0"
+    "gpu_memory_total_bytes",
+    "gpu_driver_version",  # "560.35.03"
+    "cuda_version",  # the CUDA version the driver supports, "12.6"
+    "gpu_max_sm_clock_mhz",
+    # host and software
+    "host",
+    "cpu_model",
+    "cpu_count",  # logical CPUs of the machine (os.cpu_count)
+    "os",  # "Linux 6.8.0-45-generic"
+    "python_version",
+    "kbench_version",
+)
+
+#: informative fields, not part of the id
+INFO_FIELDS = (
+    "device",  # the device kind asked for: "cpu", "cuda", ...
+    "gpu_index",  # the CUDA ordinal as the measuring process saw it
+    "gpu_pci_bus_id",
+    "gpu_l2_cache_bytes",
+    "gpu_power_limit_w",
+    "cpu_physical_cores",
+    "host_memory_bytes",
+    "arch",
+    "python_implementation",
+    "nvml_version",
+)
+
+#: every field of a fingerprint, in a fixed order (the store turns them into ``env_*`` columns)
+FIELDS = STABLE_FIELDS + INFO_FIELDS
+
+_GPU_DEVICES = ("cuda", "gpu")
+
+# NVML clock-event ("throttle") reason bits, as nvml.h defines them (stable ABI).
+_CLOCK_EVENT_REASONS = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# public API
+# ---------------------------------------------------------------------------------------------
+
+
+def fingerprint(device: str = "cpu", index: int = 0) -> dict[str, Any]:
+    """The fingerprint of this host and, for ``device`` "cuda"/"gpu", of CUDA device ``index``.
+
+    Parameters
+    ----------
+    device : str
+        The device kind the results were measured on: "cpu" (also "c", "opencl": host fields only)
+        or "cuda"/"gpu" (GPU fields filled through NVML and pycuda where available).
+    index : int
+        The CUDA ordinal as the calling process sees it (after ``CUDA_VISIBLE_DEVICES``). With
+        pycuda it is mapped to the NVML device through its PCI bus id; without pycuda the NVML
+        index is used as is.
+
+    Returns
+    -------
+    dict
+        Every key of :data:`FIELDS`; fields that could not be found are None.
+    """
+    fp: dict[str, Any] = {name: None for name in FIELDS}
+    fp.update(_host_info())
+    fp["device"] = device
+    if device.lower() in _GPU_DEVICES:
+        fp["gpu_index"] = index
+        fp.update(_gpu_info(index))
+    return fp
+
+
+def fingerprint_id(fp: dict[str, Any]) -> str:
+    """The environment id: sha256 (first 32 hex digits) of the stable subset of ``fp``.
+
+    Missing stable fields count as None; fields outside :data:`STABLE_FIELDS` do not count.
+    """
+    stable = {name: fp.get(name) for name in STABLE_FIELDS}
+    text = json.dumps(stable, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def nvml_handle(index: int = 0) -> Any:
+    """The NVML handle of CUDA ordinal ``index`` (mapped by PCI bus id when pycuda is present).
+
+    Returns None when NVML is unavailable or the device cannot be found.
+    """
+    nvml = _nvml()
+    if nvml is None:
+        return None
+    bus_id = _cuda_pci_bus_id(index)
+    try:
+        if bus_id is not None:
+            return nvml.nvmlDeviceGetHandleByPciBusId(bus_id)
+        return nvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:  # noqa: BLE001 -- NVMLError: no such device, not permitted, ...
+        return None
+
+
+def sm_clock_mhz(handle: Any) -> float | None:
+    """The current SM clock of the NVML device ``handle`` in MHz, or None when unknown."""
+    nvml = _nvml()
+    if nvml is None or handle is None:
+        return None
+    return _try(lambda: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)))
+
+
+def telemetry(handle: Any) -> dict[str, Any]:
+    """A snapshot of the GPU's state, taken before and after timing a case.
+
+    Parameters
+    ----------
+    handle
+        An NVML device handle (:func:`nvml_handle`), or None.
+
+    Returns
+    -------
+    dict
+        ``temperature_c``, ``power_w``, ``sm_clock_mhz``, ``mem_clock_mhz`` and
+        ``clock_event_reasons`` (a list of names such as "sw_power_cap", "hw_thermal_slowdown";
+        ``[]`` when the clocks run unrestricted). Values NVML cannot give are None; with no
+        handle every value is None.
+    """
+    snap: dict[str, Any] = {
+        "temperature_c": None, "power_w": None, "sm_clock_mhz": None, "mem_clock_mhz": None,
+        "clock_event_reasons": None,
+    }
+    nvml = _nvml()
+    if nvml is None or handle is None:
+        return snap
+    snap["temperature_c"] = _try(
+        lambda: float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)))
+    snap["power_w"] = _try(lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)  # mW -> W
+    snap["sm_clock_mhz"] = _try(lambda: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)))
+    snap["mem_clock_mhz"] = _try(
+        lambda: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)))
+    # nvidia-ml-py >= 12.535 calls them "clocks event reasons"; older ones "throttle reasons"
+    getter = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+              or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
+    if getter is not None:
+        bits = _try(lambda: int(getter(handle)))
+        if bits is not None:
+            snap["clock_event_reasons"] = clock_event_reason_names(bits)
+    return snap
+
+
+def clock_event_reason_names(bits: int) -> list[str]:
+    """The names of the NVML clock-event reason ``bits`` (unknown bits as "unknown_0x...")."""
+    names = [name for bit, name in _CLOCK_EVENT_REASONS if bits & bit]
+    known = 0
+    for bit, _ in _CLOCK_EVENT_REASONS:
+        known |= bit
+    rest = bits & ~known
+    if rest:
+        names.append(f"unknown_{rest:#x}")
+    return names
+
+
+# ---------------------------------------------------------------------------------------------
+# host
+# ---------------------------------------------------------------------------------------------
+
+
+def _host_info() -> dict[str, Any]:
+    cpuinfo = _read_text("/proc/cpuinfo")
+    return {
+        "fingerprint_version": FINGERPRINT_VERSION,
+        "host": socket.gethostname() or platform.node() or None,
+        "cpu_model": _cpu_model(cpuinfo),
+        "cpu_count": os.cpu_count(),
+        "os": f"{platform.system()} {platform.release()}".strip() or None,
+        "python_version": platform.python_version(),
+        "kbench_version": __version__,
+        "cpu_physical_cores": _physical_cores(cpuinfo),
+        "host_memory_bytes": _host_memory_bytes(),
+        "arch": platform.machine() or None,
+        "python_implementation": platform.python_implementation(),
+    }
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _cpuinfo_fields(cpuinfo: str) -> list[dict[str, str]]:
+    """/proc/cpuinfo as one dict per processor block."""
+    blocks: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if current:
+                blocks.append(current)
+                current = {}
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            current[key.strip()] = value.strip()
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+def _cpu_model(cpuinfo: str) -> str | None:
+    blocks = _cpuinfo_fields(cpuinfo)
+    for block in blocks:
+        for key in ("model name", "Model Name", "cpu model", "Hardware", "Processor"):
+            if block.get(key):
+                return block[key]
+    if blocks and "CPU implementer" in blocks[0]:  # aarch64 kernels name no model
+        b = blocks[0]
+        return f"ARM implementer {b.get('CPU implementer')} part {b.get('CPU part')}"
+    return platform.processor() or platform.machine() or None
+
+
+def _physical_cores(cpuinfo: str) -> int | None:
+    cores = {(b.get("physical id"), b.get("core id")) for b in _cpuinfo_fields(cpuinfo)
+             if "core id" in b}
+    return len(cores) or None
+
+
+def _host_memory_bytes() -> int | None:
+    for line in _read_text("/proc/meminfo").splitlines():
+        if line.startswith("MemTotal:"):
+            parts = line.split()
+            if len(parts) >= 2 and parts[1].isdigit():
+                return int(parts[1]) * 1024  # reported in kB
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU: NVML and pycuda, both optional
+# ---------------------------------------------------------------------------------------------
+
+_nvml_lock = threading.Lock()
+_nvml_state: dict[str, Any] = {}  # "module": the initialised pynvml module, or None if unusable
+
+
+def _nvml() -> Any:
+    """The pynvml module, initialised once per process; None without nvidia-ml-py or a driver."""
+    with _nvml_lock:
+        if "module" not in _nvml_state:
+            module = None
+            try:
+                import pynvml
+
+                pynvml.nvmlInit()
+                module = pynvml
+            except Exception:  # noqa: BLE001 -- ImportError, NVMLError_LibraryNotFound, ...
+                module = None
+            _nvml_state["module"] = module
+        return _nvml_state["module"]
+
+
+def _pycuda_device(index: int) -> Any:
+    """The pycuda Device of CUDA ordinal ``index``, or None without pycuda or a usable driver."""
+    try:
+        import pycuda.driver as drv
+    except Exception:  # noqa: BLE001 -- ImportError, or libcuda missing
+        return None
+    try:
+        drv.init()
+        return drv.Device(index)
+    except Exception:  # noqa: BLE001 -- pycuda.driver.Error: no driver, no such device
+        return None
+
+
+def _cuda_pci_bus_id(index: int) -> str | None:
+    dev = _pycuda_device(index)
+    return None if dev is None else _try(dev.pci_bus_id)
+
+
+def _gpu_info(index: int) -> dict[str, Any]:
+    info: dict[str, Any] = {}
+    dev = _pycuda_device(index)
+    if dev is not None:
+        import pycuda.driver as drv
+
+        attr = drv.device_attribute
+        info["gpu_name"] = _try(dev.name)
+        info["gpu_pci_bus_id"] = _try(dev.pci_bus_id)
+        cc = _try(dev.compute_capability)
+        info["gpu_compute_capability"] = None if cc is None else f"{cc[0]}.{cc[1]}"
+        info["gpu_memory_total_bytes"] = _try(lambda: int(dev.total_memory()))
+        info["gpu_sm_count"] = _try(lambda: int(dev.get_attribute(attr.MULTIPROCESSOR_COUNT)))
+        info["gpu_l2_cache_bytes"] = _try(lambda: int(dev.get_attribute(attr.L2_CACHE_SIZE)))
+        # the device's max clock in kHz; NVML's figure (below) is preferred when present
+        info["gpu_max_sm_clock_mhz"] = _try(lambda: dev.get_attribute(attr.CLOCK_RATE) / 1000.0)
+        version = _try(drv.get_driver_version)  # e.g. 12040
+        if version is not None:
+            info["cuda_version"] = f"{version // 1000}.{(version % 1000) // 10}"
+
+    nvml = _nvml()
+    handle = nvml_handle(index) if nvml is not None else None
+    if handle is not None:
+        info["gpu_name"] = _try(lambda: _text(nvml.nvmlDeviceGetName(handle))) or info.get("gpu_name")
+        info["gpu_uuid"] = _try(lambda: _text(nvml.nvmlDeviceGetUUID(handle)))
+        cc = _try(lambda: nvml.nvmlDeviceGetCudaComputeCapability(handle))
+        if cc is not None:
+            info["gpu_compute_capability"] = f"{cc[0]}.{cc[1]}"
+        total = _try(lambda: int(nvml.nvmlDeviceGetMemoryInfo(handle).total))
+        if total is not None:
+            info["gpu_memory_total_bytes"] = total
+        if info.get("gpu_sm_count") is None:
+            info["gpu_sm_count"] = _try(
+                lambda: int(nvml.nvmlDeviceGetAttributes(handle).multiprocessorCount))
+        info["gpu_driver_version"] = _try(lambda: _text(nvml.nvmlSystemGetDriverVersion()))
+        version = _try(nvml.nvmlSystemGetCudaDriverVersion)
+        if version is not None:
+            info["cuda_version"] = f"{version // 1000}.{(version % 1000) // 10}"
+        clock = _try(lambda: float(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)))
+        if clock is not None:
+            info["gpu_max_sm_clock_mhz"] = clock
+        info["gpu_power_limit_w"] = _try(
+            lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0)
+        if info.get("gpu_pci_bus_id") is None:
+            info["gpu_pci_bus_id"] = _try(lambda: _text(nvml.nvmlDeviceGetPciInfo(handle).busId))
+        info["nvml_version"] = _try(lambda: _text(nvml.nvmlSystemGetNVMLVersion()))
+    return info
+
+
+def _text(value: Any) -> str:
+    """NVML strings: bytes in old nvidia-ml-py releases, str in new ones."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _try(fn: Callable[[], Any]) -> Any:
+    """``fn()``, or None when the driver cannot answer (unsupported query, lost device...)."""
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+__all__ = [
+    "FIELDS", "FINGERPRINT_VERSION", "INFO_FIELDS", "STABLE_FIELDS", "clock_event_reason_names",
+    "fingerprint", "fingerprint_id", "nvml_handle", "sm_clock_mhz", "telemetry",
+]

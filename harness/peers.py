@@ -1,0 +1,252 @@
+"""Peer implementations: library functions timed in the same run as a workload, on the same GPU,
+with the same timer (:class:`harness.measure.CudaTimer`, cold mode), for a ratio that means
+something ("our row sum runs at 0.9x torch.sum").
+
+Each :class:`Peer` is registered under the name the workloads use in ``Workload.peers``
+(``kernels/workloads``). ``peer.prepare(host_args)`` takes the workload's arguments as numpy
+arrays (``Workload.make_args``: inputs, then poisoned outputs), copies the inputs to the GPU once
+and returns a :class:`PeerRun`: calling it launches the peer once, asynchronously, on its
+library's default stream, which is the null stream of the device's primary context -- the
+context and stream ``kernels.runtime`` and ``CudaTimer`` use, so CUDA events bracket it exactly
+like one of our kernels. ``run.outputs()`` waits and returns the outputs as numpy arrays, in the
+workload's output order, for :func:`harness.check.check_outputs` against the reference: a peer
+that is wrong is reported, never timed (:func:`run_peer`).
+
+Outputs are written into buffers allocated once (``out=``) where the library allows, so the
+timed launch does no allocation. ``torch.conv2d`` has no ``out=``; PyTorch's caching allocator
+serves its output without a cudaMalloc after the first call. cuDNN's TF32 is switched off
+around the conv (a TF32 conv computes something else than the float32 workload).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from harness.check import check_outputs
+from harness.model import MeasureConfig, Timing
+
+__all__ = ["Peer", "PeerRun", "PEERS", "get", "names", "available", "run_peer"]
+
+
+class PeerRun:
+    """A prepared peer: ``run()`` launches it once (asynchronously); ``run.outputs()`` waits and
+    copies the outputs back."""
+
+    def __init__(self, launch: Callable[[], Any], outputs: Callable[[], List[np.ndarray]]) -> None:
+        self._launch = launch
+        self._outputs = outputs
+
+    def __call__(self) -> None:
+        self._launch()
+
+    def outputs(self) -> List[np.ndarray]:
+        return self._outputs()
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A library implementation of a workload.
+
+    Attributes
+    ----------
+    name : str
+        The name workloads use, e.g. ``"torch.sum(dim=1)"``.
+    library : str
+        ``"torch"`` or ``"cupy"``.
+    available : callable
+        ``available() -> bool``: the library imports and sees a CUDA device.
+    prepare : callable
+        ``prepare(host_args, device_index=0) -> PeerRun``.
+    """
+
+    name: str
+    library: str
+    available: Callable[[], bool]
+    prepare: Callable[..., PeerRun]
+    description: str = ""
+
+
+# -- libraries ---------------------------------------------------------------------------------
+
+_avail_cache: Dict[str, bool] = {}
+
+
+def _torch_available() -> bool:
+    if "torch" not in _avail_cache:
+        try:
+            import torch
+
+            _avail_cache["torch"] = bool(torch.cuda.is_available() and torch.cuda.device_count() > 0)
+        except Exception:
+            _avail_cache["torch"] = False
+    return _avail_cache["torch"]
+
+
+def _cupy_available() -> bool:
+    if "cupy" not in _avail_cache:
+        try:
+            import cupy
+
+            _avail_cache["cupy"] = cupy.cuda.runtime.getDeviceCount() > 0
+        except Exception:
+            _avail_cache["cupy"] = False
+    return _avail_cache["cupy"]
+
+
+def _torch_in(x: np.ndarray, device_index: int) -> Any:
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(x)).to(f"cuda:{device_index}")
+
+
+def _torch_outputs(*tensors: Any) -> Callable[[], List[np.ndarray]]:
+    def outputs() -> List[np.ndarray]:
+        import torch
+
+        torch.cuda.synchronize(tensors[0].device)
+        return [t.detach().cpu().numpy() for t in tensors]
+
+    return outputs
+
+
+def _torch_reduce_rows(op: str) -> Callable[..., PeerRun]:
+    """torch.sum / torch.prod over dim 1 of args[0] (row_sum, product_reduce)."""
+
+    def prepare(host_args: Sequence[np.ndarray], device_index: int = 0) -> PeerRun:
+        import torch
+
+        a = _torch_in(host_args[0], device_index)
+        out = torch.empty(a.shape[0], dtype=a.dtype, device=a.device)
+        fn = getattr(torch, op)
+        return PeerRun(lambda: fn(a, dim=1, out=out), _torch_outputs(out))
+
+    return prepare
+
+
+def _torch_unary(op: str) -> Callable[..., PeerRun]:
+    """torch.exp / torch.log elementwise on args[0]."""
+
+    def prepare(host_args: Sequence[np.ndarray], device_index: int = 0) -> PeerRun:
+        import torch
+
+        a = _torch_in(host_args[0], device_index)
+        out = torch.empty_like(a)
+        fn = getattr(torch, op)
+        return PeerRun(lambda: fn(a, out=out), _torch_outputs(out))
+
+    return prepare
+
+
+def _torch_conv3x3(host_args: Sequence[np.ndarray], device_index: int = 0) -> PeerRun:
+    """conv2d_3x3: args are Input (n, n), Filter (3, 3), Output (n-2, n-2); a cross-correlation,
+    as the workload's (no filter flip)."""
+    import torch
+    import torch.nn.functional as F
+
+    inp = _torch_in(host_args[0], device_index)[None, None]
+    filt = _torch_in(host_args[1], device_index)[None, None]
+    holder: List[Any] = [None]
+
+    def launch() -> None:
+        with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=False, allow_tf32=False):
+            holder[0] = F.conv2d(inp, filt)
+
+    def outputs() -> List[np.ndarray]:
+        if holder[0] is None:
+            launch()
+        torch.cuda.synchronize(inp.device)
+        return [holder[0][0, 0].detach().cpu().numpy()]
+
+    return PeerRun(launch, outputs)
+
+
+def _cupy_sum_rows(host_args: Sequence[np.ndarray], device_index: int = 0) -> PeerRun:
+    import cupy
+
+    with cupy.cuda.Device(device_index):
+        a = cupy.asarray(np.ascontiguousarray(host_args[0]))
+        out = cupy.empty(a.shape[0], dtype=a.dtype)
+    device = cupy.cuda.Device(device_index)
+
+    def launch() -> None:
+        with device:
+            cupy.sum(a, axis=1, out=out)
+
+    def outputs() -> List[np.ndarray]:
+        with device:
+            device.synchronize()
+            return [cupy.asnumpy(out)]
+
+    return PeerRun(launch, outputs)
+
+
+#: every peer, by name
+PEERS: Dict[str, Peer] = {}
+
+
+def _register(peer: Peer) -> None:
+    PEERS[peer.name] = peer
+
+
+_register(Peer("torch.sum(dim=1)", "torch", _torch_available, _torch_reduce_rows("sum"),
+               "row sums (row_sum)"))
+_register(Peer("cupy.sum(axis=1)", "cupy", _cupy_available, _cupy_sum_rows, "row sums (row_sum)"))
+_register(Peer("torch.prod(dim=1)", "torch", _torch_available, _torch_reduce_rows("prod"),
+               "row products (product_reduce)"))
+_register(Peer("torch.exp", "torch", _torch_available, _torch_unary("exp"), "elementwise exp"))
+_register(Peer("torch.log", "torch", _torch_available, _torch_unary("log"), "elementwise log"))
+_register(Peer("torch.conv2d(3x3)", "torch", _torch_available, _torch_conv3x3,
+               "valid 3x3 cross-correlation of one channel (conv2d_3x3)"))
+
+
+def get(name: str) -> Peer:
+    """The peer called ``name``; KeyError naming the known ones otherwise."""
+    peer = PEERS.get(name)
+    if peer is None:
+        raise KeyError(f"unknown peer {name!r}; known: {', '.join(sorted(PEERS))}")
+    return peer
+
+
+def names() -> List[str]:
+    return sorted(PEERS)
+
+
+def available(name: str) -> bool:
+    """Whether the peer can run here (its library imports and sees a GPU)."""
+    return get(name).available()
+
+
+def run_peer(
+    name: str,
+    host_args: Sequence[np.ndarray],
+    reference: Sequence[np.ndarray],
+    rtol: float,
+    atol: float,
+    config: Optional[MeasureConfig] = None,
+    device_index: int = 0,
+) -> Tuple[Optional[bool], str, Optional[Timing]]:
+    """Prepare, check and time one peer on ``cuda(device_index)``.
+
+    Returns
+    -------
+    (ok, message, timing)
+        ``(None, reason, None)`` when the peer is not available; ``(False, message, None)`` when
+        its outputs do not match the reference (it is then not timed); ``(True, "", Timing)``
+        otherwise, timed with :class:`harness.measure.CudaTimer` in cold mode whatever
+        ``config.mode`` says.
+    """
+    from harness.measure import CudaTimer, measure
+
+    peer = get(name)
+    if not peer.available():
+        return None, f"peer {name} is not available ({peer.library} with a CUDA device)", None
+    run = peer.prepare(list(host_args), device_index)
+    run()
+    ok, message = check_outputs(run.outputs(), list(reference), rtol, atol)
+    if not ok:
+        return False, f"peer {name}: {message}", None
+    timing = measure(CudaTimer(device_index, mode="cold"), run, config)
+    return True, "", timing

@@ -1,0 +1,102 @@
+"""From a suite's cases to what a run executes: GPU models per cuda case, what a resumed run still
+lacks, and batches of cases that can share one worker.
+
+* :func:`plan` assigns ``Case.gpu_model`` to cuda cases (CPU-target cases are left as they are):
+
+  - a workload whose suite entry sets ``gpu_models`` gets one case per listed model that is present
+    in the cluster (matched case-insensitively, spelled as the cluster spells it); none present is a
+    :class:`PlanError` (a configuration error, exit code 4);
+  - otherwise, with ``compare_all`` ("compare across GPU generations"), one case per cluster model;
+  - otherwise one case with ``gpu_model = ""``: any GPU will do.
+
+  ``Case.key`` includes the GPU model, so the results of one case on two models never collide.
+* :func:`missing` keeps the cases whose key is not yet stored (``kbench run --resume``).
+* :func:`batches` groups cases by (target, gpu_model), keeping their order, in chunks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+
+from .model import Case
+from .suite import Suite, SuiteError
+
+
+class PlanError(SuiteError):
+    """A suite that cannot be planned on this cluster (e.g. none of a workload's GPU models is in it)."""
+
+
+def plan(suite: Suite, gpu_models: Sequence[str], compare_all: bool = False) -> list[Case]:
+    """The cases to run on a cluster whose GPU models are ``gpu_models``.
+
+    Parameters
+    ----------
+    suite : Suite
+        A loaded suite (its cases have ``gpu_model == ""``).
+    gpu_models : sequence of str
+        The GPU models present in the cluster (e.g. ``["H100", "A100"]``); duplicates are ignored.
+    compare_all : bool
+        Run every unrestricted cuda case on every model in ``gpu_models``.
+
+    Returns
+    -------
+    list of Case
+        In suite order; a cuda case expanded to several models yields them in ``gpu_models`` order
+        (restricted workloads: in the order of their ``gpu_models`` list).
+
+    Raises
+    ------
+    PlanError
+        A workload's ``gpu_models`` names no model present in the cluster.
+    """
+    models = list(dict.fromkeys(m for m in gpu_models if m))
+    by_name = {m.casefold(): m for m in reversed(models)}  # first spelling wins
+    lines = dict(suite.gpu_model_lines)
+
+    present: dict[str, list[str]] = {}  # restricted workload -> cluster models to use
+    for w in dict.fromkeys(c.workload for c in suite.cases if c.target == "cuda"):
+        wanted = suite.gpu_models_for(w)
+        if not wanted:
+            continue
+        use = list(dict.fromkeys(by_name[g.casefold()] for g in wanted if g.casefold() in by_name))
+        if not use:
+            raise PlanError(suite.path, lines.get(w, 1),
+                            f"workload {w}: none of its gpu_models ({', '.join(wanted)}) is in the cluster; "
+                            f"cluster GPU models: {', '.join(models) or 'none'}")
+        present[w] = use
+
+    out: list[Case] = []
+    for case in suite.cases:
+        if case.target != "cuda":
+            out.append(case)
+        elif case.workload in present:
+            out.extend(dataclasses.replace(case, gpu_model=m) for m in present[case.workload])
+        elif compare_all and models:
+            out.extend(dataclasses.replace(case, gpu_model=m) for m in models)
+        else:
+            out.append(case)
+    return out
+
+
+def missing(cases: Iterable[Case], done_keys: set[str]) -> list[Case]:
+    """The cases whose ``key`` is not in ``done_keys``, in their order (for ``kbench run --resume``)."""
+    return [c for c in cases if c.key not in done_keys]
+
+
+def batches(cases: Iterable[Case], size: int) -> list[list[Case]]:
+    """Cases grouped by (target, gpu_model) in order of first appearance, each group cut into chunks of
+    at most ``size`` cases (keeping the cases' order within a group).
+
+    A batch is what one worker task carries: it needs one kind of device, so it never mixes targets
+    or GPU models.
+    """
+    if size < 1:
+        raise ValueError(f"batch size must be at least 1, got {size}")
+    groups: dict[tuple[str, str], list[Case]] = {}
+    for c in cases:
+        groups.setdefault((c.target, c.gpu_model), []).append(c)
+    return [g[i:i + size] for g in groups.values() for i in range(0, len(g), size)]
+
+
+__all__ = ["PlanError", "batches", "missing", "plan"]

@@ -1,0 +1,869 @@
+"""SQLite result store: runs, environment fingerprints, cases, results and their raw samples.
+
+One file (default ``./kbench.db``, the CLI's ``--db``) keeps the whole history. Conventions:
+
+- The schema is versioned: ``SCHEMA_VERSION`` and an ordered list ``MIGRATIONS`` where
+  ``MIGRATIONS[i]`` turns a version-``i`` database into version ``i + 1`` (version 0 is a database
+  without kbench tables). Opening an older file migrates it in one transaction; a file written by a
+  newer kbench is refused with :class:`StoreError`. Migrations only add: old rows are never
+  rewritten.
+- Every result is written in ONE transaction (case row, result row, all samples), so a crash or a
+  kill leaves either the whole result or none of it. ``UNIQUE(run_id, case_key)`` guarantees a
+  resumed run never stores a case twice (:class:`DuplicateResult`); the case key includes the GPU
+  model, so one run may hold the same workload on several GPU generations.
+- WAL journal (readers do not block the writer) and foreign keys on.
+
+Reading back: :meth:`Store.results_frame` / :func:`load_results` give one pandas row per result
+with its case, run and environment (``env_*``) columns; :func:`export` writes CSV or Parquet.
+
+Schema (version 1)::
+
+    schema_version(version PK, applied_at, kbench_version)       one row per applied migration
+    runs(id PK, started_at, ended_at, status, suite_name, suite_path, suite_sha256, git_commit,
+         kbench_version, argv JSON, executor, measure_config JSON)
+    environments(id PK = harness.env.fingerprint_id, json, first_seen)
+    cases(key PK, workload, variant, params JSON, knobs JSON, dtype, target, gpu_model, case_json)
+    results(id PK, run_id FK, case_key FK, env_id FK NULL, outcome, message, median_s, ci_low_s,
+            ci_high_s, n_samples, discarded, gbps, gflops, pct_peak_bw, pct_peak_flops, device,
+            worker, mode, stop_reason, build_s, telemetry JSON, extra JSON, case_json, created_at,
+            UNIQUE(run_id, case_key))
+    samples(result_id FK, idx, value_s, sm_clock_mhz, PK(result_id, idx))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sqlite3
+import subprocess
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness import __version__
+from harness import env as _env
+from harness.model import OUTCOMES, Case, Result, Timing
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+PathLike = str | Path
+
+#: run states: "running" while the driver works, then "done", "failed" or "interrupted"
+RUN_STATUSES = ("running", "done", "failed", "interrupted")
+
+#: default store file (relative to the current directory)
+DEFAULT_DB = "kbench.db"
+
+
+class StoreError(Exception):
+    """The result store cannot do what was asked (bad file, newer schema, failed write...)."""
+
+
+class DuplicateResult(StoreError):
+    """A result for this (run, case key) is already stored; a resumed run must skip the case."""
+
+
+class UnknownRun(StoreError):
+    """No run with this id in the store."""
+
+
+# ---------------------------------------------------------------------------------------------
+# schema and migrations
+# ---------------------------------------------------------------------------------------------
+
+# The outcomes schema version 1 accepts. Frozen here on purpose: a new outcome in
+# harness.model.OUTCOMES needs a migration (SQLite rebuilds a table to change a CHECK), and the
+# assertion below makes that impossible to forget.
+_V1_OUTCOMES = ("ok", "wrong", "timeout", "crashed", "build_error")
+
+_V1_STATEMENTS = (
+    """CREATE TABLE schema_version (
+        version INTEGER PRIMARY KEY,
+        applied_at TEXT NOT NULL,
+        kbench_version TEXT NOT NULL
+    )""",
+    """CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        started_at TEXT NOT NULL,
+        ended_at TEXT,
+        status TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed', 'interrupted')),
+        suite_name TEXT NOT NULL,
+        suite_path TEXT,
+        suite_sha256 TEXT,
+        git_commit TEXT,
+        kbench_version TEXT NOT NULL,
+        argv TEXT NOT NULL,
+        executor TEXT NOT NULL,
+        measure_config TEXT NOT NULL
+    )""",
+    """CREATE TABLE environments (
+        id TEXT PRIMARY KEY,
+        json TEXT NOT NULL,
+        first_seen TEXT NOT NULL
+    )""",
+    """CREATE TABLE cases (
+        key TEXT PRIMARY KEY,
+        workload TEXT NOT NULL,
+        variant TEXT NOT NULL,
+        params TEXT NOT NULL,
+        knobs TEXT NOT NULL,
+        dtype TEXT NOT NULL,
+        target TEXT NOT NULL,
+        gpu_model TEXT NOT NULL,
+        case_json TEXT NOT NULL
+    )""",
+    f"""CREATE TABLE results (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        case_key TEXT NOT NULL REFERENCES cases(key),
+        env_id TEXT REFERENCES environments(id),
+        outcome TEXT NOT NULL CHECK (outcome IN ({", ".join(repr(o) for o in _V1_OUTCOMES)})),
+        message TEXT NOT NULL,
+        median_s REAL,
+        ci_low_s REAL,
+        ci_high_s REAL,
+        n_samples INTEGER,
+        discarded INTEGER,
+        gbps REAL,
+        gflops REAL,
+        pct_peak_bw REAL,
+        pct_peak_flops REAL,
+        device TEXT NOT NULL,
+        worker TEXT NOT NULL,
+        mode TEXT,
+        stop_reason TEXT,
+        build_s REAL,
+        telemetry TEXT,
+        extra TEXT NOT NULL,
+        case_json TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        UNIQUE (run_id, case_key)
+    )""",
+    """CREATE TABLE samples (
+        result_id INTEGER NOT NULL REFERENCES results(id),
+        idx INTEGER NOT NULL,
+        value_s REAL NOT NULL,
+        sm_clock_mhz REAL,
+        PRIMARY KEY (result_id, idx)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX results_by_case_env ON results(case_key, env_id)",
+    "CREATE INDEX cases_by_workload ON cases(workload, variant)",
+)
+
+
+def _sql(*statements: str) -> Callable[[sqlite3.Connection], None]:
+    """A migration that executes ``statements`` in order (inside the caller's transaction)."""
+
+    def migrate(conn: sqlite3.Connection) -> None:
+        for statement in statements:
+            conn.execute(statement)
+
+    migrate.statements = statements  # type: ignore[attr-defined]
+    return migrate
+
+
+#: ``MIGRATIONS[i]`` migrates a version-i database to version i + 1 (a callable taking the
+#: connection; it runs inside the transaction that also records the new version). Append only.
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+    _sql(*_V1_STATEMENTS),  # 0 -> 1: the first layout
+]
+
+SCHEMA_VERSION = 1
+
+assert SCHEMA_VERSION == len(MIGRATIONS), "SCHEMA_VERSION must equal len(MIGRATIONS)"
+assert set(_V1_OUTCOMES) == set(OUTCOMES), (
+    "harness.model.OUTCOMES changed: add a store migration that widens results.outcome's CHECK")
+
+
+# ---------------------------------------------------------------------------------------------
+# the store
+# ---------------------------------------------------------------------------------------------
+
+_RESULT_COLUMNS = (
+    "run_id", "case_key", "env_id", "outcome", "message", "median_s", "ci_low_s", "ci_high_s",
+    "n_samples", "discarded", "gbps", "gflops", "pct_peak_bw", "pct_peak_flops", "device", "worker",
+    "mode", "stop_reason", "build_s", "telemetry", "extra", "case_json", "created_at",
+)
+
+# frame columns: (SQL expression, column name); env_* columns are appended from the env JSON
+_FRAME_COLUMNS = (
+    ("r.id", "result_id"),
+    ("r.run_id", "run_id"),
+    ("ru.started_at", "run_started_at"),
+    ("ru.suite_name", "suite_name"),
+    ("ru.git_commit", "git_commit"),
+    ("ru.kbench_version", "kbench_version"),
+    ("r.case_key", "case_key"),
+    ("c.workload", "workload"),
+    ("c.variant", "variant"),
+    ("c.params", "params"),
+    ("c.knobs", "knobs"),
+    ("c.dtype", "dtype"),
+    ("c.target", "target"),
+    ("c.gpu_model", "gpu_model"),
+    ("r.outcome", "outcome"),
+    ("r.message", "message"),
+    ("r.median_s", "median_s"),
+    ("r.ci_low_s", "ci_low_s"),
+    ("r.ci_high_s", "ci_high_s"),
+    ("r.n_samples", "n_samples"),
+    ("r.discarded", "discarded"),
+    ("r.gbps", "gbps"),
+    ("r.gflops", "gflops"),
+    ("r.pct_peak_bw", "pct_peak_bw"),
+    ("r.pct_peak_flops", "pct_peak_flops"),
+    ("r.device", "device"),
+    ("r.worker", "worker"),
+    ("r.mode", "mode"),
+    ("r.stop_reason", "stop_reason"),
+    ("r.build_s", "build_s"),
+    ("r.env_id", "env_id"),
+    ("r.telemetry", "telemetry"),
+    ("r.extra", "extra"),
+    ("r.case_json", "case_json"),
+    ("r.created_at", "created_at"),
+)
+_FLOAT_COLUMNS = ("median_s", "ci_low_s", "ci_high_s", "gbps", "gflops", "pct_peak_bw",
+                  "pct_peak_flops", "build_s")
+_COUNT_COLUMNS = ("n_samples", "discarded")  # nullable integers (NULL when nothing was timed)
+
+# results_frame filters: keyword -> SQL column
+_FILTERS = {
+    "run_ids": "r.run_id",
+    "workload": "c.workload",
+    "variant": "c.variant",
+    "dtype": "c.dtype",
+    "target": "c.target",
+    "gpu_model": "c.gpu_model",
+    "outcome": "r.outcome",
+    "case_key": "r.case_key",
+    "env_id": "r.env_id",
+    "suite_name": "ru.suite_name",
+}
+
+_CHUNK = 500  # ids per "IN (...)" (well under SQLite's bound-parameter limit)
+
+
+class Store:
+    """A kbench result database. Open with :meth:`Store.open`; use as a context manager.
+
+    Examples
+    --------
+    >>> with Store.open("kbench.db") as store:                       # doctest: +SKIP
+    ...     run = store.begin_run(suite, sys.argv, "local", MeasureConfig())
+    ...     store.record_result(run, result, env=harness.env.fingerprint("cuda"))
+    ...     store.finish_run(run, "done")
+    """
+
+    def __init__(self, conn: sqlite3.Connection, path: Path):
+        """Use :meth:`Store.open`; this only wraps an already migrated connection."""
+        self._conn = conn
+        self.path = path
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: PathLike = DEFAULT_DB, *, create: bool = True) -> Store:
+        """Open (and migrate) the store at ``path``; create it when missing unless ``create=False``.
+
+        Raises
+        ------
+        StoreError
+            The parent directory does not exist, the file is missing (``create=False``) or is not
+            a SQLite database, its schema is newer than this kbench, or a migration failed.
+        """
+        path = Path(path)
+        parent = path.parent
+        if not parent.is_dir():
+            raise StoreError(f"cannot open result store {path}: directory {parent} does not exist")
+        if not create and not path.is_file():
+            raise StoreError(f"no result store at {path}")
+        try:
+            if create:
+                conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+            else:  # mode=rw: never creates the file
+                conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", timeout=30.0,
+                                       isolation_level=None, uri=True)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open result store {path}: {e}") from e
+        try:
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA journal_mode = WAL")
+            _migrate(conn, path)
+        except sqlite3.DatabaseError as e:  # e.g. "file is not a database"
+            conn.close()
+            raise StoreError(f"cannot open result store {path}: {e}") from e
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, path)
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None  # type: ignore[assignment]
+
+    def __enter__(self) -> Store:  # noqa: PYI034
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the open file."""
+        return _read_version(self._conn)
+
+    # -- transactions ------------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (KeyboardInterrupt too)."""
+        conn = self._conn
+        if conn is None:
+            raise StoreError(f"result store {self.path} is closed")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def begin_run(self, suite: Any, argv: Sequence[str], executor: str, measure_config: Any,
+                  git_commit: str | None = None) -> int:
+        """Record a new run in state "running" and return its id.
+
+        Parameters
+        ----------
+        suite
+            Any object with ``name`` and (optionally None) ``path`` and ``sha256`` attributes.
+        argv : sequence of str
+            The command line, stored as JSON.
+        executor : str
+            "ray", "local", ...
+        measure_config
+            A :class:`harness.model.MeasureConfig` (or a dict, or None), stored as JSON.
+        git_commit : str, optional
+            The commit of the code under test (see :func:`git_commit`).
+        """
+        name = getattr(suite, "name", None)
+        if not name:
+            raise StoreError(f"begin_run: suite {suite!r} has no name")
+        path = getattr(suite, "path", None)
+        mc = measure_config
+        if dataclasses.is_dataclass(mc) and not isinstance(mc, type):
+            mc = dataclasses.asdict(mc)
+        row = (_now(), "running", str(name), None if path is None else str(path),
+               getattr(suite, "sha256", None), git_commit, __version__,
+               _dumps(list(argv), "argv"), str(executor), _dumps(mc or {}, "measure_config"))
+        with self._write("begin a run") as conn:
+            cur = conn.execute(
+                "INSERT INTO runs (started_at, status, suite_name, suite_path, suite_sha256,"
+                " git_commit, kbench_version, argv, executor, measure_config)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+            return int(cur.lastrowid)
+
+    def finish_run(self, run_id: int, status: str) -> None:
+        """Mark run ``run_id`` "done", "failed" or "interrupted" and stamp its end time."""
+        if status not in RUN_STATUSES or status == "running":
+            raise StoreError(f"finish_run: status {status!r} is not one of done, failed, interrupted")
+        with self._write(f"finish run {run_id}") as conn:
+            cur = conn.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?",
+                               (status, _now(), run_id))
+            if cur.rowcount == 0:
+                raise UnknownRun(f"no run {run_id} in {self.path}")
+
+    def resume_run(self, run_id: int) -> set[str]:
+        """Put run ``run_id`` back in state "running" (``--resume``); return its :meth:`done_keys`."""
+        with self._write(f"resume run {run_id}") as conn:
+            cur = conn.execute("UPDATE runs SET status = 'running', ended_at = NULL WHERE id = ?",
+                               (run_id,))
+            if cur.rowcount == 0:
+                raise UnknownRun(f"no run {run_id} in {self.path}")
+        return self.done_keys(run_id)
+
+    def get_run(self, run_id: int) -> dict[str, Any] | None:
+        """Run ``run_id`` as a dict, or None when there is no such run.
+
+        Keys: the runs columns (``argv`` a list, ``measure_config`` a dict), ``n_results`` and
+        ``outcomes`` (outcome -> count).
+        """
+        runs = self._runs("WHERE id = ?", (run_id,))
+        return runs[0] if runs else None
+
+    def list_runs(self, limit: int | None = 20) -> list[dict[str, Any]]:
+        """The newest ``limit`` runs (all with None), newest first, as :meth:`get_run` dicts."""
+        if limit is None:
+            return self._runs("ORDER BY id DESC", ())
+        return self._runs("ORDER BY id DESC LIMIT ?", (int(limit),))
+
+    def _runs(self, tail: str, args: tuple) -> list[dict[str, Any]]:
+        conn = self._reader()
+        cur = conn.execute(f"SELECT * FROM runs {tail}", args)
+        names = [d[0] for d in cur.description]
+        runs = []
+        for row in cur.fetchall():
+            run = dict(zip(names, row))
+            run["argv"] = json.loads(run["argv"])
+            run["measure_config"] = json.loads(run["measure_config"])
+            counts = dict(conn.execute(
+                "SELECT outcome, COUNT(*) FROM results WHERE run_id = ? GROUP BY outcome ORDER BY outcome",
+                (run["id"],)).fetchall())
+            run["outcomes"] = counts
+            run["n_results"] = sum(counts.values())
+            runs.append(run)
+        return runs
+
+    def _check_run(self, conn: sqlite3.Connection, run_id: int) -> None:
+        if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+            raise UnknownRun(f"no run {run_id} in {self.path}")
+
+    # -- environments -------------------------------------------------------------------------
+
+    def record_environment(self, fp: dict[str, Any]) -> str:
+        """Store fingerprint ``fp`` (harness.env.fingerprint) if new; return its id (idempotent)."""
+        with self._write("record an environment") as conn:
+            return self._insert_environment(conn, fp)
+
+    def _insert_environment(self, conn: sqlite3.Connection, fp: dict[str, Any]) -> str:
+        env_id = _env.fingerprint_id(fp)
+        conn.execute("INSERT INTO environments (id, json, first_seen) VALUES (?, ?, ?)"
+                     " ON CONFLICT(id) DO NOTHING",
+                     (env_id, _dumps(fp, "environment"), _now()))
+        return env_id
+
+    def get_environment(self, env_id: str) -> dict[str, Any] | None:
+        """The fingerprint stored under ``env_id``, or None."""
+        row = self._reader().execute("SELECT json FROM environments WHERE id = ?", (env_id,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    # -- results ------------------------------------------------------------------------------
+
+    def record_result(self, run_id: int, result: Result, env: dict[str, Any] | None = None) -> int:
+        """Store ``result`` of run ``run_id`` in one transaction; return the result id.
+
+        The case row (first sighting wins), the environment ``env`` (when given), the result row
+        and all its raw samples are written together or not at all.
+
+        Raises
+        ------
+        DuplicateResult
+            The run already has a result for ``result.case.key``.
+        UnknownRun
+            No such run.
+        StoreError
+            The environment is unknown or disagrees with ``result.env_id``, the timing is
+            inconsistent, or SQLite refused a row (e.g. a NaN sample); nothing was written.
+        """
+        case = result.case
+        key = case.key
+        timing = result.timing
+        if timing is not None and timing.clocks_mhz and len(timing.clocks_mhz) != len(timing.samples):
+            raise StoreError(f"{key}: {len(timing.clocks_mhz)} SM clocks for {len(timing.samples)} samples")
+        row = {
+            "run_id": run_id,
+            "case_key": key,
+            "outcome": result.outcome,
+            "message": result.message,
+            "median_s": _float(timing.median) if timing else None,
+            "ci_low_s": _float(timing.ci_low) if timing else None,
+            "ci_high_s": _float(timing.ci_high) if timing else None,
+            "n_samples": len(timing.samples) if timing else None,
+            "discarded": int(timing.discarded) if timing else None,
+            "gbps": _float(result.gbps),
+            "gflops": _float(result.gflops),
+            "pct_peak_bw": _float(result.pct_peak_bw),
+            "pct_peak_flops": _float(result.pct_peak_flops),
+            "device": result.device,
+            "worker": result.worker,
+            "mode": timing.mode if timing else None,
+            "stop_reason": timing.stop_reason if timing else None,
+            "build_s": _float(result.build_s),
+            "telemetry": _dumps(dict(timing.telemetry), f"{key}: telemetry") if timing else None,
+            "extra": _dumps(dict(result.extra), f"{key}: extra"),
+            "case_json": case.to_json(),
+            "created_at": _now(),
+        }
+        try:
+            with self._transaction() as conn:
+                self._check_run(conn, run_id)
+                row["env_id"] = self._resolve_env(conn, result, env)
+                if conn.execute("SELECT 1 FROM results WHERE run_id = ? AND case_key = ?",
+                                (run_id, key)).fetchone() is not None:
+                    raise DuplicateResult(f"run {run_id} already has a result for {key}")
+                conn.execute(
+                    "INSERT INTO cases (key, workload, variant, params, knobs, dtype, target, gpu_model,"
+                    " case_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO NOTHING",
+                    (key, case.workload, case.variant, _dumps(case.param_dict, f"{key}: params"),
+                     _dumps(case.knob_dict, f"{key}: knobs"), case.dtype, case.target,
+                     case.gpu_model, case.to_json()))
+                cur = conn.execute(
+                    f"INSERT INTO results ({', '.join(_RESULT_COLUMNS)})"
+                    f" VALUES ({', '.join('?' * len(_RESULT_COLUMNS))})",
+                    tuple(row[c] for c in _RESULT_COLUMNS))
+                result_id = int(cur.lastrowid)
+                if timing is not None:
+                    self._insert_samples(conn, result_id, timing)
+                return result_id
+        except sqlite3.IntegrityError as e:
+            if "UNIQUE" in str(e) and "results.run_id" in str(e):  # a concurrent writer won
+                raise DuplicateResult(f"run {run_id} already has a result for {key}") from e
+            raise StoreError(f"could not record {key} in run {run_id} ({self.path}): {e}") from e
+        except sqlite3.Error as e:
+            raise StoreError(f"could not record {key} in run {run_id} ({self.path}): {e}") from e
+
+    def _resolve_env(self, conn: sqlite3.Connection, result: Result,
+                     env: dict[str, Any] | None) -> str | None:
+        if env is not None:
+            env_id = self._insert_environment(conn, env)
+            if result.env_id and result.env_id != env_id:
+                raise StoreError(f"{result.case.key}: result.env_id {result.env_id} does not match the"
+                                 f" fingerprint passed ({env_id})")
+            return env_id
+        if not result.env_id:
+            return None
+        if conn.execute("SELECT 1 FROM environments WHERE id = ?", (result.env_id,)).fetchone() is None:
+            raise StoreError(f"{result.case.key}: environment {result.env_id} is not in {self.path};"
+                             " pass env= or call record_environment first")
+        return result.env_id
+
+    def _insert_samples(self, conn: sqlite3.Connection, result_id: int, timing: Timing) -> None:
+        """Insert the raw samples of one result (runs inside record_result's transaction)."""
+        clocks: Sequence[float | None] = timing.clocks_mhz or (None,) * len(timing.samples)
+        conn.executemany(
+            "INSERT INTO samples (result_id, idx, value_s, sm_clock_mhz) VALUES (?, ?, ?, ?)",
+            ((result_id, i, _float(v), _float(c)) for i, (v, c) in enumerate(zip(timing.samples, clocks))))
+
+    def done_keys(self, run_id: int) -> set[str]:
+        """The case keys run ``run_id`` already has a result for (any outcome)."""
+        conn = self._reader()
+        self._check_run(conn, run_id)
+        return {k for (k,) in conn.execute("SELECT case_key FROM results WHERE run_id = ?", (run_id,))}
+
+    def get_results(self, run_id: int) -> list[Result]:
+        """The results of run ``run_id`` as :class:`harness.model.Result` objects (in insert order).
+
+        Samples, clocks, telemetry and extra come back as stored; JSON turns tuples inside
+        telemetry/extra values into lists.
+        """
+        conn = self._reader()
+        self._check_run(conn, run_id)
+        cur = conn.execute("SELECT * FROM results WHERE run_id = ? ORDER BY id", (run_id,))
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, r)) for r in cur.fetchall()]
+        samples = self._samples_by_result([r["id"] for r in rows if r["n_samples"] is not None])
+        out = []
+        for r in rows:
+            timing = None
+            if r["n_samples"] is not None:
+                values, clocks = samples.get(r["id"], ((), ()))
+                timing = Timing(
+                    samples=tuple(values),
+                    discarded=r["discarded"],
+                    clocks_mhz=() if all(c is None for c in clocks) else
+                    tuple(math.nan if c is None else c for c in clocks),
+                    median=r["median_s"], ci_low=r["ci_low_s"], ci_high=r["ci_high_s"],
+                    mode=r["mode"], stop_reason=r["stop_reason"],
+                    telemetry=tuple(json.loads(r["telemetry"]).items()),
+                )
+            out.append(Result(
+                case=Case.from_json(r["case_json"]), outcome=r["outcome"], message=r["message"],
+                timing=timing, gbps=r["gbps"], gflops=r["gflops"], pct_peak_bw=r["pct_peak_bw"],
+                pct_peak_flops=r["pct_peak_flops"], device=r["device"], env_id=r["env_id"] or "",
+                worker=r["worker"], build_s=r["build_s"], extra=tuple(json.loads(r["extra"]).items()),
+            ))
+        return out
+
+    def _samples_by_result(self, result_ids: Sequence[int]) -> dict[int, tuple]:
+        """result id -> (values, clocks), each in sample order."""
+        out: dict[int, tuple] = {}
+        conn = self._reader()
+        for chunk in _chunks(result_ids):
+            cur = conn.execute(
+                f"SELECT result_id, value_s, sm_clock_mhz FROM samples WHERE result_id IN"
+                f" ({', '.join('?' * len(chunk))}) ORDER BY result_id, idx", tuple(chunk))
+            for rid, value, clock in cur:
+                values, clocks = out.setdefault(rid, ([], []))
+                values.append(value)
+                clocks.append(clock)
+        return out
+
+    # -- frames -------------------------------------------------------------------------------
+
+    def results_frame(self, run_ids: int | Iterable[int] | None = None, *,
+                      workload: Any = None, variant: Any = None, dtype: Any = None, target: Any = None,
+                      gpu_model: Any = None, outcome: Any = None, case_key: Any = None,
+                      env_id: Any = None, suite_name: Any = None,
+                      with_samples: bool = False) -> pd.DataFrame:
+        """One row per stored result, with its run, case and environment columns.
+
+        Parameters
+        ----------
+        run_ids : int or iterable of int, optional
+            Only these runs (each must exist, else :class:`UnknownRun`); default all runs.
+        workload, variant, dtype, target, gpu_model, outcome, case_key, env_id, suite_name
+            Optional filters: a value or an iterable of accepted values.
+        with_samples : bool
+            Add ``samples`` (list of seconds) and ``sm_clocks_mhz`` (list, None where unknown)
+            columns.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns: result_id, run_id, run_started_at, suite_name, git_commit, kbench_version,
+            case_key, workload, variant, params, knobs (JSON text), dtype, target, gpu_model,
+            outcome, message, median_s, ci_low_s, ci_high_s, n_samples, discarded, gbps, gflops,
+            pct_peak_bw, pct_peak_flops, device, worker, mode, stop_reason, build_s, env_id,
+            telemetry, extra, case_json, created_at, then ``env_<field>`` for every field of
+            harness.env.FIELDS and any other field a stored fingerprint has (None where no
+            fingerprint was stored). Ordered by run, then by
+            insertion.
+        """
+        import pandas as pd
+
+        conn = self._reader()
+        filters = {"run_ids": run_ids, "workload": workload, "variant": variant, "dtype": dtype,
+                   "target": target, "gpu_model": gpu_model, "outcome": outcome, "case_key": case_key,
+                   "env_id": env_id, "suite_name": suite_name}
+        if run_ids is not None:
+            for rid in _as_list(run_ids):
+                self._check_run(conn, rid)
+        where, args = _where(filters)
+        select = ", ".join(f"{expr} AS {name}" for expr, name in _FRAME_COLUMNS)
+        base = (" FROM results r JOIN cases c ON c.key = r.case_key JOIN runs ru ON ru.id = r.run_id"
+                " LEFT JOIN environments e ON e.id = r.env_id")
+        cur = conn.execute(f"SELECT {select}, e.json AS env_json{base}{where} ORDER BY r.run_id, r.id",
+                           args)
+        rows = cur.fetchall()
+        names = [name for _, name in _FRAME_COLUMNS]
+        records = []
+        env_fields = list(_env.FIELDS)  # then fields of other fingerprint versions, as met
+        for row in rows:
+            rec = dict(zip(names, row[:-1]))
+            fp = json.loads(row[-1]) if row[-1] is not None else {}
+            env_fields += [f for f in fp if f not in env_fields]
+            rec.update((f"env_{f}", v) for f, v in fp.items())
+            records.append(rec)
+        env_cols = [f"env_{f}" for f in env_fields]
+        frame = pd.DataFrame.from_records(records, columns=names + env_cols)
+        for col in _FLOAT_COLUMNS:
+            frame[col] = frame[col].astype("float64")
+        for col in _COUNT_COLUMNS:
+            frame[col] = frame[col].astype("Int64")
+        frame["result_id"] = frame["result_id"].astype("int64")
+        frame["run_id"] = frame["run_id"].astype("int64")
+        if with_samples:
+            samples = self._samples_by_result(frame["result_id"].tolist())
+            frame["samples"] = [list(samples.get(r, ((), ()))[0]) for r in frame["result_id"]]
+            frame["sm_clocks_mhz"] = [list(samples.get(r, ((), ()))[1]) for r in frame["result_id"]]
+        return frame
+
+    def samples_frame(self, result_ids: Iterable[int]) -> pd.DataFrame:
+        """The raw samples of ``result_ids``: columns result_id, idx, value_s, sm_clock_mhz."""
+        import pandas as pd
+
+        rows: list[tuple] = []
+        conn = self._reader()
+        for chunk in _chunks(list(result_ids)):
+            rows += conn.execute(
+                f"SELECT result_id, idx, value_s, sm_clock_mhz FROM samples WHERE result_id IN"
+                f" ({', '.join('?' * len(chunk))}) ORDER BY result_id, idx", tuple(chunk)).fetchall()
+        frame = pd.DataFrame.from_records(rows, columns=["result_id", "idx", "value_s", "sm_clock_mhz"])
+        return frame.astype({"result_id": "int64", "idx": "int64", "value_s": "float64",
+                             "sm_clock_mhz": "float64"})
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _reader(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"result store {self.path} is closed")
+        return self._conn
+
+    @contextmanager
+    def _write(self, what: str) -> Iterator[sqlite3.Connection]:
+        """A transaction whose SQLite errors become StoreError naming ``what`` and the file."""
+        try:
+            with self._transaction() as conn:
+                yield conn
+        except sqlite3.Error as e:
+            raise StoreError(f"could not {what} in {self.path}: {e}") from e
+
+
+# ---------------------------------------------------------------------------------------------
+# module-level API
+# ---------------------------------------------------------------------------------------------
+
+
+def load_results(db_path: PathLike = DEFAULT_DB, run_id: int | Iterable[int] | None = None,
+                 **filters: Any) -> pd.DataFrame:
+    """The results stored in ``db_path`` as a pandas DataFrame (see :meth:`Store.results_frame`).
+
+    Parameters
+    ----------
+    db_path : path
+        An existing store (it is not created).
+    run_id : int or iterable of int, optional
+        Only these runs; default every run.
+    **filters
+        ``workload``, ``variant``, ``dtype``, ``target``, ``gpu_model``, ``outcome``,
+        ``case_key``, ``env_id``, ``suite_name`` (a value or a list), ``with_samples``.
+    """
+    with Store.open(db_path, create=False) as store:
+        return store.results_frame(run_id, **filters)
+
+
+def export(db_path: PathLike, out_path: PathLike, run_id: int | Iterable[int] | None = None,
+           samples: bool = False) -> int:
+    """Write the results of ``db_path`` (one run, some runs or all) to ``out_path``.
+
+    The format follows the suffix: ``.csv`` or ``.parquet`` (needs pyarrow: ``pip install
+    kbench[parquet]``). With ``samples=True`` the raw samples are added as list columns (JSON
+    text in CSV). Returns the number of rows written.
+    """
+    out = Path(out_path)
+    suffix = out.suffix.lower()
+    if suffix not in (".csv", ".parquet"):
+        raise StoreError(f"export: cannot write {out}: use a .csv or .parquet file name")
+    if suffix == ".parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError as e:
+            raise StoreError(f"export: writing {out} needs pyarrow; install it with"
+                             " `pip install 'kbench[parquet]'` (or `pip install pyarrow`)") from e
+    if not out.parent.is_dir():
+        raise StoreError(f"export: cannot write {out}: directory {out.parent} does not exist")
+    frame = load_results(db_path, run_id, with_samples=samples)
+    if suffix == ".csv":
+        if samples:
+            for col in ("samples", "sm_clocks_mhz"):
+                frame[col] = [json.dumps(v) for v in frame[col]]
+        frame.to_csv(out, index=False)
+    else:
+        frame.to_parquet(out, index=False)
+    return len(frame)
+
+
+def git_commit(path: PathLike = ".") -> str | None:
+    """``git rev-parse HEAD`` of the checkout at ``path``, plus "-dirty" when tracked files changed.
+
+    Returns None outside a git work tree or without git.
+    """
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(["git", "-C", str(path), *args], check=False, capture_output=True,
+                                  text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    head = git("rev-parse", "--verify", "HEAD")
+    if not head:
+        return None
+    # untracked files (a kbench.db, reports) do not make the code under test dirty
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return f"{head}-dirty" if status else head
+
+
+# ---------------------------------------------------------------------------------------------
+# internals
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_version(conn: sqlite3.Connection) -> int:
+    has_table = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'").fetchone()
+    if has_table is None:
+        return 0
+    (version,) = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    return int(version or 0)
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Bring the database to ``len(MIGRATIONS)`` in one transaction, or refuse a newer one."""
+    target = len(MIGRATIONS)  # read at call time, so tests can append a fake migration
+    version = _read_version(conn)
+    if version > target:
+        raise StoreError(
+            f"result store {path} has schema version {version}, newer than this kbench"
+            f" ({__version__}) supports (version {target}); upgrade kbench or use another --db file")
+    if version == target:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = _read_version(conn)  # another process may have migrated meanwhile
+        while version < target:
+            try:
+                MIGRATIONS[version](conn)
+            except Exception as e:
+                raise StoreError(f"result store {path}: migrating schema version {version} to"
+                                 f" {version + 1} failed: {e}") from e
+            version += 1
+            conn.execute("INSERT INTO schema_version (version, applied_at, kbench_version)"
+                         " VALUES (?, ?, ?)", (version, _now(), __version__))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _float(x: Any) -> float | None:
+    return None if x is None else float(x)
+
+
+def _json_default(obj: Any) -> Any:
+    item = getattr(obj, "item", None)  # numpy scalars
+    if callable(item):
+        return item()
+    tolist = getattr(obj, "tolist", None)  # numpy arrays
+    if callable(tolist):
+        return tolist()
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def _dumps(obj: Any, what: str) -> str:
+    try:
+        return json.dumps(obj, default=_json_default)
+    except (TypeError, ValueError) as e:
+        raise StoreError(f"{what}: cannot store as JSON: {e}") from e
+
+
+def _as_list(value: Any) -> list[Any]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        return [value]
+    return list(value)
+
+
+def _where(filters: dict[str, Any]) -> tuple:
+    clauses, args = [], []
+    for name, value in filters.items():
+        if value is None:
+            continue
+        values = _as_list(value)
+        clauses.append(f"{_FILTERS[name]} IN ({', '.join('?' * len(values))})")
+        args += values
+    return ((" WHERE " + " AND ".join(clauses)) if clauses else ""), tuple(args)
+
+
+def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), _CHUNK):
+        yield items[i:i + _CHUNK]
+
+
+__all__ = [
+    "DEFAULT_DB", "MIGRATIONS", "RUN_STATUSES", "SCHEMA_VERSION", "DuplicateResult", "Store",
+    "StoreError", "UnknownRun", "export", "git_commit", "load_results",
+]

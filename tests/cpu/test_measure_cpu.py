@@ -1,0 +1,117 @@
+"""harness.measure timing real kernels built by kernels: the C target with CpuTimer and the OpenCL
+target (PoCL in CI) with OpenCLTimer; correctness is checked before anything is timed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kernels as tvm
+import kernels.runtime.device
+from harness.check import check_outputs, poisoned_unwritten
+from harness.measure import (
+    STOP_REASONS,
+    CpuTimer,
+    OpenCLTimer,
+    derived,
+    measure,
+    measure_peaks_cpu,
+    module_launcher,
+)
+from harness.model import MeasureConfig
+from kernels.workloads import get
+
+HAVE_OPENCL = kernels.runtime.device.opencl(0).exist
+needs_opencl = pytest.mark.skipif(not HAVE_OPENCL, reason="no OpenCL device (install pyopencl and PoCL)")
+
+PARAMS = {"n": 256, "m": 256}
+CFG = MeasureConfig(max_time_s=0.5, min_time_s=0.01, min_samples=10)
+
+
+def _case(variant: str, target: str):
+    w = get("row_sum")
+    s, args = w.build(variant, PARAMS, "float32")
+    f = tvm.build(s, args, target)
+    host = w.make_args(PARAMS, "float32", np.random.default_rng(0))
+    return w, f, host
+
+
+def _assert_timing(t, kind):
+    assert t.stop_reason in STOP_REASONS
+    if t.stop_reason != "cap":
+        assert len(t.samples) >= CFG.min_samples
+    assert t.samples and all(s > 0 for s in t.samples)
+    assert min(t.samples) <= t.ci_low <= t.median <= t.ci_high <= max(t.samples)
+    assert dict(t.telemetry)["kind"] == kind
+
+
+def test_c_kernel_with_cpu_timer():
+    w, f, host = _case("default", "c")
+    assert poisoned_unwritten(host[1]) == PARAMS["n"]
+    launch = module_launcher(f, host)
+    launch()
+    ok, msg = check_outputs([host[i] for i in w.outputs], w.reference(host), 1e-5, 1e-5)
+    assert ok, msg
+    t = measure(CpuTimer(), launch, CFG)
+    _assert_timing(t, "cpu")
+    assert t.mode == "cold"
+    # hot mode: many calls per sample, and a warm cache: not slower than cold by much
+    hot = measure(CpuTimer(mode="hot"), launch, CFG)
+    assert hot.mode == "hot" and dict(hot.telemetry)["batch"] >= 1
+    assert hot.median <= 1.5 * t.median
+    d = derived(t, w.flops(PARAMS), w.bytes(PARAMS, "float32"), measure_peaks_cpu(nbytes=32 << 20))
+    assert d["gbps"] > 0 and d["gflops"] > 0 and d["pct_peak_bw"] > 0 and d["pct_peak_flops"] > 0
+
+
+def test_cpu_timer_wrong_output_is_caught_before_timing():
+    w, f, host = _case("default", "c")
+    host[0][3, 7] = np.nan  # a planted bad input row: the kernel's output differs from a clean ref
+    ref = w.reference(w.make_args(PARAMS, "float32", np.random.default_rng(0)))
+    f(*host)
+    ok, msg = check_outputs([host[1]], ref, 1e-5, 1e-5)
+    assert not ok and "worst at index (3,): got nan" in msg
+
+
+@needs_opencl
+def test_opencl_kernel_with_opencl_timer():
+    w, f, host = _case("bind", "opencl")
+    dev = tvm.opencl(0)
+    arrays = [tvm.nd.array(x, dev) for x in host]
+    launch = module_launcher(f, arrays)
+    launch()
+    got = arrays[1].numpy()
+    assert poisoned_unwritten(got) == 0
+    ok, msg = check_outputs([got], w.reference(host), 1e-5, 1e-5)
+    assert ok, msg
+    timer = OpenCLTimer(0)
+    t = measure(timer, launch, CFG)
+    _assert_timing(t, "opencl")
+    tel = dict(t.telemetry)
+    assert tel["timer"] == "perf_counter+finish"  # the runtime's queue has profiling off
+    assert tel["flush_bytes"] > 0
+
+
+@needs_opencl
+def test_opencl_timer_uses_profiling_markers_on_a_profiling_queue():
+    import pyopencl as cl
+
+    handle = kernels.runtime.device.opencl_handle(0)
+    queue = cl.CommandQueue(handle.context, handle.device,
+                            properties=cl.command_queue_properties.PROFILING_ENABLE)
+    prg = cl.Program(handle.context, """
+        __kernel void scale(__global float *x, const float s) {
+            size_t i = get_global_id(0); x[i] = x[i] * s; }""").build()
+    kernel = cl.Kernel(prg, "scale")
+    n = 1 << 16
+    buf = cl.Buffer(handle.context, cl.mem_flags.READ_WRITE, 4 * n)
+    cl.enqueue_fill_buffer(queue, buf, np.float32(1.0), 0, 4 * n)
+    kernel.set_args(buf, np.float32(1.0))
+
+    def launch():
+        cl.enqueue_nd_range_kernel(queue, kernel, (n,), None)
+
+    for mode in ("cold", "hot"):
+        t = measure(OpenCLTimer(0, mode=mode, queue=queue, flush_bytes=1 << 20), launch, CFG)
+        _assert_timing(t, "opencl")
+        assert t.mode == mode
+        assert dict(t.telemetry)["timer"] == "opencl-profiling"

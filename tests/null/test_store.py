@@ -1,0 +1,505 @@
+"""harness.store on real SQLite files: schema, migrations, round trips, atomicity, frames, export."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness import __version__, env, store
+from harness.model import OUTCOMES, Case, MeasureConfig, Result, Timing
+from harness.store import DuplicateResult, Store, StoreError, UnknownRun
+
+
+@dataclass(frozen=True)
+class FakeSuite:
+    name: str = "tutorials"
+    path: str = "suites/tutorials.toml"
+    sha256: str = "ab" * 32
+
+
+def make_case(n: int = 1024, variant: str = "split", gpu_model: str = "", target: str = "cuda") -> Case:
+    return Case(suite="tutorials", workload="row_sum", variant=variant, params=(("m", 512), ("n", n)),
+                knobs=(("factor", 16),), dtype="float32", target=target, rtol=1e-4, atol=1e-5,
+                gpu_model=gpu_model)
+
+
+def make_result(case: Case, samples=(1.25e-5, 1.2500001e-5, 1.3e-5, 0.1 + 0.2), env_id: str = "",
+                outcome: str = "ok", clocks=(1980.0, 1980.0, 1755.0, 1980.0)) -> Result:
+    timing = Timing(samples=tuple(samples), discarded=2, clocks_mhz=tuple(clocks), median=1.2500001e-5,
+                    ci_low=1.25e-5, ci_high=1.3e-5, mode="cold", stop_reason="converged",
+                    telemetry=(("before", {"temperature_c": 41.0, "clock_event_reasons": []}),
+                               ("after", {"temperature_c": 44.0, "clock_event_reasons": ["sw_power_cap"]})))
+    return Result(case=case, outcome=outcome, message="", timing=timing, gbps=1234.5678, gflops=None,
+                  pct_peak_bw=0.37, pct_peak_flops=None, device="NVIDIA H100 80GB HBM3", env_id=env_id,
+                  worker="node-1/pid-42", build_s=0.75, extra=(("peer", "torch.sum"), ("ratio", 1.02)))
+
+
+def fake_fp(**changes) -> dict:
+    fp = {f: None for f in env.FIELDS}
+    fp.update(host="box", cpu_model="Test CPU", gpu_name="NVIDIA H100 80GB HBM3", gpu_uuid="GPU-1",
+              kbench_version=__version__, device="cuda")
+    fp.update(changes)
+    return fp
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    return tmp_path / "kbench.db"
+
+
+def tables(path: Path) -> set:
+    with sqlite3.connect(path) as conn:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def count(path: Path, table: str) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+    finally:
+        conn.close()
+
+
+# -- schema and migrations ---------------------------------------------------------------------
+
+
+def test_new_store_has_schema_wal_and_foreign_keys(db):
+    with Store.open(db) as s:
+        assert s.schema_version == store.SCHEMA_VERSION == len(store.MIGRATIONS)
+        assert s._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert s._conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert {"schema_version", "runs", "environments", "cases", "results", "samples"} <= tables(db)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT version, kbench_version FROM schema_version").fetchall()
+    assert rows == [(1, __version__)]
+    with Store.open(db) as s:  # reopening migrates nothing
+        assert s.schema_version == 1
+    assert count(db, "schema_version") == 1
+
+
+def test_schema_outcomes_match_model(db):
+    with Store.open(db) as s:
+        sql = s._conn.execute("SELECT sql FROM sqlite_master WHERE name = 'results'").fetchone()[0]
+    for outcome in OUTCOMES:
+        assert repr(outcome) in sql
+
+
+def test_missing_parent_directory_is_named(tmp_path):
+    missing = tmp_path / "nope" / "deeper"
+    with pytest.raises(StoreError, match=str(missing)):
+        Store.open(missing / "kbench.db")
+    assert not missing.exists()
+
+
+def test_not_a_database_is_a_store_error(tmp_path):
+    bad = tmp_path / "junk.db"
+    bad.write_bytes(b"this is not sqlite at all, not even close " * 100)
+    with pytest.raises(StoreError, match="junk.db"):
+        Store.open(bad)
+
+
+def test_open_without_create_does_not_create(tmp_path):
+    with pytest.raises(StoreError, match="no result store"):
+        Store.open(tmp_path / "absent.db", create=False)
+    with pytest.raises(StoreError):
+        store.load_results(tmp_path / "absent.db")
+    assert not (tmp_path / "absent.db").exists()
+
+
+def test_version0_db_with_foreign_tables_is_migrated(db):
+    # a hand-made "version 0": a SQLite file without kbench tables but with someone's data
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)")
+        conn.execute("INSERT INTO notes (text) VALUES ('keep me')")
+    with Store.open(db) as s:
+        assert s.schema_version == 1
+        assert s.list_runs() == []
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT text FROM notes").fetchall() == [("keep me",)]
+
+
+def test_failed_migration_from_version0_rolls_back(db):
+    # an old-style layout by hand: a "runs" table kbench did not write clashes with version 1
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE runs (name TEXT)")
+        conn.execute("INSERT INTO runs VALUES ('old')")
+    with pytest.raises(StoreError, match=r"migrating schema version 0 to 1 failed"):
+        Store.open(db)
+    assert tables(db) == {"runs"}  # nothing half-created
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT name FROM runs").fetchall() == [("old",)]
+
+
+def _add_v2(monkeypatch, statements):
+    migrations = list(store.MIGRATIONS) + [store._sql(*statements)]
+    monkeypatch.setattr(store, "MIGRATIONS", migrations)
+    monkeypatch.setattr(store, "SCHEMA_VERSION", 2)
+
+
+def test_older_version_is_migrated_forward_keeping_rows(db, monkeypatch):
+    with Store.open(db) as s:
+        run = s.begin_run(FakeSuite(), ["kbench", "run"], "local", MeasureConfig())
+        rid = s.record_result(run, make_result(make_case()), env=fake_fp())
+        s.finish_run(run, "done")
+    with sqlite3.connect(db) as conn:
+        before = {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+                  for t in ("runs", "results", "samples", "cases", "environments")}
+
+    # a fake version 2 that adds a column and a table
+    _add_v2(monkeypatch, ["ALTER TABLE runs ADD COLUMN label TEXT",
+                          "CREATE TABLE baselines (name TEXT PRIMARY KEY, run_id INTEGER)"])
+    with Store.open(db) as s:
+        assert s.schema_version == 2
+        assert s.get_results(run)[0] == make_result(make_case(), env_id=env.fingerprint_id(fake_fp()))
+        assert s.get_run(run)["label"] is None
+    with sqlite3.connect(db) as conn:
+        assert [v for (v,) in conn.execute("SELECT version FROM schema_version ORDER BY version")] == [1, 2]
+        after = {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+                 for t in ("results", "samples", "cases", "environments")}
+        runs_after = conn.execute("SELECT * FROM runs ORDER BY 1").fetchall()
+    assert after == {t: before[t] for t in after}  # old rows untouched
+    assert [r[:-1] for r in runs_after] == before["runs"] and runs_after[0][-1] is None
+    assert rid == 1
+
+
+def test_failed_forward_migration_leaves_old_version(db, monkeypatch):
+    with Store.open(db):
+        pass
+    _add_v2(monkeypatch, ["ALTER TABLE runs ADD COLUMN label TEXT", "THIS IS NOT SQL"])
+    with pytest.raises(StoreError, match=r"version 1 to 2 failed"):
+        Store.open(db)
+    with sqlite3.connect(db) as conn:
+        cols = [r[1] for r in conn.execute("PRAGMA table_info(runs)")]
+        assert "label" not in cols
+        assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == 1
+
+
+def test_newer_version_is_refused(db):
+    with Store.open(db):
+        pass
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO schema_version VALUES (7, '2099-01-01', '9.9')")
+    with pytest.raises(StoreError) as err:
+        Store.open(db)
+    msg = str(err.value)
+    assert str(db) in msg and "version 7" in msg and f"version {store.SCHEMA_VERSION}" in msg
+    assert count(db, "schema_version") == 2  # nothing rewritten
+
+
+# -- runs --------------------------------------------------------------------------------------
+
+
+def test_runs_lifecycle_and_listing_order(db):
+    with Store.open(db) as s:
+        ids = [s.begin_run(FakeSuite(name=f"s{i}"), ["kbench", "run", str(i)], "ray",
+                           MeasureConfig(min_samples=10 + i), git_commit=f"c{i}") for i in range(4)]
+        s.finish_run(ids[0], "done")
+        s.finish_run(ids[1], "interrupted")
+        run = s.get_run(ids[0])
+        assert run["status"] == "done" and run["ended_at"] >= run["started_at"]
+        assert run["suite_name"] == "s0" and run["suite_path"] == "suites/tutorials.toml"
+        assert run["suite_sha256"] == "ab" * 32 and run["git_commit"] == "c0"
+        assert run["argv"] == ["kbench", "run", "0"] and run["executor"] == "ray"
+        assert MeasureConfig(**run["measure_config"]) == MeasureConfig(min_samples=10)
+        assert run["kbench_version"] == __version__ and run["n_results"] == 0
+        assert s.get_run(ids[2])["status"] == "running" and s.get_run(ids[2])["ended_at"] is None
+
+        listed = s.list_runs()
+        assert [r["id"] for r in listed] == ids[::-1]  # newest first
+        assert [r["id"] for r in s.list_runs(limit=2)] == ids[:1:-1]
+        assert len(s.list_runs(limit=None)) == 4
+
+        with pytest.raises(StoreError, match="status"):
+            s.finish_run(ids[2], "bogus")
+        with pytest.raises(UnknownRun):
+            s.finish_run(999, "done")
+        assert s.get_run(999) is None
+
+        assert s.resume_run(ids[1]) == set()
+        assert s.get_run(ids[1])["status"] == "running"
+
+
+def test_suite_without_path_and_hash(db):
+    class Named:
+        name = "adhoc"
+
+    with Store.open(db) as s:
+        run = s.get_run(s.begin_run(Named(), [], "local", None))
+    assert run["suite_path"] is None and run["suite_sha256"] is None and run["measure_config"] == {}
+
+
+# -- environments ------------------------------------------------------------------------------
+
+
+def test_record_environment_is_idempotent(db):
+    fp = fake_fp()
+    with Store.open(db) as s:
+        a = s.record_environment(fp)
+        b = s.record_environment(dict(fp, gpu_index=3))  # an informative field only
+        assert a == b == env.fingerprint_id(fp)
+        assert s.get_environment(a) == fp  # first sighting kept
+        c = s.record_environment(fake_fp(gpu_uuid="GPU-2"))
+        assert c != a
+    assert count(db, "environments") == 2
+
+
+# -- results -----------------------------------------------------------------------------------
+
+
+def test_result_round_trip_with_samples(db):
+    case = make_case()
+    fp = fake_fp()
+    result = make_result(case, env_id=env.fingerprint_id(fp))
+    with Store.open(db) as s:
+        run = s.begin_run(FakeSuite(), ["kbench"], "local", MeasureConfig())
+        rid = s.record_result(run, result, env=fp)
+        assert s.get_results(run) == [result]  # every field, samples compared exactly
+        sf = s.samples_frame([rid])
+    assert sf["value_s"].tolist() == list(result.timing.samples)
+    assert sf["sm_clock_mhz"].tolist() == list(result.timing.clocks_mhz)
+    assert sf["idx"].tolist() == [0, 1, 2, 3] and set(sf["result_id"]) == {rid}
+    assert count(db, "samples") == 4
+
+
+def test_results_without_timing_or_clocks(db):
+    build_error = Result(case=make_case(variant="bind"), outcome="build_error", message="nvcc: error: boom")
+    no_clocks = make_result(make_case(variant="default"), clocks=())
+    with Store.open(db) as s:
+        run = s.begin_run(FakeSuite(), [], "local", MeasureConfig())
+        s.record_result(run, build_error)
+        s.record_result(run, no_clocks)
+        assert s.get_results(run) == [build_error, no_clocks]
+    assert count(db, "samples") == 4
+
+
+def test_duplicate_result_is_refused(db):
+    case = make_case()
+    with Store.open(db) as s:
+        run = s.begin_run(FakeSuite(), [], "local", MeasureConfig())
+        s.record_result(run, make_result(case))
+        with pytest.raises(DuplicateResult, match=case.key.replace("[", r"\[")):
+            s.record_result(run, make_result(case, outcome="timeout"))
+        # the same case on another GPU model is another key; another run is fine too
+        s.record_result(run, make_result(make_case(gpu_model="H200")))
+        other = s.begin_run(FakeSuite(), [], "local", MeasureConfig())
+        s.record_result(other, make_result(case))
+        assert [r.outcome for r in s.get_results(run)] == ["ok", "ok"]
+    assert count(db, "results") == 3 and count(db, "samples") == 12 and count(db, "cases") == 2
+
+
+def test_done_keys(db):
+    with Store.open(db) as s:
+        run = s.begin_run(FakeSuite(), [], "local", MeasureConfig())
+        assert s.done_keys(run) == set()
+        cases = [make_case(n=n) for n in (64, 128)]
+        s.record_result(run, make_result(cases[0]))
+        s.record_result(run, Result(case=cases[1], outcome="crashed", message="SIGSEGV"))
+        assert s.done_keys(run) == {c.key for c in cases}
+        s.finish_run(run, "interrupted")
+        assert s.resume_run(run) == {c.key for c in cases}
+        with pytest.raises(UnknownRun):
+            s.done_keys(run + 1)
+
+
+def test_unknown_run_and_environment(db):
+    with Store.open(db) as s:
+        with pytest.raises(UnknownRun):
+            s.record_result(5, make_result(make_case()))
+        run = s.begin_run(FakeSuite(), [], "local", MeasureConfig())
+        with pytest.raises(StoreError, match="not in"):
+            s.record_result(run, make_result(make_case(), env_id="f" * 32))
+        with pytest.raises(StoreError, match="does not match"):
+            s.record_result(run, make_result(make_case(), env_id="f" * 32), env=fake_fp())
+    for table in ("results", "samples", "cases", "environments"):
+        assert count(db, table) == 0
+
+
+def test_nan_sample_fails_without_partial_rows(db):
+    # SQLite stores NaN as NULL, which samples.value_s refuses: the failure happens after the
+    # case, environment and result rows were inserted, inside the same transaction.
+    with Store.open(db) as s:
+        run = s.begin_run(FakeSuite(), [], "local", MeasureConfig())
+        with pytest.raises(StoreError, match="NOT NULL"):
+            s.record_result(run, make_result(make_case(), samples=(1e-5, 2e-5, math.nan, 3e-5)),
+                            env=fake_fp())
+        assert s.done_keys(run) == set()
+        # the store is still usable and the same case can be written afterwards
+        s.record_result(run, make_result(make_case()))
+    assert count(db, "results") == 1 and count(db, "samples") == 4
+    assert count(db, "environments") == 0 and count(db, "cases") == 1
+
+
+class CrashingStore(Store):
+    """Dies half-way through the samples, as a killed driver would."""
+
+    def _insert_samples(self, conn, result_id, timing):
+        conn.execute("INSERT INTO samples (result_id, idx, value_s) VALUES (?, 0, ?)",
+                     (result_id, timing.samples[0]))
+        raise KeyboardInterrupt
+
+
+def test_interrupt_mid_record_leaves_no_partial_rows(db):
+    with CrashingStore.open(db) as s:
+        run = s.begin_run(FakeSuite(), [], "local", MeasureConfig())
+        with pytest.raises(KeyboardInterrupt):
+            s.record_result(run, make_result(make_case()), env=fake_fp())
+        assert not s._conn.in_transaction
+    for table in ("results", "samples", "cases", "environments"):
+        assert count(db, table) == 0
+    assert count(db, "runs") == 1
+
+
+def test_mismatched_clocks_are_refused(db):
+    with Store.open(db) as s:
+        run = s.begin_run(FakeSuite(), [], "local", MeasureConfig())
+        with pytest.raises(StoreError, match="SM clocks"):
+            s.record_result(run, make_result(make_case(), clocks=(1.0,)))
+    assert count(db, "results") == 0
+
+
+# -- frames and export -------------------------------------------------------------------------
+
+
+def _fill(db: Path) -> tuple:
+    with Store.open(db) as s:
+        r1 = s.begin_run(FakeSuite(), [], "local", MeasureConfig(), git_commit="aaa")
+        s.record_result(r1, make_result(make_case(n=64)), env=fake_fp())
+        s.record_result(r1, Result(case=make_case(n=64, target="c"), outcome="wrong",
+                                   message="max abs err 3.2 at (1, 2)"))
+        s.finish_run(r1, "done")
+        r2 = s.begin_run(FakeSuite(), [], "local", MeasureConfig(), git_commit="bbb")
+        s.record_result(r2, make_result(make_case(n=64, gpu_model="H200")),
+                        env=fake_fp(gpu_name="NVIDIA H200", gpu_uuid="GPU-9"))
+        s.record_result(r2, make_result(make_case(n=128, variant="bind")), env=fake_fp())
+    return r1, r2
+
+
+def test_load_results_columns_and_filters(db):
+    r1, r2 = _fill(db)
+    frame = store.load_results(db)
+    assert len(frame) == 4
+    expected = ["result_id", "run_id", "run_started_at", "suite_name", "git_commit", "case_key", "workload",
+                "variant", "params", "knobs", "dtype", "target", "gpu_model", "outcome", "message",
+                "median_s", "ci_low_s", "ci_high_s", "n_samples", "discarded", "gbps", "pct_peak_bw",
+                "device", "worker", "mode", "stop_reason", "build_s", "env_id", "telemetry", "extra",
+                "created_at", "env_gpu_name", "env_host", "env_cpu_model"]
+    assert set(expected) <= set(frame.columns)
+    env_cols = [c for c in frame.columns if c.startswith("env_") and c != "env_id"]
+    assert env_cols == [f"env_{f}" for f in env.FIELDS]
+    assert frame["run_id"].tolist() == [r1, r1, r2, r2]
+    assert frame["git_commit"].tolist() == ["aaa", "aaa", "bbb", "bbb"]
+    ok = frame[frame["outcome"] == "ok"]
+    assert ok["median_s"].tolist() == [1.2500001e-5] * 3
+    assert ok["n_samples"].tolist() == [4, 4, 4] and ok["discarded"].tolist() == [2, 2, 2]
+    assert ok["env_gpu_name"].tolist() == ["NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA H100 80GB HBM3"]
+    wrong = frame[frame["outcome"] == "wrong"].iloc[0]
+    assert wrong["message"].startswith("max abs err") and pd.isna(wrong["median_s"])
+    assert pd.isna(wrong["n_samples"]) and pd.isna(wrong["env_gpu_name"])
+    assert json.loads(frame["params"].iloc[0]) == {"m": 512, "n": 64}
+
+    assert store.load_results(db, run_id=r2)["run_id"].tolist() == [r2, r2]
+    assert len(store.load_results(db, run_id=[r1, r2], target="cuda")) == 3
+    assert store.load_results(db, variant=["bind"])["case_key"].tolist() == [make_case(128, "bind").key]
+    assert store.load_results(db, gpu_model="H200")["env_gpu_uuid"].tolist() == ["GPU-9"]
+    assert len(store.load_results(db, workload="nope")) == 0
+    assert list(store.load_results(db, workload="nope").columns) == list(frame.columns)
+    with pytest.raises(UnknownRun):
+        store.load_results(db, run_id=42)
+    with pytest.raises(TypeError):
+        store.load_results(db, colour="red")
+
+    with_samples = store.load_results(db, run_id=r1, with_samples=True)
+    assert with_samples["samples"].tolist() == [list(make_result(make_case()).timing.samples), []]
+
+
+def test_export_csv_round_trip(db, tmp_path):
+    _fill(db)
+    out = tmp_path / "out.csv"
+    assert store.export(db, out) == 4
+    frame = store.load_results(db)
+    back = pd.read_csv(out)  # pandas parses floats round-trip
+    assert list(back.columns) == list(frame.columns)
+
+    def norm(x):  # CSV has no None: an empty string and a missing value both read back as NaN
+        return None if (pd.isna(x) or x == "") else x
+
+    for col in frame.columns:
+        a, b = frame[col], back[col]
+        if pd.api.types.is_numeric_dtype(a) and not a.isna().all():
+            # floats are written with repr, so they read back exactly
+            assert [norm(x) for x in a.astype("float64")] == [norm(x) for x in b.astype("float64")], col
+        else:
+            text = [None if norm(x) is None else str(x) for x in a.astype(object)]
+            assert text == [None if norm(x) is None else str(x) for x in b.astype(object)], col
+
+    one = tmp_path / "one.csv"
+    assert store.export(db, one, run_id=1, samples=True) == 2
+    back = pd.read_csv(one)
+    assert json.loads(back["samples"].iloc[0]) == list(make_result(make_case()).timing.samples)
+
+
+def test_export_parquet(db, tmp_path):
+    pytest.importorskip("pyarrow")
+    _fill(db)
+    out = tmp_path / "out.parquet"
+    assert store.export(db, out, samples=True) == 4
+    back = pd.read_parquet(out)
+    frame = store.load_results(db, with_samples=True)
+    assert back["case_key"].tolist() == frame["case_key"].tolist()
+    assert back["median_s"].equals(frame["median_s"])
+    assert [list(x) for x in back["samples"]] == frame["samples"].tolist()
+
+
+def test_export_errors(db, tmp_path, monkeypatch):
+    _fill(db)
+    with pytest.raises(StoreError, match=r"\.csv or \.parquet"):
+        store.export(db, tmp_path / "out.xlsx")
+    with pytest.raises(StoreError, match="does not exist"):
+        store.export(db, tmp_path / "missing" / "out.csv")
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_pyarrow(name, *args, **kwargs):
+        if name == "pyarrow":
+            raise ImportError("no pyarrow here")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    with pytest.raises(StoreError, match="pyarrow"):
+        store.export(db, tmp_path / "out.parquet")
+
+
+# -- git ---------------------------------------------------------------------------------------
+
+
+def test_git_commit(tmp_path):
+    assert store.git_commit(tmp_path) is None  # not a work tree
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                       check=True, capture_output=True)
+
+    try:
+        git("init", "-q")
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("git not available")
+    assert store.git_commit(repo) is None  # no commit yet
+    (repo / "a.txt").write_text("1")
+    git("add", "a.txt")
+    git("commit", "-q", "-m", "one")
+    head = store.git_commit(repo)
+    assert head is not None and len(head) == 40 and not head.endswith("-dirty")
+    (repo / "kbench.db").write_text("untracked output")
+    assert store.git_commit(repo) == head
+    (repo / "a.txt").write_text("2")
+    assert store.git_commit(repo) == head + "-dirty"
