@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
+from typing import Mapping, Optional
 
 from .model import Case
 from .suite import Suite, SuiteError
@@ -84,9 +85,12 @@ def missing(cases: Iterable[Case], done_keys: set[str]) -> list[Case]:
     return [c for c in cases if c.key not in done_keys]
 
 
-def batches(cases: Iterable[Case], size: int) -> list[list[Case]]:
+def batches(cases: Iterable[Case], size: int, workers: Optional[Mapping[str, int]] = None) -> list[list[Case]]:
     """Cases grouped by (target, gpu_model) in order of first appearance, each group cut into chunks of
     at most ``size`` cases (keeping the cases' order within a group).
+
+    ``workers`` maps "gpu" / "cpu" to how many tasks of that kind can run at once; a group is then cut
+    into at least that many chunks, so every GPU (or CPU) of the cluster gets work.
 
     A batch is what one worker task carries: it needs one kind of device, so it never mixes targets
     or GPU models.
@@ -96,7 +100,12 @@ def batches(cases: Iterable[Case], size: int) -> list[list[Case]]:
     groups: dict[tuple[str, str], list[Case]] = {}
     for c in cases:
         groups.setdefault((c.target, c.gpu_model), []).append(c)
-    return [g[i:i + size] for g in groups.values() for i in range(0, len(g), size)]
+    out = []
+    for (target, model), g in groups.items():
+        n = (workers or {}).get("gpu" if (target == "cuda" or model) else "cpu", 1)
+        chunk = max(1, min(size, -(-len(g) // max(1, n))))
+        out.extend(g[i:i + chunk] for i in range(0, len(g), chunk))
+    return out
 
 
 __all__ = ["PlanError", "batches", "missing", "plan"]

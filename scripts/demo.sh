@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Install what is missing (scripts/install.sh), then run the demo; extra arguments go to the demo.
+# The README's demo: install what is missing, then run the tutorial suite end to end on the
+# embedded default (a local Ray started by kbench) and print where the results are.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/install.sh
-exec "$KBENCH_PY" examples/demo.py "$@"
+mkdir -p kbench-out
+exec "$KBENCH_PY" -m harness.cli run suites/tutorials.toml --db kbench-out/demo.db "$@"

@@ -349,3 +349,17 @@ def test_batches_group_by_target_and_gpu_model_in_order(small):
     assert [len(b) for b in batches(cases, 100)] == [13, 8, 8, 1, 1]
     with pytest.raises(ValueError, match="at least 1"):
         batches(cases, 0)
+
+
+def test_batches_spread_over_workers():
+    from harness.model import Case
+    from harness.plan import batches
+
+    def case(i, target):
+        return Case("s", "row_sum", "default", (("m", i), ("n", 1)), (), "float32", target)
+
+    cuda = [case(i, "cuda") for i in range(10)]
+    cpu = [case(i, "c") for i in range(3)]
+    got = batches(cuda + cpu, 16, {"gpu": 2, "cpu": 1})
+    assert [len(b) for b in got] == [5, 5, 3]  # two GPUs: the 10 cuda cases in two tasks
+    assert [len(b) for b in batches(cuda, 4, {"gpu": 2})] == [4, 4, 2]  # the size cap still holds

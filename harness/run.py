@@ -1,0 +1,105 @@
+"""``kbench run``: plan a suite, dispatch it, store every result as it arrives, summarise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
+
+from .model import Case, MeasureConfig, Result
+
+# DESIGN.md 7 exit codes
+EXIT_OK, EXIT_SPEED, EXIT_WRONG, EXIT_INCONCLUSIVE, EXIT_USAGE = 0, 1, 2, 3, 4
+
+
+@dataclass
+class RunSummary:
+    run_id: int
+    db: Path
+    planned: int
+    counts: Counter = field(default_factory=Counter)
+    skipped_targets: List[str] = field(default_factory=list)
+    nvcc_calls: int = 0
+    seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        bad = sum(self.counts[o] for o in ("wrong", "timeout", "crashed", "build_error"))
+        return EXIT_WRONG if bad else EXIT_OK
+
+
+def _available_targets(gpus: float) -> set:
+    import kernels as tvm
+
+    out = {"c"}
+    try:
+        if tvm.opencl(0).exist:
+            out.add("opencl")
+    except Exception:  # noqa: BLE001 - no OpenCL runtime
+        pass
+    if gpus > 0:
+        out.add("cuda")
+    return out
+
+
+def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Optional[str] = None,
+              resume: Optional[int] = None, compare_gpus: bool = False, targets: Optional[Sequence[str]] = None,
+              argv: Sequence[str] = (), on_event: Optional[Callable[[str, object], None]] = None,
+              measure_overrides: Optional[dict] = None) -> RunSummary:
+    from . import dispatch, plan as planmod, store as storemod
+    from .suite import load_suite
+
+    emit = on_event or (lambda kind, payload: None)
+    suite = load_suite(suite_path)
+    config: MeasureConfig = suite.measure
+    if measure_overrides:
+        config = replace(config, **measure_overrides)
+    t0 = time.time()
+    with storemod.Store.open(db) as st:
+        executor = dispatch.make_executor(executor_kind, address=address, imports=tuple(suite.imports))
+        try:
+            models = executor.gpu_models()
+            cluster = executor.cluster_summary()
+            avail = _available_targets(cluster.get("gpus", 0))
+            if targets:
+                avail &= set(targets)
+            cases = [c for c in planmod.plan(suite, models, compare_all=compare_gpus) if c.target in avail]
+            skipped = sorted({c.target for c in suite.cases} - avail)
+            if resume is not None:
+                if st.get_run(resume) is None:
+                    raise ValueError(f"--resume {resume}: no such run in {db}")
+                run_id = resume
+                cases = planmod.missing(cases, st.resume_run(run_id))
+            else:
+                run_id = st.begin_run(suite, list(argv), executor_kind, config, git_commit=storemod.git_commit())
+            summary = RunSummary(run_id, Path(db), len(cases), skipped_targets=skipped)
+            emit("planned", summary)
+            def on_result(r: Result) -> None:
+                extra = dict(r.extra)
+                env = extra.pop("env", None)  # the worker's fingerprint (its GPU, not the driver's)
+                st.record_result(run_id, replace(r, extra=tuple(extra.items())), env)
+                summary.counts[r.outcome] += 1
+                summary.nvcc_calls += dict(r.extra).get("nvcc_calls", 0)
+                emit("result", r)
+
+            from .config import settings
+
+            workers = {"gpu": int(cluster.get("gpus", 0)) or 1, "cpu": max(1, int(cluster.get("cpus", 1)))}
+            if executor_kind == "local":
+                workers = {"gpu": 1, "cpu": 1}
+            batches = planmod.batches(cases, settings().batch_size, workers)
+            status = "done"
+            try:
+                executor.run(batches, config, on_result)
+            except KeyboardInterrupt:
+                status = "interrupted"
+                raise
+            finally:
+                st.finish_run(run_id, status)
+        finally:
+            executor.close()
+    summary.seconds = time.time() - t0
+    return summary

@@ -1,0 +1,151 @@
+"""What runs on a worker: build each case, check it against its float64 reference, then time it.
+
+``run_cases`` yields one :class:`Result` per case, in order, as soon as it is known, so the
+dispatcher can store it at once and notice a case that hangs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import time
+import traceback
+import zlib
+from typing import Dict, Iterable, Iterator, Optional, Sequence
+
+import numpy as np
+
+import kernels as tvm
+from kernels.contrib import nvcc
+from kernels.workloads import get as get_workload
+from kernels.workloads.tutorial import default_tolerance
+
+from .build import Artifact, CaseBuildError, load_module
+from .model import Case, MeasureConfig, Result
+
+
+def worker_label() -> str:
+    """Where a result was measured: the Ray node id when inside Ray, else host:pid."""
+    try:
+        import ray
+
+        if ray.is_initialized():
+            ctx = ray.get_runtime_context()
+            return f"{ctx.get_node_id()[:12]}:{os.getpid()}"
+    except Exception:  # noqa: BLE001 - Ray absent or not in a worker
+        pass
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _device(target: str):
+    return {"c": tvm.cpu(0), "opencl": tvm.opencl(0), "cuda": tvm.cuda(0)}[target]
+
+
+def _timer(target: str, device):
+    from . import measure
+
+    if target == "cuda":
+        return measure.CudaTimer(device.index)
+    if target == "opencl":
+        return measure.OpenCLTimer()
+    return measure.CpuTimer()
+
+
+_FP: Dict[str, dict] = {}
+
+
+def _fingerprint(target: str) -> dict:
+    """This worker's environment fingerprint (computed once per process and device kind)."""
+    from .env import fingerprint
+
+    kind = "cuda" if target == "cuda" else "cpu"
+    if kind not in _FP:
+        _FP[kind] = fingerprint(kind)
+    return _FP[kind]
+
+
+def _device_name(target: str) -> str:
+    fp = _fingerprint(target)
+    return str(fp.get("gpu_name") or fp.get("cpu_model") or target)
+
+
+def _env(target: str) -> tuple:
+    from .env import fingerprint_id
+
+    fp = _fingerprint(target)
+    return fingerprint_id(fp), (("env", fp),)
+
+
+_PEAKS: Dict[str, dict] = {}
+
+
+def _peaks(target: str) -> dict:
+    from . import measure
+
+    if target not in _PEAKS:
+        try:
+            _PEAKS[target] = measure.measure_peaks_cuda(0) if target == "cuda" else measure.measure_peaks_cpu()
+        except Exception:  # noqa: BLE001 - peaks are optional context, never a reason to fail a case
+            _PEAKS[target] = {}
+    return _PEAKS[target]
+
+
+def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = None) -> Result:
+    """Build, check and time one case. Failures become outcomes, never exceptions."""
+    from .check import check_outputs
+    from . import measure
+
+    worker = worker_label()
+    t0 = time.perf_counter()
+    before = nvcc.STATS["nvcc_calls"]
+    try:
+        module = load_module(case, artifact)
+    except CaseBuildError as exc:
+        return Result(case, "build_error", message=str(exc), worker=worker)
+    build_s = time.perf_counter() - t0
+    nvcc_calls = nvcc.STATS["nvcc_calls"] - before
+    if artifact is not None:  # built by a CPU worker: count its nvcc call here, and its build time
+        nvcc_calls += int(artifact.nvcc_called)
+        build_s += artifact.build_s
+    try:
+        w = get_workload(case.workload)
+        params = case.param_dict
+        rng = np.random.default_rng((config.seed << 32) ^ zlib.crc32(case.key.encode()))
+        host = w.make_args(params, case.dtype, rng)
+        dev = _device(case.target)
+        nd = [tvm.nd.array(a, dev) for a in host]
+        module(*nd)
+        dev.sync()
+        got = [nd[i].numpy() for i in w.outputs]
+        ok, msg = check_outputs(got, w.reference(host), case.rtol, case.atol)
+        env_id, env_extra = _env(case.target)
+        extra = (("nvcc_calls", nvcc_calls),) + env_extra
+        if not ok:
+            return Result(case, "wrong", message=msg, worker=worker, build_s=build_s, extra=extra,
+                          device=_device_name(case.target), env_id=env_id)
+        launch, _ = module.launcher(*nd)
+        timing = measure.measure(_timer(case.target, dev), launch, config)
+        d = measure.derived(timing, w.flops(params), w.bytes(params, case.dtype), _peaks(case.target),
+                            dtype=case.dtype)
+        return Result(case, "ok", timing=timing, gbps=d.get("gbps"), gflops=d.get("gflops"),
+                      pct_peak_bw=d.get("pct_peak_bw"), pct_peak_flops=d.get("pct_peak_flops"),
+                      device=_device_name(case.target), env_id=env_id, worker=worker, build_s=build_s,
+                      extra=extra)
+    except Exception as exc:  # noqa: BLE001 - a failing kernel must not stop the batch
+        tb = traceback.format_exc(limit=3)
+        return Result(case, "crashed", message=f"{type(exc).__name__}: {exc}\n{tb}", worker=worker,
+                      build_s=build_s)
+
+
+def run_cases(cases: Sequence[Case], config: MeasureConfig, imports: Sequence[str] = (),
+              artifacts: Optional[Dict[str, Artifact]] = None) -> Iterator[Result]:
+    """Run cases in order, yielding each result as soon as it is known."""
+    for mod in imports:
+        importlib.import_module(mod)
+    for case in cases:
+        yield run_case(case, config, (artifacts or {}).get(case.key))
+
+
+def run_all(cases: Iterable[Case], config: MeasureConfig) -> list:
+    return list(run_cases(list(cases), config))

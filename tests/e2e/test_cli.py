@@ -1,0 +1,68 @@
+"""The kbench command as a user runs it: a subprocess, real SQLite, real C/OpenCL kernels."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def kbench(*args, cwd=ROOT, timeout=600):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, env=env, timeout=timeout)
+
+
+def test_run_local_show_export_resume(tmp_path):
+    db = tmp_path / "k.db"
+    r = kbench("run", "suites/smoke.toml", "--executor", "local", "--db", db)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "run 1: ok 3" in r.stdout and str(db) in r.stdout
+    con = sqlite3.connect(db)
+    rows = con.execute("select outcome, n_samples, median_s from results").fetchall()
+    assert len(rows) == 3 and all(o == "ok" and n >= 3 and m > 0 for o, n, m in rows)
+    assert con.execute("select count(*) from samples").fetchone()[0] == sum(n for _, n, _ in rows)
+    show = kbench("show", "1", "--db", db)
+    assert show.returncode == 0 and "row_sum/split" in show.stdout
+    out = tmp_path / "r.csv"
+    assert kbench("export", out, "--db", db).returncode == 0
+    df = pd.read_csv(out)
+    assert sorted(df["outcome"]) == ["ok"] * 3
+    # resuming a complete run runs nothing and duplicates nothing
+    again = kbench("run", "suites/smoke.toml", "--executor", "local", "--db", db, "--resume", "1")
+    assert again.returncode == 0, again.stderr
+    assert con.execute("select count(*) from results").fetchone()[0] == 3
+
+
+def test_malformed_suite_exits_4_and_writes_nothing(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[suite]\nname = "x"\n\n[[workload]]\nname = "row_sum"\nparams = { n = [], m = [4] }\n')
+    db = tmp_path / "k.db"
+    r = kbench("run", bad, "--executor", "local", "--db", db)
+    assert r.returncode == 4
+    assert f"{bad}:6:" in r.stderr
+    assert not db.exists()
+
+
+def test_unknown_subcommand_and_listing(tmp_path):
+    assert kbench("frobnicate").returncode == 4
+    assert kbench().returncode == 4
+    r = kbench("list", "workloads")
+    assert r.returncode == 0 and "row_sum" in r.stdout and "conv2d_3x3" in r.stdout
+    r = kbench("list", "suites")
+    assert "suites/tutorials.toml" in r.stdout
+
+
+@pytest.mark.skipif(pytest.importorskip("ray") is None, reason="ray missing")
+def test_run_on_embedded_ray(tmp_path):
+    db = tmp_path / "k.db"
+    r = kbench("run", "suites/smoke.toml", "--db", db)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "run 1: ok 3" in r.stdout

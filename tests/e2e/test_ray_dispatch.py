@@ -1,0 +1,243 @@
+"""harness.dispatch on a real multi-node Ray cluster (ray.cluster_utils.Cluster on this machine).
+
+The cluster: a head without GPUs and two fake GPU nodes labelled ``gpu-sku=H100`` and
+``gpu-sku=A100`` (Ray only counts their "GPUs"; nothing here needs a real one). "GPU" cases are
+C-target cases naming a ``gpu_model``: the executor places them by model, the worker runs them on the
+CPU. The planted misbehaving kernels live in ``planted_workloads.py`` (imported by the workers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="the Ray dispatch tests need ray (pip install 'kbench[test]')")
+from ray.cluster_utils import Cluster
+
+from harness.dispatch import DispatchError, LocalExecutor, RayExecutor, make_executor
+from harness.model import Case, MeasureConfig
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:  # the driver (LocalExecutor) imports the planted workloads too
+    sys.path.insert(0, HERE)
+
+MB = 1024 * 1024
+CONFIG = MeasureConfig(max_time_s=0.05, min_time_s=0.0, min_samples=3)
+IMPORTS = ("planted_workloads",)
+RUNTIME_ENV = {"env_vars": {"PYTHONPATH": HERE}}
+
+
+def row_sum(n: int = 64, gpu_model: str = "", **kw) -> Case:
+    return Case("dispatch", "row_sum", "default", (("m", 64), ("n", n)), (), "float32", "c",
+                gpu_model=gpu_model, **kw)
+
+
+def planted(name: str, n: int = 64, knobs=(), **kw) -> Case:
+    return Case("dispatch", name, "default", (("n", n),), tuple(knobs), "float32", "c", **kw)
+
+
+def node_of(result) -> str:
+    """The node-id prefix in Result.worker ("<node id[:12]>:<pid>" inside Ray)."""
+    return result.worker.split(":")[0]
+
+
+def run_collect(executor, batches, config=CONFIG, on_result=None):
+    got = []
+
+    def collect(r):
+        got.append(r)
+        if on_result is not None:
+            on_result(r)
+
+    executor.run(batches, config, collect)
+    return got
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0,
+                                                      "object_store_memory": 100 * MB})
+    nodes = {
+        "H100": c.add_node(num_cpus=1, num_gpus=1, labels={"gpu-sku": "H100"}, object_store_memory=100 * MB),
+        "A100": c.add_node(num_cpus=1, num_gpus=1, labels={"gpu-sku": "A100"}, object_store_memory=100 * MB),
+    }
+    c.wait_for_nodes()
+    executor = RayExecutor(c.address, imports=IMPORTS, runtime_env=RUNTIME_ENV, poll_s=0.05)
+    try:
+        yield {"cluster": c, "executor": executor, "head": c.head_node.node_id,
+               **{model: node.node_id for model, node in nodes.items()}}
+    finally:
+        executor.close()
+        ray.shutdown()
+        c.shutdown()
+
+
+def test_gpu_models_and_summary(cluster):
+    ex = cluster["executor"]
+    assert ex.gpu_models() == ["A100", "H100"]
+    summary = ex.cluster_summary()
+    assert summary["gpus"] == 2 and summary["cpus"] == 3 and not summary["embedded"]
+    by_id = {n["node_id"]: n for n in summary["nodes"]}
+    assert by_id[cluster["H100"]]["gpu_model"] == "H100"
+    assert by_id[cluster["A100"]]["labels"] == {"gpu-sku": "A100"}
+
+
+def test_cases_land_on_the_node_with_their_label(cluster):
+    ex = cluster["executor"]
+    h = [row_sum(64, "H100"), row_sum(96, "H100")]
+    a = [row_sum(64, "A100"), row_sum(96, "A100")]
+    cpu = [row_sum(128)]
+    # one mixed batch on purpose: the executor splits it by placement
+    got = run_collect(ex, [h + a, cpu])
+    assert sorted(r.case.key for r in got) == sorted(c.key for c in h + a + cpu)
+    assert all(r.outcome == "ok" for r in got), [(r.case.key, r.outcome, r.message) for r in got]
+    for r in got:
+        if r.case.gpu_model:
+            assert node_of(r) == cluster[r.case.gpu_model][:12], (r.case.key, r.worker)
+        else:
+            assert node_of(r) in {cluster[k][:12] for k in ("head", "H100", "A100")}
+
+
+def test_unknown_gpu_model_is_a_configuration_error(cluster):
+    with pytest.raises(DispatchError, match="V100"):
+        cluster["executor"].run([[row_sum(64, "V100")]], CONFIG, lambda r: None)
+
+
+def test_node_removed_mid_run_loses_nothing(cluster):
+    c = cluster["cluster"]
+    extra = c.add_node(num_cpus=1, num_gpus=1, labels={"gpu-sku": "H100"}, object_store_memory=100 * MB)
+    c.wait_for_nodes()
+    doomed = extra.node_id[:12]
+    slow = MeasureConfig(max_time_s=0.4, min_time_s=0.4, min_samples=3)  # ~0.4 s a case
+    cases = [row_sum(32 + i, "H100") for i in range(12)]
+    removed_at = []
+
+    def pull_the_node(r):
+        if not removed_at and node_of(r) == doomed:  # a task is running on it: remove the node now
+            removed_at.append(r.case.key)
+            c.remove_node(extra)
+
+    got_all = run_collect(cluster["executor"], [cases[i:i + 4] for i in range(0, 12, 4)], slow,
+                          on_result=pull_the_node)
+    keys = Counter(r.case.key for r in got_all)
+    assert removed_at, "no case ran on the extra node"
+    assert set(keys) == {c.key for c in cases} and set(keys.values()) == {1}  # nothing lost or duplicated
+    assert all(r.outcome == "ok" for r in got_all), [(r.case.key, r.outcome, r.message) for r in got_all]
+    on_doomed = [r for r in got_all if node_of(r) == doomed]
+    assert len(on_doomed) < 4  # its batch did not finish there: the rest ran on the other H100 node
+    assert {node_of(r) for r in got_all} == {doomed, cluster["H100"][:12]}
+
+
+def test_cases_whose_last_node_left_are_recorded_not_waited_for(cluster):
+    c = cluster["cluster"]
+    only = c.add_node(num_cpus=1, num_gpus=1, labels={"gpu-sku": "L4"}, object_store_memory=100 * MB)
+    c.wait_for_nodes()
+    ex = RayExecutor(c.address, imports=IMPORTS, runtime_env=RUNTIME_ENV, poll_s=0.05, unplaceable_s=1.0)
+    slow = MeasureConfig(max_time_s=0.4, min_time_s=0.4, min_samples=3)
+    cases = [row_sum(32 + i, "L4") for i in range(6)]
+    removed = []
+
+    def pull_the_node(r):
+        if not removed:
+            removed.append(r.case.key)
+            c.remove_node(only)
+
+    got = run_collect(ex, [cases[:3], cases[3:]], slow, on_result=pull_the_node)
+    assert Counter(r.case.key for r in got) == Counter(c.key for c in cases)
+    assert got[0].outcome == "ok"
+    crashed = [r for r in got if r.outcome != "ok"]
+    assert len(crashed) >= 3  # at least the batch that never started
+    assert all(r.outcome == "crashed" and "no alive node" in r.message and "L4 GPU" in r.message
+               for r in crashed), [(r.outcome, r.message) for r in crashed]
+    assert "L4" not in ex.gpu_models()
+
+
+def test_a_module_workers_cannot_import_stops_the_run(cluster):
+    ex = RayExecutor(cluster["cluster"].address, imports=("no_such_kbench_module",), poll_s=0.05)
+    with pytest.raises(DispatchError, match="cannot import no_such_kbench_module"):
+        ex.run([[row_sum(64)], [row_sum(96)]], CONFIG, lambda r: None)
+
+
+def test_sigkilled_worker_is_retried(cluster, tmp_path):
+    marker = tmp_path / "killed-once"
+    cases = [planted("planted_kill_once", knobs=(("marker", str(marker)),)), row_sum(64)]
+    got = run_collect(cluster["executor"], [cases])
+    assert marker.exists()  # the first attempt got as far as killing its worker
+    assert [(r.case.key, r.outcome) for r in got] == [(c.key, "ok") for c in cases]
+    assert node_of(got[0])  # measured by the retry, inside Ray
+
+
+def test_hanging_kernel_times_out_and_the_batch_goes_on(cluster):
+    cases = [row_sum(64, "A100"), planted("planted_hang", gpu_model="A100", timeout_s=4.0),
+             row_sum(96, "A100"), row_sum(128, "A100")]
+    t0 = time.monotonic()
+    got = run_collect(cluster["executor"], [cases])
+    assert [r.case.key for r in got] == [c.key for c in cases]
+    assert [r.outcome for r in got] == ["ok", "timeout", "ok", "ok"], [r.message for r in got]
+    assert "timeout 4 s" in got[1].message and "cancelled" in got[1].message
+    assert all(node_of(r) == cluster["A100"][:12] for r in got if r.outcome == "ok")
+    assert time.monotonic() - t0 < 60
+
+
+def test_crashing_kernel_is_recorded_and_the_run_goes_on(cluster):
+    ex = RayExecutor(cluster["cluster"].address, imports=IMPORTS, runtime_env=RUNTIME_ENV, poll_s=0.05,
+                     max_retries=1)  # shares the module's connection
+    cases = [row_sum(64), planted("planted_oob"), row_sum(96)]
+    got = run_collect(ex, [cases])
+    ex.close()
+    assert ray.is_initialized()  # close() leaves a connection it did not open
+    assert [r.case.key for r in got] == [c.key for c in cases]
+    assert [r.outcome for r in got] == ["ok", "crashed", "ok"], [r.message for r in got]
+    assert "2 attempts" in got[1].message and "WorkerCrashedError" in got[1].message
+
+
+def test_local_executor_gives_the_same_outcomes(cluster):
+    cases = [row_sum(64), row_sum(80), planted("planted_wrong"),
+             Case("dispatch", "row_sum", "default", (("m", 64), ("n", 64)), (("bogus", 1),), "float32", "c")]
+    remote = {r.case.key: r.outcome for r in run_collect(cluster["executor"], [cases])}
+    local_ex = make_executor("local", imports=IMPORTS)
+    assert isinstance(local_ex, LocalExecutor)
+    local = {r.case.key: r.outcome for r in run_collect(local_ex, [cases[:2], cases[2:] + cases[:1]])}
+    assert remote == local == {cases[0].key: "ok", cases[1].key: "ok", cases[2].key: "wrong",
+                               cases[3].key: "build_error"}
+
+
+_EMBEDDED = textwrap.dedent("""
+    import json, os, stat, sys
+    from harness.dispatch import make_executor
+    from harness.model import Case, MeasureConfig
+    ex = make_executor("ray", init_kwargs={"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024})
+    tmp = ex._tmp
+    token = os.path.join(tmp, "auth_token")
+    out = {"auth": ex.auth, "embedded": ex.embedded, "dir_mode": stat.S_IMODE(os.stat(tmp).st_mode),
+           "token_mode": stat.S_IMODE(os.stat(token).st_mode), "env_mode": os.environ.get("RAY_AUTH_MODE")}
+    case = Case("e", "row_sum", "default", (("m", 64), ("n", 64)), (), "float32", "c")
+    res = []
+    ex.run([[case]], MeasureConfig(max_time_s=0.05, min_time_s=0.0, min_samples=3), res.append)
+    out["outcomes"] = [r.outcome for r in res]
+    ex.close()
+    out["removed"] = not os.path.exists(tmp)
+    out["env_after"] = os.environ.get("RAY_AUTH_MODE")
+    print("RESULT " + json.dumps(out))
+""")
+
+
+def test_embedded_cluster_uses_token_auth_in_a_private_dir():
+    # its own process: this one is connected to the module's cluster
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
+    proc = subprocess.run([sys.executable, "-c", _EMBEDDED], capture_output=True, text=True, env=env,
+                          timeout=120, check=False)
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    assert proc.returncode == 0 and line, proc.stdout[-2000:] + proc.stderr[-4000:]
+    out = json.loads(line[0][len("RESULT "):])
+    assert out["auth"] == "token" and out["embedded"] and out["env_mode"] == "token"
+    assert out["dir_mode"] == 0o700 and out["token_mode"] == 0o600
+    assert out["outcomes"] == ["ok"]
+    assert out["removed"] and out["env_after"] is None
