@@ -48,6 +48,7 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="run each CUDA case on every GPU model in the cluster")
     run.add_argument("--targets", help="comma-separated subset of targets (c,opencl,cuda)")
     run.add_argument("--max-time", type=float, metavar="S", help="cap on measuring time per case (seconds)")
+    run.add_argument("--min-time", type=float, metavar="S", help="least measuring time per case (seconds)")
 
     lst = commands.add_parser("list", help="list workloads, variants, suites or runs")
     lst.add_argument("what", choices=["workloads", "variants", "suites", "runs"])

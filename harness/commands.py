@@ -47,7 +47,7 @@ def cmd_run(args, argv) -> int:
     from .run import run_suite
 
     targets = [t.strip() for t in args.targets.split(",")] if args.targets else None
-    overrides = {"max_time_s": args.max_time} if args.max_time else None
+    overrides = {k: v for k, v in (("max_time_s", args.max_time), ("min_time_s", args.min_time)) if v}
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("ok {task.fields[ok]}  failed {task.fields[failed]}"),
                         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err,
@@ -80,7 +80,8 @@ def cmd_run(args, argv) -> int:
                             targets, argv, on_event, overrides)
     _print_run_table(args.db, summary.run_id)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing to do"
-    out.print(f"run {summary.run_id}: {counts}; nvcc calls {summary.nvcc_calls}; {summary.seconds:.1f} s")
+    out.print(f"run {summary.run_id}: {counts}; nvcc calls {summary.nvcc_calls}; {summary.seconds:.1f} s "
+              f"({summary.dispatch_s:.1f} s dispatching)")
     out.print(f"results: {Path(args.db).resolve()} (kbench show {summary.run_id} --db {args.db})")
     return summary.exit_code
 

@@ -24,6 +24,7 @@ class RunSummary:
     skipped_targets: List[str] = field(default_factory=list)
     nvcc_calls: int = 0
     seconds: float = 0.0
+    dispatch_s: float = 0.0  # from the first task submitted to the last result
 
     @property
     def exit_code(self) -> int:
@@ -67,6 +68,9 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
             if targets:
                 avail &= set(targets)
             cases = [c for c in planmod.plan(suite, models, compare_all=compare_gpus) if c.target in avail]
+            from .worker import peer_cases
+
+            cases += peer_cases(cases, suite.peers)
             skipped = sorted({c.target for c in suite.cases} - avail)
             if resume is not None:
                 if st.get_run(resume) is None:
@@ -92,12 +96,14 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
                 workers = {"gpu": 1, "cpu": 1}
             batches = planmod.batches(cases, settings().batch_size, workers)
             status = "done"
+            t_dispatch = time.time()
             try:
                 executor.run(batches, config, on_result)
             except KeyboardInterrupt:
                 status = "interrupted"
                 raise
             finally:
+                summary.dispatch_s = time.time() - t_dispatch
                 st.finish_run(run_id, status)
         finally:
             executor.close()

@@ -91,12 +91,62 @@ def _peaks(target: str) -> dict:
     return _PEAKS[target]
 
 
+PEER_PREFIX = "peer:"
+
+
+def peer_cases(cases: Sequence[Case], peers: Sequence[tuple]) -> list:
+    """One case per (workload, peer) and distinct shape/dtype/GPU of that workload's CUDA cases:
+    the peer library's kernel timed in the same run, e.g. ``row_sum/peer:torch.sum(dim=1)``."""
+    wanted = {}
+    for w, p in peers:
+        wanted.setdefault(w, []).append(p)
+    out, seen = [], set()
+    for c in cases:
+        if c.target != "cuda" or c.workload not in wanted:
+            continue
+        for p in wanted[c.workload]:
+            pc = Case(c.suite, c.workload, PEER_PREFIX + p, c.params, (), c.dtype, "cuda", c.rtol, c.atol,
+                      c.timeout_s, c.gpu_model)
+            if pc.key not in seen:
+                seen.add(pc.key)
+                out.append(pc)
+    return out
+
+
+def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
+    from . import measure
+    from .peers import run_peer
+
+    name = case.variant[len(PEER_PREFIX):]
+    try:
+        w = get_workload(case.workload)
+        params = case.param_dict
+        rng = np.random.default_rng((config.seed << 32) ^ zlib.crc32(case.key.encode()))
+        host = w.make_args(params, case.dtype, rng)
+        inputs = [a for i, a in enumerate(host) if i not in w.outputs]
+        ok, msg, timing = run_peer(name, inputs, w.reference(host), case.rtol, case.atol, config)
+        env_id, env_extra = _env(case.target)
+        if ok is None:
+            return Result(case, "build_error", message=msg, worker=worker, env_id=env_id, extra=env_extra)
+        if not ok:
+            return Result(case, "wrong", message=msg, worker=worker, env_id=env_id, extra=env_extra)
+        d = measure.derived(timing, w.flops(params), w.bytes(params, case.dtype), _peaks("cuda"),
+                            dtype=case.dtype)
+        return Result(case, "ok", timing=timing, gbps=d.get("gbps"), gflops=d.get("gflops"),
+                      pct_peak_bw=d.get("pct_peak_bw"), pct_peak_flops=d.get("pct_peak_flops"),
+                      device=_device_name("cuda"), env_id=env_id, worker=worker, extra=env_extra)
+    except Exception as exc:  # noqa: BLE001
+        return Result(case, "crashed", message=f"{type(exc).__name__}: {exc}", worker=worker)
+
+
 def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = None) -> Result:
     """Build, check and time one case. Failures become outcomes, never exceptions."""
     from .check import check_outputs
     from . import measure
 
     worker = worker_label()
+    if case.variant.startswith(PEER_PREFIX):
+        return _run_peer(case, config, worker)
     t0 = time.perf_counter()
     before = nvcc.STATS["nvcc_calls"]
     try:
