@@ -66,3 +66,36 @@ def test_run_on_embedded_ray(tmp_path):
     r = kbench("run", "suites/smoke.toml", "--db", db)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "run 1: ok 3" in r.stdout
+
+
+def test_killed_driver_resumes_without_duplicates(tmp_path):
+    import signal
+    import time
+
+    db = tmp_path / "k.db"
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "suites/tutorials.toml", "--targets", "c",
+                             "--executor", "local", "--db", str(db)], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    stored = 0
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        if db.exists():
+            try:
+                stored = sqlite3.connect(db).execute("select count(*) from results").fetchone()[0]
+            except sqlite3.Error:
+                continue
+            if stored >= 2:
+                break
+    assert proc.poll() is None, "the run finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    con = sqlite3.connect(db)
+    before = con.execute("select count(*) from results").fetchone()[0]
+    assert before >= 2
+    r = kbench("run", "suites/tutorials.toml", "--targets", "c", "--executor", "local", "--db", db, "--resume", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    keys = [k for (k,) in con.execute("select case_key from results where run_id = 1")]
+    assert len(keys) == len(set(keys)) == 8  # every C case of the suite exactly once
+    assert con.execute("select status from runs where id = 1").fetchone()[0] == "done"
