@@ -5,44 +5,31 @@ from __future__ import annotations
 import numpy as np
 
 import kernels as tvm
-from kernels import te
+from kernels import te, workloads
 
 #: (n, m): the tutorial size, ragged sizes (not multiples of 16/32), fewer rows than threads, 1x1
 ROW_SUM_SIZES = [(128, 128), (37, 45), (3, 200), (1, 1), (70, 16)]
 
 
 def row_sum(variant: str, factor: int = 16, rows: int = 32):
-    """The reduction tutorial's row sum with one of its schedules; returns (s, [A, B])."""
-    n = te.var("n")
-    m = te.var("m")
-    A = te.placeholder((n, m), name="A")
-    k = te.reduce_axis((0, m), "k")
-    B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
-    s = te.create_schedule(B.op)
-    if variant == "default":
-        pass
-    elif variant in ("split", "bind"):
-        s[B].split(B.op.reduce_axis[0], factor=factor)
-        xo, xi = s[B].split(B.op.axis[0], factor=rows)
-        if variant == "bind":
-            s[B].bind(xo, te.thread_axis("blockIdx.x"))
-            s[B].bind(xi, te.thread_axis("threadIdx.x"))
-    elif variant == "rfactor":
-        ko, ki = s[B].split(B.op.reduce_axis[0], factor=factor)
+    """The reduction tutorial's row sum with one of its schedules; returns (s, [A, B]).
+
+    The tutorial's own schedules come from the workload registry (kernels.workloads); ``rfactor``
+    (B.rf at root) and ``direct_crossthread`` (the reduce axis bound without rfactor) are test-only.
+    """
+    w = workloads.get("row_sum")
+    registry = {"default": ("default", {}), "split": ("split", {"factor": factor, "rows": rows}),
+                "bind": ("bind", {"factor": factor, "rows": rows}),
+                "crossthread": ("rfactor_crossthread", {"factor": factor, "rows": rows})}
+    if variant in registry:
+        name, knobs = registry[variant]
+        return w.build(name, {}, "float32", knobs)
+    s, (A, B) = w.build("default", {}, "float32")
+    ko, ki = s[B].split(B.op.reduce_axis[0], factor=factor)
+    if variant == "rfactor":
         s.rfactor(B, ki)
-    elif variant == "crossthread":
-        ko, ki = s[B].split(B.op.reduce_axis[0], factor=factor)
-        BF = s.rfactor(B, ki)
-        xo, xi = s[B].split(s[B].op.axis[0], factor=rows)
-        s[B].bind(xo, te.thread_axis("blockIdx.x"))
-        s[B].bind(xi, te.thread_axis("threadIdx.y"))
-        tx = te.thread_axis("threadIdx.x")
-        s[B].bind(s[B].op.reduce_axis[0], tx)
-        s[BF].compute_at(s[B], s[B].op.reduce_axis[0])
-        s[B].set_store_predicate(tx.var.equal(0))
     elif variant == "direct_crossthread":
         # bind the inner reduce axis itself (no rfactor): per-thread partial sums then an all-reduce
-        ko, ki = s[B].split(B.op.reduce_axis[0], factor=factor)
         xo, xi = s[B].split(B.op.axis[0], factor=rows)
         s[B].bind(xo, te.thread_axis("blockIdx.x"))
         s[B].bind(xi, te.thread_axis("threadIdx.y"))
@@ -53,25 +40,8 @@ def row_sum(variant: str, factor: int = 16, rows: int = 32):
 
 
 def conv2d_3x3(bind: bool = False):
-    n = te.var("n")
-    Input = te.placeholder((n, n), name="Input")
-    Filter = te.placeholder((3, 3), name="Filter")
-    di = te.reduce_axis((0, 3), name="di")
-    dj = te.reduce_axis((0, 3), name="dj")
-    Output = te.compute(
-        (n - 2, n - 2),
-        lambda i, j: te.sum(Input[i + di, j + dj] * Filter[di, dj], axis=[di, dj]),
-        name="Output",
-    )
-    s = te.create_schedule(Output.op)
-    if bind:
-        i, j = Output.op.axis
-        io, jo, ii, ji = s[Output].tile(i, j, 8, 8)
-        s[Output].bind(io, te.thread_axis("blockIdx.y"))
-        s[Output].bind(jo, te.thread_axis("blockIdx.x"))
-        s[Output].bind(ii, te.thread_axis("threadIdx.y"))
-        s[Output].bind(ji, te.thread_axis("threadIdx.x"))
-    return s, [Input, Filter, Output]
+    return workloads.get("conv2d_3x3").build("tiled" if bind else "default", {}, "float32", {"tile": 8} if bind
+                                             else {})
 
 
 def conv2d_ref(inp: np.ndarray, filt: np.ndarray) -> np.ndarray:
@@ -86,13 +56,7 @@ def conv2d_ref(inp: np.ndarray, filt: np.ndarray) -> np.ndarray:
 
 
 def product_reduce():
-    n = te.var("n")
-    m = te.var("m")
-    product = te.comm_reducer(lambda x, y: x * y, lambda t: tvm.tir.const(1, dtype=t), name="product")
-    A = te.placeholder((n, m), name="A")
-    k = te.reduce_axis((0, m), name="k")
-    B = te.compute((n,), lambda i: product(A[i, k], axis=k), name="B")
-    return te.create_schedule(B.op), [A, B]
+    return workloads.get("product_reduce").build("default", {}, "float32")
 
 
 def device_for(target: str):
