@@ -60,6 +60,18 @@ def run_collect(executor, batches, config=CONFIG, on_result=None):
     return got
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _forget_planted_workloads():
+    """The local executor imports the planted module into this process: take its workloads out of the
+    registry afterwards, so later tests see only the product's workloads."""
+    yield
+    from kernels import workloads
+
+    for name in [n for n in workloads.REGISTRY if n.startswith("planted_")]:
+        del workloads.REGISTRY[name]
+    sys.modules.pop("planted_workloads", None)
+
+
 @pytest.fixture(scope="module")
 def cluster():
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0,
