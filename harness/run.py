@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
-from .model import Case, MeasureConfig, Result
+from .model import MeasureConfig, Result
 
 # DESIGN.md 7 exit codes
 EXIT_OK, EXIT_SPEED, EXIT_WRONG, EXIT_INCONCLUSIVE, EXIT_USAGE = 0, 1, 2, 3, 4

@@ -19,7 +19,6 @@ import numpy as np
 import kernels as tvm
 from kernels.contrib import nvcc
 from kernels.workloads import get as get_workload
-from kernels.workloads.tutorial import default_tolerance
 
 from .build import Artifact, CaseBuildError, load_module
 from .model import Case, MeasureConfig, Result

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
 
 from .codegen import generate
 from .errors import BuildError, TVMError

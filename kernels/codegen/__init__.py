@@ -8,7 +8,7 @@ from ..errors import BuildError
 from ..lower import PrimFunc
 from ..runtime.spec import BufferArg, DerivedDim, FuncSpec, KernelSpec, Workspace
 from ..tir.analysis import evaluate
-from ..tir.expr import Buffer, BufferLoad, IntImm, Var
+from ..tir.expr import Buffer, IntImm, Var
 from ..tir.functor import collect
 from ..tir.printer import expr_str
 from ..tir.simplify import simplify, structural_equal
@@ -124,7 +124,6 @@ def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
     headers: List[str] = []
     kernels: List[KernelSpec] = []
     uses_omp = False
-    arg_names = {id(b): b.name for b in func.buffers}
     for k, part in enumerate(parts):
         cg: CFamilyCodegen = cg_cls(shape_vars)
         name = func.name if target == "c" else f"{func.name}_kernel{k}"

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set
 
 from ..errors import BuildError
 from ..tir import dtype as dt

@@ -7,16 +7,16 @@ is a function and can be run and tested alone.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ..errors import LoweringError, TVMError
 from ..te.schedule import Schedule
-from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
-from ..tir.expr import Buffer, IntImm, PrimExpr, Var
+from ..te.tensor import PlaceholderOp, Tensor
+from ..tir.expr import Buffer, IntImm, Var
 from ..tir.printer import expr_str, stmt_str
-from ..tir.simplify import Simplifier, const_int_bound, simplify
+from ..tir.simplify import Simplifier, const_int_bound
 from ..tir.stmt import (
-    Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt, NoOp, SeqStmt, Stmt, seq,
+    Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt, SeqStmt, Stmt, seq,
 )
 from .allreduce import lower_thread_allreduce
 from .bound import infer_bound

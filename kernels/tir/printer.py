@@ -7,7 +7,7 @@ from typing import List
 from . import dtype as dt
 from .expr import (
     And, BinaryOp, Buffer, BufferLoad, Call, Cast, FloatImm, FloorDiv, FloorMod, IntImm, Let,
-    Max, Min, Not, Or, PrimExpr, ProducerLoad, Reduce, Select, StringImm, Var,
+    Max, Min, Not, Or, ProducerLoad, Reduce, Select, StringImm, Var,
 )
 from .stmt import (
     Allocate, AttrStmt, BufferStore, Evaluate, For, ForKind, IfThenElse, LetStmt, NoOp, SeqStmt,

@@ -2,7 +2,6 @@
 # import lines changed (`import kernels as tvm`, `from kernels import te`, `from kernels.ir ...`).
 from __future__ import absolute_import, print_function
 
-import numpy as np
 
 import kernels as tvm
 from kernels import te
