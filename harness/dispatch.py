@@ -219,7 +219,7 @@ class LocalExecutor:
                     for result in worker.run_cases(list(rest), config, self.imports):
                         _take(rest, result)
                         emit(result)
-                except Exception as exc:  # noqa: BLE001 - the running case crashed, the batch goes on
+                except Exception as exc:
                     if rest:
                         head = rest.pop(0)
                         emit(Result(head, "crashed", message=f"the worker raised {_describe(exc)}",
@@ -249,7 +249,7 @@ class LocalExecutor:
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> LocalExecutor:  # noqa: PYI034
+    def __enter__(self) -> LocalExecutor:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -261,7 +261,7 @@ def _local_gpu_name() -> str:
         from .env import fingerprint
 
         return str(fingerprint("cuda").get("gpu_name") or "")
-    except Exception:  # noqa: BLE001 - no NVML / no GPU
+    except Exception:
         return ""
 
 
@@ -311,7 +311,7 @@ def _build_task(cases: list[Case], arch: str) -> dict:
     for case in cases:
         try:
             out[case.key] = build_artifact(case, arch)
-        except Exception as exc:  # noqa: BLE001 - see the docstring
+        except Exception as exc:
             log.info("kbench: prebuild of %s failed (%s); the GPU worker rebuilds it", case.key, exc)
     return out
 
@@ -514,7 +514,7 @@ class RayExecutor:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 
-    def __enter__(self) -> RayExecutor:  # noqa: PYI034
+    def __enter__(self) -> RayExecutor:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -659,7 +659,7 @@ class RayExecutor:
     def _cancel(self, t: _Task, force: bool) -> None:
         try:
             self._ray.cancel(t.gen, force=force)
-        except Exception as exc:  # noqa: BLE001 - already finished or gone
+        except Exception as exc:
             log.debug("kbench: cancel: %s", exc)
 
     def _advance(self, t: _Task, state: _RunState) -> list[_Task]:
@@ -678,7 +678,7 @@ class RayExecutor:
                     f"the task ended without results for {len(t.rest)} case(s)"))
             try:
                 kind, payload = ray.get(ref)
-            except Exception as exc:  # noqa: BLE001 - the task failed: worker/node died or it raised
+            except Exception as exc:
                 return self._failed(t, state, exc)
             now = time.monotonic()
             if kind == "start":
@@ -696,7 +696,7 @@ class RayExecutor:
             return False
         try:
             return t.node not in {n.node_id for n in self._nodes()}
-        except Exception:  # noqa: BLE001 - cannot tell: charge the case
+        except Exception:
             return False
 
     def _systemic(self, exc: BaseException) -> str:

@@ -137,7 +137,7 @@ def nvml_handle(index: int = 0) -> Any:
         if bus_id is not None:
             return nvml.nvmlDeviceGetHandleByPciBusId(bus_id)
         return nvml.nvmlDeviceGetHandleByIndex(index)
-    except Exception:  # noqa: BLE001 -- NVMLError: no such device, not permitted, ...
+    except Exception:
         return None
 
 
@@ -293,7 +293,7 @@ def _nvml() -> Any:
 
                 pynvml.nvmlInit()
                 module = pynvml
-            except Exception:  # noqa: BLE001 -- ImportError, NVMLError_LibraryNotFound, ...
+            except Exception:
                 module = None
             _nvml_state["module"] = module
         return _nvml_state["module"]
@@ -303,12 +303,12 @@ def _pycuda_device(index: int) -> Any:
     """The pycuda Device of CUDA ordinal ``index``, or None without pycuda or a usable driver."""
     try:
         import pycuda.driver as drv
-    except Exception:  # noqa: BLE001 -- ImportError, or libcuda missing
+    except Exception:
         return None
     try:
         drv.init()
         return drv.Device(index)
-    except Exception:  # noqa: BLE001 -- pycuda.driver.Error: no driver, no such device
+    except Exception:
         return None
 
 
@@ -375,7 +375,7 @@ def _try(fn: Callable[[], Any]) -> Any:
     """``fn()``, or None when the driver cannot answer (unsupported query, lost device...)."""
     try:
         return fn()
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 

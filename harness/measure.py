@@ -421,10 +421,9 @@ class OpenCLTimer(Timer):
 # -- NVML (optional) ---------------------------------------------------------------------------
 
 # NVML (device handle matched by PCI bus id, telemetry snapshots): shared with harness.env
-from .env import _nvml  # noqa: E402
-from .env import nvml_handle as _nvml_handle  # noqa: E402
-from .env import telemetry as _gpu_snapshot  # noqa: E402
-
+from .env import _nvml
+from .env import nvml_handle as _nvml_handle
+from .env import telemetry as _gpu_snapshot
 
 # Helper kernels in PTX, JIT-compiled by the driver when a CudaTimer starts (no nvcc at run time).
 #

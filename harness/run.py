@@ -38,7 +38,7 @@ def _available_targets(gpus: float) -> set:
     try:
         if tvm.opencl(0).exist:
             out.add("opencl")
-    except Exception:  # noqa: BLE001 - no OpenCL runtime
+    except Exception:
         pass
     if gpus > 0:
         out.add("cuda")
@@ -49,7 +49,9 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
               resume: Optional[int] = None, compare_gpus: bool = False, targets: Optional[Sequence[str]] = None,
               argv: Sequence[str] = (), on_event: Optional[Callable[[str, object], None]] = None,
               measure_overrides: Optional[dict] = None) -> RunSummary:
-    from . import dispatch, plan as planmod, store as storemod
+    from . import dispatch
+    from . import plan as planmod
+    from . import store as storemod
     from .suite import load_suite
 
     emit = on_event or (lambda kind, payload: None)

@@ -308,7 +308,7 @@ class Store:
             self._conn.close()
             self._conn = None  # type: ignore[assignment]
 
-    def __enter__(self) -> Store:  # noqa: PYI034
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -735,7 +735,7 @@ def export(db_path: PathLike, out_path: PathLike, run_id: int | Iterable[int] | 
         raise StoreError(f"export: cannot write {out}: use a .csv or .parquet file name")
     if suffix == ".parquet":
         try:
-            import pyarrow  # noqa: F401
+            import pyarrow
         except ImportError as e:
             raise StoreError(f"export: writing {out} needs pyarrow; install it with"
                              " `pip install 'kbench[parquet]'` (or `pip install pyarrow`)") from e

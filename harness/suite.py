@@ -616,7 +616,7 @@ class _Parser:
             for mod in modules:
                 try:
                     importlib.import_module(mod)
-                except Exception as e:  # noqa: BLE001  (any failure of the module is the suite's error)
+                except Exception as e:
                     raise self.err(("suite", "imports"),
                                    f"cannot import {mod!r} from [suite] imports: {type(e).__name__}: {e}",
                                    _value_needle(mod)) from None

@@ -32,7 +32,7 @@ def worker_label() -> str:
         if ray.is_initialized():
             ctx = ray.get_runtime_context()
             return f"{ctx.get_node_id()[:12]}:{os.getpid()}"
-    except Exception:  # noqa: BLE001 - Ray absent or not in a worker
+    except Exception:
         pass
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -100,7 +100,7 @@ def _peaks(target: str) -> dict:
         pass
     try:
         peaks = measure.measure_peaks_cuda(0) if target == "cuda" else measure.measure_peaks_cpu()
-    except Exception:  # noqa: BLE001 - peaks are optional context, never a reason to fail a case
+    except Exception:
         peaks = {}
     _PEAKS[target] = peaks
     if peaks:
@@ -158,14 +158,14 @@ def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
         return Result(case, "ok", timing=timing, gbps=d.get("gbps"), gflops=d.get("gflops"),
                       pct_peak_bw=d.get("pct_peak_bw"), pct_peak_flops=d.get("pct_peak_flops"),
                       device=_device_name("cuda"), env_id=env_id, worker=worker, extra=env_extra)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return Result(case, "crashed", message=f"{type(exc).__name__}: {exc}", worker=worker)
 
 
 def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = None) -> Result:
     """Build, check and time one case. Failures become outcomes, never exceptions."""
-    from .check import check_outputs
     from . import measure
+    from .check import check_outputs
 
     worker = worker_label()
     if case.variant.startswith(PEER_PREFIX):
@@ -205,7 +205,7 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
                       pct_peak_bw=d.get("pct_peak_bw"), pct_peak_flops=d.get("pct_peak_flops"),
                       device=_device_name(case.target), env_id=env_id, worker=worker, build_s=build_s,
                       extra=extra)
-    except Exception as exc:  # noqa: BLE001 - a failing kernel must not stop the batch
+    except Exception as exc:
         tb = traceback.format_exc(limit=3)
         return Result(case, "crashed", message=f"{type(exc).__name__}: {exc}\n{tb}", worker=worker,
                       build_s=build_s)

@@ -5,17 +5,23 @@ Use it as ``import kernels as tvm; from kernels import te``.
 
 from __future__ import annotations
 
-from . import errors, ir, target, te, testing, tir
+from . import contrib, errors, ir, runtime, target, te, testing, tir
 from .build_module import build
 from .errors import TVMError
 from .lower import lower
-from . import runtime
-from .runtime import (  # noqa: F401
-    Device, NDArray, cl, cpu, cuda, device, enabled, gpu, opencl,
+from .runtime import (
+    Device,
+    NDArray,
+    cl,
+    cpu,
+    cuda,
+    device,
+    enabled,
+    gpu,
+    opencl,
 )
 from .runtime import ndarray as nd
 from .runtime.module import Module
-from . import contrib
 
 __version__ = "0.1.0"
 

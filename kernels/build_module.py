@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from .codegen import generate
 from .errors import BuildError, TVMError
 from .lower import IRModule, PrimFunc, lower, lower_for_target

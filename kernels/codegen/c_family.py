@@ -9,12 +9,50 @@ from typing import Dict, List, Optional, Sequence, Set
 from ..errors import BuildError
 from ..tir import dtype as dt
 from ..tir.expr import (
-    EQ, GE, GT, LE, LT, NE, Add, And, BinaryOp, Buffer, BufferLoad, Call, Cast, Div, FloatImm, FloorDiv,
-    FloorMod, IntImm, Let, Max, Min, Mod, Mul, Not, Or, PrimExpr, Select, StringImm, Sub, Var,
+    EQ,
+    GE,
+    GT,
+    LE,
+    LT,
+    NE,
+    Add,
+    And,
+    BinaryOp,
+    Buffer,
+    BufferLoad,
+    Call,
+    Cast,
+    Div,
+    FloatImm,
+    FloorDiv,
+    FloorMod,
+    IntImm,
+    Let,
+    Max,
+    Min,
+    Mod,
+    Mul,
+    Not,
+    Or,
+    PrimExpr,
+    Select,
+    StringImm,
+    Sub,
+    Var,
 )
 from ..tir.simplify import const_int_bound, simplify
 from ..tir.stmt import (
-    Allocate, AttrStmt, BufferStore, Evaluate, For, ForKind, IfThenElse, LetStmt, NoOp, SeqStmt, Stmt,
+    Allocate,
+    AttrStmt,
+    BufferStore,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    LetStmt,
+    NoOp,
+    SeqStmt,
+    Stmt,
 )
 
 _C_KEYWORDS = {

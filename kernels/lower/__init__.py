@@ -16,15 +16,24 @@ from ..tir.expr import Buffer, IntImm, Var
 from ..tir.printer import expr_str, stmt_str
 from ..tir.simplify import Simplifier, const_int_bound
 from ..tir.stmt import (
-    Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt, SeqStmt, Stmt, seq,
+    Allocate,
+    AttrStmt,
+    BufferStore,
+    Evaluate,
+    For,
+    IfThenElse,
+    LetStmt,
+    SeqStmt,
+    Stmt,
+    seq,
 )
 from .allreduce import lower_thread_allreduce
 from .bound import infer_bound
 from .flatten import row_major_strides, storage_flatten
 from .intrin import lower_intrinsics
 from .loop_partition import partition_loops
-from .storage_sync import insert_storage_sync
 from .schedule_ops import check_attachments, inline_bodies, schedule_to_stmt
+from .storage_sync import insert_storage_sync
 from .te_stmt import ThreadAllReduce
 
 

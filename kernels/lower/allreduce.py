@@ -20,7 +20,17 @@ from typing import List, Sequence
 
 from ..errors import LoweringError
 from ..tir.expr import (
-    And, Buffer, BufferLoad, Call, IntImm, LT, Op, PrimExpr, Select, Var, const,
+    LT,
+    And,
+    Buffer,
+    BufferLoad,
+    Call,
+    IntImm,
+    Op,
+    PrimExpr,
+    Select,
+    Var,
+    const,
 )
 from ..tir.functor import rewrite
 from ..tir.simplify import simplify

@@ -15,7 +15,18 @@ from ..errors import LoweringError
 from ..te.schedule import Schedule, Stage, pass_down_domain, pass_up_index
 from ..te.tensor import ComputeOp, IterVar, Range
 from ..tir.expr import (
-    Add, Cast, FloorDiv, FloorMod, IntImm, Max, Min, Mul, PrimExpr, ProducerLoad, Sub, Var,
+    Add,
+    Cast,
+    FloorDiv,
+    FloorMod,
+    IntImm,
+    Max,
+    Min,
+    Mul,
+    PrimExpr,
+    ProducerLoad,
+    Sub,
+    Var,
     const,
 )
 from ..tir.functor import collect, substitute

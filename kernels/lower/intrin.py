@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from ..errors import BuildError
 from ..ir import get_op_attrs, register_intrin_lowering
+from ..tir import call_pure_extern
+from ..tir import dtype as dt
 from ..tir.expr import Call, Cast, Div, Op, PrimExpr, Sub, const
 from ..tir.functor import rewrite
-from ..tir import call_pure_extern, dtype as dt
 
 #: calls the printers know directly
 BUILTIN = {

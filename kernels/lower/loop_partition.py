@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import List, Optional
 
-from ..tir.expr import And, BufferLoad, Call, IntImm, LT, Max, Min, PrimExpr, ProducerLoad, Var, const
+from ..tir.expr import LT, And, BufferLoad, Call, IntImm, Max, Min, PrimExpr, ProducerLoad, Var, const
 from ..tir.functor import collect, rewrite
 from ..tir.simplify import simplify, to_linear
 from ..tir.stmt import For, ForKind, IfThenElse, Stmt, seq

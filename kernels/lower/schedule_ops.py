@@ -15,13 +15,21 @@ from typing import Dict, List, Optional
 from ..errors import LoweringError
 from ..te.schedule import Schedule, Stage, iter_flags
 from ..te.tensor import ComputeOp, IterVar
+from ..tir import likely
 from ..tir.expr import (
-    And, Buffer, BufferLoad, IntImm, PrimExpr, ProducerLoad, Reduce, Var, const,
+    And,
+    Buffer,
+    BufferLoad,
+    IntImm,
+    PrimExpr,
+    ProducerLoad,
+    Reduce,
+    Var,
+    const,
 )
 from ..tir.functor import rewrite, substitute, vars_of
 from ..tir.simplify import can_prove, const_int_bound, simplify, structural_equal
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, IfThenElse, LetStmt, Stmt, ThreadIndex, seq
-from ..tir import likely
 from .bound import BoundInfo, eval_interval, root_values
 from .te_stmt import AttachMarker, ProducerRealize, ProducerStore, ThreadAllReduce
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..errors import TVMError
-from ..tir.expr import Call, Op, PrimExpr, Select, convert, const
 from ..tir import dtype as dt
+from ..tir.expr import Call, Op, PrimExpr, Select, const, convert
 
 
 def _unary(name: str):
@@ -32,7 +32,7 @@ tanh = _unary("tanh")
 sigmoid = _unary("sigmoid")
 floor = _unary("floor")
 ceil = _unary("ceil")
-round = _unary("round")  # noqa: A001 - TVM's name
+round = _unary("round")
 trunc = _unary("trunc")
 sin = _unary("sin")
 cos = _unary("cos")
@@ -47,10 +47,10 @@ def power(x, y) -> PrimExpr:
     return Call(x.dtype, Op.get("tir.pow"), (x, y))
 
 
-pow = power  # noqa: A001
+pow = power
 
 
-def abs(x) -> PrimExpr:  # noqa: A001 - TVM's name
+def abs(x) -> PrimExpr:
     x = convert(x)
     if dt.is_float(x.dtype):
         return Call(x.dtype, Op.get("tir.fabs"), (x,))

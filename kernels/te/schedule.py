@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from ..errors import ScheduleError
-from ..tir.expr import IntImm, PrimExpr, ProducerLoad, Reduce, Var, const, convert
 from ..tir import likely
+from ..tir.expr import IntImm, PrimExpr, ProducerLoad, Reduce, Var, const, convert
 from ..tir.functor import rewrite, substitute
 from ..tir.simplify import simplify
 from .tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor, compute

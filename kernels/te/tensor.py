@@ -9,7 +9,14 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 from ..errors import TVMError
 from ..tir import dtype as dt
 from ..tir.expr import (
-    IntImm, PrimExpr, ProducerLoad, Reduce, Var, cast, const, convert,
+    IntImm,
+    PrimExpr,
+    ProducerLoad,
+    Reduce,
+    Var,
+    cast,
+    const,
+    convert,
 )
 from ..tir.functor import substitute
 from ..tir.printer import expr_str
@@ -482,6 +489,6 @@ def _tmax(x, y):
     return Max(x, y)
 
 
-sum = _builtin("sum", lambda x, y: x + y, lambda t: const(0, t))  # noqa: A001 - TVM's name
-min = _builtin("min", _tmin, _max_value)  # noqa: A001
-max = _builtin("max", _tmax, _min_value)  # noqa: A001
+sum = _builtin("sum", lambda x, y: x + y, lambda t: const(0, t))
+min = _builtin("min", _tmin, _max_value)
+max = _builtin("max", _tmax, _min_value)

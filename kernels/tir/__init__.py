@@ -5,15 +5,59 @@ from __future__ import annotations
 from . import dtype as _dt
 from .analysis import evaluate
 from .expr import (
-    EQ, GE, GT, LE, LT, NE, Add, And, BinaryOp, Buffer, BufferLoad, Call, CallEffectKind, Cast,
-    Div, FloatImm, FloorDiv, FloorMod, IntImm, Let, Max, Min, Mod, Mul, Not, Op, Or, PrimExpr,
-    ProducerLoad, Reduce, Select, StringImm, Sub, Var, cast, const, convert,
+    EQ,
+    GE,
+    GT,
+    LE,
+    LT,
+    NE,
+    Add,
+    And,
+    BinaryOp,
+    Buffer,
+    BufferLoad,
+    Call,
+    CallEffectKind,
+    Cast,
+    Div,
+    FloatImm,
+    FloorDiv,
+    FloorMod,
+    IntImm,
+    Let,
+    Max,
+    Min,
+    Mod,
+    Mul,
+    Not,
+    Op,
+    Or,
+    PrimExpr,
+    ProducerLoad,
+    Reduce,
+    Select,
+    StringImm,
+    Sub,
+    Var,
+    cast,
+    const,
+    convert,
 )
 from .functor import rewrite, substitute
 from .simplify import can_prove, simplify, structural_equal
 from .stmt import (
-    Allocate, AttrStmt, BufferStore, Evaluate, For, ForKind, IfThenElse, LetStmt, NoOp, SeqStmt,
-    Stmt, ThreadIndex,
+    Allocate,
+    AttrStmt,
+    BufferStore,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    LetStmt,
+    NoOp,
+    SeqStmt,
+    Stmt,
+    ThreadIndex,
 )
 
 
@@ -38,7 +82,7 @@ def likely(cond) -> Call:
     return Call("bool", Op.get("tir.likely"), (convert(cond),))
 
 
-def all(*conds):  # noqa: A001 - TVM's name
+def all(*conds):
     out = None
     for c in conds:
         c = convert(c)
@@ -46,7 +90,7 @@ def all(*conds):  # noqa: A001 - TVM's name
     return const(True) if out is None else out
 
 
-def any(*conds):  # noqa: A001 - TVM's name
+def any(*conds):
     out = None
     for c in conds:
         c = convert(c)

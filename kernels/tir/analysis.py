@@ -7,9 +7,33 @@ from typing import Mapping
 
 from ..errors import TVMError
 from .expr import (
-    EQ, GE, GT, LE, LT, NE, Add, And, Call, Cast, Div, FloatImm, FloorDiv, FloorMod, IntImm,
-    Max, Min, Mod, Mul, Not, Or, PrimExpr, Select, Sub, Var,
+    EQ,
+    GE,
+    GT,
+    LE,
+    LT,
+    NE,
+    Add,
+    And,
+    Call,
+    Cast,
+    Div,
+    FloatImm,
+    FloorDiv,
+    FloorMod,
+    IntImm,
+    Max,
+    Min,
+    Mod,
+    Mul,
+    Not,
+    Or,
+    PrimExpr,
+    Select,
+    Sub,
+    Var,
 )
+
 
 def _tdiv(a: int, b: int) -> int:
     q = abs(a) // abs(b)

@@ -6,11 +6,38 @@ from typing import List
 
 from . import dtype as dt
 from .expr import (
-    And, BinaryOp, Buffer, BufferLoad, Call, Cast, FloatImm, FloorDiv, FloorMod, IntImm, Let,
-    Max, Min, Not, Or, ProducerLoad, Reduce, Select, StringImm, Var,
+    And,
+    BinaryOp,
+    Buffer,
+    BufferLoad,
+    Call,
+    Cast,
+    FloatImm,
+    FloorDiv,
+    FloorMod,
+    IntImm,
+    Let,
+    Max,
+    Min,
+    Not,
+    Or,
+    ProducerLoad,
+    Reduce,
+    Select,
+    StringImm,
+    Var,
 )
 from .stmt import (
-    Allocate, AttrStmt, BufferStore, Evaluate, For, ForKind, IfThenElse, LetStmt, NoOp, SeqStmt,
+    Allocate,
+    AttrStmt,
+    BufferStore,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    LetStmt,
+    NoOp,
+    SeqStmt,
     Stmt,
 )
 

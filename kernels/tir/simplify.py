@@ -13,8 +13,35 @@ from typing import Dict, Optional, Tuple
 
 from . import dtype as dt
 from .expr import (
-    EQ, GE, GT, LE, LT, NE, Add, And, BinaryOp, Call, Cast, Div, FloatImm, FloorDiv, FloorMod,
-    IntImm, Let, Max, Min, Mod, Mul, Not, Or, PrimExpr, Select, StringImm, Sub, Var, const,
+    EQ,
+    GE,
+    GT,
+    LE,
+    LT,
+    NE,
+    Add,
+    And,
+    BinaryOp,
+    Call,
+    Cast,
+    Div,
+    FloatImm,
+    FloorDiv,
+    FloorMod,
+    IntImm,
+    Let,
+    Max,
+    Min,
+    Mod,
+    Mul,
+    Not,
+    Or,
+    PrimExpr,
+    Select,
+    StringImm,
+    Sub,
+    Var,
+    const,
 )
 from .functor import rewrite
 

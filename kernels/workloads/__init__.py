@@ -102,6 +102,6 @@ def _isize(dtype: str) -> int:
     return np.dtype(dtype).itemsize
 
 
-from . import tutorial  # noqa: E402,F401  (registers the tutorial workloads)
+from . import tutorial
 
 __all__ = ["Variant", "Workload", "WorkloadError", "REGISTRY", "register", "get", "names"]

@@ -6,8 +6,8 @@ Run with ``python -m pytest tests/bench --benchmark-only``; the goal is <= 50 ms
 from __future__ import annotations
 
 import pytest
-
 from kbtest import conv2d_3x3, product_reduce, row_sum
+
 from kernels import te
 from kernels.build_module import build_spec
 

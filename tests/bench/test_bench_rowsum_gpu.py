@@ -11,9 +11,9 @@ import statistics
 
 import numpy as np
 import pytest
+from kbtest import row_sum
 
 import kernels as tvm
-from kbtest import row_sum
 
 pytestmark = pytest.mark.gpu
 N = M = 16384

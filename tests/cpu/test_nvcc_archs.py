@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import pytest
+from kbtest import conv2d_3x3, row_sum
 
 import kernels as tvm
-from kbtest import conv2d_3x3, row_sum
 from kernels import te
 from kernels.contrib import nvcc
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kbtest import conv2d_ref, opencl_available, run
 
 import kernels as tvm
-from kbtest import conv2d_ref, opencl_available, run
 from kernels import te
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kbtest import ROW_SUM_SIZES, conv2d_3x3, conv2d_ref, opencl_available, product_reduce, row_sum, run
 
 import kernels as tvm
-from kbtest import ROW_SUM_SIZES, conv2d_3x3, conv2d_ref, opencl_available, product_reduce, row_sum, run
 
 needs_cl = pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
 RNG = np.random.default_rng(7)

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from kbtest import opencl_available
 
 ROOT = Path(__file__).resolve().parents[2]

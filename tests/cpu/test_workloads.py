@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kbtest import opencl_available
 
 import kernels as tvm
-from kbtest import opencl_available
 from kernels import workloads
 from kernels.workloads import WorkloadError
 from kernels.workloads.tutorial import default_tolerance

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from kbtest import ROW_SUM_SIZES, conv2d_3x3, conv2d_ref, row_sum, run
 
 import kernels as tvm
-from kbtest import ROW_SUM_SIZES, conv2d_3x3, conv2d_ref, row_sum, run
 from kernels import te
 
 pytestmark = pytest.mark.gpu

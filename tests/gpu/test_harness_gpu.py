@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-
 from test_cli import kbench  # tests/e2e is not a package: conftest puts tests/ on the path
 
 pytestmark = pytest.mark.gpu

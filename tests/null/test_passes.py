@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from kbtest import row_sum
+
 from kernels import te
 from kernels.lower import PASSES, TARGET_PASSES, lower, lower_for_target
 from kernels.lower.allreduce import lower_thread_allreduce

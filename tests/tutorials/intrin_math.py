@@ -2,10 +2,9 @@
 # import lines changed (`import kernels as tvm`, `from kernels import te`, `from kernels.ir ...`).
 from __future__ import absolute_import, print_function
 
-
 import kernels as tvm
 from kernels import te
-from kernels.ir import register_op_attr, register_intrin_lowering
+from kernels.ir import register_intrin_lowering, register_op_attr
 
 n = te.var("n")
 A = te.placeholder((n,), name="A")

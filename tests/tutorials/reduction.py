@@ -2,10 +2,11 @@
 # only the import lines changed (`import kernels as tvm`, `from kernels import te`).
 from __future__ import absolute_import, print_function
 
+import numpy as np
+
 import kernels as tvm
 import kernels.testing
 from kernels import te
-import numpy as np
 
 n = te.var("n")
 m = te.var("m")
