@@ -8,12 +8,10 @@ the format, the architectures, the options and nvcc's version.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import re
 import shutil
 import subprocess
-import uuid
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
@@ -245,34 +243,12 @@ def compile_cuda(
         extra = list(options or ())
     nvcc = _require_nvcc()
     flags = [f"-{fmt}", *_arch_flags(fmt, archs), "-O3", *extra]
-    key_text = "\0".join([code, fmt, *flags, _nvcc_version_text(nvcc)])
-    key = hashlib.sha256(key_text.encode()).hexdigest()[:32]
-    from kernels.runtime.config import get_config
+    from kernels.runtime.cache import compile_cached
 
-    folder = get_config().cache_dir / "cuda" / key
-    out = folder / f"out.{fmt}"
-    if out.exists():
-        STATS["cache_hits"] += 1
-    else:
-        STATS["nvcc_calls"] += 1
-        folder.mkdir(parents=True, exist_ok=True)
-        src = folder / "source.cu"
-        tmp_src = folder / f"source.{uuid.uuid4().hex}.cu"
-        tmp_src.write_text(code)
-        os.replace(tmp_src, src)
-        tmp_out = folder / f"out.{os.getpid()}.{uuid.uuid4().hex}.{fmt}"
-        command = [nvcc, *flags, "-o", str(tmp_out), str(src)]
-        try:
-            proc = subprocess.run(command, capture_output=True, text=True)
-        except OSError as exc:
-            raise BuildError(f"cannot run nvcc ({nvcc}): {exc}") from exc
-        if proc.returncode != 0:
-            tmp_out.unlink(missing_ok=True)
-            raise BuildError(
-                f"nvcc failed (exit {proc.returncode}) for {src}\ncommand: {' '.join(command)}\n"
-                f"{proc.stderr.strip() or proc.stdout.strip()}"
-            )
-        os.replace(tmp_out, out)
+    out, compiled = compile_cached(
+        "cuda", [fmt, *flags, _nvcc_version_text(nvcc)], code, "source.cu", f"out.{fmt}",
+        lambda src, tmp: [nvcc, *flags, "-o", str(tmp), str(src)], "nvcc")
+    STATS["nvcc_calls" if compiled else "cache_hits"] += 1
     data = out.read_bytes()
     if path_target:
         Path(path_target).write_bytes(data)

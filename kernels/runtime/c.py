@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import os
 import shutil
 import subprocess
-import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from kernels.errors import BuildError
+from kernels.runtime.cache import compile_cached
 from kernels.runtime.config import get_config
 from kernels.runtime.device import Device
 from kernels.runtime.module import Launch, Module
@@ -73,35 +71,10 @@ def compile_c(source: str, openmp: bool = False, flags: Sequence[str] = ()) -> P
     if compiler is None:
         raise BuildError(f"no C compiler: {get_config().cc!r} is not on PATH (set CC to a C compiler)")
     all_flags = list(C_FLAGS) + (["-fopenmp"] if openmp else []) + list(flags)
-    key_text = "\0".join([source, compiler, compiler_version(compiler), *all_flags, *C_LIBS])
-    key = hashlib.sha256(key_text.encode()).hexdigest()[:32]
-    folder = get_config().cache_dir / "c" / key
-    library = folder / "lib.so"
-    if library.exists():
-        return library
-    folder.mkdir(parents=True, exist_ok=True)
-    src = folder / "source.c"
-    _write_atomic(src, source.encode())
-    tmp = folder / f"lib.{os.getpid()}.{uuid.uuid4().hex}.so"
-    command = [compiler, *all_flags, str(src), "-o", str(tmp), *C_LIBS]
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True)
-    except OSError as exc:
-        raise BuildError(f"cannot run the C compiler {compiler}: {exc}") from exc
-    if proc.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        raise BuildError(
-            f"C compilation failed (exit {proc.returncode}) for {src}\n"
-            f"command: {' '.join(command)}\n{proc.stderr.strip() or proc.stdout.strip()}"
-        )
-    os.replace(tmp, library)
+    library, _ = compile_cached(
+        "c", [compiler, compiler_version(compiler), *all_flags, *C_LIBS], source, "source.c", "lib.so",
+        lambda src, out: [compiler, *all_flags, str(src), "-o", str(out), *C_LIBS], "C compilation")
     return library
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 class CModule(Module):
