@@ -93,6 +93,11 @@ def cmd_run(args, argv) -> int:
     return summary.exit_code
 
 
+def _num(x):
+    """A stored number, or None for a missing value (None or NaN in the DataFrame)."""
+    return None if x is None or x != x else x
+
+
 def _print_run_table(db, run_id: int) -> None:
     from .store import load_results
 
@@ -101,11 +106,10 @@ def _print_run_table(db, run_id: int) -> None:
     for col in ("case", "outcome", "median", "95% CI", "GB/s", "device"):
         table.add_column(col, justify="right" if col in ("median", "GB/s") else "left")
     for _, r in df.iterrows():
-        lo, hi = r.get("ci_low_s"), r.get("ci_high_s")
-        ci = "-" if lo is None or lo != lo else f"{_fmt_time(lo)} .. {_fmt_time(hi)}"
-        gbps = r.get("gbps")
-        table.add_row(escape(str(r["case_key"])), str(r["outcome"]), _fmt_time(r.get("median_s") if r.get("median_s") == r.get(
-            "median_s") else None), ci, "-" if gbps is None or gbps != gbps else f"{gbps:.1f}", escape(str(r.get("device") or "")))
+        lo, hi, med, gbps = (_num(r.get(k)) for k in ("ci_low_s", "ci_high_s", "median_s", "gbps"))
+        ci = "-" if lo is None else f"{_fmt_time(lo)} .. {_fmt_time(hi)}"
+        table.add_row(escape(str(r["case_key"])), str(r["outcome"]), _fmt_time(med), ci,
+                      "-" if gbps is None else f"{gbps:.1f}", escape(str(r.get("device") or "")))
     out.print(table)
 
 

@@ -12,7 +12,7 @@ import socket
 import time
 import traceback
 import zlib
-from typing import Dict, Iterable, Iterator, Optional, Sequence
+from typing import Dict, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -117,6 +117,13 @@ def _peaks(target: str) -> dict:
 PEER_PREFIX = "peer:"
 
 
+def _host_args(w, case: Case, config: MeasureConfig) -> list:
+    """The case's arguments as numpy arrays: inputs drawn from a RNG seeded by the run's seed and
+    the case key (the same data on every worker and rerun), outputs poisoned."""
+    rng = np.random.default_rng((config.seed << 32) ^ zlib.crc32(case.key.encode()))
+    return w.make_args(case.param_dict, case.dtype, rng)
+
+
 def peer_cases(cases: Sequence[Case], peers: Sequence[tuple]) -> list:
     """One case per (workload, peer) and distinct shape/dtype/GPU of that workload's CUDA cases:
     the peer library's kernel timed in the same run, e.g. ``row_sum/peer:torch.sum(dim=1)``."""
@@ -144,8 +151,7 @@ def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
     try:
         w = get_workload(case.workload)
         params = case.param_dict
-        rng = np.random.default_rng((config.seed << 32) ^ zlib.crc32(case.key.encode()))
-        host = w.make_args(params, case.dtype, rng)
+        host = _host_args(w, case, config)
         inputs = [a for i, a in enumerate(host) if i not in w.outputs]
         ok, msg, timing = run_peer(name, inputs, w.reference(host), case.rtol, case.atol, config)
         env_id, env_extra = _env(case.target)
@@ -184,8 +190,7 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
     try:
         w = get_workload(case.workload)
         params = case.param_dict
-        rng = np.random.default_rng((config.seed << 32) ^ zlib.crc32(case.key.encode()))
-        host = w.make_args(params, case.dtype, rng)
+        host = _host_args(w, case, config)
         dev = _device(case.target)
         nd = [tvm.nd.array(a, dev) for a in host]
         module(*nd)
@@ -219,6 +224,3 @@ def run_cases(cases: Sequence[Case], config: MeasureConfig, imports: Sequence[st
     for case in cases:
         yield run_case(case, config, (artifacts or {}).get(case.key))
 
-
-def run_all(cases: Iterable[Case], config: MeasureConfig) -> list:
-    return list(run_cases(list(cases), config))

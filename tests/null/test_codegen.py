@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from kbtest import row_sum
 
 import kernels as tvm
 from kernels import te, tir
@@ -17,22 +18,8 @@ ENV = {"n": 100, "m": 7}
 
 
 def row_sum_crossthread(factor: int = 16, rows: int = 32):
-    """The reduction tutorial's rfactor + cross-thread row sum."""
-    n, m = te.var("n"), te.var("m")
-    A = te.placeholder((n, m), name="A")
-    k = te.reduce_axis((0, m), "k")
-    B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
-    s = te.create_schedule(B.op)
-    _ko, ki = s[B].split(B.op.reduce_axis[0], factor=factor)
-    BF = s.rfactor(B, ki)
-    xo, xi = s[B].split(s[B].op.axis[0], factor=rows)
-    s[B].bind(xo, te.thread_axis("blockIdx.x"))
-    s[B].bind(xi, te.thread_axis("threadIdx.y"))
-    tx = te.thread_axis("threadIdx.x")
-    s[B].bind(s[B].op.reduce_axis[0], tx)
-    s[BF].compute_at(s[B], s[B].op.reduce_axis[0])
-    s[B].set_store_predicate(tx.var.equal(0))
-    return s, [A, B]
+    """The reduction tutorial's rfactor + cross-thread row sum (the workload registry's schedule)."""
+    return row_sum("crossthread", factor=factor, rows=rows)
 
 
 def unary(f, dtype: str = "float32", bind: bool = True):
