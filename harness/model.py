@@ -129,3 +129,54 @@ def content_hash(*parts: str) -> str:
         h.update(p.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
+
+
+#: verdicts of one case against its baseline (DESIGN.md 7). SAME/FASTER/SLOWER/AMBIGUOUS judge
+#: speed; WRONG is a case whose new outcome is not ``ok`` (``base_outcome`` tells a correctness
+#: regression, was ok, from a case that was already failing); NEW has no baseline; MISSING is a
+#: baseline case the new run lacks.
+VERDICTS = ("SAME", "FASTER", "SLOWER", "AMBIGUOUS", "WRONG", "NEW", "MISSING")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One case of a new run judged against its baseline.
+
+    ``ratio`` is new median / baseline median (> 1 is slower); ``ratio_ci`` its bootstrap 95 % CI;
+    ``p_value`` the two-sided Mann-Whitney U p-value on the raw samples and ``q_value`` the same after
+    Benjamini-Hochberg over the compared suite; ``threshold`` the practical threshold that applied
+    (0.03 = 3 %). Fields that do not apply (no baseline, not timed) are None.
+    """
+
+    case_key: str
+    verdict: str  # one of VERDICTS
+    workload: str = ""
+    variant: str = ""
+    target: str = ""
+    device: str = ""
+    env_id: str = ""
+    new_outcome: Optional[str] = None
+    base_outcome: Optional[str] = None
+    new_median_s: Optional[float] = None
+    base_median_s: Optional[float] = None
+    ratio: Optional[float] = None
+    ratio_ci: Optional[Tuple[float, float]] = None
+    p_value: Optional[float] = None
+    q_value: Optional[float] = None
+    threshold: float = 0.03
+    n_new: int = 0
+    n_base: int = 0
+    new_result_id: Optional[int] = None
+    base_result_ids: Tuple[int, ...] = ()
+    base_run_ids: Tuple[int, ...] = ()
+    remeasured: bool = False
+    message: str = ""
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict {self.verdict!r} is not one of {VERDICTS}")
+
+    @property
+    def regression(self) -> bool:
+        """True for a correctness regression (was ok, now not ok)."""
+        return self.verdict == "WRONG" and self.base_outcome == "ok"
