@@ -16,11 +16,13 @@ One file (default ``./kbench.db``, the CLI's ``--db``) keeps the whole history. 
 Reading back: :meth:`Store.results_frame` / :func:`load_results` give one pandas row per result
 with its case, run and environment (``env_*``) columns; :func:`export` writes CSV or Parquet.
 
-Schema (version 1)::
+Schema (version 2)::
 
     schema_version(version PK, applied_at, kbench_version)       one row per applied migration
     runs(id PK, started_at, ended_at, status, suite_name, suite_path, suite_sha256, git_commit,
-         kbench_version, argv JSON, executor, measure_config JSON)
+         kbench_version, argv JSON, executor, measure_config JSON,
+         kind ('run' | 'calibration' | 'remeasure'), parent_run FK NULL)          [kind: v2]
+    baselines(name PK, run_id FK, set_at, note)                                   [v2]
     environments(id PK = harness.env.fingerprint_id, json, first_seen)
     cases(key PK, workload, variant, params JSON, knobs JSON, dtype, target, gpu_model, case_json)
     results(id PK, run_id FK, case_key FK, env_id FK NULL, outcome, message, median_s, ci_low_s,
@@ -168,11 +170,31 @@ def _sql(*statements: str) -> Callable[[sqlite3.Connection], None]:
 
 #: ``MIGRATIONS[i]`` migrates a version-i database to version i + 1 (a callable taking the
 #: connection; it runs inside the transaction that also records the new version). Append only.
+# Version 2: runs get a ``kind`` ("run"; "calibration" for `kbench calibrate`'s runs, which may
+# carry an injected slowdown and must never serve as a baseline; "remeasure" for the automatic
+# re-measure of AMBIGUOUS cases) and a ``parent_run`` (the run a re-measure belongs to), and named
+# baselines (`kbench baseline set NAME RUN`). Old runs read as kind "run".
+_V2_STATEMENTS = (
+    "ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'run'"
+    " CHECK (kind IN ('run', 'calibration', 'remeasure'))",
+    "ALTER TABLE runs ADD COLUMN parent_run INTEGER REFERENCES runs(id)",
+    """CREATE TABLE baselines (
+        name TEXT PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        set_at TEXT NOT NULL,
+        note TEXT NOT NULL DEFAULT ''
+    )""",
+)
+
+#: run kinds (schema version 2)
+RUN_KINDS = ("run", "calibration", "remeasure")
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _sql(*_V1_STATEMENTS),  # 0 -> 1: the first layout
+    _sql(*_V2_STATEMENTS),  # 1 -> 2: run kinds, re-measure parents, named baselines
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 assert SCHEMA_VERSION == len(MIGRATIONS), "SCHEMA_VERSION must equal len(MIGRATIONS)"
 assert set(_V1_OUTCOMES) == set(OUTCOMES), (
@@ -197,6 +219,7 @@ _FRAME_COLUMNS = (
     ("ru.suite_name", "suite_name"),
     ("ru.git_commit", "git_commit"),
     ("ru.kbench_version", "kbench_version"),
+    ("ru.kind", "run_kind"),
     ("r.case_key", "case_key"),
     ("c.workload", "workload"),
     ("c.variant", "variant"),
@@ -243,6 +266,7 @@ _FILTERS = {
     "case_key": "r.case_key",
     "env_id": "r.env_id",
     "suite_name": "ru.suite_name",
+    "result_ids": "r.id",
 }
 
 _CHUNK = 500  # ids per "IN (...)" (well under SQLite's bound-parameter limit)
@@ -339,7 +363,7 @@ class Store:
     # -- runs ---------------------------------------------------------------------------------
 
     def begin_run(self, suite: Any, argv: Sequence[str], executor: str, measure_config: Any,
-                  git_commit: str | None = None) -> int:
+                  git_commit: str | None = None, *, kind: str = "run", parent_run: int | None = None) -> int:
         """Record a new run in state "running" and return its id.
 
         Parameters
@@ -354,7 +378,14 @@ class Store:
             A :class:`harness.model.MeasureConfig` (or a dict, or None), stored as JSON.
         git_commit : str, optional
             The commit of the code under test (see :func:`git_commit`).
+        kind : str
+            "run" (default), "calibration" (never used as a baseline) or "remeasure" (the
+            automatic re-measure of run ``parent_run``'s AMBIGUOUS cases).
+        parent_run : int, optional
+            The run a re-measure belongs to.
         """
+        if kind not in RUN_KINDS:
+            raise StoreError(f"begin_run: kind {kind!r} is not one of {', '.join(RUN_KINDS)}")
         name = getattr(suite, "name", None)
         if not name:
             raise StoreError(f"begin_run: suite {suite!r} has no name")
@@ -364,12 +395,15 @@ class Store:
             mc = dataclasses.asdict(mc)
         row = (_now(), "running", str(name), None if path is None else str(path),
                getattr(suite, "sha256", None), git_commit, __version__,
-               _dumps(list(argv), "argv"), str(executor), _dumps(mc or {}, "measure_config"))
+               _dumps(list(argv), "argv"), str(executor), _dumps(mc or {}, "measure_config"), kind,
+               parent_run)
         with self._write("begin a run") as conn:
+            if parent_run is not None:
+                self._check_run(conn, parent_run)
             cur = conn.execute(
                 "INSERT INTO runs (started_at, status, suite_name, suite_path, suite_sha256,"
-                " git_commit, kbench_version, argv, executor, measure_config)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                " git_commit, kbench_version, argv, executor, measure_config, kind, parent_run)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
             return int(cur.lastrowid)
 
     def finish_run(self, run_id: int, status: str) -> None:
@@ -426,6 +460,67 @@ class Store:
     def _check_run(self, conn: sqlite3.Connection, run_id: int) -> None:
         if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
             raise UnknownRun(f"no run {run_id} in {self.path}")
+
+    # -- named baselines (schema v2) ----------------------------------------------------------
+
+    def set_baseline(self, name: str, run_id: int, note: str = "") -> None:
+        """Point baseline ``name`` at run ``run_id`` (replacing where it pointed before).
+
+        Raises
+        ------
+        StoreError
+            The name is empty, the run does not exist (:class:`UnknownRun`), or it is a
+            calibration run (its timings may carry an injected slowdown).
+        """
+        if not name or not name.strip():
+            raise StoreError("baseline set: the baseline name is empty")
+        with self._write(f"set baseline {name!r}") as conn:
+            self._check_run(conn, run_id)
+            (kind,) = conn.execute("SELECT kind FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if kind == "calibration":
+                raise StoreError(f"baseline set: run {run_id} is a calibration run and cannot be a baseline")
+            conn.execute("INSERT INTO baselines (name, run_id, set_at, note) VALUES (?, ?, ?, ?)"
+                         " ON CONFLICT(name) DO UPDATE SET run_id = excluded.run_id,"
+                         " set_at = excluded.set_at, note = excluded.note",
+                         (name, run_id, _now(), note))
+
+    def get_baseline(self, name: str) -> dict[str, Any] | None:
+        """Baseline ``name`` as {name, run_id, set_at, note}, or None."""
+        row = self._reader().execute("SELECT name, run_id, set_at, note FROM baselines WHERE name = ?",
+                                     (name,)).fetchone()
+        return None if row is None else dict(zip(("name", "run_id", "set_at", "note"), row))
+
+    def list_baselines(self) -> list[dict[str, Any]]:
+        """Every named baseline, by name."""
+        rows = self._reader().execute("SELECT name, run_id, set_at, note FROM baselines ORDER BY name")
+        return [dict(zip(("name", "run_id", "set_at", "note"), r)) for r in rows.fetchall()]
+
+    def delete_baseline(self, name: str) -> bool:
+        """Forget baseline ``name`` (the run stays); True when it existed."""
+        with self._write(f"delete baseline {name!r}") as conn:
+            return conn.execute("DELETE FROM baselines WHERE name = ?", (name,)).rowcount > 0
+
+    def latest_results(self, case_keys: Iterable[str], *, before_run: int,
+                       per_key: int = 1) -> list[int]:
+        """Result ids of the most recent ``ok`` results of ``case_keys`` in runs older than
+        ``before_run`` that are ordinary runs (kind "run" and their re-measures), at most
+        ``per_key`` per (case key, environment), newest first. The default baseline ("auto")."""
+        ids: list[int] = []
+        conn = self._reader()
+        for chunk in _chunks(list(case_keys)):
+            rows = conn.execute(
+                "SELECT r.id, r.case_key, r.env_id FROM results r JOIN runs ru ON ru.id = r.run_id"
+                f" WHERE r.case_key IN ({', '.join('?' * len(chunk))}) AND r.run_id < ?"
+                " AND r.outcome = 'ok' AND ru.kind IN ('run', 'remeasure')"
+                " AND COALESCE(ru.parent_run, 0) < ?"
+                " ORDER BY r.run_id DESC, r.id DESC", (*chunk, before_run, before_run)).fetchall()
+            seen: dict[tuple, int] = {}
+            for rid, key, env_id in rows:
+                n = seen.get((key, env_id), 0)
+                if n < per_key:
+                    seen[(key, env_id)] = n + 1
+                    ids.append(int(rid))
+        return ids
 
     # -- environments -------------------------------------------------------------------------
 
@@ -602,7 +697,7 @@ class Store:
     def results_frame(self, run_ids: int | Iterable[int] | None = None, *,
                       workload: Any = None, variant: Any = None, dtype: Any = None, target: Any = None,
                       gpu_model: Any = None, outcome: Any = None, case_key: Any = None,
-                      env_id: Any = None, suite_name: Any = None,
+                      env_id: Any = None, suite_name: Any = None, result_ids: Any = None,
                       with_samples: bool = False) -> pd.DataFrame:
         """One row per stored result, with its run, case and environment columns.
 
@@ -610,7 +705,7 @@ class Store:
         ----------
         run_ids : int or iterable of int, optional
             Only these runs (each must exist, else :class:`UnknownRun`); default all runs.
-        workload, variant, dtype, target, gpu_model, outcome, case_key, env_id, suite_name
+        workload, variant, dtype, target, gpu_model, outcome, case_key, env_id, suite_name, result_ids
             Optional filters: a value or an iterable of accepted values.
         with_samples : bool
             Add ``samples`` (list of seconds) and ``sm_clocks_mhz`` (list, None where unknown)
@@ -619,7 +714,7 @@ class Store:
         Returns
         -------
         pandas.DataFrame
-            Columns: result_id, run_id, run_started_at, suite_name, git_commit, kbench_version,
+            Columns: result_id, run_id, run_started_at, suite_name, git_commit, kbench_version, run_kind,
             case_key, workload, variant, params, knobs (JSON text), dtype, target, gpu_model,
             outcome, message, median_s, ci_low_s, ci_high_s, n_samples, discarded, gbps, gflops,
             pct_peak_bw, pct_peak_flops, device, worker, mode, stop_reason, build_s, env_id,
@@ -633,7 +728,7 @@ class Store:
         conn = self._reader()
         filters = {"run_ids": run_ids, "workload": workload, "variant": variant, "dtype": dtype,
                    "target": target, "gpu_model": gpu_model, "outcome": outcome, "case_key": case_key,
-                   "env_id": env_id, "suite_name": suite_name}
+                   "env_id": env_id, "suite_name": suite_name, "result_ids": result_ids}
         if run_ids is not None:
             for rid in _as_list(run_ids):
                 self._check_run(conn, rid)
@@ -864,6 +959,6 @@ def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
 
 
 __all__ = [
-    "DEFAULT_DB", "MIGRATIONS", "RUN_STATUSES", "SCHEMA_VERSION", "DuplicateResult", "Store",
+    "DEFAULT_DB", "MIGRATIONS", "RUN_KINDS", "RUN_STATUSES", "SCHEMA_VERSION", "DuplicateResult", "Store",
     "StoreError", "UnknownRun", "export", "git_commit", "load_results",
 ]

@@ -78,10 +78,10 @@ def test_new_store_has_schema_wal_and_foreign_keys(db):
     assert {"schema_version", "runs", "environments", "cases", "results", "samples"} <= tables(db)
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT version, kbench_version FROM schema_version").fetchall()
-    assert rows == [(1, __version__)]
+    assert rows == [(v, __version__) for v in range(1, store.SCHEMA_VERSION + 1)]
     with Store.open(db) as s:  # reopening migrates nothing
-        assert s.schema_version == 1
-    assert count(db, "schema_version") == 1
+        assert s.schema_version == store.SCHEMA_VERSION
+    assert count(db, "schema_version") == store.SCHEMA_VERSION
 
 
 def test_schema_outcomes_match_model(db):
@@ -119,7 +119,7 @@ def test_version0_db_with_foreign_tables_is_migrated(db):
         conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)")
         conn.execute("INSERT INTO notes (text) VALUES ('keep me')")
     with Store.open(db) as s:
-        assert s.schema_version == 1
+        assert s.schema_version == store.SCHEMA_VERSION
         assert s.list_runs() == []
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT text FROM notes").fetchall() == [("keep me",)]
@@ -137,10 +137,14 @@ def test_failed_migration_from_version0_rolls_back(db):
         assert conn.execute("SELECT name FROM runs").fetchall() == [("old",)]
 
 
+NEXT = store.SCHEMA_VERSION + 1
+
+
 def _add_v2(monkeypatch, statements):
+    """Append a fake migration to version NEXT (the real latest version + 1)."""
     migrations = list(store.MIGRATIONS) + [store._sql(*statements)]
     monkeypatch.setattr(store, "MIGRATIONS", migrations)
-    monkeypatch.setattr(store, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(store, "SCHEMA_VERSION", NEXT)
 
 
 def test_older_version_is_migrated_forward_keeping_rows(db, monkeypatch):
@@ -154,13 +158,14 @@ def test_older_version_is_migrated_forward_keeping_rows(db, monkeypatch):
 
     # a fake version 2 that adds a column and a table
     _add_v2(monkeypatch, ["ALTER TABLE runs ADD COLUMN label TEXT",
-                          "CREATE TABLE baselines (name TEXT PRIMARY KEY, run_id INTEGER)"])
+                          "CREATE TABLE labels (name TEXT PRIMARY KEY, run_id INTEGER)"])
     with Store.open(db) as s:
-        assert s.schema_version == 2
+        assert s.schema_version == NEXT
         assert s.get_results(run)[0] == make_result(make_case(), env_id=env.fingerprint_id(fake_fp()))
         assert s.get_run(run)["label"] is None
     with sqlite3.connect(db) as conn:
-        assert [v for (v,) in conn.execute("SELECT version FROM schema_version ORDER BY version")] == [1, 2]
+        assert ([v for (v,) in conn.execute("SELECT version FROM schema_version ORDER BY version")]
+                == list(range(1, NEXT + 1)))
         after = {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
                  for t in ("results", "samples", "cases", "environments")}
         runs_after = conn.execute("SELECT * FROM runs ORDER BY 1").fetchall()
@@ -173,12 +178,12 @@ def test_failed_forward_migration_leaves_old_version(db, monkeypatch):
     with Store.open(db):
         pass
     _add_v2(monkeypatch, ["ALTER TABLE runs ADD COLUMN label TEXT", "THIS IS NOT SQL"])
-    with pytest.raises(StoreError, match=r"version 1 to 2 failed"):
+    with pytest.raises(StoreError, match=rf"version {NEXT - 1} to {NEXT} failed"):
         Store.open(db)
     with sqlite3.connect(db) as conn:
         cols = [r[1] for r in conn.execute("PRAGMA table_info(runs)")]
         assert "label" not in cols
-        assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == 1
+        assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == NEXT - 1
 
 
 def test_newer_version_is_refused(db):
@@ -190,7 +195,7 @@ def test_newer_version_is_refused(db):
         Store.open(db)
     msg = str(err.value)
     assert str(db) in msg and "version 7" in msg and f"version {store.SCHEMA_VERSION}" in msg
-    assert count(db, "schema_version") == 2  # nothing rewritten
+    assert count(db, "schema_version") == store.SCHEMA_VERSION + 1  # nothing rewritten
 
 
 # -- runs --------------------------------------------------------------------------------------
@@ -503,3 +508,72 @@ def test_git_commit(tmp_path):
     assert store.git_commit(repo) == head
     (repo / "a.txt").write_text("2")
     assert store.git_commit(repo) == head + "-dirty"
+
+
+# -- schema version 2: run kinds and named baselines --------------------------------------------
+
+
+def _v1_file(path):
+    """A store as kbench with schema version 1 wrote it: one finished run with a result."""
+    with sqlite3.connect(path) as conn:
+        store.MIGRATIONS[0](conn)
+        conn.execute("INSERT INTO schema_version VALUES (1, '2026-01-01', '0.1.0')")
+        conn.execute("INSERT INTO runs (started_at, status, suite_name, kbench_version, argv, executor,"
+                     " measure_config) VALUES ('2026-01-01', 'done', 'old', '0.1.0', '[]', 'local', '{}')")
+
+
+def test_v1_store_migrates_to_v2_keeping_runs_as_ordinary(db):
+    _v1_file(db)
+    with Store.open(db) as s:
+        assert s.schema_version == 2
+        run = s.get_run(1)
+        assert run["suite_name"] == "old" and run["kind"] == "run" and run["parent_run"] is None
+        assert s.list_baselines() == []
+
+
+def test_run_kinds_and_parent(db):
+    with Store.open(db) as s:
+        parent = s.begin_run(FakeSuite(), [], "local", MeasureConfig())
+        cal = s.begin_run(FakeSuite(), [], "local", MeasureConfig(), kind="calibration")
+        again = s.begin_run(FakeSuite(), [], "local", MeasureConfig(), kind="remeasure", parent_run=parent)
+        assert [s.get_run(r)["kind"] for r in (parent, cal, again)] == ["run", "calibration", "remeasure"]
+        assert s.get_run(again)["parent_run"] == parent
+        with pytest.raises(StoreError, match="kind 'bogus'"):
+            s.begin_run(FakeSuite(), [], "local", None, kind="bogus")
+        with pytest.raises(store.UnknownRun, match="no run 99"):
+            s.begin_run(FakeSuite(), [], "local", None, kind="remeasure", parent_run=99)
+
+
+def test_named_baselines(db):
+    with Store.open(db) as s:
+        r1 = s.begin_run(FakeSuite(), [], "local", MeasureConfig())
+        r2 = s.begin_run(FakeSuite(), [], "local", MeasureConfig())
+        cal = s.begin_run(FakeSuite(), [], "local", MeasureConfig(), kind="calibration")
+        s.set_baseline("nightly", r1, note="first")
+        assert s.get_baseline("nightly")["run_id"] == r1
+        s.set_baseline("nightly", r2)  # moves, does not duplicate
+        assert [(b["name"], b["run_id"]) for b in s.list_baselines()] == [("nightly", r2)]
+        with pytest.raises(store.UnknownRun):
+            s.set_baseline("x", 42)
+        with pytest.raises(StoreError, match="calibration run"):
+            s.set_baseline("x", cal)
+        with pytest.raises(StoreError, match="empty"):
+            s.set_baseline("  ", r1)
+        assert s.delete_baseline("nightly") and not s.delete_baseline("nightly")
+        assert s.get_baseline("nightly") is None
+
+
+def test_latest_results_skips_calibration_failed_and_newer_runs(db):
+    case = make_case()
+    with Store.open(db) as s:
+        runs = {}
+        for name, kind in (("a", "run"), ("b", "run"), ("cal", "calibration"), ("new", "run")):
+            runs[name] = s.begin_run(FakeSuite(), [], "local", MeasureConfig(), kind=kind)
+        ids = {n: s.record_result(runs[n], make_result(case), env=fake_fp()) for n in ("a", "b", "cal")}
+        s.record_result(runs["new"], make_result(case), env=fake_fp())
+        assert s.latest_results([case.key], before_run=runs["new"]) == [ids["b"]]
+        assert s.latest_results([case.key], before_run=runs["new"], per_key=5) == [ids["b"], ids["a"]]
+        assert s.latest_results([case.key], before_run=runs["b"]) == [ids["a"]]
+        assert s.latest_results(["nope"], before_run=runs["new"]) == []
+        frame = s.results_frame(result_ids=[ids["a"]])
+        assert frame["result_id"].tolist() == [ids["a"]] and frame["run_kind"].tolist() == ["run"]
