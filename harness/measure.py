@@ -215,6 +215,7 @@ class Timer:
         self._launches: List[Launch] = []
         self._next = 0
         self._count = 0
+        self.extra_s = 0.0  # injected dependent work per launch (calibration), see inject()
 
     # -- driven by measure() --------------------------------------------------------------------
 
@@ -244,6 +245,22 @@ class Timer:
     def end(self) -> Dict[str, Any]:
         """Free what :meth:`begin` allocated; return the telemetry (before/after, settings)."""
         return self._teardown()
+
+    def inject(self, seconds: float) -> None:
+        """Calibration (``MeasureConfig.slowdown``): from now on every launch in a timed sample is
+        followed, inside the timed region, by ``seconds`` of work that depends on nothing but
+        delays the end of the sample: a busy wait on the host clock (CPU and host-timed OpenCL)
+        or a one-thread kernel spinning on the GPU's nanosecond timer (CUDA, same stream)."""
+        if seconds < 0:
+            raise ValueError(f"injected work must be >= 0 seconds, got {seconds}")
+        self.extra_s = float(seconds)
+
+    def _spin_host(self) -> None:
+        """Busy-wait ``extra_s * batch`` seconds on the host clock (see :meth:`inject`)."""
+        if self.extra_s > 0:
+            until = time.perf_counter() + self.extra_s * self.batch
+            while time.perf_counter() < until:
+                pass
 
     def clock_floor_mhz(self, config: MeasureConfig) -> Optional[float]:
         """Samples with an SM clock below this are discarded (None: no clock known)."""
@@ -314,9 +331,11 @@ class CpuTimer(Timer):
             f = self._pick()
             t0 = time.perf_counter()
             f()
+            self._spin_host()
             return time.perf_counter() - t0, None
         t0 = time.perf_counter()
         self._run_batch()
+        self._spin_host()
         return (time.perf_counter() - t0) / self.batch, None
 
     def _teardown(self) -> Dict[str, Any]:
@@ -393,6 +412,9 @@ class OpenCLTimer(Timer):
         q = self.queue
         if self.mode == "cold":
             cl.enqueue_fill_buffer(q, self._buffer, np.uint8(self._count & 0xFF), 0, self._flush_size)
+        if self.profiling and self.extra_s > 0:
+            raise ValueError("slowdown injection needs a host-timed OpenCL queue (profiling off, as the"
+                             " kernels runtime's queue is); this queue has profiling on")
         if self.profiling:
             m0 = cl.enqueue_marker(q)
             self._run_batch()
@@ -406,6 +428,7 @@ class OpenCLTimer(Timer):
         t0 = time.perf_counter()
         self._run_batch()
         q.finish()
+        self._spin_host()
         return (time.perf_counter() - t0) / self.batch, None
 
     def _teardown(self) -> Dict[str, Any]:
@@ -585,6 +608,7 @@ class CudaTimer(Timer):
         self._flush_fn: Any = None
         self._flush_grid = (1, 1, 1)
         self._enqueue_s = 1e-4
+        self._extra_ns = 0
         self._nvml_handle: Any = None
         self._before: Dict[str, Any] = {}
         self._static: Dict[str, Any] = {}
@@ -598,7 +622,7 @@ class CudaTimer(Timer):
         self.l2_bytes = int(dev.get_attribute(drv.device_attribute.L2_CACHE_SIZE))
         with self._ctx:
             self._events = (drv.Event(), drv.Event())
-            if self.spin or (self.mode == "cold" and self.flush == "read"):
+            if self.spin or config.slowdown or (self.mode == "cold" and self.flush == "read"):
                 try:
                     self._helpers = drv.module_from_buffer(_HELPERS_PTX)
                     self._spin_fn = self._helpers.get_function("kbench_spin")
@@ -642,6 +666,32 @@ class CudaTimer(Timer):
         self._static["nvml"] = nv is not None
         self._before = _gpu_snapshot(self._nvml_handle)
 
+    def inject(self, seconds: float) -> None:
+        """See :meth:`Timer.inject`. The spin kernel's own launch gap (measured here: events around
+        a zero-length spin) is subtracted, so the sample grows by ``seconds`` per launch, not more."""
+        super().inject(seconds)
+        self._extra_ns = 0
+        if seconds <= 0:
+            return
+        if self._helpers is None:
+            raise ValueError("slowdown injection on CUDA needs the helper PTX, which this driver refused: "
+                             + str(self._static.get("helpers_error", "")))
+        if self._spin_fn is None:
+            self._spin_fn = self._helpers.get_function("kbench_spin")
+            self._spin_fn.prepare("Q")
+        start, end = self._events
+        gaps = []
+        with self._ctx:
+            for _ in range(7):
+                start.record()
+                self._spin_fn.prepared_call((1, 1, 1), (1, 1, 1), np.uint64(0))
+                end.record()
+                end.synchronize()
+                gaps.append(start.time_till(end) * 1e-3)
+        gap = statistics.median(gaps)
+        self._extra_ns = max(1, int((seconds * self.batch - gap) * 1e9))
+        self._static["injected_gap_s"] = gap
+
     def clock_floor_mhz(self, config: MeasureConfig) -> Optional[float]:
         if self.max_clock_mhz is None or self.max_clock_mhz <= 0:
             return None
@@ -672,6 +722,8 @@ class CudaTimer(Timer):
                     drv.memset_d8_async(self._buffer, self._count & 0xFF, self._flush_size)
             start.record()
             self._run_batch()
+            if self._extra_ns:
+                self._spin_fn.prepared_call((1, 1, 1), (1, 1, 1), np.uint64(self._extra_ns))
             end.record()
             self._enqueue_s = time.perf_counter() - h0
             end.synchronize()
@@ -735,7 +787,9 @@ def _warm_up(timer: Timer, config: MeasureConfig, t0: float) -> Tuple[int, float
             last = times[-window:]
             if max(last) <= (1.0 + WARMUP_TOLERANCE) * min(last):
                 break
-    return launches, (times[-1] if times else first)
+    # the per-launch time at the end of warm-up: the median of the last window (calibration's
+    # injected work is a fraction of it)
+    return launches, (statistics.median(times[-window:]) if times else first)
 
 
 def measure(timer: Timer, launch: Launches, config: Optional[MeasureConfig] = None) -> Timing:
@@ -768,7 +822,9 @@ def measure(timer: Timer, launch: Launches, config: Optional[MeasureConfig] = No
     discarded = 0
     reason = ""
     try:
-        warm_launches, _ = _warm_up(timer, config, t0)
+        warm_launches, per_launch = _warm_up(timer, config, t0)
+        if config.slowdown:
+            timer.inject(config.slowdown * per_launch)
         warm_s = time.perf_counter() - t0
         floor = timer.clock_floor_mhz(config)
         measured = 0.0  # timed seconds of the kept samples
@@ -807,6 +863,8 @@ def measure(timer: Timer, launch: Launches, config: Optional[MeasureConfig] = No
         "kind": timer.kind,
         "clock_floor_mhz": floor,
     })
+    if config.slowdown:
+        telemetry.update({"slowdown": config.slowdown, "injected_s": timer.extra_s})
     return Timing(
         samples=tuple(samples),
         discarded=discarded,

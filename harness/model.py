@@ -83,6 +83,9 @@ class MeasureConfig:
     clock_floor: float = 0.75  # discard samples taken below this fraction of the max SM clock
     mode: str = "cold"  # "cold" (L2 flushed before each sample) or "hot" (CUDA graph of many launches)
     seed: int = 0
+    # calibration only (`kbench calibrate`): dependent work added inside every timed sample, as a
+    # fraction of the case's own time per launch (0.05 = the case gets 5 % slower); 0 = none
+    slowdown: float = 0.0
 
 
 @dataclass(frozen=True)

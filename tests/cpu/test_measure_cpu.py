@@ -115,3 +115,41 @@ def test_opencl_timer_uses_profiling_markers_on_a_profiling_queue():
         _assert_timing(t, "opencl")
         assert t.mode == mode
         assert dict(t.telemetry)["timer"] == "opencl-profiling"
+
+
+# -- calibration: injected slowdown -------------------------------------------------------------
+
+
+def _interleaved_ratio(timer_factory, launch, slowdown, rounds=3):
+    """Median of (with injection) / median (without), alternating the two so drift cancels."""
+    cfg = MeasureConfig(max_time_s=0.3, min_time_s=0.05, min_samples=20, max_rel_ci=0.002)
+    base, slow = [], []
+    for _ in range(rounds):
+        base.append(measure(timer_factory(), launch, cfg).median)
+        t = measure(timer_factory(), launch, MeasureConfig(**{**cfg.__dict__, "slowdown": slowdown}))
+        tel = dict(t.telemetry)
+        assert tel["slowdown"] == slowdown and tel["injected_s"] > 0
+        slow.append(t.median)
+    return float(np.median(slow) / np.median(base))
+
+
+def test_cpu_timer_injected_slowdown_is_the_asked_fraction():
+    _, f, host = _case("default", "c")
+    launch = module_launcher(f, host)
+    ratio = _interleaved_ratio(CpuTimer, launch, 0.20)
+    # 20 % of the warm-up estimate is added to each sample: the ratio of medians lands near 1.20
+    assert 1.10 < ratio < 1.32, ratio
+
+
+@needs_opencl
+def test_opencl_timer_injected_slowdown_is_the_asked_fraction():
+    _, f, host = _case("bind", "opencl")
+    arrays = [tvm.nd.array(x, tvm.opencl(0)) for x in host]
+    launch = module_launcher(f, arrays)
+    ratio = _interleaved_ratio(OpenCLTimer, launch, 0.20)
+    assert 1.10 < ratio < 1.32, ratio
+
+
+def test_inject_rejects_negative():
+    with pytest.raises(ValueError, match=">= 0"):
+        CpuTimer().inject(-1.0)
