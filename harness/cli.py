@@ -31,6 +31,22 @@ def _db_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", type=Path, default=settings().db, help="result store (SQLite file; default %(default)s)")
 
 
+def _default_out() -> Path:
+    from .config import settings
+
+    return settings().out_dir
+
+
+def _verdict_args(p: argparse.ArgumentParser, baseline_help: str) -> None:
+    p.add_argument("--baseline", metavar="SPEC", help=baseline_help)
+    p.add_argument("--fail-on", metavar="SPEC",
+                   help='gate, e.g. "median:3%%": SLOWER beyond 3 %% fails (exit 1); add ",ambiguous" to fail on '
+                        "inconclusive cases (exit 3), which the gate otherwise passes; default: the suite "
+                        "threshold, and inconclusive exits 3")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="write the HTML report and CI outputs (Markdown, JUnit, JSON, CSV) here")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kbench", description="GPU-kernel benchmark and regression harness.")
     parser.add_argument("--version", action="version", version=f"kbench {__version__}")
@@ -49,6 +65,51 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--targets", help="comma-separated subset of targets (c,opencl,cuda)")
     run.add_argument("--max-time", type=float, metavar="S", help="cap on measuring time per case (seconds)")
     run.add_argument("--min-time", type=float, metavar="S", help="least measuring time per case (seconds)")
+    _verdict_args(run, baseline_help="judge the run against RUN, runs R1,R2,.. (pooled), a named baseline, "
+                  "or 'auto' (each case's most recent result on the same device)")
+    run.add_argument("--no-remeasure", action="store_true",
+                     help="do not re-measure AMBIGUOUS cases once (the default does)")
+
+    cmp_ = commands.add_parser("compare", help="judge one run (or pooled runs) against another")
+    cmp_.add_argument("base", help="baseline: RUN, R1,R2,.. (samples pooled) or a baseline name")
+    cmp_.add_argument("new", help="new: RUN or R1,R2,.. (samples pooled)")
+    cmp_.add_argument("--fail-on", metavar="SPEC", help='gate, e.g. "median:3%%" or "median:3%%,ambiguous" '
+                      "(see kbench run --help)")
+    cmp_.add_argument("--out", type=Path, metavar="DIR", help="write the report and CI outputs of NEW here")
+    _db_arg(cmp_)
+
+    rep = commands.add_parser("report", help="write a run's HTML report and CI outputs")
+    rep.add_argument("run_id", type=int)
+    rep.add_argument("--baseline", metavar="SPEC", help="RUN, R1,R2,.., a baseline name or 'auto'")
+    rep.add_argument("--out", type=Path, metavar="DIR", help="output folder (default %(default)s)",
+                     default=_default_out())
+    _db_arg(rep)
+
+    bl = commands.add_parser("baseline", help="named baselines: set, list, show, delete")
+    bl_sub = bl.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
+    bl_set = bl_sub.add_parser("set", help="point NAME at RUN")
+    bl_set.add_argument("name")
+    bl_set.add_argument("run_id", type=int)
+    bl_set.add_argument("--note", default="")
+    _db_arg(bl_set)
+    _db_arg(bl_sub.add_parser("list", help="list named baselines"))
+    for action in ("show", "delete"):
+        b = bl_sub.add_parser(action, help=f"{action} baseline NAME")
+        b.add_argument("name")
+        _db_arg(b)
+
+    cal = commands.add_parser("calibrate", help="A/A false-positive rate and injected-slowdown detection rate")
+    cal.add_argument("suite")
+    cal.add_argument("--trials", type=int, default=3, help="trials of A, A, A-slowed runs (default %(default)s)")
+    cal.add_argument("--slowdown", type=float, default=0.05, help="injected slowdown (default %(default)s = 5 %%)")
+    cal.add_argument("--executor", choices=["ray", "local"], default="ray")
+    cal.add_argument("--address")
+    cal.add_argument("--targets", help="comma-separated subset of targets (c,opencl,cuda)")
+    cal.add_argument("--max-time", type=float, metavar="S")
+    cal.add_argument("--min-time", type=float, metavar="S")
+    cal.add_argument("--out", type=Path, metavar="DIR", default=_default_out(),
+                     help="write calibration.json here (default %(default)s)")
+    _db_arg(cal)
 
     lst = commands.add_parser("list", help="list workloads, variants, suites or runs")
     lst.add_argument("what", choices=["workloads", "variants", "suites", "runs"])

@@ -31,7 +31,10 @@ def dispatch(args, argv: List[str]) -> int:
     from .suite import SuiteError
 
     try:
-        return {"run": cmd_run, "list": cmd_list, "show": cmd_show, "export": cmd_export}[args.command](args, argv)
+        handlers = {"run": cmd_run, "list": cmd_list, "show": cmd_show, "export": cmd_export,
+                    "compare": cmd_compare, "report": cmd_report, "baseline": cmd_baseline,
+                    "calibrate": cmd_calibrate}
+        return handlers[args.command](args, argv)
     except SuiteError as exc:
         err.print(f"[red]{escape(str(exc))}[/red]", highlight=False)
         return EXIT_USAGE
@@ -82,6 +85,10 @@ def cmd_run(args, argv) -> int:
                 med = payload.timing.median if payload.timing else None
                 progress.console.print(f"ok {escape(payload.case.key)} {_fmt_time(med)}", highlight=False)
 
+    if args.fail_on:
+        from .compare import parse_fail_on
+
+        parse_fail_on(args.fail_on)  # a bad gate is a usage error before anything runs
     with progress:
         summary = run_suite(args.suite, args.db, args.executor, args.address, args.resume, args.compare_gpus,
                             targets, argv, on_event, overrides)
@@ -90,7 +97,30 @@ def cmd_run(args, argv) -> int:
     out.print(f"run {summary.run_id}: {counts}; nvcc calls {summary.nvcc_calls}; {summary.seconds:.1f} s "
               f"({summary.dispatch_s:.1f} s dispatching)")
     out.print(f"results: {Path(args.db).resolve()} (kbench show {summary.run_id} --db {args.db})")
-    return summary.exit_code
+    code = summary.exit_code
+    judgement = None
+    if args.baseline:
+        from . import judge
+        from .store import Store
+
+        def rerun(keys):
+            err.print(f"re-measuring {len(keys)} AMBIGUOUS case(s) once")
+            again = run_suite(args.suite, args.db, args.executor, args.address, targets=targets, argv=argv,
+                              measure_overrides=overrides, kind="remeasure", parent_run=summary.run_id,
+                              only_keys=keys)
+            return again.run_id
+
+        with Store.open(args.db) as st:
+            judgement = judge.judge(st, summary.run_id, args.baseline, fail_on=args.fail_on)
+            if not args.no_remeasure:
+                judgement = judge.remeasure_ambiguous(st, summary.run_id, judgement, rerun, args.baseline,
+                                                      fail_on=args.fail_on)
+        _print_verdicts(judgement)
+        # a correctness failure (2) outranks a speed verdict (1 slower, 3 inconclusive)
+        code = 2 if 2 in (summary.exit_code, judgement.exit_code) else judgement.exit_code
+    if args.out:
+        _write_outputs(args.db, summary.run_id, judgement, args.out)
+    return code
 
 
 def _num(x):
@@ -111,6 +141,125 @@ def _print_run_table(db, run_id: int) -> None:
         table.add_row(escape(str(r["case_key"])), str(r["outcome"]), _fmt_time(med), ci,
                       "-" if gbps is None else f"{gbps:.1f}", escape(str(r.get("device") or "")))
     out.print(table)
+
+
+def _pct(x) -> str:
+    return "-" if x is None or x != x else f"{(x - 1) * 100:+.1f}%"
+
+
+_VERDICT_STYLE = {"SAME": "green", "FASTER": "cyan", "SLOWER": "red", "AMBIGUOUS": "yellow", "WRONG": "red",
+                  "NEW": "blue", "MISSING": "magenta"}
+
+
+def _print_verdicts(judgement) -> None:
+    table = Table(title=f"verdicts vs {escape(judgement.baseline_label)}")
+    for col in ("case", "verdict", "base", "new", "change", "95% CI of change", "q"):
+        table.add_column(col, justify="left" if col in ("case", "verdict") else "right")
+    for v in judgement.verdicts:
+        ci = "-" if not v.ratio_ci else f"{_pct(v.ratio_ci[0])} .. {_pct(v.ratio_ci[1])}"
+        style = _VERDICT_STYLE.get(v.verdict, "white")
+        mark = " (re-measured)" if v.remeasured else ""
+        table.add_row(escape(v.case_key), f"[{style}]{v.verdict}[/{style}]{mark}", _fmt_time(v.base_median_s),
+                      _fmt_time(v.new_median_s), _pct(v.ratio), ci,
+                      "-" if v.q_value is None else f"{v.q_value:.3g}")
+    out.print(table)
+    counts = ", ".join(f"{k} {n}" for k, n in sorted(judgement.counts().items()))
+    out.print(f"verdicts vs {escape(judgement.baseline_label)}: {counts or 'nothing compared'}; "
+              f"exit code {judgement.exit_code}")
+
+
+def _write_outputs(db, run_id: int, judgement, out_dir: Path) -> None:
+    from . import judge
+    from .store import Store
+
+    with Store.open(db, create=False) as st:
+        paths = judge.write_outputs(st, run_id, judgement, Path(out_dir))
+    for kind, path in paths.items():
+        out.print(f"{kind}: {path}")
+
+
+def cmd_compare(args, argv) -> int:
+    from . import judge
+    from .store import Store
+
+    with Store.open(args.db, create=False) as st:
+        judgement = judge.judge(st, args.new, args.base, fail_on=args.fail_on)
+        new_ids, _ = judge.parse_runs(st, args.new, "new run")
+    _print_verdicts(judgement)
+    if args.out:
+        _write_outputs(args.db, new_ids[-1], judgement, args.out)
+    return judgement.exit_code
+
+
+def cmd_report(args, argv) -> int:
+    from . import judge
+    from .store import Store
+
+    judgement = None
+    with Store.open(args.db, create=False) as st:
+        if st.get_run(args.run_id) is None:
+            raise ValueError(f"no run {args.run_id} in {args.db}")
+        if args.baseline:
+            judgement = judge.judge(st, args.run_id, args.baseline)
+    if judgement:
+        _print_verdicts(judgement)
+    _write_outputs(args.db, args.run_id, judgement, args.out)
+    return 0
+
+
+def cmd_baseline(args, argv) -> int:
+    from .store import Store
+
+    with Store.open(args.db, create=args.action == "set") as st:
+        if args.action == "set":
+            st.set_baseline(args.name, args.run_id, args.note)
+            out.print(f"baseline {escape(args.name)} -> run {args.run_id}")
+        elif args.action == "list":
+            for b in st.list_baselines():
+                out.print(f"{escape(b['name'])}: run {b['run_id']} (set {b['set_at']}) {escape(b['note'])}")
+        elif args.action == "show":
+            b = st.get_baseline(args.name)
+            if b is None:
+                raise ValueError(f"no baseline named {args.name!r} in {args.db}")
+            run = st.get_run(b["run_id"])
+            out.print(f"{escape(b['name'])}: run {b['run_id']} of suite {escape(run['suite_name'])}, "
+                      f"commit {run['git_commit']}, started {run['started_at']}, {run['n_results']} results; "
+                      f"set {b['set_at']} {escape(b['note'])}")
+        elif not st.delete_baseline(args.name):
+            raise ValueError(f"no baseline named {args.name!r} in {args.db}")
+        else:
+            out.print(f"deleted baseline {escape(args.name)}")
+    return 0
+
+
+def cmd_calibrate(args, argv) -> int:
+    from .calibrate import calibrate
+
+    targets = [t.strip() for t in args.targets.split(",")] if args.targets else None
+    overrides = {k: v for k, v in (("max_time_s", args.max_time), ("min_time_s", args.min_time)) if v}
+
+    def on_event(kind, payload):
+        if kind == "run":
+            err.print(payload)
+
+    cal = calibrate(args.suite, args.db, trials=args.trials, slowdown=args.slowdown, executor_kind=args.executor,
+                    address=args.address, targets=targets, measure_overrides=overrides, argv=argv,
+                    on_event=on_event)
+    table = Table(title=f"calibration of {escape(cal.suite)}: {cal.trials} trial(s)")
+    for col in ("check", "comparisons", "SAME", "FASTER", "SLOWER", "AMBIGUOUS", "rate"):
+        table.add_column(col, justify="left" if col == "check" else "right")
+    for name, counts, n, rate, what in (
+            ("A/A (same code twice)", cal.aa, cal.aa_comparisons, cal.false_positive_rate, "false alarms"),
+            (f"injected {cal.slowdown:.0%} slowdown", cal.slowed, cal.slowed_comparisons, cal.detection_rate,
+             "detected")):
+        table.add_row(name, str(n), *(str(counts[v]) for v in ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")),
+                      f"{rate:.1%} {what}" if rate == rate else "-")
+    out.print(table)
+    out.print(f"observed slowdown of the injected runs: {cal.observed_slowdown:+.1%} (asked {cal.slowdown:.0%}); "
+              f"runs {cal.runs[0]}..{cal.runs[-1]} in {args.db} (kind calibration); {cal.seconds:.0f} s")
+    path = cal.write_json(Path(args.out) / "calibration.json")
+    out.print(f"calibration: {path}")
+    return 0
 
 
 def cmd_list(args, argv) -> int:

@@ -6,7 +6,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Collection, List, Optional, Sequence
 
 from .model import MeasureConfig, Result
 
@@ -48,7 +48,14 @@ def _available_targets(gpus: float) -> set:
 def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Optional[str] = None,
               resume: Optional[int] = None, compare_gpus: bool = False, targets: Optional[Sequence[str]] = None,
               argv: Sequence[str] = (), on_event: Optional[Callable[[str, object], None]] = None,
-              measure_overrides: Optional[dict] = None) -> RunSummary:
+              measure_overrides: Optional[dict] = None, *, kind: str = "run", parent_run: Optional[int] = None,
+              only_keys: Optional[Collection[str]] = None, executor=None) -> RunSummary:
+    """Plan ``suite_path``, run every case (or only ``only_keys``) and store each result as it arrives.
+
+    ``kind``/``parent_run`` label the stored run (see harness.store: "calibration" runs are never
+    baselines; a "remeasure" run re-times some cases of ``parent_run``). ``executor``: an already
+    started executor to reuse (it is not closed here); by default one of ``executor_kind`` is made
+    and closed at the end."""
     from . import dispatch
     from . import plan as planmod
     from . import store as storemod
@@ -61,7 +68,9 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
         config = replace(config, **measure_overrides)
     t0 = time.time()
     with storemod.Store.open(db) as st:
-        executor = dispatch.make_executor(executor_kind, address=address, imports=tuple(suite.imports))
+        own = executor is None
+        if own:
+            executor = dispatch.make_executor(executor_kind, address=address, imports=tuple(suite.imports))
         try:
             models = executor.gpu_models()
             cluster = executor.cluster_summary()
@@ -72,6 +81,8 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
             from .worker import peer_cases
 
             cases += peer_cases(cases, suite.peers)
+            if only_keys is not None:
+                cases = [c for c in cases if c.key in only_keys]
             skipped = sorted({c.target for c in suite.cases} - avail)
             if resume is not None:
                 if st.get_run(resume) is None:
@@ -79,7 +90,8 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
                 run_id = resume
                 cases = planmod.missing(cases, st.resume_run(run_id))
             else:
-                run_id = st.begin_run(suite, list(argv), executor_kind, config, git_commit=storemod.git_commit())
+                run_id = st.begin_run(suite, list(argv), executor_kind, config, git_commit=storemod.git_commit(),
+                                      kind=kind, parent_run=parent_run)
             summary = RunSummary(run_id, Path(db), len(cases), skipped_targets=skipped)
             emit("planned", summary)
             def on_result(r: Result) -> None:
@@ -107,6 +119,7 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
                 summary.dispatch_s = time.time() - t_dispatch
                 st.finish_run(run_id, status)
         finally:
-            executor.close()
+            if own:
+                executor.close()
     summary.seconds = time.time() - t0
     return summary

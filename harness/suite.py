@@ -818,6 +818,8 @@ _MEASURE_RULES = {
     "clock_floor": (lambda v: 0 <= v <= 1, "a fraction in [0, 1]"),
     "mode": (lambda v: v in MEASURE_MODES, f"one of {', '.join(MEASURE_MODES)}"),
     "seed": (lambda v: v >= 0, "a non-negative integer"),
+    # an injected slowdown belongs to `kbench calibrate` (its runs are never baselines), not to a suite
+    "slowdown": (lambda v: v == 0, "0 in a suite (kbench calibrate --slowdown injects one)"),
 }
 
 

@@ -11,6 +11,8 @@ worker's ``PYTHONPATH``) and it registers:
 * ``planted_kill_once`` — a correct kernel whose *build* SIGKILLs the worker process the first time
   it runs for a given marker file (knob ``marker``): the retry finds the marker and succeeds.
 * ``planted_wrong`` — a correct-looking kernel checked against a wrong reference: outcome ``wrong``.
+* ``planted_regress`` — correct, until the environment variable PLANTED_BREAK is set: then
+  ``wrong`` (a correctness regression between two runs).
 
 All take ``n`` and float32; the well-behaved ones compute ``B[i] = 2 * A[i]``.
 """
@@ -86,3 +88,6 @@ _planted("planted_kill_once", _kill_once, (("marker", ""),),
          description="SIGKILLs its worker while building, once per marker file")
 _planted("planted_wrong", _scale, reference=lambda a: [2.0 * a[0].astype(np.float64) + 1.0],
          description="checked against a wrong reference")
+_planted("planted_regress", _scale,
+         reference=lambda a: [2.0 * a[0].astype(np.float64) + (1.0 if os.environ.get("PLANTED_BREAK") else 0.0)],
+         description="correct, unless PLANTED_BREAK is set in the worker's environment (then wrong)")

@@ -278,3 +278,20 @@ def test_flush_kinds_and_ncu_style_agreement(rowsum):
     assert dict(read.telemetry)["flush_bytes"] == 2 * l2_cache_bytes(0)
     print(f"\nread flush {read.median * 1e6:.2f} us, memset flush {memset.median * 1e6:.2f} us")
     assert read.median <= memset.median * 1.005
+
+
+@pytest.mark.parametrize("slowdown", [0.05, 0.20])
+def test_injected_slowdown_on_cuda_is_the_asked_fraction(rowsum, slowdown):
+    """Calibration's injected work (a timer-spin kernel inside the events, its own launch gap
+    subtracted): the ratio of medians, alternating plain and slowed measurements, is 1 + slowdown
+    within 1.5 percentage points."""
+    *_, launch = rowsum
+    cfg = MeasureConfig(max_time_s=1.0, min_time_s=0.2)
+    plain, slowed = [], []
+    for _ in range(3):
+        plain.append(measure(CudaTimer(0), launch, cfg).median)
+        t = measure(CudaTimer(0), launch, MeasureConfig(max_time_s=1.0, min_time_s=0.2, slowdown=slowdown))
+        assert dict(t.telemetry)["injected_s"] == pytest.approx(slowdown * statistics.median(plain), rel=0.1)
+        slowed.append(t.median)
+    ratio = statistics.median(slowed) / statistics.median(plain)
+    assert abs(ratio - (1 + slowdown)) < 0.015, ratio

@@ -1,0 +1,183 @@
+"""Judging runs against baselines (DESIGN.md 7): which results a baseline means, the verdicts, the
+one automatic re-measure of AMBIGUOUS cases, and the exit code. The statistics live in
+:mod:`harness.compare`; this module only finds the samples to feed them.
+
+Baseline specs (``kbench run --baseline X``, ``kbench report RUN --baseline X``, ``kbench compare BASE NEW``):
+
+``auto``        per case, the most recent ``ok`` result of an older ordinary run on the same device
+                fingerprint (calibration runs never count);
+``7``           run 7;
+``1,3,5``       runs 1, 3 and 5 with their samples pooled (interleaved A/B rounds);
+``NAME``        the run that named baseline ``NAME`` points at (``kbench baseline set NAME RUN``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .model import Verdict
+from .store import Store, StoreError, UnknownRun
+
+#: default practical threshold when neither the suite nor --fail-on gives one (DESIGN.md 7)
+DEFAULT_THRESHOLD = 0.03
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The verdicts of one comparison, what it was compared with, and its exit code."""
+
+    verdicts: tuple[Verdict, ...]
+    baseline_label: str  # e.g. "run 3", "runs 1,3,5", "baseline nightly (run 3)", "recent history"
+    exit_code: int
+    gate: str | None = None  # the --fail-on spec that applied, if any
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for v in self.verdicts:
+            out[v.verdict] = out.get(v.verdict, 0) + 1
+        return out
+
+
+def parse_runs(store: Store, spec: str, what: str) -> tuple[tuple[int, ...], str]:
+    """Run ids and a label for a run spec: ``7``, ``1,3,5`` or a baseline name (not ``auto``).
+
+    Raises
+    ------
+    ValueError
+        Naming ``what`` (e.g. "--baseline") when the spec names no run or baseline in the store.
+    """
+    text = str(spec).strip()
+    if not text:
+        raise ValueError(f"{what}: empty run spec (give a run id, ids like 1,3,5, or a baseline name)")
+    parts = [p.strip() for p in text.split(",")]
+    if all(p.isdigit() for p in parts):
+        ids = tuple(int(p) for p in parts)
+        for rid in ids:
+            if store.get_run(rid) is None:
+                raise ValueError(f"{what}: no run {rid} in {store.path}")
+        label = f"run {ids[0]}" if len(ids) == 1 else f"runs {','.join(map(str, ids))}"
+        return ids, label
+    if len(parts) > 1:
+        raise ValueError(f"{what}: {text!r} mixes run ids and names; give run ids like 1,3,5 or one baseline name")
+    base = store.get_baseline(text)
+    if base is None:
+        names = ", ".join(b["name"] for b in store.list_baselines()) or "none"
+        raise ValueError(f"{what}: {text!r} is neither a run id nor a named baseline in {store.path} "
+                         f"(named baselines: {names})")
+    return (int(base["run_id"]),), f"baseline {text} (run {base['run_id']})"
+
+
+def suite_thresholds(store: Store, run_id: int) -> tuple[float, dict[str, float]]:
+    """(suite threshold, {case key: threshold}) from the suite file a run was made from, when that
+    file still exists and parses; else the default 3 % and no overrides."""
+    from .suite import SuiteError, load_suite
+
+    run = store.get_run(run_id)
+    path = run and run.get("suite_path")
+    if not path or not Path(path).is_file():
+        return DEFAULT_THRESHOLD, {}
+    try:
+        suite = load_suite(path)
+    except (SuiteError, OSError):
+        return DEFAULT_THRESHOLD, {}
+    frame = store.results_frame(run_id)
+    per_case = {k: suite.threshold(w) for k, w in zip(frame["case_key"], frame["workload"])}
+    return suite.regression_threshold, per_case
+
+
+def _frames(store: Store, new_runs: Sequence[int], base_runs: Sequence[int] | None):
+    new = store.results_frame(list(new_runs), with_samples=True)
+    if base_runs is not None:
+        base = store.results_frame(list(base_runs), with_samples=True)
+    else:
+        keys = sorted(set(new["case_key"]))
+        ids = store.latest_results(keys, before_run=min(new_runs)) if keys else []
+        base = store.results_frame(result_ids=ids, with_samples=True) if ids else new.iloc[0:0]
+        # only the same device fingerprint counts as history (DESIGN.md 7)
+        pairs = set(zip(new["case_key"], new["env_id"]))
+        base = base[[(k, e) in pairs for k, e in zip(base["case_key"], base["env_id"])]]
+    return new, base
+
+
+def judge(store: Store, new_spec: str | int, baseline: str = "auto", *, fail_on: str | None = None,
+          threshold: float | None = None, thresholds: dict[str, float] | None = None,
+          seed: int = 0) -> Judgement:
+    """Verdicts of ``new_spec`` (a run id, or ids to pool) against ``baseline`` (see the module doc).
+
+    The practical threshold is, in order: ``--fail-on median:N%``, ``threshold``/``thresholds``
+    given by the caller, the suite file's thresholds, 3 %.
+    """
+    from . import compare
+
+    gates = compare.parse_fail_on(fail_on) if fail_on else {}
+    new_ids, _ = parse_runs(store, str(new_spec), "new run")
+    if str(baseline).strip().lower() == "auto":
+        base_ids, label = None, "recent history (same case, same device fingerprint)"
+    else:
+        base_ids, label = parse_runs(store, str(baseline), "baseline")
+        if set(base_ids) & set(new_ids):
+            raise ValueError(f"baseline {baseline!r} and the new run share run ids {sorted(set(base_ids) & set(new_ids))}")
+    if threshold is None and thresholds is None:
+        threshold, thresholds = suite_thresholds(store, new_ids[-1])
+    if "threshold" in gates:
+        threshold, thresholds = gates["threshold"], None
+    new, base = _frames(store, new_ids, base_ids)
+    verdicts = compare.compare_frames(new, base, threshold=threshold or DEFAULT_THRESHOLD,
+                                      thresholds=thresholds or None, seed=seed)
+    return _judgement(verdicts, label, fail_on)
+
+
+def _judgement(verdicts: Sequence[Verdict], label: str, fail_on: str | None) -> Judgement:
+    """Exit code per DESIGN.md 7. Under an explicit ``--fail-on`` gate an inconclusive result (3)
+    fails only when the gate lists ``ambiguous``; otherwise the gate passes it (exit 0) while the
+    verdicts still show AMBIGUOUS."""
+    from . import compare
+
+    code = compare.exit_code(verdicts)
+    if code == 3 and fail_on and not compare.parse_fail_on(fail_on)["fail_ambiguous"]:
+        code = 0
+    return Judgement(tuple(verdicts), label, code, fail_on)
+
+
+def remeasure_ambiguous(store: Store, run_id: int, judgement: Judgement,
+                        rerun: Callable[[set[str]], int], baseline: str = "auto", *,
+                        fail_on: str | None = None, seed: int = 0) -> Judgement:
+    """DESIGN.md 7: AMBIGUOUS cases are re-measured once. ``rerun(keys)`` runs those case keys again
+    as a "remeasure" run of ``run_id`` and returns its id; the cases are judged again on the
+    re-measured samples alone, and their verdicts replace the first ones (``remeasured=True``)."""
+    keys = {v.case_key for v in judgement.verdicts if v.verdict == "AMBIGUOUS"}
+    if not keys:
+        return judgement
+    again = rerun(keys)
+    second = judge(store, again, baseline if str(baseline).lower() != "auto" else "auto",
+                   fail_on=fail_on, seed=seed + 1, **_thresholds_of(store, run_id, fail_on))
+    by_key = {v.case_key: v for v in second.verdicts if v.case_key in keys and v.verdict != "MISSING"}
+    merged = [dataclasses.replace(by_key[v.case_key], remeasured=True) if v.case_key in by_key else v
+              for v in judgement.verdicts]
+    return _judgement(merged, judgement.baseline_label, judgement.gate)
+
+
+def _thresholds_of(store: Store, run_id: int, fail_on: str | None) -> dict[str, Any]:
+    if fail_on:
+        return {}
+    t, per_case = suite_thresholds(store, run_id)
+    return {"threshold": t, "thresholds": per_case}
+
+
+def write_outputs(store: Store, run_id: int, judgement: Judgement | None, out_dir: Path) -> dict[str, Path]:
+    """The HTML report and the CI outputs of run ``run_id`` into ``out_dir`` (see reports/)."""
+    import reports
+    from reports.data import collect
+
+    verdicts = judgement.verdicts if judgement else ()
+    label = judgement.baseline_label if judgement else None
+    data = collect(store, run_id, verdicts=verdicts, baseline_label=label)
+    return reports.write_all(data, out_dir)
+
+
+__all__ = ["DEFAULT_THRESHOLD", "Judgement", "judge", "parse_runs", "remeasure_ambiguous",
+           "suite_thresholds", "write_outputs", "StoreError", "UnknownRun"]
