@@ -1,0 +1,431 @@
+"""What a report shows, gathered once from the result store: :class:`ReportData` and :func:`collect`.
+
+Every writer in this package (HTML, Markdown, JUnit, pytest-benchmark JSON, CSV/Parquet) takes a
+:class:`ReportData` and nothing else, so a report never queries the store twice and the writers can
+be tested on hand-made data. The helpers at the bottom (:func:`case_rows`, :func:`verdict_counts`,
+:func:`summary_sentence`, the formatters) are the one place where a case's row, its verdict and
+its numbers are put together, so the HTML table, the Markdown comment and the JUnit file agree.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from harness.model import VERDICTS, Verdict
+
+if TYPE_CHECKING:
+    from harness.store import Store
+
+#: columns of :attr:`ReportData.history`
+HISTORY_COLUMNS = ("run_id", "run_started_at", "git_commit", "case_key", "env_id", "device", "median_s",
+                   "ci_low_s", "ci_high_s", "outcome")
+
+_KEY_CHUNK = 400  # case keys per results_frame query (SQLite's bound-parameter limit)
+
+
+@dataclass
+class ReportData:
+    """Everything one report of one run shows.
+
+    Attributes
+    ----------
+    run : dict
+        :meth:`harness.store.Store.get_run` of the reported run.
+    environments : dict
+        env_id -> fingerprint dict (:func:`harness.env.fingerprint`) of every environment the run's
+        results were measured in.
+    results : pandas.DataFrame
+        ``store.results_frame(run_id, with_samples=True)``: one row per case of the run.
+    verdicts : list of harness.model.Verdict
+        The run judged against its baseline; empty when there is no baseline.
+    baseline_label : str or None
+        What the verdicts compared with, for people ("run 3", "baseline nightly").
+    history : pandas.DataFrame
+        Every stored result of the run's case keys in runs up to and including this one, ordered
+        by run; columns :data:`HISTORY_COLUMNS`.
+    steps : dict
+        case_key -> list of ``harness.compare.Step(index, before, after, ratio)`` found in that
+        case's history of medians on the run's device. ``index`` counts positions in
+        :func:`case_history` (ok results only, in run order).
+    baseline_samples : dict
+        case_key -> ``{"samples": [...], "clocks": [...]}``, the raw samples (seconds) and SM clocks
+        (MHz, None where unknown) of the baseline results named by the verdicts.
+    notes : list of str
+        Things the report could not do (e.g. no step detection available), shown in the report.
+    """
+
+    run: dict[str, Any]
+    environments: dict[str, dict[str, Any]]
+    results: pd.DataFrame
+    verdicts: list[Verdict] = field(default_factory=list)
+    baseline_label: str | None = None
+    history: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(HISTORY_COLUMNS)))
+    steps: dict[str, list[Any]] = field(default_factory=dict)
+    baseline_samples: dict[str, dict[str, list]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> int:
+        """The reported run's id."""
+        return int(self.run["id"])
+
+    def verdict_by_key(self) -> dict[str, Verdict]:
+        """case_key -> its verdict (cases without a verdict are absent)."""
+        return {v.case_key: v for v in self.verdicts}
+
+
+def collect(store: Store, run_id: int, verdicts: Iterable[Verdict] = (),
+            baseline_label: str | None = None) -> ReportData:
+    """Gather the report of run ``run_id`` from ``store``.
+
+    Parameters
+    ----------
+    store : harness.store.Store
+        An open result store.
+    run_id : int
+        The run to report on.
+    verdicts : iterable of harness.model.Verdict
+        The run judged against a baseline (``harness.compare``); empty for a run on its own.
+    baseline_label : str, optional
+        What the verdicts compared with ("run 3", "baseline nightly"); default derived from the
+        verdicts' ``base_run_ids``.
+
+    Returns
+    -------
+    ReportData
+
+    Raises
+    ------
+    harness.store.UnknownRun
+        No run ``run_id`` in the store.
+    """
+    from harness.store import UnknownRun
+
+    run = store.get_run(run_id)
+    if run is None:
+        raise UnknownRun(f"no run {run_id} in {store.path}")
+    verdicts = list(verdicts)
+    results = store.results_frame(run_id, with_samples=True)
+    environments = {}
+    for env_id in results["env_id"].dropna().unique():
+        fp = store.get_environment(str(env_id))
+        if fp is not None:
+            environments[str(env_id)] = fp
+    history = _history(store, run_id, results["case_key"].tolist())
+    if baseline_label is None and verdicts:
+        baseline_label = _default_baseline_label(verdicts)
+    data = ReportData(run=run, environments=environments, results=results, verdicts=verdicts,
+                      baseline_label=baseline_label, history=history)
+    data.baseline_samples = _baseline_samples(store, verdicts)
+    data.steps = _steps(data)
+    return data
+
+
+def _history(store: Store, run_id: int, keys: Sequence[str]) -> pd.DataFrame:
+    frames = []
+    for i in range(0, len(keys), _KEY_CHUNK):
+        frames.append(store.results_frame(case_key=list(keys[i:i + _KEY_CHUNK])))
+    if not frames:
+        return pd.DataFrame(columns=list(HISTORY_COLUMNS))
+    hist = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    hist = hist[hist["run_id"] <= run_id]
+    hist = hist.sort_values(["run_id", "result_id"], kind="stable")
+    return hist.loc[:, list(HISTORY_COLUMNS)].reset_index(drop=True)
+
+
+def _default_baseline_label(verdicts: Sequence[Verdict]) -> str | None:
+    runs = sorted({r for v in verdicts for r in v.base_run_ids})
+    if not runs:
+        return None
+    if len(runs) == 1:
+        return f"run {runs[0]}"
+    return f"runs {runs[0]}–{runs[-1]}" if len(runs) > 3 else "runs " + ", ".join(map(str, runs))
+
+
+def _baseline_samples(store: Store, verdicts: Sequence[Verdict]) -> dict[str, dict[str, list]]:
+    wanted = {v.case_key: v.base_result_ids for v in verdicts if v.base_result_ids}
+    ids = sorted({i for ids in wanted.values() for i in ids})
+    if not ids:
+        return {}
+    frame = store.samples_frame(ids)
+    by_result = {int(rid): g for rid, g in frame.groupby("result_id", sort=False)}
+    out: dict[str, dict[str, list]] = {}
+    for key, rids in wanted.items():
+        samples: list[float] = []
+        clocks: list[float | None] = []
+        for rid in rids:
+            g = by_result.get(int(rid))
+            if g is None:
+                continue
+            samples += g["value_s"].tolist()
+            clocks += [None if math.isnan(c) else float(c) for c in g["sm_clock_mhz"].tolist()]
+        if samples:
+            out[key] = {"samples": samples, "clocks": clocks}
+    return out
+
+
+def _steps(data: ReportData) -> dict[str, list[Any]]:
+    try:  # step detection lives with the statistics (DESIGN.md 7); reports work without it
+        from harness.compare import detect_steps
+    except ImportError:
+        data.notes.append("Step detection is not available (harness.compare.detect_steps is missing),"
+                          " so trend charts mark no steps.")
+        return {}
+    out: dict[str, list[Any]] = {}
+    for row in data.results.itertuples(index=False):
+        hist = case_history(data, row.case_key, row.device)
+        values = hist["median_s"].tolist()
+        if len(values) < 3:
+            continue
+        steps = list(detect_steps(values))
+        if steps:
+            out[row.case_key] = steps
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# views shared by the writers
+# ---------------------------------------------------------------------------------------------
+
+
+def case_history(data: ReportData, case_key: str, device: str | None = None) -> pd.DataFrame:
+    """The ok results of ``case_key`` (on ``device`` when given) in run order, one row per run.
+
+    The positions of this frame are what :attr:`ReportData.steps` indexes.
+    """
+    h = data.history
+    mask = (h["case_key"] == case_key) & (h["outcome"] == "ok") & h["median_s"].notna()
+    if device is not None:
+        mask &= h["device"] == device
+    return h[mask].reset_index(drop=True)
+
+
+def _opt(x: Any) -> float | None:
+    """A float, or None for None/NaN/pandas NA."""
+    if x is None or x is pd.NA:
+        return None
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def pairs_text(text: Any) -> str:
+    """'{"m": 512, "n": 1024}' -> 'm=512, n=1024'."""
+    if not isinstance(text, str) or not text:
+        return ""
+    try:
+        d = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(d, dict):
+        return ", ".join(f"{k}={v}" for k, v in d.items())
+    return str(d)
+
+
+def _list(x: Any) -> list:
+    if isinstance(x, (list, tuple)):
+        return list(x)
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return []
+    return list(x)
+
+
+def case_rows(data: ReportData) -> list[dict[str, Any]]:
+    """One dict per case of the run, joined with its verdict, sorted by workload, variant, key.
+
+    Keys: case_key, workload, variant, knobs, shape, dtype, target, device, env_id, outcome,
+    message, median_s, ci_low_s, ci_high_s, n_samples, gbps, gflops, pct_peak_bw,
+    pct_peak_flops, verdict ("" when none), ratio, ratio_lo, ratio_hi, delta_pct, p_value,
+    q_value, threshold, base_median_s, samples, clocks, result_id, verdict_message.
+    """
+    vmap = data.verdict_by_key()
+    rows = []
+    for r in data.results.itertuples(index=False):
+        v = vmap.get(r.case_key)
+        ratio = v.ratio if v is not None else None
+        lo, hi = (v.ratio_ci if v is not None and v.ratio_ci else (None, None))
+        n = r.n_samples
+        rows.append({
+            "case_key": r.case_key,
+            "workload": r.workload,
+            "variant": r.variant,
+            "knobs": pairs_text(r.knobs),
+            "shape": pairs_text(r.params),
+            "dtype": r.dtype,
+            "target": r.target,
+            "device": r.device or "",
+            "env_id": r.env_id if isinstance(r.env_id, str) else "",
+            "outcome": r.outcome,
+            "message": r.message or "",
+            "median_s": _opt(r.median_s),
+            "ci_low_s": _opt(r.ci_low_s),
+            "ci_high_s": _opt(r.ci_high_s),
+            "n_samples": None if n is None or n is pd.NA else int(n),
+            "gbps": _opt(r.gbps),
+            "gflops": _opt(r.gflops),
+            "pct_peak_bw": _opt(r.pct_peak_bw),
+            "pct_peak_flops": _opt(r.pct_peak_flops),
+            "verdict": v.verdict if v is not None else "",
+            "ratio": _opt(ratio),
+            "ratio_lo": _opt(lo),
+            "ratio_hi": _opt(hi),
+            "delta_pct": None if _opt(ratio) is None else (ratio - 1.0) * 100.0,
+            "p_value": _opt(v.p_value) if v is not None else None,
+            "q_value": _opt(v.q_value) if v is not None else None,
+            "threshold": v.threshold if v is not None else None,
+            "base_median_s": _opt(v.base_median_s) if v is not None else None,
+            "verdict_message": v.message if v is not None else "",
+            "samples": _list(r.samples) if "samples" in data.results.columns else [],
+            "clocks": _list(r.sm_clocks_mhz) if "sm_clocks_mhz" in data.results.columns else [],
+            "result_id": int(r.result_id),
+        })
+    rows.sort(key=lambda d: (d["workload"], d["variant"], d["case_key"]))
+    return rows
+
+
+def missing_verdicts(data: ReportData) -> list[Verdict]:
+    """Verdicts of baseline cases this run lacks (``MISSING``)."""
+    return [v for v in data.verdicts if v.verdict == "MISSING"]
+
+
+def verdict_counts(data: ReportData) -> dict[str, int]:
+    """verdict -> count, in :data:`harness.model.VERDICTS` order, verdicts that occur only."""
+    c = Counter(v.verdict for v in data.verdicts)
+    return {name: c[name] for name in VERDICTS if c[name]}
+
+
+def outcome_counts(data: ReportData) -> dict[str, int]:
+    """outcome -> count over the run's results (ok first)."""
+    c = Counter(data.results["outcome"].tolist())
+    return dict(sorted(c.items(), key=lambda kv: (kv[0] != "ok", kv[0])))
+
+
+def threshold_pct(data: ReportData) -> float:
+    """The practical threshold of most verdicts, in percent (3.0 when there are none)."""
+    c = Counter(v.threshold for v in data.verdicts if v.threshold is not None)
+    return 100.0 * (c.most_common(1)[0][0] if c else 0.03)
+
+
+def _cases(n: int) -> str:
+    return f"{n} case" if n == 1 else f"{n} cases"
+
+
+def summary_sentence(data: ReportData) -> str:
+    """One plain sentence saying what the run found, for someone who never saw kbench."""
+    n = len(data.results)
+    outcomes = outcome_counts(data)
+    not_ok = n - outcomes.get("ok", 0)
+    if not data.verdicts:
+        text = f"Run {data.run_id} measured {_cases(n)}; there is no baseline, so nothing was judged."
+        if not_ok:
+            text += f" {_cases(not_ok)} did not finish correctly ({_join_counts(outcomes, skip='ok')})."
+        return text
+    counts = verdict_counts(data)
+    base = data.baseline_label or "the baseline"
+    thr = f"{threshold_pct(data):g} %"
+    parts = []
+    if counts.get("SLOWER"):
+        parts.append(f"{_cases(counts['SLOWER'])} slower than {base} by more than {thr}")
+    if counts.get("FASTER"):
+        parts.append(f"{_cases(counts['FASTER'])} faster by more than {thr}")
+    if counts.get("WRONG"):
+        parts.append(f"{_cases(counts['WRONG'])} wrong or failed")
+    if counts.get("AMBIGUOUS"):
+        parts.append(f"{_cases(counts['AMBIGUOUS'])} inconclusive (re-measure)")
+    if counts.get("MISSING"):
+        parts.append(f"{_cases(counts['MISSING'])} in {base} but missing here")
+    if counts.get("NEW"):
+        parts.append(f"{_cases(counts['NEW'])} new (nothing to compare with)")
+    same = counts.get("SAME", 0)
+    if not parts:
+        return f"All {_cases(same)} run as fast as in {base} (no change beyond {thr} that the " \
+               f"statistics can confirm)."
+    text = "; ".join(parts)
+    if same:
+        text += f"; {same} unchanged"
+    return text[0].upper() + text[1:] + "."
+
+
+def _join_counts(counts: dict[str, int], skip: str = "") -> str:
+    return ", ".join(f"{v} {k}" for k, v in counts.items() if k != skip)
+
+
+# -- formatting -------------------------------------------------------------------------------
+
+
+def fmt_time(seconds: Any) -> str:
+    """12.3 ns / 4.56 µs / 7.89 ms / 1.23 s; '—' when unknown."""
+    s = _opt(seconds)
+    if s is None:
+        return "—"
+    a = abs(s)
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
+        if a >= scale or unit == "ns":
+            v = s / scale
+            return f"{v:.3g} {unit}" if abs(v) < 100 else f"{v:.0f} {unit}"
+    return f"{s:g} s"  # pragma: no cover
+
+
+def time_unit(seconds: Iterable[float]) -> tuple[float, str]:
+    """(scale, unit) that suits the largest finite value of ``seconds`` (for chart axes)."""
+    vals = [abs(v) for v in (_opt(x) for x in seconds) if v is not None]
+    top = max(vals) if vals else 1.0
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if top >= scale:
+            return scale, unit
+    return 1e-9, "ns"
+
+
+def fmt_num(x: Any, digits: int = 3) -> str:
+    """A number with ``digits`` significant digits; '—' when unknown."""
+    v = _opt(x)
+    if v is None:
+        return "—"
+    if abs(v) >= 10 ** digits:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}g}"
+
+
+def fmt_pct(x: Any, signed: bool = False) -> str:
+    """'12.3 %' (or '+12.3 %' with ``signed``); '—' when unknown."""
+    v = _opt(x)
+    if v is None:
+        return "—"
+    if round(v, 1) == 0:
+        v = 0.0  # no "-0.0 %"
+    return f"{v:+.1f} %" if signed else f"{v:.1f} %"
+
+
+def fmt_p(x: Any) -> str:
+    """A p- or q-value: '<1e-4', '0.0123'; '—' when unknown."""
+    v = _opt(x)
+    if v is None:
+        return "—"
+    if v < 1e-4:
+        return "<1e-4"
+    return f"{v:.3g}"
+
+
+def short_commit(commit: Any) -> str:
+    """The first 8 hex digits of a commit (keeping a '-dirty' mark); '' when unknown."""
+    if not isinstance(commit, str) or not commit:
+        return ""
+    dirty = commit.endswith("-dirty")
+    base = commit[:-len("-dirty")] if dirty else commit
+    return base[:8] + ("-dirty" if dirty else "")
+
+
+__all__ = [
+    "HISTORY_COLUMNS", "ReportData", "case_history", "case_rows", "collect", "fmt_num",
+    "fmt_p", "fmt_pct", "fmt_time", "missing_verdicts", "outcome_counts", "pairs_text", "short_commit",
+    "summary_sentence", "threshold_pct", "time_unit", "verdict_counts",
+]
