@@ -101,6 +101,8 @@ def _build_parser() -> argparse.ArgumentParser:
     cal = commands.add_parser("calibrate", help="A/A false-positive rate and injected-slowdown detection rate")
     cal.add_argument("suite")
     cal.add_argument("--trials", type=int, default=3, help="trials of A, A, A-slowed runs (default %(default)s)")
+    cal.add_argument("--rounds", type=int, default=3,
+                     help="interleaved rounds per side and trial (default %(default)s)")
     cal.add_argument("--slowdown", type=float, default=0.05, help="injected slowdown (default %(default)s = 5 %%)")
     cal.add_argument("--executor", choices=["ray", "local"], default="ray")
     cal.add_argument("--address")

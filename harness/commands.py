@@ -242,10 +242,12 @@ def cmd_calibrate(args, argv) -> int:
         if kind == "run":
             err.print(payload)
 
-    cal = calibrate(args.suite, args.db, trials=args.trials, slowdown=args.slowdown, executor_kind=args.executor,
+    cal = calibrate(args.suite, args.db, trials=args.trials, slowdown=args.slowdown, rounds=args.rounds,
+                    executor_kind=args.executor,
                     address=args.address, targets=targets, measure_overrides=overrides, argv=argv,
                     on_event=on_event)
-    table = Table(title=f"calibration of {escape(cal.suite)}: {cal.trials} trial(s)")
+    table = Table(title=f"calibration of {escape(cal.suite)}: {cal.trials} trial(s) of {cal.rounds} "
+                        "interleaved round(s)")
     for col in ("check", "comparisons", "SAME", "FASTER", "SLOWER", "AMBIGUOUS", "rate"):
         table.add_column(col, justify="left" if col == "check" else "right")
     for name, counts, n, rate, what in (

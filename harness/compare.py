@@ -368,8 +368,9 @@ def compare_frames(new: pd.DataFrame, base: pd.DataFrame, *, threshold: float = 
         empty, the row's ``median_s`` counts as one sample), ``result_id``, ``run_id``,
         ``workload``, ``variant``, ``target``, ``device``, ``env_id``, ``message`` are used when
         present. ``base`` may hold several rows per key (recent runs): the samples of its ``ok``
-        rows are pooled. Should ``new`` hold several rows per key, its most recent one (highest
-        run_id, then result_id) is judged.
+        rows are pooled. ``new`` may too (interleaved rounds): when all of a key's rows are ``ok``
+        their samples are pooled, else the most recent row that is not ``ok`` makes it WRONG;
+        ``new_result_id`` is the most recent row's id.
     threshold : float
         Default practical threshold (0.03 = 3 %).
     thresholds : mapping of str to float, optional
@@ -413,8 +414,14 @@ def compare_frames(new: pd.DataFrame, base: pd.DataFrame, *, threshold: float = 
         return tuple("" if _value(row, c) is None else _value(row, c) for c in match_on)
 
     new_by: dict[tuple, dict[str, Any]] = {}
+    new_all: dict[tuple, list[dict[str, Any]]] = {}
     for row in _ordered_records(new):
-        new_by[key_of(row)] = row  # the most recent wins
+        new_all.setdefault(key_of(row), []).append(row)
+    for key, rows in new_all.items():
+        # several new rows (interleaved A/B rounds): judged on their pooled samples when all are
+        # ok; a round that is not ok makes the case WRONG (the most recent such round reports)
+        bad = [r for r in rows if _value(r, "outcome") != "ok"]
+        new_by[key] = bad[-1] if bad else rows[-1]
     base_by: dict[tuple, list[dict[str, Any]]] = {}
     for row in _ordered_records(base):
         base_by.setdefault(key_of(row), []).append(row)
@@ -428,7 +435,7 @@ def compare_frames(new: pd.DataFrame, base: pd.DataFrame, *, threshold: float = 
         ok_rows = [r for r in rows if _value(r, "outcome") == "ok"]
         base_outcome = _value(rows[-1], "outcome") if rows else None
         new_outcome = _value(row, "outcome")
-        new_samples = _row_samples(row) if new_outcome == "ok" else []
+        new_samples = ([x for r in new_all[key] for x in _row_samples(r)] if new_outcome == "ok" else [])
         common: dict[str, Any] = {
             "case_key": case_key, "workload": str(_value(row, "workload", "")),
             "variant": str(_value(row, "variant", "")), "target": str(_value(row, "target", "")),

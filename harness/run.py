@@ -59,7 +59,10 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
     from . import dispatch
     from . import plan as planmod
     from . import store as storemod
+    from .config import apply_runtime_defaults
     from .suite import load_suite
+
+    apply_runtime_defaults()  # before Ray or the OpenCL runtime start: workers inherit it
 
     emit = on_event or (lambda kind, payload: None)
     suite = load_suite(suite_path)

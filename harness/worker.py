@@ -219,6 +219,9 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
 def run_cases(cases: Sequence[Case], config: MeasureConfig, imports: Sequence[str] = (),
               artifacts: Optional[Dict[str, Artifact]] = None) -> Iterator[Result]:
     """Run cases in order, yielding each result as soon as it is known."""
+    from .config import apply_runtime_defaults
+
+    apply_runtime_defaults()
     for mod in imports:
         importlib.import_module(mod)
     for case in cases:

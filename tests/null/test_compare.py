@@ -512,3 +512,17 @@ def test_first_bad_names_the_most_recent_slowdown():
     assert first_bad(faster, list(range(30)), ["x"] * 30) is None
     with pytest.raises(ValueError, match="length"):
         first_bad(x, run_ids[:-1], commits)
+
+
+def test_compare_frames_pools_new_rounds_and_a_bad_round_is_wrong():
+    # interleaved A/B rounds: three new rows of one case are pooled (n_new counts them all)
+    base = _frame([_row("k", 1, samples=_times(1)), _row("k", 3, samples=_times(3))])
+    new = _frame([_row("k", 2, samples=_times(2)), _row("k", 4, samples=_times(4)),
+                  _row("k", 6, samples=_times(6))])
+    (v,) = compare_frames(new, base)
+    assert v.verdict == "SAME" and v.n_new == 120 and v.n_base == 80
+    # one round that went wrong makes the case WRONG, whatever the other rounds measured
+    new = _frame([_row("k", 2, samples=_times(2)), _row("k", 4, outcome="wrong", samples=[]),
+                  _row("k", 6, samples=_times(6))])
+    (v,) = compare_frames(new, base)
+    assert v.verdict == "WRONG" and v.new_outcome == "wrong" and v.base_outcome == "ok"
