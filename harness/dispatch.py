@@ -8,38 +8,55 @@ same call is skipped.
 
 Ray (:class:`RayExecutor`)
 --------------------------
-* **One task per batch, streaming.** Each batch is a Ray *streaming generator* task
+* **One streaming call per batch.** Each batch runs as a Ray *streaming generator*
   (``num_returns="streaming"``) that calls :func:`harness.worker.run_cases` and yields a start marker
   (node id, worker label) and then one :class:`~harness.model.Result` per case. The driver waits on
-  all generators with ``ray.wait`` and passes each result on as it arrives. Batching matters: Ray
-  starts a fresh worker process for every GPU task (about 0.3 s).
+  all generators with ``ray.wait`` and passes each result on as it arrives.
+* **GPU batches run on runners, one worker process per GPU.** A GPU batch runs on a *runner*, a Ray
+  actor (:class:`_GpuRunner`, ``num_gpus=1, num_cpus=0``) that holds its GPU and runs batch after
+  batch, so the imports (kernels, pycuda, torch), the CUDA context and the peaks are paid once per
+  GPU, not once per batch. GPU batches wait in a queue per placement in the driver; a free runner
+  takes the next one, and up to one runner per GPU of the nodes that placement selects is started
+  when none is free (so a free GPU pulls work: :func:`harness.plan.batches` cuts more batches than
+  GPUs). A free runner waits for more batches of its placement (the rest of a failed batch comes
+  back to the queue), except while another runner waits for a GPU: then the free runners of
+  placements with nothing queued are ended, so that their GPUs go to it. All runners end when
+  :meth:`RayExecutor.run` returns (idle ones kept longer would hold their GPUs against another
+  executor or driver). Why not reused *task* workers: Ray reuses a task's worker process for later
+  tasks (``max_calls`` is unlimited unless the function's own ``@ray.remote`` asks for GPUs, when Ray
+  sets it to 1), but it may hand a reused worker a different GPU than the one its CUDA context was
+  made on (it only rewrites ``CUDA_VISIBLE_DEVICES``, which CUDA reads once), so two processes could
+  measure on one GPU; an actor keeps its GPU for life. CPU batches run as plain tasks
+  (``max_calls=0``: their processes are reused; each has ``CUDA_VISIBLE_DEVICES=""`` from its runtime
+  environment, so those processes never take GPU work).
 * **Placement.** A case needs a GPU when its target is ``cuda`` or it names a ``gpu_model``. GPU
-  tasks ask for ``num_gpus=1, num_cpus=0`` and are pinned to their model by the node label
+  runners ask for ``num_gpus=1, num_cpus=0`` and are pinned to their model by the node label
   ``gpu-sku`` (``label_selector``), else Ray's own label ``ray.io/accelerator-type``, else the
   ``accelerator_type:<model>`` resource; ``gpu_model == ""`` takes any GPU. CPU cases (``c``,
   ``opencl``) ask for ``num_cpus=1, num_gpus=0`` and run with ``CUDA_VISIBLE_DEVICES=""``. A
   placement no alive node can satisfy is a :class:`DispatchError` before anything is submitted;
   one that becomes unsatisfiable mid-run (its last node left) is recorded ``crashed`` for the
   cases still waiting after ``unplaceable_s``.
-* **CUDA builds on CPU workers.** With ``prebuild`` (default), the CUDA cases of a GPU batch whose
-  model has a known architecture (:data:`GPU_ARCHS`) are first compiled by a CPU task (GPUs hidden)
-  through :func:`harness.build.build_artifact`; the GPU task receives the cubins and does not call
-  nvcc. A case whose prebuild fails is simply rebuilt on the GPU worker, which records the
-  ``build_error`` with the compiler output.
-* **Timeouts.** The driver notes when each task's current case started: when the task's start
-  marker arrived, then whenever the previous result arrived (so time spent queued never counts).
-  A case running longer than its ``timeout_s`` gets its task cancelled with
-  ``ray.cancel(force=True)`` (the worker process is killed), is recorded ``timeout``, and the rest
-  of its batch is submitted as a new task.
+* **CUDA builds on CPU workers.** With ``prebuild`` (default), the CUDA cases of each GPU batch whose
+  model has a known architecture (:data:`GPU_ARCHS`) are compiled by a CPU task (GPUs hidden)
+  through :func:`harness.build.build_artifact`, submitted with the run; the runner receives the cubins
+  and does not call nvcc. A case whose prebuild fails is simply rebuilt on the GPU worker, which
+  records the ``build_error`` with the compiler output.
+* **Timeouts.** The driver notes when each batch's current case started: when the batch's start
+  marker arrived (it runs; a batch waiting in a queue has no clock), then whenever the previous
+  result arrived. A case running longer than its ``timeout_s`` has its worker process killed
+  (``ray.kill`` of the runner, or ``ray.cancel(force=True)`` of a CPU task), is recorded ``timeout``,
+  and the rest of its batch is submitted again (GPU: at the head of the queue, for a fresh runner).
 * **Crashes and retries.** Ray's own task retries are off (``max_retries=0``) so that no case is
   ever re-run behind the driver's back. When a task fails (the worker died, e.g. a segfaulting or
   SIGKILLed kernel, or an exception escaped the worker), the failure is charged to the case that was
-  running (the first one without a result) and the unfinished rest of the batch is resubmitted; a
-  case charged more than ``max_retries`` times is recorded ``crashed`` with the error and the batch
-  goes on without it. A failure because the task's node died or left the cluster is not charged to
-  the case (up to :data:`MAX_NODE_LOSSES` times per case): the rest is simply rescheduled. Failures
-  no case causes (the runtime environment cannot be set up, a module of ``imports`` is missing on
-  the workers) stop the run with a :class:`DispatchError` instead.
+  running (the first one without a result) and the unfinished rest of the batch is resubmitted (a
+  runner that failed is ended: only healthy runners take more batches); a case charged more than
+  ``max_retries`` times is recorded ``crashed`` with the error and the batch goes on without it. A
+  failure because the task's node died or left the cluster is not charged to the case (up to
+  :data:`MAX_NODE_LOSSES` times per case): the rest is simply rescheduled. Failures no case causes
+  (the runtime environment cannot be set up, a module of ``imports`` is missing on the workers) stop
+  the run with a :class:`DispatchError` instead.
 * **Exactly once.** Results are matched to cases by key and ``on_result`` is never called twice for
   one key, whatever retries, cancellations or late results happen. Cases whose result was handed
   on are never resubmitted, so a driver that dies can resume from what the store holds.
@@ -73,9 +90,10 @@ import os
 import re
 import secrets
 import shutil
+import sys
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -301,6 +319,32 @@ def _run_batch_task(cases: list[Case], config: MeasureConfig, imports: tuple[str
         yield ("result", result)
 
 
+class _GpuRunner:
+    """A GPU worker process kept for a whole run: a Ray actor holding one GPU (``num_gpus=1``) that runs
+    batch after batch, so the imports, the CUDA context, the fingerprint and the peaks are paid once per
+    GPU. An actor keeps the GPU Ray gave it, and the ``CUDA_VISIBLE_DEVICES`` Ray set for it, for its
+    whole life; a reused *task* worker would not (see the module docstring)."""
+
+    def __init__(self) -> None:
+        try:  # import the harness now, while the CPU workers still build the first batch
+            from . import worker  # noqa: F401
+        except Exception as exc:  # the first batch reports it
+            log.debug("kbench: runner warm-up: %s", exc)
+
+    def run(self, cases: list[Case], config: MeasureConfig, imports: tuple[str, ...],
+            artifacts: dict | None = None) -> Iterator[tuple[str, Any]]:
+        """One batch, as :func:`_run_batch_task` (called as a streaming generator). Afterwards torch's
+        caching allocator (peer cases) gives the GPU memory it keeps back, so that later batches of
+        this process do not find the GPU fuller than a fresh process would."""
+        yield from _run_batch_task(cases, config, imports, False, artifacts)
+        torch = sys.modules.get("torch")
+        try:
+            if torch is not None and torch.cuda.is_initialized():
+                torch.cuda.empty_cache()
+        except Exception as exc:
+            log.debug("kbench: torch.cuda.empty_cache: %s", exc)
+
+
 def _build_task(cases: list[Case], arch: str) -> dict:
     """CPU-side CUDA builds (GPUs hidden): {case key: Artifact} for the cases that built. A case that
     fails here is rebuilt, and its build error recorded, by the GPU worker."""
@@ -377,6 +421,25 @@ class _Task:
     case_started: float | None = None  # when the current head case started (None: not started)
     unplaceable_since: float | None = None
     build_ref: Any = None
+    runner: _Runner | None = None  # the GPU runner running it (None: a CPU task)
+
+
+@dataclass(eq=False)
+class _Runner:
+    """One GPU runner actor (:class:`_GpuRunner`) of a slot and whether it is running a batch."""
+
+    actor: Any
+    slot: tuple[bool, str]
+    busy: bool = False
+    started: bool = False  # it has started a batch (so it holds a GPU)
+
+
+@dataclass
+class _Queued:
+    """A GPU batch waiting for a free runner of its slot."""
+
+    cases: list[Case]
+    build_ref: Any = None
 
 
 @dataclass
@@ -386,10 +449,16 @@ class _RunState:
     failures: Counter = field(default_factory=Counter)  # case key -> crashes charged to it
     node_losses: Counter = field(default_factory=Counter)
     placements: dict[tuple[bool, str], dict] = field(default_factory=dict)  # slot -> last Ray options used
+    queues: dict[tuple[bool, str], deque] = field(default_factory=dict)  # GPU slot -> deque of _Queued
+    queue_unplaceable_since: dict[tuple[bool, str], float] = field(default_factory=dict)
+
+    def queued(self) -> bool:
+        return any(self.queues.values())
 
 
 class RayExecutor:
-    """Runs batches as Ray tasks (see the module docstring for placement, timeouts and retries).
+    """Runs batches on Ray: CPU batches as tasks, GPU batches on one runner actor per GPU for the length
+    of a :meth:`run` call (see the module docstring for placement, timeouts and retries).
 
     Parameters
     ----------
@@ -443,9 +512,13 @@ class RayExecutor:
             ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             self._owns_connection = True
         self._labels_ok = "label_selector" in _task_option_names()
-        streaming = ray.remote(num_returns="streaming", max_retries=0, retry_exceptions=False)
+        # CPU work runs as tasks; their worker processes are reused (max_calls is 0, unlimited: Ray sets 1
+        # only for functions whose @ray.remote itself asks for GPUs). GPU batches run on runner actors.
+        streaming = ray.remote(num_returns="streaming", max_retries=0, retry_exceptions=False, max_calls=0)
         self._task = streaming(_run_batch_task)
-        self._build = ray.remote(max_retries=0, retry_exceptions=False)(_build_task)
+        self._build = ray.remote(max_retries=0, retry_exceptions=False, max_calls=0)(_build_task)
+        self._runner_cls = ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(_GpuRunner)
+        self._runners: dict[tuple[bool, str], list[_Runner]] = {}  # GPU slot -> its runners in this run
 
     # -- lifetime ---------------------------------------------------------------------------------
 
@@ -503,6 +576,10 @@ class RayExecutor:
         if self._closed:
             return
         self._closed = True
+        if self._ray.is_initialized():
+            for pool in list(self._runners.values()):
+                for runner in list(pool):
+                    self._retire(runner)
         if self._owns_connection and self._ray.is_initialized():
             self._ray.shutdown()
         if self._saved_env:
@@ -584,23 +661,51 @@ class RayExecutor:
         gpu, model = slot
         return f"a {model} GPU" if model else ("a GPU" if gpu else "a CPU")
 
+    def _capacity(self, slot: tuple[bool, str], nodes: list[_Node]) -> int:
+        """How many runners of the GPU ``slot`` can hold a GPU at once: the GPUs of the alive nodes its
+        placement selects (0: no node can take it)."""
+        opts = self._placement(slot, nodes)
+        if opts is None:
+            return 0
+        selector = opts.get("label_selector") or {}
+        accelerator = opts.get("accelerator_type")
+
+        def fits(n: _Node) -> bool:
+            if selector:
+                return all(n.labels.get(k) == v for k, v in selector.items())
+            if accelerator:
+                return n.resources.get(ACCELERATOR_RESOURCE_PREFIX + accelerator, 0) > 0
+            return True
+
+        return max(1, int(sum(n.gpus for n in nodes if n.gpus > 0 and fits(n))))
+
     # -- running ----------------------------------------------------------------------------------
 
-    def _submit(self, cases: list[Case], state: _RunState, nodes: list[_Node] | None = None,
-                prebuild: bool = False) -> _Task:
-        slot = _slot(cases[0])
+    def _options(self, slot: tuple[bool, str], state: _RunState, nodes: list[_Node] | None) -> dict:
         opts = self._placement(slot, nodes if nodes is not None else self._nodes())
         if opts is None:  # no node for it right now: place it as at the start, the unplaceable check decides
             opts = state.placements[slot]
         state.placements[slot] = opts
-        build_ref = None
-        args: list[Any] = [cases, state.config, self.imports, not slot[0]]
-        if prebuild and slot[0]:
-            build_ref = self._submit_build(cases, slot[1])
-            if build_ref is not None:
-                args.append(build_ref)
-        gen = self._task.options(**opts).remote(*args)
-        return _Task(gen, list(cases), slot, time.monotonic(), build_ref=build_ref)
+        return opts
+
+    def _submit(self, cases: list[Case], state: _RunState, nodes: list[_Node] | None = None,
+                prebuild: bool = False, front: bool = False) -> list[_Task]:
+        """Hand a batch on: a CPU batch becomes a task at once (returned); a GPU batch joins its slot's
+        queue (``front``: ahead of the others, for the rest of an interrupted batch) until
+        :meth:`_pump` gives it to a free runner."""
+        slot = _slot(cases[0])
+        if not slot[0]:
+            opts = self._options(slot, state, nodes)
+            gen = self._task.options(**opts).remote(cases, state.config, self.imports, True)
+            return [_Task(gen, list(cases), slot, time.monotonic())]
+        build_ref = self._submit_build(cases, slot[1]) if prebuild else None
+        queue = state.queues.setdefault(slot, deque())
+        item = _Queued(list(cases), build_ref)
+        if front:
+            queue.appendleft(item)
+        else:
+            queue.append(item)
+        return []
 
     def _submit_build(self, cases: list[Case], model: str):
         arch = GPU_ARCHS.get(model.upper()) or GPU_ARCHS.get(model.upper().split("-")[0])
@@ -610,6 +715,50 @@ class RayExecutor:
         env = copy.deepcopy(self.runtime_env) if self.runtime_env else {}
         env.setdefault("env_vars", {})["CUDA_VISIBLE_DEVICES"] = ""
         return self._build.options(num_cpus=1, num_gpus=0, runtime_env=env).remote(todo, arch)
+
+    def _pump(self, state: _RunState) -> list[_Task]:
+        """Give queued GPU batches to free runners of their slot, starting runners (up to the slot's GPU
+        count) when none is free. Free runners stay for later batches (a failed batch's rest comes back
+        to the queue), except while a runner waits for a GPU: then the free runners of slots with
+        nothing queued are ended, so that their GPUs go to it. Returns the batches started."""
+        started: list[_Task] = []
+        nodes: list[_Node] | None = None
+        for slot, queue in state.queues.items():
+            pool = self._runners.setdefault(slot, [])
+            while queue:
+                runner = next((r for r in pool if not r.busy), None)
+                if runner is None:
+                    if nodes is None:
+                        nodes = self._nodes()
+                    if len(pool) >= self._capacity(slot, nodes):
+                        break
+                    actor = self._runner_cls.options(**self._options(slot, state, nodes)).remote()
+                    runner = _Runner(actor, slot)
+                    pool.append(runner)
+                item = queue.popleft()
+                args: list[Any] = [item.cases, state.config, self.imports]
+                if item.build_ref is not None:
+                    args.append(item.build_ref)
+                runner.busy = True
+                gen = runner.actor.run.options(num_returns="streaming").remote(*args)
+                started.append(_Task(gen, list(item.cases), slot, time.monotonic(), build_ref=item.build_ref,
+                                     runner=runner))
+        if any(r.busy and not r.started for pool in self._runners.values() for r in pool):
+            for slot, pool in self._runners.items():
+                if not state.queues.get(slot):
+                    for runner in [r for r in pool if not r.busy]:
+                        self._retire(runner)
+        return started
+
+    def _retire(self, runner: _Runner) -> None:
+        """End a runner (kill its process: it failed, hung, cannot be placed, or its GPU is wanted)."""
+        pool = self._runners.get(runner.slot, [])
+        if runner in pool:
+            pool.remove(runner)
+        try:
+            self._ray.kill(runner.actor, no_restart=True)
+        except Exception as exc:
+            log.debug("kbench: kill runner: %s", exc)
 
     def run(self, batches: Sequence[Sequence[Case]], config: MeasureConfig, on_result: OnResult) -> None:
         """Submit every batch, then hand each result to ``on_result`` as it arrives (once per case key).
@@ -633,13 +782,18 @@ class RayExecutor:
             raise DispatchError(f"no node of the Ray cluster can run cases needing {', '.join(missing)}; "
                                 f"GPU models in the cluster: {', '.join(models) or 'none'}")
         state = _RunState(_Emitter(on_result), config)
-        active = [self._submit(b, state, nodes, prebuild=self.prebuild) for b in todo]
+        active = [t for b in todo for t in self._submit(b, state, nodes, prebuild=self.prebuild)]
+        active += self._pump(state)
         last_check = time.monotonic()
         try:
-            while active:
+            while active or state.queued():
                 gens = [t.gen for t in active]
-                ray.wait(gens, num_returns=1, timeout=self.poll_s, fetch_local=True)
-                ready, _ = ray.wait(gens, num_returns=len(gens), timeout=0)
+                if gens:
+                    ray.wait(gens, num_returns=1, timeout=self.poll_s, fetch_local=True)
+                    ready, _ = ray.wait(gens, num_returns=len(gens), timeout=0)
+                else:  # only batches no runner can take yet: the unplaceable check decides
+                    time.sleep(self.poll_s)
+                    ready = []
                 ready_ids = {id(g) for g in ready}
                 nxt: list[_Task] = []
                 for t in active:
@@ -651,12 +805,21 @@ class RayExecutor:
                 if time.monotonic() - last_check >= 2.0:
                     last_check = time.monotonic()
                     active = self._check_unplaceable(active, state)
+                active += self._pump(state)
         except BaseException:
             for t in active:
                 self._cancel(t, force=True)
             raise
+        finally:  # idle runners would hold their GPUs until close(): end them with the run
+            for pool in list(self._runners.values()):
+                for runner in list(pool):
+                    self._retire(runner)
 
     def _cancel(self, t: _Task, force: bool) -> None:
+        """Stop a task; a GPU runner running it is killed (Ray cannot force-cancel an actor's task)."""
+        if t.runner is not None:
+            self._retire(t.runner)
+            return
         try:
             self._ray.cancel(t.gen, force=force)
         except Exception as exc:
@@ -673,6 +836,8 @@ class RayExecutor:
                 ref = next(t.gen)
             except StopIteration:
                 if not t.rest:
+                    if t.runner is not None:
+                        t.runner.busy = False  # healthy and done: it takes the next batch of its slot
                     return []
                 return self._failed(t, state, RuntimeError(
                     f"the task ended without results for {len(t.rest)} case(s)"))
@@ -684,13 +849,18 @@ class RayExecutor:
             if kind == "start":
                 t.node, t.worker = payload["node"], payload["worker"]
                 t.case_started = now
+                if t.runner is not None:
+                    t.runner.started = True
             elif kind == "result":
                 _take(t.rest, payload)
                 state.emit(payload)
                 t.case_started = now
 
     def _node_lost(self, t: _Task, exc: BaseException) -> bool:
-        if isinstance(exc, self._ray.exceptions.NodeDiedError):
+        ray_exc = self._ray.exceptions
+        if isinstance(exc, ray_exc.NodeDiedError):
+            return True
+        if isinstance(exc, ray_exc.ActorDiedError) and "node has died" in str(exc):
             return True
         if not t.node:
             return False
@@ -714,7 +884,9 @@ class RayExecutor:
 
     def _failed(self, t: _Task, state: _RunState, exc: BaseException) -> list[_Task]:
         """The task failed: charge its running case, record it ``crashed`` when it used up its retries,
-        and resubmit the unfinished rest."""
+        and resubmit the unfinished rest. A GPU runner that failed is retired (a fresh one takes over)."""
+        if t.runner is not None:
+            self._retire(t.runner)
         if not t.rest:
             return []
         fatal = self._systemic(exc)
@@ -726,7 +898,7 @@ class RayExecutor:
             state.node_losses[head.key] += 1
             log.info("kbench: node lost%s (%s); rescheduling %d case(s)", where, type(exc).__name__,
                      len(t.rest))
-            return [self._submit(t.rest, state)]
+            return self._submit(t.rest, state, front=True)
         state.failures[head.key] += 1
         n = state.failures[head.key]
         rest = t.rest
@@ -737,7 +909,7 @@ class RayExecutor:
         else:
             log.info("kbench: worker crashed%s running %s (%s); retry %d of %d", where, head.key,
                      type(exc).__name__, n, self.max_retries)
-        return [self._submit(rest, state)] if rest else []
+        return self._submit(rest, state, front=True) if rest else []
 
     def _check_timeout(self, t: _Task, state: _RunState) -> list[_Task]:
         if t.case_started is None or not t.rest:
@@ -755,11 +927,16 @@ class RayExecutor:
             f"no result after {elapsed:.1f} s{where} (timeout {head.timeout_s:g} s); "
             "the task was cancelled (force) and the rest of its batch rescheduled")))
         rest = t.rest[1:]
-        return [self._submit(rest, state)] if rest else []
+        return self._submit(rest, state, front=True) if rest else []
+
+    def _unplaceable(self, slot: tuple[bool, str], cases: Sequence[Case]) -> list[Result]:
+        return [Result(case, "crashed", message=(
+            f"no alive node of the Ray cluster can run it (needs {self._slot_text(slot)}) "
+            f"for {self.unplaceable_s:g} s")) for case in cases]
 
     def _check_unplaceable(self, active: list[_Task], state: _RunState) -> list[_Task]:
         waiting = [t for t in active if t.case_started is None]
-        if not waiting:
+        if not waiting and not state.queued():
             return active
         nodes = self._nodes()
         keep: list[_Task] = []
@@ -774,10 +951,19 @@ class RayExecutor:
                 keep.append(t)
                 continue
             self._cancel(t, force=False)
-            for case in t.rest:
-                state.emit(Result(case, "crashed", message=(
-                    f"no alive node of the Ray cluster can run it (needs {self._slot_text(t.slot)}) "
-                    f"for {self.unplaceable_s:g} s")))
+            for result in self._unplaceable(t.slot, t.rest):
+                state.emit(result)
+        for slot, queue in state.queues.items():  # GPU batches no runner has taken yet
+            if not queue or self._placement(slot, nodes) is not None:
+                state.queue_unplaceable_since.pop(slot, None)
+                continue
+            since = state.queue_unplaceable_since.setdefault(slot, now)
+            if now - since >= self.unplaceable_s:
+                for item in queue:
+                    for result in self._unplaceable(slot, item.cases):
+                        state.emit(result)
+                queue.clear()
+                state.queue_unplaceable_since.pop(slot, None)
         return keep
 
 

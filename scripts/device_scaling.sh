@@ -1,13 +1,115 @@
 #!/usr/bin/env bash
-# Scaling check on a 2-GPU machine: the tutorial suite's CUDA cases (2 s of measuring each) on one
-# GPU, then on two. Run after `source .whl/setup.sh`; stores under $OUT.
+# Scaling check on a 2-GPU machine: the tutorial suite's CUDA cases (2 s of measuring each) on one GPU
+# and on two, twice each, in two modes:
+#   embedded  kbench starts its own Ray (CUDA_VISIBLE_DEVICES=0 for one GPU)
+#   cluster   a Ray started once per GPU count (`ray start --head`, token authentication with a token
+#             made here), kbench joining it with --address; stopped with `ray stop --force` after
+# One line per run (mode, GPUs, wall seconds, kbench's dispatch seconds, cases ok, nvcc calls), then the
+# 2-vs-1 ratios. Run after `source .whl/setup.sh`; logs, stores and results.tsv go under $OUT.
+#   source .whl/setup.sh && bash scripts/device_scaling.sh
+# About 6-7 minutes. `ray stop --force` (between and after the cluster runs, and on exit) stops every
+# Ray of this user on the machine: run it on a machine of its own.
 set -uo pipefail
+SECONDS=0
+
 out=${OUT:-kbench-out/device}
 mkdir -p "$out"
-kb() { python3 -m harness.cli "$@"; }
-kb run suites/tutorials.toml --targets cuda --db "$out/warm.db" 2>&1 | tail -1   # warms build cache and peaks
+results="$out/results.tsv"
+printf 'mode\tgpus\trep\twall_s\tkbench_s\tdispatch_s\tok\tplanned\tnvcc\trc\n' > "$results"
+suite=suites/tutorials.toml
+port=${KBENCH_RAY_PORT:-6390}
+export RAY_USAGE_STATS_ENABLED=0 COLUMNS=250   # no usage-stats calls; rich: no wrapped summary line
+unset RAY_ADDRESS RAY_AUTH_MODE RAY_AUTH_TOKEN RAY_AUTH_TOKEN_PATH
+
+ray_cli() {
+  if command -v ray >/dev/null 2>&1; then ray "$@"
+  else python3 -c 'import sys; from ray.scripts.scripts import main; sys.argv[0] = "ray"; main()' "$@"; fi
+}
+
+authdir=$(mktemp -d)   # mode 0700: the cluster mode's token lives here
+cleanup() {
+  ray_cli stop --force >/dev/null 2>&1
+  rm -rf "$authdir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+now() { date +%s.%N; }
+
+# run MODE GPUS REP [kbench args...]: one `kbench run`, one result line
+run() {
+  local mode=$1 gpus=$2 rep=$3; shift 3
+  local tag="$mode-${gpus}gpu-$rep" t0 t1 rc
+  rm -f "$out/$tag.db"
+  t0=$(now)
+  python3 -m harness.cli run "$suite" --targets cuda --min-time 2 --max-time 2 --db "$out/$tag.db" "$@" \
+    > "$out/$tag.log" 2>&1
+  rc=$?
+  t1=$(now)
+  local line wall kb disp ok planned nvcc
+  line=$(grep -E '^run [0-9]+: .*nvcc calls' "$out/$tag.log" | tail -1)
+  wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+  kb=$(sed -nE 's/.*; ([0-9.]+) s \(.*/\1/p' <<< "$line")
+  disp=$(sed -nE 's/.*\(([0-9.]+) s dispatching\).*/\1/p' <<< "$line")
+  ok=$(sed -nE 's/^run [0-9]+: (.*, )?ok ([0-9]+).*/\2/p' <<< "$line")
+  nvcc=$(sed -nE 's/.*nvcc calls ([0-9]+).*/\1/p' <<< "$line")
+  planned=$(sed -nE 's/^run [0-9]+: ([0-9]+) cases$/\1/p' "$out/$tag.log" | tail -1)
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$gpus" "$rep" "$wall" "${kb:-?}" "${disp:-?}" \
+    "${ok:-0}" "${planned:-?}" "${nvcc:-?}" "$rc" >> "$results"
+  printf 'RESULT mode=%-8s gpus=%s rep=%s wall_s=%-6s kbench_s=%-6s dispatch_s=%-6s ok=%s/%s nvcc_calls=%s rc=%s\n' \
+    "$mode" "$gpus" "$rep" "$wall" "${kb:-?}" "${disp:-?}" "${ok:-0}" "${planned:-?}" "${nvcc:-?}" "$rc"
+  if [ -z "$line" ]; then echo "  (no summary line; last lines of $out/$tag.log:)"; tail -5 "$out/$tag.log" | sed 's/^/  /'; fi
+}
+
+echo "== $(date -u +%FT%TZ) $(python3 -c 'import ray; print("ray", ray.__version__)' 2>&1)"
+nvidia-smi -L 2>/dev/null || echo "(no nvidia-smi)"
+
+# warm-up: fills the build cache and, on both GPUs, the peaks cache (short measuring)
+echo "== warm-up (embedded Ray, 2 GPUs)"
+t0=$(now)
+python3 -m harness.cli run "$suite" --targets cuda --min-time 0.1 --max-time 0.1 --db "$out/warmup.db" \
+  > "$out/warmup.log" 2>&1
+echo "warm-up rc=$? in $(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s: $(grep -E '^run [0-9]+: .*nvcc' "$out/warmup.log" | tail -1)"
+
+echo "== embedded Ray"
 for rep in 1 2; do
-  CUDA_VISIBLE_DEVICES=0 kb run suites/tutorials.toml --targets cuda --min-time 2 --max-time 2 \
-    --db "$out/one$rep.db" 2>&1 | tail -2 | head -1
-  kb run suites/tutorials.toml --targets cuda --min-time 2 --max-time 2 --db "$out/two$rep.db" 2>&1 | tail -2 | head -1
+  CUDA_VISIBLE_DEVICES=0 run embedded 1 "$rep"
+  run embedded 2 "$rep"
 done
+
+echo "== existing Ray cluster (ray start --head, kbench --address 127.0.0.1:$port)"
+python3 -c 'import secrets; print(secrets.token_hex(32))' > "$authdir/auth_token"
+chmod 600 "$authdir/auth_token"
+for gpus in 1 2; do
+  if [ "$gpus" = 1 ]; then vis=0; else vis=0,1; fi
+  ray_cli stop --force >/dev/null 2>&1
+  if ! CUDA_VISIBLE_DEVICES=$vis RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="$authdir/auth_token" \
+      ray_cli start --head --node-ip-address=127.0.0.1 --port="$port" --num-gpus="$gpus" \
+      --disable-usage-stats --include-dashboard=false > "$out/ray-start-${gpus}gpu.log" 2>&1; then
+    echo "ray start failed ($gpus GPU); see $out/ray-start-${gpus}gpu.log:"; tail -5 "$out/ray-start-${gpus}gpu.log"
+    continue
+  fi
+  for rep in 1 2; do
+    CUDA_VISIBLE_DEVICES=$vis RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="$authdir/auth_token" \
+      run cluster "$gpus" "$rep" --address "127.0.0.1:$port"
+  done
+  ray_cli stop --force >/dev/null 2>&1
+done
+
+echo "== summary (mean of the reps; ratio = 1 GPU / 2 GPUs, goal >= 1.8)"
+awk -F'\t' 'NR > 1 && $5 != "?" {
+    k = $1 FS $2; n[k]++; w[k] += $4; if ($6 != "?") { d[k] += $6; nd[k]++ } ok[k] += $7; pl[k] += $8
+  }
+  END {
+    split("embedded cluster", modes, " ")
+    for (i = 1; i <= 2; i++) {
+      m = modes[i]; a = m FS 1; b = m FS 2
+      if (!(a in n) || !(b in n)) { printf "%-8s  incomplete (see results.tsv)\n", m; continue }
+      wa = w[a] / n[a]; wb = w[b] / n[b]
+      da = nd[a] ? d[a] / nd[a] : 0; db = nd[b] ? d[b] / nd[b] : 0
+      printf "%-8s  wall: 1 GPU %6.1f s, 2 GPUs %6.1f s, ratio %.2f | dispatch: 1 GPU %6.1f s, 2 GPUs %6.1f s, ratio %s | ok %d/%d\n",
+        m, wa, wb, wa / wb, da, db, (db > 0 ? sprintf("%.2f", da / db) : "?"), ok[a] + ok[b], pl[a] + pl[b]
+    }
+  }' "$results"
+echo "(runs without a kbench summary line are left out; every run: $results, logs: $out/*.log)"
+echo "== done in ${SECONDS} s"

@@ -195,7 +195,82 @@ def test_hanging_kernel_times_out_and_the_batch_goes_on(cluster):
     assert [r.outcome for r in got] == ["ok", "timeout", "ok", "ok"], [r.message for r in got]
     assert "timeout 4 s" in got[1].message and "cancelled" in got[1].message
     assert all(node_of(r) == cluster["A100"][:12] for r in got if r.outcome == "ok")
+    assert got[0].worker != got[2].worker  # the hung process was killed: a fresh one ran the rest ...
+    assert got[2].worker == got[3].worker  # ... and kept running it
     assert time.monotonic() - t0 < 60
+
+
+def test_queued_batches_wait_for_a_free_gpu_without_timing_out(cluster):
+    # one GPU, four one-case batches of ~0.8 s each with a 3 s timeout: together they take longer than
+    # the timeout, but a batch's clock starts when it starts running, not when it was handed on
+    slow = MeasureConfig(max_time_s=0.8, min_time_s=0.8, min_samples=3)
+    cases = [row_sum(48 + i, "A100", timeout_s=3.0) for i in range(4)]
+    t0 = time.monotonic()
+    got = run_collect(cluster["executor"], [[c] for c in cases], slow)
+    assert time.monotonic() - t0 > 3.0
+    assert [(r.case.key, r.outcome) for r in got] == [(c.key, "ok") for c in cases], [r.message for r in got]
+    assert len({r.worker for r in got}) == 1  # one GPU: one worker process ran every batch
+
+
+def test_a_free_runner_gives_its_gpu_to_another_model_waiting_for_it(cluster):
+    # one GPU reachable as two placements: the label gpu-sku=T4 and the resource accelerator_type:P100;
+    # the T4 runner runs both T4 batches, then must end so that the P100 runner gets the GPU
+    c = cluster["cluster"]
+    node = c.add_node(num_cpus=1, num_gpus=1, labels={"gpu-sku": "T4"},
+                      resources={"accelerator_type:P100": 1}, object_store_memory=100 * MB)
+    c.wait_for_nodes()
+    ex = RayExecutor(c.address, imports=IMPORTS, runtime_env=RUNTIME_ENV, poll_s=0.05)
+    cases = [row_sum(64, "T4"), row_sum(96, "T4"), row_sum(64, "P100")]
+    try:
+        got = run_collect(ex, [[x] for x in cases])
+    finally:
+        ex.close()
+        c.remove_node(node)
+    assert [(r.case.key, r.outcome) for r in got] == [(x.key, "ok") for x in cases], [r.message for r in got]
+    assert {node_of(r) for r in got} == {node.node_id[:12]}
+    assert got[0].worker == got[1].worker != got[2].worker
+
+
+_PROBE = textwrap.dedent("""
+    import os
+    from planted_workloads import _planted, _scale
+
+    def _build(params, dtype, log=""):
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()} {os.environ.get('CUDA_VISIBLE_DEVICES')}\\n")
+        return _scale(params, dtype)
+
+    _planted("probe_gpu_env", _build, knobs=(("log", ""),))
+""")
+
+
+def test_gpu_workers_keep_their_gpu_across_batches(cluster, tmp_path):
+    # a node with two (fake) GPUs and six batches: two worker processes, one per GPU, each running
+    # several batches and always seeing the one GPU Ray gave it (a reused Ray *task* worker may be
+    # handed the other GPU while its CUDA context stays on the first)
+    c = cluster["cluster"]
+    node = c.add_node(num_cpus=1, num_gpus=2, labels={"gpu-sku": "L40S"}, object_store_memory=100 * MB)
+    c.wait_for_nodes()
+    (tmp_path / "probe_gpu_env_mod.py").write_text(_PROBE)
+    log = tmp_path / "seen.txt"
+    ex = RayExecutor(c.address, imports=IMPORTS + ("probe_gpu_env_mod",), poll_s=0.05,
+                     runtime_env={"env_vars": {"PYTHONPATH": f"{HERE}{os.pathsep}{tmp_path}"}})
+    try:
+        knobs = (("log", str(log)),)
+        cases = [planted("probe_gpu_env", 32 + i, knobs=knobs, gpu_model="L40S") for i in range(12)]
+        slow = MeasureConfig(max_time_s=0.2, min_time_s=0.2, min_samples=3)
+        got = run_collect(ex, [cases[i:i + 2] for i in range(0, 12, 2)], slow)
+    finally:
+        ex.close()
+        c.remove_node(node)
+    assert sorted((r.case.key, r.outcome) for r in got) == sorted((x.key, "ok") for x in cases), got
+    assert {node_of(r) for r in got} == {node.node_id[:12]}
+    seen: dict[str, set] = {}
+    for line in log.read_text().splitlines():
+        pid, gpu = line.split()
+        seen.setdefault(pid, set()).add(gpu)
+    assert len(seen) == 2 and all(len(g) == 1 for g in seen.values()), seen
+    assert set().union(*seen.values()) == {"0", "1"}
 
 
 def test_crashing_kernel_is_recorded_and_the_run_goes_on(cluster):
