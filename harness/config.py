@@ -11,7 +11,7 @@ from pathlib import Path
 class Settings:
     db: Path  # default result store
     out_dir: Path  # reports and CI outputs
-    batch_size: int  # cases per Ray task (a GPU task starts a fresh process: batch many)
+    batch_size: int  # most cases in one batch (batches are cut smaller to balance the workers)
 
 
 def settings() -> Settings:
