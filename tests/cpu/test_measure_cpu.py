@@ -120,34 +120,30 @@ def test_opencl_timer_uses_profiling_markers_on_a_profiling_queue():
 # -- calibration: injected slowdown -------------------------------------------------------------
 
 
-def _interleaved_ratio(timer_factory, launch, slowdown, rounds=3):
-    """Median of (with injection) / median (without), alternating the two so drift cancels."""
-    cfg = MeasureConfig(max_time_s=0.3, min_time_s=0.05, min_samples=20, max_rel_ci=0.002)
-    base, slow = [], []
-    for _ in range(rounds):
-        base.append(measure(timer_factory(), launch, cfg).median)
-        t = measure(timer_factory(), launch, MeasureConfig(**{**cfg.__dict__, "slowdown": slowdown}))
-        tel = dict(t.telemetry)
-        assert tel["slowdown"] == slowdown and tel["injected_s"] > 0
-        slow.append(t.median)
-    return float(np.median(slow) / np.median(base))
+def _check_injection(timer_factory, launch, slowdown):
+    """Injected work sits inside every timed sample: each kept sample is at least the injected
+    time, which is ``slowdown`` times the warm-up's per-launch estimate (recorded in telemetry).
+    (The ratio of medians is measured by kbench calibrate, not asserted here: CI must not gate on
+    a timing.)"""
+    cfg = MeasureConfig(max_time_s=0.3, min_time_s=0.05, min_samples=20, slowdown=slowdown)
+    t = measure(timer_factory(), launch, cfg)
+    tel = dict(t.telemetry)
+    assert tel["slowdown"] == slowdown and tel["injected_s"] > 0
+    assert min(t.samples) >= tel["injected_s"]
+    plain = measure(timer_factory(), launch, MeasureConfig(max_time_s=0.3, min_time_s=0.05, min_samples=20))
+    assert "injected_s" not in dict(plain.telemetry)
 
 
-def test_cpu_timer_injected_slowdown_is_the_asked_fraction():
+def test_cpu_timer_injected_work_is_inside_every_sample():
     _, f, host = _case("default", "c")
-    launch = module_launcher(f, host)
-    ratio = _interleaved_ratio(CpuTimer, launch, 0.20)
-    # 20 % of the warm-up estimate is added to each sample: the ratio of medians lands near 1.20
-    assert 1.10 < ratio < 1.32, ratio
+    _check_injection(CpuTimer, module_launcher(f, host), 0.5)
 
 
 @needs_opencl
-def test_opencl_timer_injected_slowdown_is_the_asked_fraction():
+def test_opencl_timer_injected_work_is_inside_every_sample():
     _, f, host = _case("bind", "opencl")
     arrays = [tvm.nd.array(x, tvm.opencl(0)) for x in host]
-    launch = module_launcher(f, arrays)
-    ratio = _interleaved_ratio(OpenCLTimer, launch, 0.20)
-    assert 1.10 < ratio < 1.32, ratio
+    _check_injection(OpenCLTimer, module_launcher(f, arrays), 0.5)
 
 
 def test_inject_rejects_negative():
