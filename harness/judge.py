@@ -17,7 +17,6 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .model import Verdict
 from .store import Store, StoreError, UnknownRun
@@ -153,19 +152,12 @@ def remeasure_ambiguous(store: Store, run_id: int, judgement: Judgement,
     if not keys:
         return judgement
     again = rerun(keys)
-    second = judge(store, again, baseline if str(baseline).lower() != "auto" else "auto",
-                   fail_on=fail_on, seed=seed + 1, **_thresholds_of(store, run_id, fail_on))
+    # the re-measure run comes from the same suite file: judge() reads the same thresholds from it
+    second = judge(store, again, baseline, fail_on=fail_on, seed=seed + 1)
     by_key = {v.case_key: v for v in second.verdicts if v.case_key in keys and v.verdict != "MISSING"}
     merged = [dataclasses.replace(by_key[v.case_key], remeasured=True) if v.case_key in by_key else v
               for v in judgement.verdicts]
     return _judgement(merged, judgement.baseline_label, judgement.gate)
-
-
-def _thresholds_of(store: Store, run_id: int, fail_on: str | None) -> dict[str, Any]:
-    if fail_on:
-        return {}
-    t, per_case = suite_thresholds(store, run_id)
-    return {"threshold": t, "thresholds": per_case}
 
 
 def write_outputs(store: Store, run_id: int, judgement: Judgement | None, out_dir: Path) -> dict[str, Path]:
