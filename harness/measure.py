@@ -63,6 +63,8 @@ __all__ = [
     "median_ci",
     "should_stop",
     "measure",
+    "measure_interleaved",
+    "measure_sides",
     "Timer",
     "CpuTimer",
     "OpenCLTimer",
@@ -698,6 +700,32 @@ class CudaTimer(Timer):
             self._static["injected_floor"] = True
         self._extra_ns = max(1, int((seconds * self.batch - gap) * 1e9))
         self._static["injected_gap_s"] = gap
+        self._tune_injection(seconds)
+
+    def _tune_injection(self, seconds: float, rounds: int = 3, pairs: int = 15) -> None:
+        """Close the loop on the injected work: time ``pairs`` samples without and with it
+        (alternating), and correct the spin by what the difference of their medians misses of
+        ``seconds``; up to ``rounds`` times, until within 5 % of it. What a launch and its spin
+        overlap or queue behind each other is then measured, not assumed. The last estimate is in
+        the telemetry (``injected_measured_s``)."""
+        target_ns = seconds * self.batch * 1e9
+        achieved = math.nan
+        for _ in range(rounds):
+            plain, slowed = [], []
+            spin_ns = self._extra_ns
+            for _ in range(pairs):
+                self._extra_ns = 0
+                plain.append(self._sample()[0])
+                self._extra_ns = spin_ns
+                slowed.append(self._sample()[0])
+            achieved = (statistics.median(slowed) - statistics.median(plain)) * self.batch * 1e9
+            if abs(achieved - target_ns) <= 0.05 * target_ns:
+                break
+            self._extra_ns = max(1, int(spin_ns + target_ns - achieved))
+            if self._extra_ns == 1 and achieved > target_ns:
+                self._static["injected_floor"] = True
+                break
+        self._static["injected_measured_s"] = achieved * 1e-9 / self.batch
 
     def clock_floor_mhz(self, config: MeasureConfig) -> Optional[float]:
         if self.max_clock_mhz is None or self.max_clock_mhz <= 0:
@@ -820,69 +848,133 @@ def measure(timer: Timer, launch: Launches, config: Optional[MeasureConfig] = No
         with the timer's settings, before/after GPU state, warm-up launches, wall and measured
         time. When every sample was discarded the median and CI are NaN.
     """
-    config = MeasureConfig() if config is None else config
+    return measure_interleaved([timer], launch, [MeasureConfig() if config is None else config])[0]
+
+
+class _Side:
+    """The sampling state of one side of :func:`measure_interleaved`."""
+
+    def __init__(self, timer: Timer, config: MeasureConfig) -> None:
+        self.timer, self.config = timer, config
+        self.samples: List[float] = []
+        self.clocks: List[float] = []
+        self.discarded = 0
+        self.measured = 0.0  # timed seconds of the kept samples
+        self.next_check = 1
+        self.reason = ""  # set once the stopping rule said stop
+        self.floor: Optional[float] = None
+        self.warm_launches, self.warm_s, self.telemetry = 0, 0.0, {}
+
+    def take(self) -> None:
+        t, clock = self.timer.sample()
+        if self.floor is not None and clock is not None and clock < self.floor:
+            self.discarded += 1
+            return
+        self.samples.append(t)
+        self.clocks.append(math.nan if clock is None else clock)
+        self.measured += t * self.timer.batch
+
+    def check(self, wall_s: float) -> None:
+        """Apply the stopping rule at geometrically spaced counts (the CI sorts every sample)."""
+        n, cfg = len(self.samples), self.config
+        if self.reason or not (n >= self.next_check or wall_s >= cfg.max_time_s or n >= cfg.max_samples):
+            return
+        stop, reason = should_stop(self.samples, self.measured, cfg, wall_s=wall_s)
+        if stop:
+            self.reason = reason
+        self.next_check = n + max(1, n // 64)
+
+    def timing(self, wall_s: float, sides: int) -> Timing:
+        samples, clocks = self.samples, self.clocks
+        if samples:
+            med, lo, hi = median_ci(samples)
+        else:
+            med = lo = hi = math.nan
+        if all(math.isnan(c) for c in clocks):
+            clocks = []
+        telemetry = dict(self.telemetry)
+        telemetry.update({
+            "warmup_launches": self.warm_launches,
+            "warmup_s": self.warm_s,
+            "wall_s": wall_s,
+            "measured_s": self.measured,
+            "batch": self.timer.batch,
+            "kind": self.timer.kind,
+            "clock_floor_mhz": self.floor,
+        })
+        if sides > 1:
+            telemetry["interleaved_sides"] = sides
+        if self.config.slowdown:
+            telemetry.update({"slowdown": self.config.slowdown, "injected_s": self.timer.extra_s})
+        return Timing(samples=tuple(samples), discarded=self.discarded, clocks_mhz=tuple(clocks), median=med,
+                      ci_low=lo, ci_high=hi, mode=self.timer.mode, stop_reason=self.reason,
+                      telemetry=tuple(sorted(telemetry.items())))
+
+
+def measure_interleaved(timers: Sequence[Timer], launch: Launches,
+                        configs: Sequence[MeasureConfig]) -> List[Timing]:
+    """Time one case as several *sides*, interleaved sample by sample; one :class:`Timing` each.
+
+    Side ``i`` is ``timers[i]`` with ``configs[i]`` (their stopping rules should agree; they may
+    differ in ``slowdown``). Each side is warmed up in turn (its injected work, if any, is sized
+    from its own warm-up), then the sides take one sample each per round, the order rotating
+    every round (ABC, BCA, CAB, ...), until every side's stopping rule has said stop; every side
+    keeps sampling until then, so all end with the same number of samples taken. A side's wall
+    time, for its cap, is its share of the loop's wall time (the loop's / number of sides).
+
+    Why: on a machine whose speed drifts (shared hosts, clocks, thermals) two runs made one after
+    the other differ by more than their samples' spread says, and a verdict between them sees a
+    change that is not there; interleaving gives each side the same mixture of the machine's
+    states, so the sides' samples are exchangeable when nothing changed (the verdicts use that:
+    harness.compare). One side (``measure``) is the plain loop.
+    """
+    if len(timers) != len(configs) or not timers:
+        raise ValueError("measure_interleaved needs one config per timer, and at least one timer")
     launches = _as_launches(launch)
+    sides = [_Side(t, c) for t, c in zip(timers, configs)]
+    k = len(sides)
     t0 = time.perf_counter()
-    timer.begin(launches, config)
-    samples: List[float] = []
-    clocks: List[float] = []
-    discarded = 0
-    reason = ""
+    begun: List[_Side] = []
     try:
-        warm_launches, per_launch = _warm_up(timer, config, t0)
-        if config.slowdown:
-            timer.inject(config.slowdown * per_launch)
-        warm_s = time.perf_counter() - t0
-        floor = timer.clock_floor_mhz(config)
-        measured = 0.0  # timed seconds of the kept samples
-        next_check = 1
-        while True:
-            t, clock = timer.sample()
-            if floor is not None and clock is not None and clock < floor:
-                discarded += 1
-            else:
-                samples.append(t)
-                clocks.append(math.nan if clock is None else clock)
-                measured += t * timer.batch
-            wall = time.perf_counter() - t0
-            n = len(samples)
-            # the CI sorts every sample: evaluate it at geometrically spaced counts
-            if n >= next_check or wall >= config.max_time_s or n >= config.max_samples:
-                stop, reason = should_stop(samples, measured, config, wall_s=wall)
-                if stop:
-                    break
-                next_check = n + max(1, n // 64)
+        for side in sides:
+            t_side = time.perf_counter()
+            side.timer.begin(launches, side.config)
+            begun.append(side)
+            side.warm_launches, per_launch = _warm_up(side.timer, side.config, t_side)
+            if side.config.slowdown:
+                side.timer.inject(side.config.slowdown * per_launch)
+            side.warm_s = time.perf_counter() - t_side
+            side.floor = side.timer.clock_floor_mhz(side.config)
+        t_loop = time.perf_counter()
+        round_no = 0
+        while not all(side.reason for side in sides):
+            for j in range(k):
+                sides[(round_no + j) % k].take()
+            round_no += 1
+            share = (time.perf_counter() - t_loop) / k
+            for side in sides:
+                side.check(side.warm_s + share)
     finally:
-        telemetry = timer.end()
+        for side in begun:
+            side.telemetry = side.timer.end()
     wall = time.perf_counter() - t0
-    if samples:
-        med, lo, hi = median_ci(samples)
-    else:
-        med = lo = hi = math.nan
-    if all(math.isnan(c) for c in clocks):
-        clocks = []
-    telemetry.update({
-        "warmup_launches": warm_launches,
-        "warmup_s": warm_s,
-        "wall_s": wall,
-        "measured_s": measured,
-        "batch": timer.batch,
-        "kind": timer.kind,
-        "clock_floor_mhz": floor,
-    })
-    if config.slowdown:
-        telemetry.update({"slowdown": config.slowdown, "injected_s": timer.extra_s})
-    return Timing(
-        samples=tuple(samples),
-        discarded=discarded,
-        clocks_mhz=tuple(clocks),
-        median=med,
-        ci_low=lo,
-        ci_high=hi,
-        mode=timer.mode,
-        stop_reason=reason,
-        telemetry=tuple(sorted(telemetry.items())),
-    )
+    return [side.timing(wall if k == 1 else side.warm_s + (wall - sum(s.warm_s for s in sides)) / k, k)
+            for side in sides]
+
+
+def measure_sides(make_timer: Callable[[], Timer], launch: Launches,
+                  config: MeasureConfig) -> List[Tuple[str, Timing]]:
+    """``[(side, Timing)]`` for ``config.interleave`` (see :func:`measure_interleaved`; each side
+    gets a fresh timer from ``make_timer`` and ``config`` with its own ``slowdown``), or
+    ``[("", measure(make_timer(), launch, config))]`` when there are no sides."""
+    if not config.interleave:
+        return [("", measure(make_timer(), launch, config))]
+    from dataclasses import replace
+
+    names = [str(name) for name, _ in config.interleave]
+    configs = [replace(config, slowdown=float(slow), interleave=()) for _, slow in config.interleave]
+    timings = measure_interleaved([make_timer() for _ in names], launch, configs)
+    return list(zip(names, timings))
 
 
 # ---------------------------------------------------------------------------------------------

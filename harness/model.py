@@ -86,6 +86,14 @@ class MeasureConfig:
     # calibration only (`kbench calibrate`): dependent work added inside every timed sample, as a
     # fraction of the case's own time per launch (0.05 = the case gets 5 % slower); 0 = none
     slowdown: float = 0.0
+    # interleaved sides (harness.measure.measure_interleaved): ((name, slowdown), ...); each case is
+    # timed once per side, sample by sample in rotation, and yields one result per side (the
+    # driver stores each side in its own run). Empty = one plain side. Set by `kbench calibrate`.
+    interleave: Tuple[Tuple[str, float], ...] = ()
+
+    def __post_init__(self):
+        # a config read back from JSON (the store) has lists where the fields hold tuples
+        object.__setattr__(self, "interleave", tuple((str(n), float(s)) for n, s in self.interleave))
 
 
 @dataclass(frozen=True)
@@ -173,6 +181,7 @@ class Verdict:
     base_result_ids: Tuple[int, ...] = ()
     base_run_ids: Tuple[int, ...] = ()
     remeasured: bool = False
+    interleaved: bool = False  # both sides timed in one loop, sample by sample (harness.compare.judge)
     message: str = ""
 
     def __post_init__(self):

@@ -227,7 +227,7 @@ def run_peer(
     atol: float,
     config: Optional[MeasureConfig] = None,
     device_index: int = 0,
-) -> Tuple[Optional[bool], str, Optional[Timing]]:
+) -> Tuple[Optional[bool], str, Any]:
     """Prepare, check and time one peer on ``cuda(device_index)``.
 
     Returns
@@ -236,9 +236,10 @@ def run_peer(
         ``(None, reason, None)`` when the peer is not available; ``(False, message, None)`` when
         its outputs do not match the reference (it is then not timed); ``(True, "", Timing)``
         otherwise, timed with :class:`harness.measure.CudaTimer` in cold mode whatever
-        ``config.mode`` says.
+        ``config.mode`` says. With ``config.interleave`` the third item is the list of
+        ``(side, Timing)`` of :func:`harness.measure.measure_sides` instead.
     """
-    from harness.measure import CudaTimer, measure
+    from harness.measure import CudaTimer, measure_sides
 
     peer = get(name)
     if not peer.available():
@@ -248,5 +249,5 @@ def run_peer(
     ok, message = check_outputs(run.outputs(), list(reference), rtol, atol)
     if not ok:
         return False, f"peer {name}: {message}", None
-    timing = measure(CudaTimer(device_index, mode="cold"), run, config)
-    return True, "", timing
+    sides = measure_sides(lambda: CudaTimer(device_index, mode="cold"), run, config or MeasureConfig())
+    return True, "", (sides if (config and config.interleave) else sides[0][1])

@@ -6,7 +6,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Collection, List, Optional, Sequence
+from typing import Callable, Collection, Dict, List, Optional, Sequence
 
 from .model import MeasureConfig, Result
 
@@ -24,6 +24,7 @@ class RunSummary:
     nvcc_calls: int = 0
     seconds: float = 0.0
     dispatch_s: float = 0.0  # from the first task submitted to the last result
+    side_runs: Dict[str, int] = field(default_factory=dict)  # interleaved side -> its run (else empty)
 
     @property
     def exit_code(self) -> int:
@@ -55,7 +56,12 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
     ``kind``/``parent_run`` label the stored run (see harness.store: "calibration" runs are never
     baselines; a "remeasure" run re-times some cases of ``parent_run``). ``executor``: an already
     started executor to reuse (it is not closed here); by default one of ``executor_kind`` is made
-    and closed at the end."""
+    and closed at the end.
+
+    With interleaved sides (``measure_overrides={"interleave": ((name, slowdown), ...)}``, see
+    harness.measure.measure_interleaved) one run is stored per side, the later ones with the first
+    as ``parent_run``; ``RunSummary.side_runs`` maps each side to its run and ``run_id`` is the
+    first side's. A case that fails is recorded with its outcome in every side's run."""
     from . import dispatch
     from . import plan as planmod
     from . import store as storemod
@@ -87,20 +93,45 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
             if only_keys is not None:
                 cases = [c for c in cases if c.key in only_keys]
             skipped = sorted({c.target for c in suite.cases} - avail)
+            if resume is not None and config.interleave:
+                raise ValueError("--resume cannot continue a run of interleaved sides")
             if resume is not None:
                 if st.get_run(resume) is None:
                     raise ValueError(f"--resume {resume}: no such run in {db}")
                 run_id = resume
                 cases = planmod.missing(cases, st.resume_run(run_id))
-            else:
+            elif not config.interleave:
                 run_id = st.begin_run(suite, list(argv), executor_kind, config, git_commit=storemod.git_commit(),
                                       kind=kind, parent_run=parent_run)
-            summary = RunSummary(run_id, Path(db), len(cases), skipped_targets=skipped)
+            side_runs: Dict[str, int] = {}
+            for name, _slow in config.interleave:
+                side_runs[str(name)] = st.begin_run(
+                    suite, list(argv), executor_kind, config, git_commit=storemod.git_commit(), kind=kind,
+                    parent_run=next(iter(side_runs.values()), parent_run))
+            if side_runs:
+                run_id = next(iter(side_runs.values()))
+            summary = RunSummary(run_id, Path(db), len(cases), skipped_targets=skipped, side_runs=side_runs)
             emit("planned", summary)
-            def on_result(r: Result) -> None:
+
+            def record(into: int, r: Result, side: str = "") -> None:
                 extra = dict(r.extra)
                 env = extra.pop("env", None)  # the worker's fingerprint (its GPU, not the driver's)
-                st.record_result(run_id, replace(r, extra=tuple(extra.items())), env)
+                extra.pop("interleaved", None)
+                timing = r.timing
+                if side and timing is not None:
+                    # harness.compare recognises sides timed together by this group (the first run)
+                    marks = (("interleave_group", run_id), ("interleave_side", side))
+                    timing = replace(timing, telemetry=tuple(sorted(timing.telemetry + marks)))
+                st.record_result(into, replace(r, extra=tuple(extra.items()), timing=timing), env)
+
+            def on_result(r: Result) -> None:
+                if side_runs:
+                    # one result per side; a case that failed before timing has one for all sides
+                    per_side = dict(dict(r.extra).get("interleaved", ()))
+                    for name, rid in side_runs.items():
+                        record(rid, per_side.get(name, r), name)
+                else:
+                    record(run_id, r)
                 summary.counts[r.outcome] += 1
                 summary.nvcc_calls += dict(r.extra).get("nvcc_calls", 0)
                 emit("result", r)
@@ -120,7 +151,8 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
                 raise
             finally:
                 summary.dispatch_s = time.time() - t_dispatch
-                st.finish_run(run_id, status)
+                for rid in side_runs.values() or (run_id,):
+                    st.finish_run(rid, status)
         finally:
             if own:
                 executor.close()

@@ -820,6 +820,7 @@ _MEASURE_RULES = {
     "seed": (lambda v: v >= 0, "a non-negative integer"),
     # an injected slowdown belongs to `kbench calibrate` (its runs are never baselines), not to a suite
     "slowdown": (lambda v: v == 0, "0 in a suite (kbench calibrate --slowdown injects one)"),
+    "interleave": (lambda v: not v, "empty in a suite (kbench calibrate sets the sides it interleaves)"),
 }
 
 

@@ -12,6 +12,7 @@ import socket
 import time
 import traceback
 import zlib
+from dataclasses import replace
 from typing import Dict, Iterator, Optional, Sequence
 
 import numpy as np
@@ -143,8 +144,25 @@ def peer_cases(cases: Sequence[Case], peers: Sequence[tuple]) -> list:
     return out
 
 
-def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
+def _timed(case: Case, sides, flops: float, nbytes: float, target: str, **fields) -> Result:
+    """The ``ok`` Result of a timed case. ``sides``: ``[(side, Timing)]`` of measure_sides; with
+    interleaved sides the first side's Result carries every side's Result as
+    ``extra["interleaved"]`` (``((side, Result), ...)``; harness.run stores each in its side's run)."""
     from . import measure
+
+    out = []
+    for name, timing in sides:
+        d = measure.derived(timing, flops, nbytes, _peaks(target), dtype=case.dtype)
+        out.append((name, Result(case, "ok", timing=timing, gbps=d.get("gbps"), gflops=d.get("gflops"),
+                                 pct_peak_bw=d.get("pct_peak_bw"), pct_peak_flops=d.get("pct_peak_flops"),
+                                 device=_device_name(target), **fields)))
+    first = out[0][1]
+    if len(out) == 1 and not out[0][0]:
+        return first
+    return replace(first, extra=first.extra + (("interleaved", tuple(out)),))
+
+
+def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
     from .peers import run_peer
 
     name = case.variant[len(PEER_PREFIX):]
@@ -159,11 +177,9 @@ def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
             return Result(case, "build_error", message=msg, worker=worker, env_id=env_id, extra=env_extra)
         if not ok:
             return Result(case, "wrong", message=msg, worker=worker, env_id=env_id, extra=env_extra)
-        d = measure.derived(timing, w.flops(params), w.bytes(params, case.dtype), _peaks("cuda"),
-                            dtype=case.dtype)
-        return Result(case, "ok", timing=timing, gbps=d.get("gbps"), gflops=d.get("gflops"),
-                      pct_peak_bw=d.get("pct_peak_bw"), pct_peak_flops=d.get("pct_peak_flops"),
-                      device=_device_name("cuda"), env_id=env_id, worker=worker, extra=env_extra)
+        sides = timing if config.interleave else [("", timing)]
+        return _timed(case, sides, w.flops(params), w.bytes(params, case.dtype), "cuda", env_id=env_id,
+                      worker=worker, extra=env_extra)
     except Exception as exc:
         return Result(case, "crashed", message=f"{type(exc).__name__}: {exc}", worker=worker)
 
@@ -203,17 +219,28 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
             return Result(case, "wrong", message=msg, worker=worker, build_s=build_s, extra=extra,
                           device=_device_name(case.target), env_id=env_id)
         launch, _ = module.launcher(*nd)
-        timing = measure.measure(_timer(case.target, dev), launch, config)
-        d = measure.derived(timing, w.flops(params), w.bytes(params, case.dtype), _peaks(case.target),
-                            dtype=case.dtype)
-        return Result(case, "ok", timing=timing, gbps=d.get("gbps"), gflops=d.get("gflops"),
-                      pct_peak_bw=d.get("pct_peak_bw"), pct_peak_flops=d.get("pct_peak_flops"),
-                      device=_device_name(case.target), env_id=env_id, worker=worker, build_s=build_s,
-                      extra=extra)
+        sides = measure.measure_sides(lambda: _timer(case.target, dev), launch, config)
+        return _timed(case, sides, w.flops(params), w.bytes(params, case.dtype), case.target, env_id=env_id,
+                      worker=worker, build_s=build_s, extra=extra)
     except Exception as exc:
         tb = traceback.format_exc(limit=3)
         return Result(case, "crashed", message=f"{type(exc).__name__}: {exc}\n{tb}", worker=worker,
                       build_s=build_s)
+
+
+def prepare(target: str, imports: Sequence[str] = (), peer_libraries: Sequence[str] = ()) -> None:
+    """Pay a worker's one-time costs before its first case: the suite's modules, the device's
+    fingerprint and peaks (CUDA context included) and the peer libraries (e.g. torch, seconds to
+    import). GPU runners call it as they start, while the CPU workers still build; a failure here
+    is left for the first case to report."""
+    from .config import apply_runtime_defaults
+
+    apply_runtime_defaults()
+    for mod in imports:
+        importlib.import_module(mod)
+    _peaks(target)
+    for lib in peer_libraries:
+        importlib.import_module(lib)
 
 
 def run_cases(cases: Sequence[Case], config: MeasureConfig, imports: Sequence[str] = (),

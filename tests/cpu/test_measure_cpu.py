@@ -15,7 +15,9 @@ from harness.measure import (
     OpenCLTimer,
     derived,
     measure,
+    measure_interleaved,
     measure_peaks_cpu,
+    measure_sides,
     module_launcher,
 )
 from harness.model import MeasureConfig
@@ -149,3 +151,65 @@ def test_opencl_timer_injected_work_is_inside_every_sample():
 def test_inject_rejects_negative():
     with pytest.raises(ValueError, match=">= 0"):
         CpuTimer().inject(-1.0)
+
+
+# -- interleaved sides --------------------------------------------------------------------------
+
+
+class _LoggingCpuTimer(CpuTimer):
+    """A real CpuTimer that also writes its name into a shared log at every timed sample."""
+
+    def __init__(self, name, log):
+        super().__init__()
+        self.name, self.log = name, log
+
+    def _sample(self):
+        self.log.append(self.name)
+        return super()._sample()
+
+
+def test_interleaved_sides_rotate_sample_by_sample_and_end_together():
+    _, f, host = _case("default", "c")
+    launch = module_launcher(f, host)
+    log = []
+    timers = [_LoggingCpuTimer(n, log) for n in "ABC"]
+    cfg = MeasureConfig(max_time_s=0.3, min_time_s=0.01, min_samples=12)
+    timings = measure_interleaved(timers, launch, [cfg, cfg, cfg])
+    # warm-up of A, then B, then C; then rounds in rotated order ABC, BCA, CAB, ABC, ...
+    n = len(timings[0].samples)
+    assert n >= 12 and all(len(t.samples) == n for t in timings)
+    rounds = log[len(log) - 3 * n:]
+    expected = [s for r in range(n) for s in ("ABC"[r % 3:] + "ABC"[:r % 3])]
+    assert rounds == expected
+    for t in timings:
+        tel = dict(t.telemetry)
+        assert tel["interleaved_sides"] == 3 and t.stop_reason in STOP_REASONS
+        assert t.ci_low <= t.median <= t.ci_high
+
+
+def test_interleaved_injection_only_in_its_side():
+    """measure_sides gives every side its own timer and slowdown: only C carries injected work,
+    inside each of its samples (sized from C's own warm-up)."""
+    _, f, host = _case("default", "c")
+    cfg = MeasureConfig(max_time_s=0.3, min_time_s=0.02, min_samples=20,
+                        interleave=(("A", 0.0), ("B", 0.0), ("C", 1.0)))
+    sides = measure_sides(CpuTimer, module_launcher(f, host), cfg)
+    assert [name for name, _ in sides] == ["A", "B", "C"]
+    tel = {name: dict(t.telemetry) for name, t in sides}
+    assert "injected_s" not in tel["A"] and "injected_s" not in tel["B"]
+    assert tel["C"]["slowdown"] == 1.0 and tel["C"]["injected_s"] > 0
+    assert min(sides[2][1].samples) >= tel["C"]["injected_s"]
+    # a 100 % slowdown shows whatever the machine's noise (the 5 % figures are kbench calibrate's)
+    assert sides[2][1].median > 1.3 * sides[1][1].median
+
+
+def test_measure_sides_without_interleave_is_one_plain_measure():
+    _, f, host = _case("default", "c")
+    sides = measure_sides(CpuTimer, module_launcher(f, host), CFG)
+    assert len(sides) == 1 and sides[0][0] == ""
+    assert "interleaved_sides" not in dict(sides[0][1].telemetry)
+
+
+def test_measure_interleaved_needs_one_config_per_timer():
+    with pytest.raises(ValueError, match="one config per timer"):
+        measure_interleaved([CpuTimer(), CpuTimer()], lambda: None, [CFG])
