@@ -6,22 +6,28 @@ Each trial measures the suite as three "sides", with the same code and one execu
     B   plain            -> verdicts of B vs A:  an A/A comparison; every SLOWER/FASTER is a false alarm
     C   slowed by s      -> verdicts of C vs B:  every case is really slower by s; SLOWER is a detection
 
-interleaved the way ``ci/pr.sh`` interleaves an A/B comparison: ``rounds`` rounds (default 3), each
-a run of every side in a rotated order (ABC, BCA, CAB), each run with 1/rounds of the suite's
-measuring time; a side's verdict pools the samples of its rounds. Interleaving spreads slow drift
-of the machine (other tenants, clocks, thermals) over all sides alike instead of letting it fall
-between two back-to-back runs.
+How the sides share the machine (``interleave``):
+
+- ``"samples"`` (the default): each case is timed once as all three sides in one loop, one
+  sample of each side per round in a rotated order (harness.measure.measure_interleaved); the
+  sides are stored as three runs. Drift of the machine (other tenants, clocks, thermals) falls on
+  all sides alike, and the verdicts use the interleaved decision rule (harness.compare.judge).
+- ``"runs"``: ``rounds`` rounds (default 3), each a run of the whole suite per side in a rotated
+  order (ABC, BCA, CAB), each with 1/rounds of the suite's measuring time; a side's verdict pools
+  its rounds. This is how ``ci/pr.sh`` interleaves two checkouts, and what a comparison of two
+  separate runs can expect: drift between runs is not in the samples.
 
 "Slowed by s" is ``MeasureConfig.slowdown``: dependent work of ``s`` times the case's own time is
 added inside every timed sample (harness.measure.Timer.inject), so the injected change is known.
-The verdicts go through the same path as ``kbench compare`` with pooled runs; AMBIGUOUS cases are
-re-measured once (one more interleaved set of rounds of both sides, then judged on all rounds).
-The runs are stored with kind "calibration": they are never a baseline and never part of a case's
-history.
+The verdicts go through the same path as ``kbench compare``; AMBIGUOUS cases are re-measured once
+(the two sides again, interleaved the same way, then judged on everything). The runs are stored
+with kind "calibration": they are never a baseline and never part of a case's history.
 
 Reported: the false-positive rate (A/A SLOWER or FASTER over A/A comparisons), the A/A rate of
-AMBIGUOUS, the detection rate (SLOWER over slowed comparisons) and the slowdown actually observed
-(median over cases of the ratio of medians of C to B).
+AMBIGUOUS, the detection rate (SLOWER over slowed comparisons), the slowdown actually observed
+(median over cases of the ratio of medians of C to B) and the median relative half-width of the
+cases' 95 % CIs (what the suite's stopping rule reached: a change of ``s`` past a threshold ``t``
+is only found reliably when that is well under ``s - t``).
 """
 
 from __future__ import annotations
@@ -50,6 +56,9 @@ class Calibration:
     aa: Counter = field(default_factory=Counter)  # verdict -> count, A/A
     slowed: Counter = field(default_factory=Counter)  # verdict -> count, injected slowdown
     observed_ratios: list[float] = field(default_factory=list)  # C/B ratio of medians per comparison
+    ci_halfwidths: list[float] = field(default_factory=list)  # relative 95 % CI half-width, per result
+    interleave: str = "samples"
+    threshold: float = 0.03  # the suite's (smallest) practical threshold
     seconds: float = 0.0
 
     @staticmethod
@@ -83,11 +92,16 @@ class Calibration:
     def observed_slowdown(self) -> float:
         return statistics.median(self.observed_ratios) - 1.0 if self.observed_ratios else math.nan
 
+    @property
+    def median_ci_halfwidth(self) -> float:
+        return statistics.median(self.ci_halfwidths) if self.ci_halfwidths else math.nan
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["aa"], d["slowed"] = dict(self.aa), dict(self.slowed)
         d.update({k: getattr(self, k) for k in ("aa_comparisons", "slowed_comparisons", "false_positive_rate",
-                                                  "aa_ambiguous_rate", "detection_rate", "observed_slowdown")})
+                                                  "aa_ambiguous_rate", "detection_rate", "observed_slowdown",
+                                                  "median_ci_halfwidth")})
         return d
 
     def write_json(self, path: Path) -> Path:
@@ -97,16 +111,19 @@ class Calibration:
 
 
 def calibrate(suite_path: str, db: Path, *, trials: int = 3, slowdown: float = 0.05, rounds: int = 3,
-              executor_kind: str = "ray",
+              interleave: str = "samples", executor_kind: str = "ray",
               address: str | None = None, targets: Sequence[str] | None = None,
               measure_overrides: dict | None = None, argv: Sequence[str] = (),
               on_event: Callable[[str, object], None] | None = None) -> Calibration:
     """Run the calibration described in the module docstring and return its figures.
 
+    ``measure_overrides`` replace fields of the suite's MeasureConfig (stopping rule) for every
+    side; with ``interleave="runs"`` the suite's times are first split over the rounds.
+
     Raises
     ------
     ValueError
-        ``trials`` < 1 or ``slowdown`` not in (0, 1].
+        ``trials`` or ``rounds`` < 1, ``slowdown`` not in (0, 1], an unknown ``interleave``.
     """
     import time
 
@@ -122,54 +139,71 @@ def calibrate(suite_path: str, db: Path, *, trials: int = 3, slowdown: float = 0
         raise ValueError(f"--rounds must be at least 1, got {rounds}")
     if not 0 < slowdown <= 1:
         raise ValueError(f"--slowdown must be a fraction in (0, 1], got {slowdown}")
+    if interleave not in ("samples", "runs"):
+        raise ValueError(f"--interleave must be 'samples' or 'runs', got {interleave!r}")
     emit = on_event or (lambda kind, payload: None)
     suite = load_suite(suite_path)
     t0 = time.time()
-    cal = Calibration(suite.name, trials, slowdown, rounds)
-    # each side's measuring time is split over the rounds, so a trial costs what 3 runs cost
-    base = {"max_time_s": suite.measure.max_time_s / rounds, "min_time_s": suite.measure.min_time_s / rounds,
-            **(measure_overrides or {})}
-    sides = {"A": {}, "B": {}, "C": {"slowdown": slowdown}}
+    cal = Calibration(suite.name, trials, slowdown, rounds, interleave=interleave,
+                      threshold=min([suite.regression_threshold, *(t for _, t in suite.thresholds)]))
+    base: dict[str, Any] = {}
+    if interleave == "runs":  # each side's measuring time is split over the rounds
+        base = {"max_time_s": suite.measure.max_time_s / rounds,
+                "min_time_s": suite.measure.min_time_s / rounds}
+    base.update(measure_overrides or {})
+    slowed = {"A": 0.0, "B": 0.0, "C": slowdown}
     apply_runtime_defaults()
     executor = dispatch.make_executor(executor_kind, address=address, imports=tuple(suite.imports))
     try:
-        def one(side: str, trial: int, label: str, **kw: Any) -> int:
-            emit("run", f"trial {trial + 1}/{trials}: {side} {label}")
-            summary = run_suite(suite_path, db, executor_kind, address, targets=targets, argv=argv,
-                                measure_overrides={**base, **sides[side]}, kind="calibration",
-                                executor=executor, **kw)
-            cal.runs.append(summary.run_id)
-            return summary.run_id
-
-        def interleaved(trial: int, names: str, label: str, **kw: Any) -> dict[str, list[int]]:
-            """``rounds`` rounds of the sides ``names``, each round in a rotated order."""
+        def one(label: str, names: str, **kw: Any) -> dict[str, list[int]]:
+            """The sides ``names`` timed once, interleaved as asked: side -> its run ids."""
             ids: dict[str, list[int]] = {n: [] for n in names}
-            for r in range(rounds):
-                for side in names[r % len(names):] + names[:r % len(names)]:
-                    ids[side].append(one(side, trial, f"{label} round {r + 1}/{rounds}", **kw))
+            if interleave == "samples":
+                emit("run", f"{label}: sides {', '.join(names)} interleaved sample by sample")
+                sides = tuple((n, slowed[n]) for n in names)
+                summary = run_suite(suite_path, db, executor_kind, address, targets=targets, argv=argv,
+                                    measure_overrides={**base, "interleave": sides}, kind="calibration",
+                                    executor=executor, **kw)
+                for n in names:
+                    ids[n].append(summary.side_runs[n])
+            else:
+                for r in range(rounds):
+                    for n in names[r % len(names):] + names[:r % len(names)]:
+                        emit("run", f"{label}: {n} round {r + 1}/{rounds}")
+                        summary = run_suite(suite_path, db, executor_kind, address, targets=targets,
+                                            argv=argv, measure_overrides={**base, "slowdown": slowed[n]},
+                                            kind="calibration", executor=executor, **kw)
+                        ids[n].append(summary.run_id)
+            cal.runs.extend(i for n in names for i in ids[n])
             return ids
 
-        def verdicts(new: list[int], old: list[int], names: str, trial: int) -> tuple:
-            """Judge ``new`` against ``old`` (pooled rounds); AMBIGUOUS cases get one more
-            interleaved set of rounds of both sides, and are judged again on everything."""
+        def verdicts(new: list[int], old: list[int], names: str, label: str) -> tuple:
+            """Judge ``new`` against ``old``; AMBIGUOUS cases are timed once more (both sides,
+            interleaved the same way) and judged again on everything."""
             with Store.open(db) as st:
                 first = judge.judge(st, _spec(new), _spec(old))
             keys = {v.case_key for v in first.verdicts if v.verdict == "AMBIGUOUS"}
             if not keys:
                 return first.verdicts
-            more = interleaved(trial, names, "re-measure of AMBIGUOUS cases", only_keys=keys)
+            more = one(f"{label}: re-measure of {len(keys)} AMBIGUOUS case(s)", names, only_keys=keys)
             with Store.open(db) as st:
                 second = judge.judge(st, _spec(new + more[names[1]]), _spec(old + more[names[0]]))
             again = {v.case_key: replace(v, remeasured=True) for v in second.verdicts if v.case_key in keys}
             return tuple(again.get(v.case_key, v) for v in first.verdicts)
 
         for trial in range(trials):
-            ids = interleaved(trial, "ABC", "")
-            aa = verdicts(ids["B"], ids["A"], "AB", trial)
-            sl = verdicts(ids["C"], ids["B"], "BC", trial)
+            label = f"trial {trial + 1}/{trials}"
+            ids = one(label, "ABC")
+            aa = verdicts(ids["B"], ids["A"], "AB", label)
+            sl = verdicts(ids["C"], ids["B"], "BC", label)
             cal.aa.update(v.verdict for v in aa)
             cal.slowed.update(v.verdict for v in sl)
             cal.observed_ratios += [v.ratio for v in sl if _timed(v)]
+            with Store.open(db) as st:
+                frame = st.results_frame([i for n in "ABC" for i in ids[n]])
+            ok = frame[(frame["outcome"] == "ok") & (frame["median_s"] > 0)]
+            cal.ci_halfwidths += [float(x) for x in ((ok["ci_high_s"] - ok["ci_low_s"]) / 2 / ok["median_s"])
+                                  if x == x]
             emit("trial", (trial, aa, sl))
     finally:
         executor.close()

@@ -47,6 +47,29 @@ def _verdict_args(p: argparse.ArgumentParser, baseline_help: str) -> None:
                    help="write the HTML report and CI outputs (Markdown, JUnit, JSON, CSV) here")
 
 
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction in (0, 1), got {text}")
+    return v
+
+
+def _execution_args(p: argparse.ArgumentParser) -> None:
+    """Where and how a suite's cases run: shared by ``run`` and ``calibrate``."""
+    p.add_argument("--executor", choices=["ray", "local"], default="ray",
+                   help="ray (default: an embedded local Ray, or --address) or local (in-process)")
+    p.add_argument("--address", help="join this Ray cluster instead of starting one")
+    p.add_argument("--targets", help="comma-separated subset of targets (c,opencl,cuda)")
+    p.add_argument("--max-time", type=float, metavar="S", help="cap on measuring time per case (seconds)")
+    p.add_argument("--min-time", type=float, metavar="S", help="least measuring time per case (seconds)")
+    p.add_argument("--max-rel-ci", type=_fraction, metavar="F",
+                   help="stop a case once the 95 %% CI half-width of its median is at most F of it "
+                        "(e.g. 0.005)")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kbench", description="GPU-kernel benchmark and regression harness.")
     parser.add_argument("--version", action="version", version=f"kbench {__version__}")
@@ -56,15 +79,10 @@ def _build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="build, check and time every case of a suite")
     run.add_argument("suite", help="suite file (TOML), e.g. suites/tutorials.toml")
     _db_arg(run)
-    run.add_argument("--executor", choices=["ray", "local"], default="ray",
-                     help="ray (default: an embedded local Ray, or --address) or local (in-process)")
-    run.add_argument("--address", help="join this Ray cluster instead of starting one")
+    _execution_args(run)
     run.add_argument("--resume", type=int, metavar="RUN_ID", help="run only what RUN_ID still lacks")
     run.add_argument("--compare-gpus", action="store_true",
                      help="run each CUDA case on every GPU model in the cluster")
-    run.add_argument("--targets", help="comma-separated subset of targets (c,opencl,cuda)")
-    run.add_argument("--max-time", type=float, metavar="S", help="cap on measuring time per case (seconds)")
-    run.add_argument("--min-time", type=float, metavar="S", help="least measuring time per case (seconds)")
     _verdict_args(run, baseline_help="judge the run against RUN, runs R1,R2,.. (pooled), a named baseline, "
                   "or 'auto' (each case's most recent result on the same device)")
     run.add_argument("--no-remeasure", action="store_true",
@@ -100,15 +118,15 @@ def _build_parser() -> argparse.ArgumentParser:
 
     cal = commands.add_parser("calibrate", help="A/A false-positive rate and injected-slowdown detection rate")
     cal.add_argument("suite")
-    cal.add_argument("--trials", type=int, default=3, help="trials of A, A, A-slowed runs (default %(default)s)")
+    cal.add_argument("--trials", type=int, default=3, help="trials of A, A, A-slowed (default %(default)s)")
+    cal.add_argument("--interleave", choices=["samples", "runs"], default="samples",
+                     help="samples (default): the three sides of a case timed in one loop, sample by "
+                          "sample; runs: whole runs of the suite per side in rotated rounds (as ci/pr.sh)")
     cal.add_argument("--rounds", type=int, default=3,
-                     help="interleaved rounds per side and trial (default %(default)s)")
-    cal.add_argument("--slowdown", type=float, default=0.05, help="injected slowdown (default %(default)s = 5 %%)")
-    cal.add_argument("--executor", choices=["ray", "local"], default="ray")
-    cal.add_argument("--address")
-    cal.add_argument("--targets", help="comma-separated subset of targets (c,opencl,cuda)")
-    cal.add_argument("--max-time", type=float, metavar="S")
-    cal.add_argument("--min-time", type=float, metavar="S")
+                     help="--interleave runs: rounds per side and trial (default %(default)s)")
+    cal.add_argument("--slowdown", type=float, default=0.05,
+                     help="injected slowdown (default %(default)s = 5 %%)")
+    _execution_args(cal)
     cal.add_argument("--out", type=Path, metavar="DIR", default=_default_out(),
                      help="write calibration.json here (default %(default)s)")
     _db_arg(cal)

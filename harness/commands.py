@@ -56,8 +56,7 @@ def _fmt_time(s) -> str:
 def cmd_run(args, argv) -> int:
     from .run import run_suite
 
-    targets = [t.strip() for t in args.targets.split(",")] if args.targets else None
-    overrides = {k: v for k, v in (("max_time_s", args.max_time), ("min_time_s", args.min_time)) if v}
+    targets, overrides = _execution(args)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("ok {task.fields[ok]}  failed {task.fields[failed]}"),
                         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err,
@@ -232,22 +231,29 @@ def cmd_baseline(args, argv) -> int:
     return 0
 
 
+def _execution(args) -> tuple:
+    """(targets or None, MeasureConfig overrides) from the options of cli._execution_args."""
+    targets = [t.strip() for t in args.targets.split(",")] if args.targets else None
+    given = (("max_time_s", args.max_time), ("min_time_s", args.min_time), ("max_rel_ci", args.max_rel_ci))
+    return targets, {k: v for k, v in given if v is not None}
+
+
 def cmd_calibrate(args, argv) -> int:
     from .calibrate import calibrate
 
-    targets = [t.strip() for t in args.targets.split(",")] if args.targets else None
-    overrides = {k: v for k, v in (("max_time_s", args.max_time), ("min_time_s", args.min_time)) if v}
+    targets, overrides = _execution(args)
 
     def on_event(kind, payload):
         if kind == "run":
             err.print(payload)
 
     cal = calibrate(args.suite, args.db, trials=args.trials, slowdown=args.slowdown, rounds=args.rounds,
-                    executor_kind=args.executor,
+                    interleave=args.interleave, executor_kind=args.executor,
                     address=args.address, targets=targets, measure_overrides=overrides, argv=argv,
                     on_event=on_event)
-    table = Table(title=f"calibration of {escape(cal.suite)}: {cal.trials} trial(s) of {cal.rounds} "
-                        "interleaved round(s)")
+    how = ("sides interleaved sample by sample" if cal.interleave == "samples"
+           else f"{cal.rounds} interleaved round(s) of whole runs")
+    table = Table(title=f"calibration of {escape(cal.suite)}: {cal.trials} trial(s), {how}")
     for col in ("check", "comparisons", "SAME", "FASTER", "SLOWER", "AMBIGUOUS", "rate"):
         table.add_column(col, justify="left" if col == "check" else "right")
     for name, counts, n, rate, what in (
@@ -259,6 +265,12 @@ def cmd_calibrate(args, argv) -> int:
     out.print(table)
     out.print(f"observed slowdown of the injected runs: {cal.observed_slowdown:+.1%} (asked {cal.slowdown:.0%}); "
               f"runs {cal.runs[0]}..{cal.runs[-1]} in {args.db} (kind calibration); {cal.seconds:.0f} s")
+    half, gap = cal.median_ci_halfwidth, cal.slowdown - cal.threshold
+    out.print(f"median 95 % CI half-width of the cases: {half:.2%} (threshold {cal.threshold:.0%})")
+    if half == half and gap > 0 and half > 0.6 * gap:
+        out.print(f"[yellow]hint:[/] a {cal.slowdown:.0%} change past a {cal.threshold:.0%} threshold is found reliably "
+                  f"when the CIs are under about {0.6 * gap:.1%}: measure longer, e.g. "
+                  f"--max-rel-ci {0.6 * gap:.3f} --max-time 30")
     path = cal.write_json(Path(args.out) / "calibration.json")
     out.print(f"calibration: {path}")
     return 0

@@ -126,19 +126,30 @@ def test_usage_errors_name_the_argument(tmp_path):
     assert r.returncode == 4 and "share run ids" in r.stderr
 
 
-def test_calibrate_reports_false_alarms_and_detection(tmp_path, suite):
+@pytest.mark.parametrize("interleave", ["samples", "runs"])
+def test_calibrate_reports_false_alarms_and_detection(tmp_path, suite, interleave):
     db, out = tmp_path / "k.db", tmp_path / "out"
     r = kbench("calibrate", suite, "--executor", "local", "--trials", "2", "--slowdown", "1.0", "--db", db,
-               "--out", out)
+               "--out", out, "--interleave", interleave)
     assert r.returncode == 0, r.stdout + r.stderr
     cal = json.loads((out / "calibration.json").read_text())
+    assert cal["interleave"] == interleave and 0 < cal["median_ci_halfwidth"] < 1
     assert cal["aa_comparisons"] == 6 and cal["slowed_comparisons"] == 6
     # the rates themselves are the business of the calibration runs in docs/PERF.md (CI does not
     # gate on timings); here: every comparison is counted once and the injection shows
     assert sum(cal["aa"].values()) == 6 and sum(cal["slowed"].values()) == 6, cal
     assert cal["observed_slowdown"] > 0, cal
-    kinds = {k for (k,) in sqlite3.connect(db).execute("select distinct kind from runs")}
+    con = sqlite3.connect(db)
+    kinds = {k for (k,) in con.execute("select distinct kind from runs")}
     assert kinds == {"calibration"}
+    if interleave == "samples":
+        # one loop per case timed A, B and C: three runs whose results share the loop's group,
+        # and the two later runs name the first as their parent
+        runs = con.execute("select id, parent_run from runs order by id limit 3").fetchall()
+        assert [p for _, p in runs] == [None, runs[0][0], runs[0][0]]
+        groups = {json.loads(t)["interleave_group"] for (t,) in con.execute(
+            "select telemetry from results where run_id in (?, ?, ?)", [i for i, _ in runs])}
+        assert groups == {runs[0][0]}
     # calibration runs never serve as a baseline
     r = kbench("baseline", "set", "x", "1", "--db", db)
     assert r.returncode == 4 and "calibration run" in r.stderr
