@@ -325,9 +325,13 @@ class _GpuRunner:
     GPU. An actor keeps the GPU Ray gave it, and the ``CUDA_VISIBLE_DEVICES`` Ray set for it, for its
     whole life; a reused *task* worker would not (see the module docstring)."""
 
-    def __init__(self) -> None:
-        try:  # import the harness now, while the CPU workers still build the first batch
-            from . import worker  # noqa: F401
+    def __init__(self, imports: tuple[str, ...] = (), peer_libraries: tuple[str, ...] = ()) -> None:
+        # the process's one-time costs now, while the CPU workers still build the first batch:
+        # imports, CUDA context, fingerprint, peaks, peer libraries (harness.worker.prepare)
+        try:
+            from . import worker
+
+            worker.prepare("cuda", imports, peer_libraries)
         except Exception as exc:  # the first batch reports it
             log.debug("kbench: runner warm-up: %s", exc)
 
@@ -343,6 +347,24 @@ class _GpuRunner:
                 torch.cuda.empty_cache()
         except Exception as exc:
             log.debug("kbench: torch.cuda.empty_cache: %s", exc)
+
+
+def _peer_libraries(cases) -> tuple[str, ...]:
+    """The libraries (torch, cupy) of the peer cases among ``cases``, for a runner to import early."""
+    from .worker import PEER_PREFIX
+
+    names = {c.variant[len(PEER_PREFIX):] for c in cases if c.variant.startswith(PEER_PREFIX)}
+    if not names:
+        return ()
+    from . import peers
+
+    libs = []
+    for name in sorted(names):
+        try:
+            libs.append(peers.get(name).library)
+        except Exception:  # an unknown peer is the case's own error to report
+            continue
+    return tuple(dict.fromkeys(libs))
 
 
 def _build_task(cases: list[Case], arch: str) -> dict:
@@ -732,7 +754,8 @@ class RayExecutor:
                         nodes = self._nodes()
                     if len(pool) >= self._capacity(slot, nodes):
                         break
-                    actor = self._runner_cls.options(**self._options(slot, state, nodes)).remote()
+                    actor = self._runner_cls.options(**self._options(slot, state, nodes)).remote(
+                        self.imports, _peer_libraries(c for q in queue for c in q.cases))
                     runner = _Runner(actor, slot)
                     pool.append(runner)
                 item = queue.popleft()

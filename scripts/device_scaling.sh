@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Scaling check on a 2-GPU machine: the tutorial suite's CUDA cases (2 s of measuring each) on one GPU
-# and on two, twice each, in two modes:
+# Scaling check on a 2-GPU machine: the tutorial suite's CUDA cases (CASE_S seconds of measuring each,
+# default 2; several values allowed: CASE_S="2 6") on one GPU and on two, REPS times each (default 2),
+# in the modes of MODES (default "embedded cluster"):
 #   embedded  kbench starts its own Ray (CUDA_VISIBLE_DEVICES=0 for one GPU)
 #   cluster   a Ray started once per GPU count (`ray start --head`, token authentication with a token
 #             made here), kbench joining it with --address; stopped with `ray stop --force` after
@@ -15,7 +16,7 @@ SECONDS=0
 out=${OUT:-kbench-out/device}
 mkdir -p "$out"
 results="$out/results.tsv"
-printf 'mode\tgpus\trep\twall_s\tkbench_s\tdispatch_s\tok\tplanned\tnvcc\trc\n' > "$results"
+printf 'mode\tgpus\trep\twall_s\tkbench_s\tdispatch_s\tok\tplanned\tnvcc\trc\tcase_s\n' > "$results"
 suite=suites/tutorials.toml
 port=${KBENCH_RAY_PORT:-6390}
 export RAY_USAGE_STATS_ENABLED=0 COLUMNS=250   # no usage-stats calls; rich: no wrapped summary line
@@ -39,10 +40,10 @@ now() { date +%s.%N; }
 # run MODE GPUS REP [kbench args...]: one `kbench run`, one result line
 run() {
   local mode=$1 gpus=$2 rep=$3; shift 3
-  local tag="$mode-${gpus}gpu-$rep" t0 t1 rc
+  local tag="$mode-${gpus}gpu-${case_s}s-$rep" t0 t1 rc
   rm -f "$out/$tag.db"
   t0=$(now)
-  python3 -m harness.cli run "$suite" --targets cuda --min-time 2 --max-time 2 --db "$out/$tag.db" "$@" \
+  python3 -m harness.cli run "$suite" --targets cuda --min-time "$case_s" --max-time "$case_s" --db "$out/$tag.db" "$@" \
     > "$out/$tag.log" 2>&1
   rc=$?
   t1=$(now)
@@ -54,11 +55,28 @@ run() {
   ok=$(sed -nE 's/^run [0-9]+: (.*, )?ok ([0-9]+).*/\2/p' <<< "$line")
   nvcc=$(sed -nE 's/.*nvcc calls ([0-9]+).*/\1/p' <<< "$line")
   planned=$(sed -nE 's/^run [0-9]+: ([0-9]+) cases$/\1/p' "$out/$tag.log" | tail -1)
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$gpus" "$rep" "$wall" "${kb:-?}" "${disp:-?}" \
-    "${ok:-0}" "${planned:-?}" "${nvcc:-?}" "$rc" >> "$results"
-  printf 'RESULT mode=%-8s gpus=%s rep=%s wall_s=%-6s kbench_s=%-6s dispatch_s=%-6s ok=%s/%s nvcc_calls=%s rc=%s\n' \
-    "$mode" "$gpus" "$rep" "$wall" "${kb:-?}" "${disp:-?}" "${ok:-0}" "${planned:-?}" "${nvcc:-?}" "$rc"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$gpus" "$rep" "$wall" "${kb:-?}" "${disp:-?}" \
+    "${ok:-0}" "${planned:-?}" "${nvcc:-?}" "$rc" "$case_s" >> "$results"
+  timeline "$out/$tag.db"
+  printf 'RESULT case_s=%s mode=%-8s gpus=%s rep=%s wall_s=%-6s kbench_s=%-6s dispatch_s=%-6s ok=%s/%s nvcc_calls=%s rc=%s\n' \
+    "$case_s" "$mode" "$gpus" "$rep" "$wall" "${kb:-?}" "${disp:-?}" "${ok:-0}" "${planned:-?}" "${nvcc:-?}" "$rc"
   if [ -z "$line" ]; then echo "  (no summary line; last lines of $out/$tag.log:)"; tail -5 "$out/$tag.log" | sed 's/^/  /'; fi
+}
+
+# timeline DB: per worker, the first and last result (seconds after the run began) and its case count
+timeline() {
+  python3 - "$1" <<'PY' 2>/dev/null
+import sqlite3, sys
+from datetime import datetime
+con = sqlite3.connect(sys.argv[1])
+(start,) = con.execute("select started_at from runs order by id limit 1").fetchone()
+t0 = datetime.fromisoformat(start)
+per = {}
+for worker, at in con.execute("select worker, created_at from results order by id"):
+    per.setdefault(worker, []).append((datetime.fromisoformat(at) - t0).total_seconds())
+print("  timeline: " + "; ".join(f"{w}: {len(v)} cases, first {v[0]:.1f} s, last {v[-1]:.1f} s"
+                                   for w, v in sorted(per.items())))
+PY
 }
 
 echo "== $(date -u +%FT%TZ) $(python3 -c 'import ray; print("ray", ray.__version__)' 2>&1)"
@@ -71,13 +89,18 @@ python3 -m harness.cli run "$suite" --targets cuda --min-time 0.1 --max-time 0.1
   > "$out/warmup.log" 2>&1
 echo "warm-up rc=$? in $(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s: $(grep -E '^run [0-9]+: .*nvcc' "$out/warmup.log" | tail -1)"
 
-echo "== embedded Ray"
-for rep in 1 2; do
+reps=${REPS:-2}
+for case_s in ${CASE_S:-2}; do
+if [[ " ${MODES:-embedded cluster} " == *" embedded "* ]]; then
+echo "== embedded Ray, $case_s s per case"
+for rep in $(seq "$reps"); do
   CUDA_VISIBLE_DEVICES=0 run embedded 1 "$rep"
   run embedded 2 "$rep"
 done
+fi
 
-echo "== existing Ray cluster (ray start --head, kbench --address 127.0.0.1:$port)"
+if [[ " ${MODES:-embedded cluster} " == *" cluster "* ]]; then
+echo "== existing Ray cluster (ray start --head, kbench --address 127.0.0.1:$port), $case_s s per case"
 python3 -c 'import secrets; print(secrets.token_hex(32))' > "$authdir/auth_token"
 chmod 600 "$authdir/auth_token"
 for gpus in 1 2; do
@@ -89,22 +112,25 @@ for gpus in 1 2; do
     echo "ray start failed ($gpus GPU); see $out/ray-start-${gpus}gpu.log:"; tail -5 "$out/ray-start-${gpus}gpu.log"
     continue
   fi
-  for rep in 1 2; do
+  for rep in $(seq "$reps"); do
     CUDA_VISIBLE_DEVICES=$vis RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="$authdir/auth_token" \
       run cluster "$gpus" "$rep" --address "127.0.0.1:$port"
   done
   ray_cli stop --force >/dev/null 2>&1
 done
+fi
+done
 
 echo "== summary (mean of the reps; ratio = 1 GPU / 2 GPUs, goal >= 1.8)"
 awk -F'\t' 'NR > 1 && $5 != "?" {
-    k = $1 FS $2; n[k]++; w[k] += $4; if ($6 != "?") { d[k] += $6; nd[k]++ } ok[k] += $7; pl[k] += $8
+    k = $11 FS $1 FS $2; cs[$11] = 1; n[k]++; w[k] += $4; if ($6 != "?") { d[k] += $6; nd[k]++ } ok[k] += $7; pl[k] += $8
   }
   END {
     split("embedded cluster", modes, " ")
-    for (i = 1; i <= 2; i++) {
-      m = modes[i]; a = m FS 1; b = m FS 2
-      if (!(a in n) || !(b in n)) { printf "%-8s  incomplete (see results.tsv)\n", m; continue }
+    for (c in cs) for (i = 1; i <= 2; i++) {
+      m = modes[i]; a = c FS m FS 1; b = c FS m FS 2
+      if (!(a in n) || !(b in n)) continue
+      printf "%s s/case  ", c
       wa = w[a] / n[a]; wb = w[b] / n[b]
       da = nd[a] ? d[a] / nd[a] : 0; db = nd[b] ? d[b] / nd[b] : 0
       printf "%-8s  wall: 1 GPU %6.1f s, 2 GPUs %6.1f s, ratio %.2f | dispatch: 1 GPU %6.1f s, 2 GPUs %6.1f s, ratio %s | ok %d/%d\n",
