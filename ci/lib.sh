@@ -118,3 +118,24 @@ kb_step_summary() {
     { cat "$1"; echo; } >> "$GITHUB_STEP_SUMMARY" || kb_log "could not write GITHUB_STEP_SUMMARY"
   fi
 }
+
+# kb_ab_runs DB AFTER: "BASE HEAD", the two runs of the first `kbench ab` comparison stored above run id
+# AFTER (kind "ab": the base side's run has no parent, the head side's names it). Prints nothing when
+# there is none.
+kb_ab_runs() {
+  "$KB_PY" - "$1" "$2" <<'PY'
+import os, sqlite3, sys
+db, after = sys.argv[1], int(sys.argv[2])
+if not os.path.isfile(db):
+    raise SystemExit
+con = sqlite3.connect(db)
+cols = {row[1] for row in con.execute("PRAGMA table_info(runs)")}
+if "kind" not in cols:
+    raise SystemExit
+row = con.execute("SELECT b.id, h.id FROM runs b JOIN runs h ON h.parent_run = b.id AND h.kind = 'ab'"
+                  " WHERE b.id > ? AND b.kind = 'ab' AND b.parent_run IS NULL ORDER BY b.id LIMIT 1",
+                  (after,)).fetchone()
+if row:
+    print(row[0], row[1])
+PY
+}

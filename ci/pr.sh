@@ -1,26 +1,34 @@
 #!/usr/bin/env bash
 # Pull-request A/B: time the base ref and this checkout on the same machine, interleaved, and judge
-# the difference with `kbench compare` (samples of all rounds pooled per side).
+# the difference.
 #
-# usage: ci/pr.sh [options] [-- extra `kbench run` arguments, e.g. --targets cuda]
+# usage: ci/pr.sh [options] [-- extra `kbench ab` / `kbench run` arguments, e.g. --targets cuda]
 #
 #   --base REF          what to compare against ($KBENCH_BASE_REF; default origin/$GITHUB_BASE_REF
 #                       in a pull_request workflow, else origin/main, else main)
-#   --rounds R          rounds per side                               ($KBENCH_ROUNDS, default 3)
+#   --mode MODE         samples (default) or runs                     ($KBENCH_PR_MODE)
+#                         samples: `kbench ab`: every case built by both trees' compiler cores and
+#                           the two builds timed in one loop, a sample of each in turn, then judged
+#                           (drift of the machine falls on both sides alike; the strongest verdicts;
+#                           both sides use this checkout's runtime and harness)
+#                         runs: whole `kbench run`s of each checkout in rounds, compared with
+#                           `kbench compare` (each side with its own runtime and harness too)
+#   --rounds R          --mode runs: rounds per side                  ($KBENCH_ROUNDS, default 3)
 #   --suite FILE        suite, relative to the repository root   ($KBENCH_SUITE, default suites/tutorials.toml)
 #   --db FILE           result store for the A/B runs  ($KBENCH_PR_DB, default OUT/pr.db; keep it
 #                       apart from the nightly store so PR runs never become "recent history")
 #   --out DIR           reports and CI outputs                ($KBENCH_PR_OUT, default kbench-out/pr)
 #   --executor KIND     ray (kbench's embedded local Ray) or local    ($KBENCH_EXECUTOR, default ray)
-#   --max-time S        measuring cap per case and round ($KBENCH_PR_MAX_TIME; default the suite's
-#                       max_time_s divided by R, but at least its min_time_s: about one normal run's
-#                       measuring time per side in all)
+#   --max-time S        measuring cap per case (and round, --mode runs) ($KBENCH_PR_MAX_TIME; default
+#                       --mode samples: the suite's; --mode runs: the suite's max_time_s divided by R,
+#                       but at least its min_time_s: about one normal run's measuring time per side)
 #   --min-time S        least measuring time per case and round          ($KBENCH_PR_MIN_TIME)
-#   --fail-on SPEC      passed on to `kbench compare` (e.g. "median:3%,ambiguous")
+#   --fail-on SPEC      passed on to `kbench ab` / `kbench compare` (e.g. "median:3%,ambiguous")
 #   --comment FILE      where the PR comment goes   ($KBENCH_PR_COMMENT, default OUT/pr-comment.md)
 #
 # How: the base ref is checked out with `git worktree add` into a temporary folder (removed again on
-# exit). Round i runs the two sides in ABBA order (base then head in odd rounds, head then base in
+# exit). --mode samples runs `kbench ab SUITE --base-tree WORKTREE` (see `kbench ab --help` and
+# harness/ab.py). --mode runs: round i runs the two sides in ABBA order (base then head in odd rounds, head then base in
 # even ones) so a slow drift of the machine (clocks, temperature) hits both sides alike. Each side
 # runs `python -m harness.cli run` from its own tree with PYTHONPATH set to that tree, so each side's
 # compiler core (kernels/) builds its own kernels; the embedded Ray's workers inherit PYTHONPATH.
@@ -41,8 +49,8 @@
 # commits and the runs, then kbench's Markdown summary), pr-report.html (a copy of the HTML report),
 # pr.log (the console output of every step). With $GITHUB_STEP_SUMMARY set, the comment is appended.
 #
-# Exit code: that of `kbench compare` (0 ok, 1 SLOWER, 2 correctness, 3 inconclusive), or 4 for a
-# usage or configuration error (bad ref, a run that could not start).
+# Exit code: that of `kbench ab` / `kbench compare` (0 ok, 1 SLOWER, 2 correctness, 3 inconclusive),
+# or 4 for a usage or configuration error (bad ref, a run that could not start).
 set -uo pipefail
 
 KB_SCRIPT=pr
@@ -53,6 +61,7 @@ source "$ROOT/ci/lib.sh"
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
 base_ref=${KBENCH_BASE_REF:-}
+mode=${KBENCH_PR_MODE:-samples}
 rounds=${KBENCH_ROUNDS:-3}
 suite_rel=${KBENCH_SUITE:-suites/tutorials.toml}
 out=${KBENCH_PR_OUT:-kbench-out/pr}
@@ -70,6 +79,8 @@ while [ $# -gt 0 ]; do
     -h|--help) usage; exit 0 ;;
     --base) need "$@"; base_ref=$2; shift 2 ;;
     --base=*) base_ref=${1#*=}; shift ;;
+    --mode) need "$@"; mode=$2; shift 2 ;;
+    --mode=*) mode=${1#*=}; shift ;;
     --rounds) need "$@"; rounds=$2; shift 2 ;;
     --rounds=*) rounds=${1#*=}; shift ;;
     --suite) need "$@"; suite_rel=$2; shift 2 ;;
@@ -97,6 +108,7 @@ done
 
 case "$rounds" in ''|*[!0-9]*|0) kb_die "--rounds: '$rounds' is not a positive integer" ;; esac
 case "$executor" in ray|local) ;; *) kb_die "--executor: '$executor' is not one of ray, local" ;; esac
+case "$mode" in samples|runs) ;; *) kb_die "--mode: '$mode' is not one of samples, runs" ;; esac
 
 out=$(kb_abspath "$out")
 db=$(kb_abspath "${db:-$out/pr.db}")
@@ -153,6 +165,32 @@ side_run() {
   (cd "$tree" && PYTHONPATH="$pypath${PYTHONPATH:+:$PYTHONPATH}" "$KB_PY" -m harness.cli "$@")
 }
 
+suite_head="$ROOT/$suite_rel"
+case "$suite_rel" in /*) suite_head=$suite_rel ;; esac
+[ -f "$suite_head" ] || kb_die "no suite file $suite_head"
+
+stamp="$tmp/compare-stamp"
+: > "$stamp"
+cmp_log="$tmp/compare.log"
+base_note=""
+if [ "$mode" = samples ]; then
+  # -- one kbench ab: both trees' builds of every case timed in one loop ---------------------------
+  before=$(kb_max_run_id "$db") || kb_die "cannot read the result store $db"
+  cmd=(ab "$suite_head" --base-tree "$base_tree" --db "$db" --out "$out" --executor "$executor")
+  [ -n "$max_time" ] && cmd+=(--max-time "$max_time")
+  [ -n "$min_time" ] && cmd+=(--min-time "$min_time")
+  [ -n "$fail_on" ] && cmd+=(--fail-on "$fail_on")
+  kb_log "kbench ab against the base worktree (a sample of each side in turn)"
+  echo "== kbench ${cmd[*]} ${run_args[*]}" >>"$log"
+  start=$SECONDS
+  side_run "$ROOT" "$ROOT" "${cmd[@]}" "${run_args[@]}" 2>&1 | tee "$cmp_log"
+  rc=${PIPESTATUS[0]}
+  cat "$cmp_log" >>"$log"
+  read -r base_list head_list < <(kb_ab_runs "$db" "$before")
+  how="Each case built by both trees' compiler cores and the two builds timed in one loop, a sample of
+each in turn (\`kbench ab\`, $((SECONDS - start)) s); base run ${base_list:-none}, head run ${head_list:-none}"
+else
+# -- --mode runs: whole runs of each checkout in ABBA rounds, then kbench compare ------------------
 schema_of() {  # schema_of PYPATH: the number of store migrations of that harness ("" if it fails)
   (cd "$1" && PYTHONPATH="$1" "$KB_PY" -c 'from harness.store import MIGRATIONS; print(len(MIGRATIONS))' \
     2>>"$log") || true
@@ -175,9 +213,6 @@ result-store schemas differ (base ${base_schema:-unreadable}, head $head_schema)
   kb_log "note: $base_note"
 fi
 
-suite_head="$ROOT/$suite_rel"
-case "$suite_rel" in /*) suite_head=$suite_rel ;; esac
-[ -f "$suite_head" ] || kb_die "no suite file $suite_head"
 suite_base="$base_tree/$suite_rel"
 case "$suite_rel" in /*) suite_base=$suite_rel ;; esac
 if [ ! -f "$suite_base" ]; then
@@ -235,16 +270,15 @@ join() { local IFS=,; echo "$*"; }
 base_list=$(join "${base_ids[@]}")
 head_list=$(join "${head_ids[@]}")
 
-# -- compare ----------------------------------------------------------------------------------------
-stamp="$tmp/compare-stamp"
-: > "$stamp"
-cmp_log="$tmp/compare.log"
 cmp=(compare "$base_list" "$head_list" --db "$db" --out "$out")
 [ -n "$fail_on" ] && cmp+=(--fail-on "$fail_on")
 echo "== kbench ${cmp[*]}" >>"$log"
 side_run "$ROOT" "$head_path" "${cmp[@]}" 2>&1 | tee "$cmp_log"
 rc=${PIPESTATUS[0]}
 cat "$cmp_log" >>"$log"
+how="$rounds interleaved rounds per side (ABBA order), up to ${max_time} s of measuring per case
+and round; base runs $base_list, head runs $head_list"
+fi
 
 summary=$(kb_find_output "$cmp_log" "$out" "$stamp" "-summary.md")
 report=$(kb_find_output "$cmp_log" "$out" "$stamp" "-report.html")
@@ -254,14 +288,13 @@ report=$(kb_find_output "$cmp_log" "$out" "$stamp" "-report.html")
   echo "<!-- kbench-pr-comment -->"
   echo "### kbench A/B: \`$head_desc\` vs \`$base_ref\` (\`${base_sha:0:12}\`)"
   echo
-  echo "$rounds interleaved rounds per side (ABBA order), up to ${max_time} s of measuring per case"
-  echo "and round; base runs $base_list, head runs $head_list; verdict: exit $rc, $(kb_verdict_text "$rc")."
+  echo "$how; verdict: exit $rc, $(kb_verdict_text "$rc")."
   [ -n "$base_note" ] && { echo; echo "$base_note"; }
   echo
   if [ -n "$summary" ] && [ -f "$summary" ]; then
     cat "$summary"
   else
-    echo "kbench compare wrote no Markdown summary (exit $rc); its output:"
+    echo "kbench wrote no Markdown summary (exit $rc); its output:"
     echo
     echo '```'
     tail -n 40 "$cmp_log"
@@ -270,7 +303,7 @@ report=$(kb_find_output "$cmp_log" "$out" "$stamp" "-report.html")
 } > "$comment"
 kb_step_summary "$comment"
 
-kb_log "compare: exit $rc, $(kb_verdict_text "$rc")"
+kb_log "verdict: exit $rc, $(kb_verdict_text "$rc")"
 kb_log "comment: $comment"
 [ -n "$report" ] && kb_log "report: $out/pr-report.html"
 exit "$rc"

@@ -37,7 +37,7 @@ import math
 import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -179,17 +179,12 @@ def calibrate(suite_path: str, db: Path, *, trials: int = 3, slowdown: float = 0
 
         def verdicts(new: list[int], old: list[int], names: str, label: str) -> tuple:
             """Judge ``new`` against ``old``; AMBIGUOUS cases are timed once more (both sides,
-            interleaved the same way) and judged again on everything."""
-            with Store.open(db) as st:
-                first = judge.judge(st, _spec(new), _spec(old))
-            keys = {v.case_key for v in first.verdicts if v.verdict == "AMBIGUOUS"}
-            if not keys:
-                return first.verdicts
-            more = one(f"{label}: re-measure of {len(keys)} AMBIGUOUS case(s)", names, only_keys=keys)
-            with Store.open(db) as st:
-                second = judge.judge(st, _spec(new + more[names[1]]), _spec(old + more[names[0]]))
-            again = {v.case_key: replace(v, remeasured=True) for v in second.verdicts if v.case_key in keys}
-            return tuple(again.get(v.case_key, v) for v in first.verdicts)
+            interleaved the same way) and judged again on everything (harness.judge.judge_pooled)."""
+            def rerun(keys: set[str]) -> tuple[list[int], list[int]]:
+                more = one(f"{label}: re-measure of {len(keys)} AMBIGUOUS case(s)", names, only_keys=keys)
+                return more[names[1]], more[names[0]]
+
+            return judge.judge_pooled(Path(db), new, old, rerun).verdicts
 
         for trial in range(trials):
             label = f"trial {trial + 1}/{trials}"
@@ -209,10 +204,6 @@ def calibrate(suite_path: str, db: Path, *, trials: int = 3, slowdown: float = 0
         executor.close()
     cal.seconds = time.time() - t0
     return cal
-
-
-def _spec(run_ids: Sequence[int]) -> str:
-    return ",".join(map(str, run_ids))
 
 
 def _timed(v: Verdict) -> bool:

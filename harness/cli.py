@@ -131,6 +131,19 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="write calibration.json here (default %(default)s)")
     _db_arg(cal)
 
+    abp = commands.add_parser("ab", help="this checkout against another source tree, timed in one loop")
+    abp.add_argument("suite", help="suite file (TOML) of this checkout")
+    abp.add_argument("--base-tree", required=True, metavar="DIR",
+                     help="root of the other checkout (e.g. a git worktree of main); its kernels/ builds "
+                          "the base side")
+    _execution_args(abp)
+    abp.add_argument("--fail-on", metavar="SPEC", help='gate, as for kbench run (e.g. "median:3%%")')
+    abp.add_argument("--out", type=Path, metavar="DIR",
+                     help="write the HTML report and CI outputs (Markdown, JUnit, JSON, CSV) here")
+    abp.add_argument("--no-remeasure", action="store_true",
+                     help="do not time AMBIGUOUS cases a second time")
+    _db_arg(abp)
+
     lst = commands.add_parser("list", help="list workloads, variants, suites or runs")
     lst.add_argument("what", choices=["workloads", "variants", "suites", "runs"])
     lst.add_argument("--suites-dir", type=Path, default=Path("suites"))

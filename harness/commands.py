@@ -26,6 +26,7 @@ out = Console(width=None if Console().is_terminal else 200)
 
 
 def dispatch(args, argv: List[str]) -> int:
+    from .ab import BaseTreeError
     from .dispatch import DispatchError
     from .store import StoreError
     from .suite import SuiteError
@@ -33,13 +34,13 @@ def dispatch(args, argv: List[str]) -> int:
     try:
         handlers = {"run": cmd_run, "list": cmd_list, "show": cmd_show, "export": cmd_export,
                     "compare": cmd_compare, "report": cmd_report, "baseline": cmd_baseline,
-                    "calibrate": cmd_calibrate}
+                    "calibrate": cmd_calibrate, "ab": cmd_ab}
         return handlers[args.command](args, argv)
-    except SuiteError as exc:
-        err.print(f"[red]{escape(str(exc))}[/red]", highlight=False)
+    except SuiteError as exc:  # errors unwrapped: a file:line or a path stays on one line for grep
+        err.print(f"[red]{escape(str(exc))}[/red]", highlight=False, soft_wrap=True)
         return EXIT_USAGE
-    except (FileNotFoundError, ValueError, StoreError, DispatchError) as exc:
-        err.print(f"[red]kbench {args.command}: {escape(str(exc))}[/red]", highlight=False)
+    except (FileNotFoundError, ValueError, StoreError, DispatchError, BaseTreeError) as exc:
+        err.print(f"[red]kbench {args.command}: {escape(str(exc))}[/red]", highlight=False, soft_wrap=True)
         return EXIT_USAGE
 
 
@@ -53,10 +54,9 @@ def _fmt_time(s) -> str:
     return f"{s:.3f} s"
 
 
-def cmd_run(args, argv) -> int:
-    from .run import run_suite
-
-    targets, overrides = _execution(args)
+def _progress(title: str = "cases built + checked + measured"):
+    """A rich progress display of a run's cases and the ``on_event`` callback of run_suite feeding it
+    (one bar per planned run, failures printed as they come; a line per case when not a terminal)."""
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("ok {task.fields[ok]}  failed {task.fields[failed]}"),
                         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err,
@@ -67,22 +67,34 @@ def cmd_run(args, argv) -> int:
         if kind == "planned":
             if payload.skipped_targets:
                 err.print(f"[yellow]not available here, skipped: {', '.join(payload.skipped_targets)}[/yellow]")
-            state["task"] = progress.add_task("cases built + checked + measured", total=payload.planned,
-                                              ok=0, failed=0)
-            err.print(f"run {payload.run_id}: {payload.planned} cases")
+            state["task"] = progress.add_task(title, total=payload.planned, ok=0, failed=0)
+            runs = ", ".join(f"{side} run {rid}" for side, rid in payload.side_runs.items())
+            err.print(f"run {payload.run_id}: {payload.planned} cases" if not runs
+                      else f"{runs}: {payload.planned} cases")
         elif kind == "result":
             task = state["task"]
             t = progress.tasks[task]
-            ok = t.fields["ok"] + (payload.outcome == "ok")
-            failed = t.fields["failed"] + (payload.outcome != "ok")
-            progress.update(task, advance=1, ok=ok, failed=failed)
-            if payload.outcome != "ok":
-                first = payload.message.splitlines()[0] if payload.message else ""
-                progress.console.print(f"[red]{payload.outcome}[/red] {escape(payload.case.key)}: {escape(first)}",
+            sides = dict(dict(payload.extra).get("interleaved", ())) or {"": payload}
+            bad = {side: r for side, r in sides.items() if r.outcome != "ok"}
+            progress.update(task, advance=1, ok=t.fields["ok"] + (not bad), failed=t.fields["failed"] + bool(bad))
+            for side, r in bad.items():
+                first = r.message.splitlines()[0] if r.message else ""
+                where = f" ({side})" if side else ""
+                progress.console.print(f"[red]{r.outcome}[/red]{where} {escape(r.case.key)}: {escape(first)}",
                                        highlight=False)
-            elif not err.is_terminal:
-                med = payload.timing.median if payload.timing else None
-                progress.console.print(f"ok {escape(payload.case.key)} {_fmt_time(med)}", highlight=False)
+            if not bad and not err.is_terminal:
+                times = "  ".join(f"{side + ' ' if side else ''}{_fmt_time(r.timing.median if r.timing else None)}"
+                                  for side, r in sides.items())
+                progress.console.print(f"ok {escape(payload.case.key)} {times}", highlight=False)
+
+    return progress, on_event
+
+
+def cmd_run(args, argv) -> int:
+    from .run import run_suite
+
+    targets, overrides = _execution(args)
+    progress, on_event = _progress()
 
     if args.fail_on:
         from .compare import parse_fail_on
@@ -322,3 +334,33 @@ def cmd_export(args, argv) -> int:
     out.print(f"wrote {args.out}")
     return 0
 
+
+
+def cmd_ab(args, argv) -> int:
+    from .ab import ab
+
+    targets, overrides = _execution(args)
+    progress, on_event = _progress("cases built twice + checked + measured (base/head)")
+
+    def events(kind, payload):
+        if kind == "export":
+            err.print(f"building {payload} case(s) with the base tree's kernels/ ({escape(str(args.base_tree))})")
+        elif kind == "run":
+            err.print(escape(str(payload)))
+        else:
+            on_event(kind, payload)
+
+    with progress:
+        summary = ab(args.suite, args.base_tree, args.db, args.executor, args.address, targets=targets,
+                     measure_overrides=overrides, argv=argv, fail_on=args.fail_on,
+                     remeasure=not args.no_remeasure, on_event=events)
+    _print_verdicts(summary.judgement)
+    counts = "; ".join(f"{side} " + ", ".join(f"{k} {v}" for k, v in sorted(c.items()))
+                       for side, c in summary.counts.items())
+    out.print(f"kbench ab: {summary.cases} cases; {counts}; base tree built with {summary.base_kernels} "
+              f"({summary.export_s:.1f} s, {summary.export_errors} case(s) it could not build); "
+              f"{summary.seconds:.1f} s")
+    out.print(f"runs: base {summary.base_run}, head {summary.head_run} (kind ab) in {Path(args.db).resolve()}")
+    if args.out:
+        _write_outputs(args.db, summary.head_run, summary.judgement, args.out)
+    return summary.exit_code

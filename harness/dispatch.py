@@ -225,8 +225,10 @@ class LocalExecutor:
     def __init__(self, imports: Sequence[str] = ()):
         self.imports = tuple(imports)
 
-    def run(self, batches: Sequence[Sequence[Case]], config: MeasureConfig, on_result: OnResult) -> None:
-        """Run ``batches`` and call ``on_result`` once per case, as each result is known."""
+    def run(self, batches: Sequence[Sequence[Case]], config: MeasureConfig, on_result: OnResult,
+            side_specs: dict | None = None) -> None:
+        """Run ``batches`` and call ``on_result`` once per case, as each result is known
+        (``side_specs``: see :func:`harness.worker.run_cases`)."""
         from . import worker
 
         emit = _Emitter(on_result)
@@ -234,7 +236,7 @@ class LocalExecutor:
             rest = list(batch)
             while rest:
                 try:
-                    for result in worker.run_cases(list(rest), config, self.imports):
+                    for result in worker.run_cases(list(rest), config, self.imports, side_specs=side_specs):
                         _take(rest, result)
                         emit(result)
                 except Exception as exc:
@@ -301,7 +303,7 @@ def _take(rest: list[Case], result: Result) -> None:
 
 
 def _run_batch_task(cases: list[Case], config: MeasureConfig, imports: tuple[str, ...], hide_gpus: bool,
-                    artifacts: dict | None = None) -> Iterator[tuple[str, Any]]:
+                    artifacts: dict | None = None, side_specs: dict | None = None) -> Iterator[tuple[str, Any]]:
     """The body of one batch task (a Ray streaming generator): a start marker, then one
     ``("result", Result)`` per case in order."""
     if hide_gpus:
@@ -311,11 +313,7 @@ def _run_batch_task(cases: list[Case], config: MeasureConfig, imports: tuple[str
     from . import worker
 
     yield ("start", {"node": ray.get_runtime_context().get_node_id(), "worker": worker.worker_label()})
-    if artifacts:
-        results = worker.run_cases(cases, config, imports, artifacts=artifacts)
-    else:
-        results = worker.run_cases(cases, config, imports)
-    for result in results:
+    for result in worker.run_cases(cases, config, imports, artifacts=artifacts or None, side_specs=side_specs):
         yield ("result", result)
 
 
@@ -336,11 +334,11 @@ class _GpuRunner:
             log.debug("kbench: runner warm-up: %s", exc)
 
     def run(self, cases: list[Case], config: MeasureConfig, imports: tuple[str, ...],
-            artifacts: dict | None = None) -> Iterator[tuple[str, Any]]:
+            artifacts: dict | None = None, side_specs: dict | None = None) -> Iterator[tuple[str, Any]]:
         """One batch, as :func:`_run_batch_task` (called as a streaming generator). Afterwards torch's
         caching allocator (peer cases) gives the GPU memory it keeps back, so that later batches of
         this process do not find the GPU fuller than a fresh process would."""
-        yield from _run_batch_task(cases, config, imports, False, artifacts)
+        yield from _run_batch_task(cases, config, imports, False, artifacts, side_specs)
         torch = sys.modules.get("torch")
         try:
             if torch is not None and torch.cuda.is_initialized():
@@ -473,9 +471,16 @@ class _RunState:
     placements: dict[tuple[bool, str], dict] = field(default_factory=dict)  # slot -> last Ray options used
     queues: dict[tuple[bool, str], deque] = field(default_factory=dict)  # GPU slot -> deque of _Queued
     queue_unplaceable_since: dict[tuple[bool, str], float] = field(default_factory=dict)
+    side_specs: dict | None = None  # case key -> {side: another tree's frozen build} (kbench ab)
 
     def queued(self) -> bool:
         return any(self.queues.values())
+
+    def sides_for(self, cases: Sequence[Case]) -> dict | None:
+        """The ``side_specs`` entries of ``cases`` (what a batch of them carries), or None."""
+        if not self.side_specs:
+            return None
+        return {c.key: self.side_specs[c.key] for c in cases if c.key in self.side_specs} or None
 
 
 class RayExecutor:
@@ -718,7 +723,8 @@ class RayExecutor:
         slot = _slot(cases[0])
         if not slot[0]:
             opts = self._options(slot, state, nodes)
-            gen = self._task.options(**opts).remote(cases, state.config, self.imports, True)
+            gen = self._task.options(**opts).remote(cases, state.config, self.imports, True, None,
+                                                    state.sides_for(cases))
             return [_Task(gen, list(cases), slot, time.monotonic())]
         build_ref = self._submit_build(cases, slot[1]) if prebuild else None
         queue = state.queues.setdefault(slot, deque())
@@ -759,11 +765,9 @@ class RayExecutor:
                     runner = _Runner(actor, slot)
                     pool.append(runner)
                 item = queue.popleft()
-                args: list[Any] = [item.cases, state.config, self.imports]
-                if item.build_ref is not None:
-                    args.append(item.build_ref)
                 runner.busy = True
-                gen = runner.actor.run.options(num_returns="streaming").remote(*args)
+                gen = runner.actor.run.options(num_returns="streaming").remote(
+                    item.cases, state.config, self.imports, item.build_ref, state.sides_for(item.cases))
                 started.append(_Task(gen, list(item.cases), slot, time.monotonic(), build_ref=item.build_ref,
                                      runner=runner))
         if any(r.busy and not r.started for pool in self._runners.values() for r in pool):
@@ -783,8 +787,11 @@ class RayExecutor:
         except Exception as exc:
             log.debug("kbench: kill runner: %s", exc)
 
-    def run(self, batches: Sequence[Sequence[Case]], config: MeasureConfig, on_result: OnResult) -> None:
+    def run(self, batches: Sequence[Sequence[Case]], config: MeasureConfig, on_result: OnResult,
+            side_specs: dict | None = None) -> None:
         """Submit every batch, then hand each result to ``on_result`` as it arrives (once per case key).
+        ``side_specs``: per case key, sides built by another source tree (kbench ab), carried with
+        each batch to :func:`harness.worker.run_cases`.
 
         Raises
         ------
@@ -804,7 +811,7 @@ class RayExecutor:
             models = sorted({n.gpu_model for n in nodes if n.gpu_model})
             raise DispatchError(f"no node of the Ray cluster can run cases needing {', '.join(missing)}; "
                                 f"GPU models in the cluster: {', '.join(models) or 'none'}")
-        state = _RunState(_Emitter(on_result), config)
+        state = _RunState(_Emitter(on_result), config, side_specs=side_specs)
         active = [t for b in todo for t in self._submit(b, state, nodes, prebuild=self.prebuild)]
         active += self._pump(state)
         last_check = time.monotonic()

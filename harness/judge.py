@@ -160,6 +160,32 @@ def remeasure_ambiguous(store: Store, run_id: int, judgement: Judgement,
     return _judgement(merged, judgement.baseline_label, judgement.gate)
 
 
+def judge_pooled(db: Path, new_ids: Sequence[int], base_ids: Sequence[int],
+                 rerun: Callable[[set[str]], tuple[Sequence[int], Sequence[int]]] | None = None, *,
+                 fail_on: str | None = None, seed: int = 0) -> Judgement:
+    """Verdicts of the runs ``new_ids`` against ``base_ids`` (each side's samples pooled), with the
+    one re-measure of DESIGN.md 7 for runs whose sides are timed together (``kbench ab``, ``kbench
+    calibrate``): ``rerun(keys)`` times the AMBIGUOUS cases once more as both sides and returns the
+    new runs of each side ``(new, base)``; those cases are judged again on all their samples (first
+    and second measurement pooled) and marked ``remeasured``."""
+    with Store.open(db, create=False) as st:
+        first = judge(st, _spec(new_ids), _spec(base_ids), fail_on=fail_on, seed=seed)
+    keys = {v.case_key for v in first.verdicts if v.verdict == "AMBIGUOUS"}
+    if not keys or rerun is None:
+        return first
+    more_new, more_base = rerun(keys)
+    with Store.open(db, create=False) as st:
+        second = judge(st, _spec([*new_ids, *more_new]), _spec([*base_ids, *more_base]), fail_on=fail_on,
+                       seed=seed + 1)
+    again = {v.case_key: dataclasses.replace(v, remeasured=True) for v in second.verdicts if v.case_key in keys}
+    merged = [again.get(v.case_key, v) for v in first.verdicts]
+    return _judgement(merged, first.baseline_label, fail_on)
+
+
+def _spec(run_ids: Sequence[int]) -> str:
+    return ",".join(str(int(i)) for i in run_ids)
+
+
 def write_outputs(store: Store, run_id: int, judgement: Judgement | None, out_dir: Path) -> dict[str, Path]:
     """The HTML report and the CI outputs of run ``run_id`` into ``out_dir`` (see reports/)."""
     import reports
@@ -171,5 +197,5 @@ def write_outputs(store: Store, run_id: int, judgement: Judgement | None, out_di
     return reports.write_all(data, out_dir)
 
 
-__all__ = ["DEFAULT_THRESHOLD", "Judgement", "judge", "parse_runs", "remeasure_ambiguous",
+__all__ = ["DEFAULT_THRESHOLD", "Judgement", "judge", "judge_pooled", "parse_runs", "remeasure_ambiguous",
            "suite_thresholds", "write_outputs", "StoreError", "UnknownRun"]

@@ -50,7 +50,7 @@ import statistics
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Collection, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -912,11 +912,13 @@ class _Side:
 
 
 def measure_interleaved(timers: Sequence[Timer], launch: Launches,
-                        configs: Sequence[MeasureConfig]) -> List[Timing]:
+                        configs: Sequence[MeasureConfig], *,
+                        side_launches: Optional[Sequence[Launches]] = None) -> List[Timing]:
     """Time one case as several *sides*, interleaved sample by sample; one :class:`Timing` each.
 
     Side ``i`` is ``timers[i]`` with ``configs[i]`` (their stopping rules should agree; they may
-    differ in ``slowdown``). Each side is warmed up in turn (its injected work, if any, is sized
+    differ in ``slowdown``), launching ``launch``, or ``side_launches[i]`` when given (``kbench
+    ab``: the same case built from two source trees, on the same arguments). Each side is warmed up in turn (its injected work, if any, is sized
     from its own warm-up), then the sides take one sample each per round, the order rotating
     every round (ABC, BCA, CAB, ...), until every side's stopping rule has said stop; every side
     keeps sampling until then, so all end with the same number of samples taken. A side's wall
@@ -930,15 +932,18 @@ def measure_interleaved(timers: Sequence[Timer], launch: Launches,
     """
     if len(timers) != len(configs) or not timers:
         raise ValueError("measure_interleaved needs one config per timer, and at least one timer")
-    launches = _as_launches(launch)
+    if side_launches is not None and len(side_launches) != len(timers):
+        raise ValueError("measure_interleaved needs one entry of side_launches per timer")
+    per_side = [_as_launches(f) for f in side_launches] if side_launches is not None else None
+    launches = per_side[0] if per_side else _as_launches(launch)
     sides = [_Side(t, c) for t, c in zip(timers, configs)]
     k = len(sides)
     t0 = time.perf_counter()
     begun: List[_Side] = []
     try:
-        for side in sides:
+        for i, side in enumerate(sides):
             t_side = time.perf_counter()
-            side.timer.begin(launches, side.config)
+            side.timer.begin(per_side[i] if per_side else launches, side.config)
             begun.append(side)
             side.warm_launches, per_launch = _warm_up(side.timer, side.config, t_side)
             if side.config.slowdown:
@@ -962,18 +967,24 @@ def measure_interleaved(timers: Sequence[Timer], launch: Launches,
             for side in sides]
 
 
-def measure_sides(make_timer: Callable[[], Timer], launch: Launches,
-                  config: MeasureConfig) -> List[Tuple[str, Timing]]:
+def measure_sides(make_timer: Callable[[], Timer], launch: Launches, config: MeasureConfig,
+                  side_launches: Optional[Mapping[str, Launches]] = None,
+                  skip: Collection[str] = ()) -> List[Tuple[str, Timing]]:
     """``[(side, Timing)]`` for ``config.interleave`` (see :func:`measure_interleaved`; each side
-    gets a fresh timer from ``make_timer`` and ``config`` with its own ``slowdown``), or
+    gets a fresh timer from ``make_timer``, ``config`` with its own ``slowdown`` and
+    ``side_launches[side]`` when given, else ``launch``; the sides in ``skip`` are left out), or
     ``[("", measure(make_timer(), launch, config))]`` when there are no sides."""
     if not config.interleave:
         return [("", measure(make_timer(), launch, config))]
     from dataclasses import replace
 
-    names = [str(name) for name, _ in config.interleave]
-    configs = [replace(config, slowdown=float(slow), interleave=()) for _, slow in config.interleave]
-    timings = measure_interleaved([make_timer() for _ in names], launch, configs)
+    chosen = [(str(name), float(slow)) for name, slow in config.interleave if name not in skip]
+    if not chosen:
+        return []
+    names = [name for name, _ in chosen]
+    configs = [replace(config, slowdown=slow, interleave=()) for _, slow in chosen]
+    launches = [(side_launches or {}).get(name, launch) for name in names]
+    timings = measure_interleaved([make_timer() for _ in names], launch, configs, side_launches=launches)
     return list(zip(names, timings))
 
 

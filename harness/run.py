@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Collection, Dict, List, Optional, Sequence
 
-from .model import MeasureConfig, Result
+from .model import Case, MeasureConfig, Result
 
 # DESIGN.md 7 exit codes
 EXIT_OK, EXIT_SPEED, EXIT_WRONG, EXIT_INCONCLUSIVE, EXIT_USAGE = 0, 1, 2, 3, 4
@@ -50,7 +50,8 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
               resume: Optional[int] = None, compare_gpus: bool = False, targets: Optional[Sequence[str]] = None,
               argv: Sequence[str] = (), on_event: Optional[Callable[[str, object], None]] = None,
               measure_overrides: Optional[dict] = None, *, kind: str = "run", parent_run: Optional[int] = None,
-              only_keys: Optional[Collection[str]] = None, executor=None) -> RunSummary:
+              only_keys: Optional[Collection[str]] = None, executor=None, with_peers: bool = True,
+              side_specs_for: Optional[Callable[[List[Case]], Dict[str, dict]]] = None) -> RunSummary:
     """Plan ``suite_path``, run every case (or only ``only_keys``) and store each result as it arrives.
 
     ``kind``/``parent_run`` label the stored run (see harness.store: "calibration" runs are never
@@ -61,7 +62,12 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
     With interleaved sides (``measure_overrides={"interleave": ((name, slowdown), ...)}``, see
     harness.measure.measure_interleaved) one run is stored per side, the later ones with the first
     as ``parent_run``; ``RunSummary.side_runs`` maps each side to its run and ``run_id`` is the
-    first side's. A case that fails is recorded with its outcome in every side's run."""
+    first side's. A case that fails as a whole (timeout, crash) is recorded with its outcome in every
+    side's run; ``RunSummary.counts`` counts each side's result.
+
+    ``with_peers=False`` leaves out the suite's peer cases. ``side_specs_for(cases)``, called once the
+    cases are planned, returns per case key the sides built by another source tree (``kbench ab``,
+    harness.portable), which the workers run instead of this checkout's build."""
     from . import dispatch
     from . import plan as planmod
     from . import store as storemod
@@ -89,10 +95,13 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
             cases = [c for c in planmod.plan(suite, models, compare_all=compare_gpus) if c.target in avail]
             from .worker import peer_cases
 
-            cases += peer_cases(cases, suite.peers)
+            if with_peers:
+                cases += peer_cases(cases, suite.peers)
             if only_keys is not None:
                 cases = [c for c in cases if c.key in only_keys]
             skipped = sorted({c.target for c in suite.cases} - avail)
+            # before any run is stored: a base tree that cannot build leaves nothing behind
+            side_specs = side_specs_for(cases) if side_specs_for is not None and cases else None
             if resume is not None and config.interleave:
                 raise ValueError("--resume cannot continue a run of interleaved sides")
             if resume is not None:
@@ -126,13 +135,15 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
 
             def on_result(r: Result) -> None:
                 if side_runs:
-                    # one result per side; a case that failed before timing has one for all sides
+                    # one result per side; a case that failed as a whole has one for all sides
                     per_side = dict(dict(r.extra).get("interleaved", ()))
                     for name, rid in side_runs.items():
-                        record(rid, per_side.get(name, r), name)
+                        mine = per_side.get(name, r)
+                        record(rid, mine, name)
+                        summary.counts[mine.outcome] += 1
                 else:
                     record(run_id, r)
-                summary.counts[r.outcome] += 1
+                    summary.counts[r.outcome] += 1
                 summary.nvcc_calls += dict(r.extra).get("nvcc_calls", 0)
                 emit("result", r)
 
@@ -145,7 +156,10 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
             status = "done"
             t_dispatch = time.time()
             try:
-                executor.run(batches, config, on_result)
+                if side_specs:
+                    executor.run(batches, config, on_result, side_specs=side_specs)
+                else:
+                    executor.run(batches, config, on_result)
             except KeyboardInterrupt:
                 status = "interrupted"
                 raise

@@ -16,12 +16,12 @@ One file (default ``./kbench.db``, the CLI's ``--db``) keeps the whole history. 
 Reading back: :meth:`Store.results_frame` / :func:`load_results` give one pandas row per result
 with its case, run and environment (``env_*``) columns; :func:`export` writes CSV or Parquet.
 
-Schema (version 2)::
+Schema (version 3)::
 
     schema_version(version PK, applied_at, kbench_version)       one row per applied migration
     runs(id PK, started_at, ended_at, status, suite_name, suite_path, suite_sha256, git_commit,
          kbench_version, argv JSON, executor, measure_config JSON,
-         kind ('run' | 'calibration' | 'remeasure'), parent_run FK NULL)          [kind: v2]
+         kind ('run' | 'calibration' | 'remeasure' | 'ab' [v3]), parent_run FK NULL)  [kind: v2]
     baselines(name PK, run_id FK, set_at, note)                                   [v2]
     environments(id PK = harness.env.fingerprint_id, json, first_seen)
     cases(key PK, workload, variant, params JSON, knobs JSON, dtype, target, gpu_model, case_json)
@@ -186,15 +186,50 @@ _V2_STATEMENTS = (
     )""",
 )
 
-#: run kinds (schema version 2)
-RUN_KINDS = ("run", "calibration", "remeasure")
+#: run kinds (schema version 3): "ab" is a side of `kbench ab` (two source trees timed in one loop)
+RUN_KINDS = ("run", "calibration", "remeasure", "ab")
+
+#: kinds that are never a baseline nor part of a case's history
+NOT_HISTORY = ("calibration", "ab")
+
+
+def _v3_run_kind_ab(conn: sqlite3.Connection) -> None:
+    """Version 3: runs.kind also takes "ab" (the sides of `kbench ab`, which, like calibration runs,
+    are never a baseline nor history). SQLite cannot widen a CHECK in place, so ``runs`` is rebuilt:
+    a new table with the wider CHECK, every row copied as it is (ids kept), the old table dropped and
+    the new one renamed. The references to ``runs(id)`` (results, baselines, runs.parent_run) name the
+    table, so they point at the new one. :func:`_migrate` runs migrations with foreign keys off (as
+    SQLite's procedure for rebuilding a table asks) and checks them all before it commits."""
+    cols = [row[1] for row in conn.execute("PRAGMA table_info(runs)")]
+    conn.execute("""CREATE TABLE runs_v3 (
+        id INTEGER PRIMARY KEY,
+        started_at TEXT NOT NULL,
+        ended_at TEXT,
+        status TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed', 'interrupted')),
+        suite_name TEXT NOT NULL,
+        suite_path TEXT,
+        suite_sha256 TEXT,
+        git_commit TEXT,
+        kbench_version TEXT NOT NULL,
+        argv TEXT NOT NULL,
+        executor TEXT NOT NULL,
+        measure_config TEXT NOT NULL,
+        kind TEXT NOT NULL DEFAULT 'run' CHECK (kind IN ('run', 'calibration', 'remeasure', 'ab')),
+        parent_run INTEGER REFERENCES runs(id)
+    )""")
+    names = ", ".join(cols)
+    conn.execute(f"INSERT INTO runs_v3 ({names}) SELECT {names} FROM runs ORDER BY id")
+    conn.execute("DROP TABLE runs")
+    conn.execute("ALTER TABLE runs_v3 RENAME TO runs")
+
 
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _sql(*_V1_STATEMENTS),  # 0 -> 1: the first layout
     _sql(*_V2_STATEMENTS),  # 1 -> 2: run kinds, re-measure parents, named baselines
+    _v3_run_kind_ab,  # 2 -> 3: run kind "ab"
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 assert SCHEMA_VERSION == len(MIGRATIONS), "SCHEMA_VERSION must equal len(MIGRATIONS)"
 assert set(_V1_OUTCOMES) == set(OUTCOMES), (
@@ -479,6 +514,9 @@ class Store:
             (kind,) = conn.execute("SELECT kind FROM runs WHERE id = ?", (run_id,)).fetchone()
             if kind == "calibration":
                 raise StoreError(f"baseline set: run {run_id} is a calibration run and cannot be a baseline")
+            if kind == "ab":
+                raise StoreError(f"baseline set: run {run_id} is a side of a kbench ab comparison and "
+                                 "cannot be a baseline")
             conn.execute("INSERT INTO baselines (name, run_id, set_at, note) VALUES (?, ?, ?, ?)"
                          " ON CONFLICT(name) DO UPDATE SET run_id = excluded.run_id,"
                          " set_at = excluded.set_at, note = excluded.note",
@@ -892,6 +930,9 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
             f" ({__version__}) supports (version {target}); upgrade kbench or use another --db file")
     if version == target:
         return
+    # Foreign keys are off while migrating (a migration may rebuild a referenced table, see
+    # _v3_run_kind_ab; the pragma cannot change inside a transaction) and checked before COMMIT.
+    conn.execute("PRAGMA foreign_keys = OFF")
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = _read_version(conn)  # another process may have migrated meanwhile
@@ -904,11 +945,17 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
             version += 1
             conn.execute("INSERT INTO schema_version (version, applied_at, kbench_version)"
                          " VALUES (?, ?, ?)", (version, _now(), __version__))
+        broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise StoreError(f"result store {path}: migrating to schema version {target} would leave "
+                             f"{len(broken)} broken reference(s), e.g. {broken[0]}; nothing was changed")
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+    finally:
+        conn.execute("PRAGMA foreign_keys = ON")
 
 
 def _now() -> str:

@@ -144,22 +144,25 @@ def peer_cases(cases: Sequence[Case], peers: Sequence[tuple]) -> list:
     return out
 
 
-def _timed(case: Case, sides, flops: float, nbytes: float, target: str, **fields) -> Result:
-    """The ``ok`` Result of a timed case. ``sides``: ``[(side, Timing)]`` of measure_sides; with
-    interleaved sides the first side's Result carries every side's Result as
-    ``extra["interleaved"]`` (``((side, Result), ...)``; harness.run stores each in its side's run)."""
+def _ok(case: Case, timing, flops: float, nbytes: float, target: str, **fields) -> Result:
+    """The ``ok`` Result of a timed case, with its derived rates."""
     from . import measure
 
-    out = []
-    for name, timing in sides:
-        d = measure.derived(timing, flops, nbytes, _peaks(target), dtype=case.dtype)
-        out.append((name, Result(case, "ok", timing=timing, gbps=d.get("gbps"), gflops=d.get("gflops"),
-                                 pct_peak_bw=d.get("pct_peak_bw"), pct_peak_flops=d.get("pct_peak_flops"),
-                                 device=_device_name(target), **fields)))
-    first = out[0][1]
-    if len(out) == 1 and not out[0][0]:
-        return first
-    return replace(first, extra=first.extra + (("interleaved", tuple(out)),))
+    d = measure.derived(timing, flops, nbytes, _peaks(target), dtype=case.dtype)
+    return Result(case, "ok", timing=timing, gbps=d.get("gbps"), gflops=d.get("gflops"),
+                  pct_peak_bw=d.get("pct_peak_bw"), pct_peak_flops=d.get("pct_peak_flops"),
+                  device=_device_name(target), **fields)
+
+
+def _with_sides(config: MeasureConfig, per_side: Dict[str, Result]) -> Result:
+    """The Result of a case timed as the sides of ``config.interleave``: the first side's, carrying
+    every side's as ``extra["interleaved"]`` (``((side, Result), ...)``; harness.run stores each in
+    its side's run). Without sides: the one Result."""
+    if not config.interleave:
+        return per_side[""]
+    ordered = tuple((name, per_side[name]) for name, _ in config.interleave)
+    first = ordered[0][1]
+    return replace(first, extra=first.extra + (("interleaved", ordered),))
 
 
 def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
@@ -178,54 +181,117 @@ def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
         if not ok:
             return Result(case, "wrong", message=msg, worker=worker, env_id=env_id, extra=env_extra)
         sides = timing if config.interleave else [("", timing)]
-        return _timed(case, sides, w.flops(params), w.bytes(params, case.dtype), "cuda", env_id=env_id,
-                      worker=worker, extra=env_extra)
+        flops, nbytes = w.flops(params), w.bytes(params, case.dtype)
+        return _with_sides(config, {side: _ok(case, t, flops, nbytes, "cuda", env_id=env_id, worker=worker,
+                                              extra=env_extra) for side, t in sides})
     except Exception as exc:
         return Result(case, "crashed", message=f"{type(exc).__name__}: {exc}", worker=worker)
 
 
-def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = None) -> Result:
-    """Build, check and time one case. Failures become outcomes, never exceptions."""
+def _build(case: Case, artifact: Optional[Artifact], side_spec: Optional[dict]):
+    """(module, build seconds, nvcc calls) of this checkout's build of ``case`` (using ``artifact``'s
+    cubin when given), or of ``side_spec``, another source tree's frozen build (harness.portable),
+    compiled by this checkout's runtime. Raises CaseBuildError."""
+    t0 = time.perf_counter()
+    before = nvcc.STATS["nvcc_calls"]
+    if side_spec is None:
+        module = load_module(case, artifact)
+    else:
+        from kernels.errors import TVMError
+        from kernels.runtime import build_module
+
+        from .portable import PortableSpecError, thaw
+
+        try:
+            module = build_module(thaw(side_spec))
+        except PortableSpecError as exc:
+            raise CaseBuildError(f"the other source tree's build: {exc}") from None
+        except TVMError as exc:
+            raise CaseBuildError(f"the other source tree's build: {type(exc).__name__}: {exc}") from None
+    build_s, calls = time.perf_counter() - t0, nvcc.STATS["nvcc_calls"] - before
+    if artifact is not None and side_spec is None:  # built by a CPU worker: its nvcc call and time count
+        calls += int(artifact.nvcc_called)
+        build_s += artifact.build_s
+    return module, build_s, calls
+
+
+def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = None,
+             side_specs: Optional[Dict[str, dict]] = None) -> Result:
+    """Build, check and time one case. Failures become outcomes, never exceptions.
+
+    With ``config.interleave`` the case is timed as several sides in one loop
+    (harness.measure.measure_sides) and every side gets its own Result (see :func:`_with_sides`).
+    A side named in ``side_specs`` runs another source tree's build of the case (``kbench ab``,
+    harness.portable); the others run this checkout's. Each distinct build is checked against the
+    reference on its own; a side that fails to build or is wrong is recorded so and not timed, and
+    the remaining sides are timed together.
+    """
     from . import measure
     from .check import check_outputs
 
     worker = worker_label()
     if case.variant.startswith(PEER_PREFIX):
         return _run_peer(case, config, worker)
-    t0 = time.perf_counter()
-    before = nvcc.STATS["nvcc_calls"]
-    try:
-        module = load_module(case, artifact)
-    except CaseBuildError as exc:
-        return Result(case, "build_error", message=str(exc), worker=worker)
-    build_s = time.perf_counter() - t0
-    nvcc_calls = nvcc.STATS["nvcc_calls"] - before
-    if artifact is not None:  # built by a CPU worker: count its nvcc call here, and its build time
-        nvcc_calls += int(artifact.nvcc_called)
-        build_s += artifact.build_s
+    names = [name for name, _ in config.interleave] or [""]
+    side_specs = side_specs or {}
+    builds: Dict[str, tuple] = {}  # side -> (module, build_s, nvcc calls) | (None, message, 0)
+    own = None
+    for name in names:
+        spec = side_specs.get(name)
+        if spec is None and own is not None:
+            builds[name] = own
+            continue
+        try:
+            builds[name] = _build(case, artifact, spec)
+        except CaseBuildError as exc:
+            builds[name] = (None, str(exc), 0)
+        if spec is None:
+            own = builds[name]
+    results: Dict[str, Result] = {n: Result(case, "build_error", message=b[1], worker=worker)
+                                  for n, b in builds.items() if b[0] is None}
+    built = [n for n in names if n not in results]
+    if not built:
+        return _with_sides(config, results)
+    build_s = {n: builds[n][1] for n in built}
     try:
         w = get_workload(case.workload)
         params = case.param_dict
         host = _host_args(w, case, config)
         dev = _device(case.target)
         nd = [tvm.nd.array(a, dev) for a in host]
-        module(*nd)
-        dev.sync()
-        got = [nd[i].numpy() for i in w.outputs]
-        ok, msg = check_outputs(got, w.reference(host), case.rtol, case.atol)
         env_id, env_extra = _env(case.target)
-        extra = (("nvcc_calls", nvcc_calls),) + env_extra
-        if not ok:
-            return Result(case, "wrong", message=msg, worker=worker, build_s=build_s, extra=extra,
-                          device=_device_name(case.target), env_id=env_id)
-        launch, _ = module.launcher(*nd)
-        sides = measure.measure_sides(lambda: _timer(case.target, dev), launch, config)
-        return _timed(case, sides, w.flops(params), w.bytes(params, case.dtype), case.target, env_id=env_id,
-                      worker=worker, build_s=build_s, extra=extra)
+        for n in results:  # sides that did not build: on the same device as the others (verdicts pair them)
+            results[n] = replace(results[n], device=_device_name(case.target), env_id=env_id, extra=env_extra)
+        checked: Dict[int, tuple] = {}  # id(module) -> (ok, message)
+        for n in built:
+            module = builds[n][0]
+            if id(module) not in checked:
+                for i in w.outputs:  # poisoned again for each build
+                    nd[i] = tvm.nd.array(host[i], dev)
+                module(*nd)
+                dev.sync()
+                got = [nd[i].numpy() for i in w.outputs]
+                checked[id(module)] = check_outputs(got, w.reference(host), case.rtol, case.atol)
+            ok, msg = checked[id(module)]
+            if not ok:
+                results[n] = Result(case, "wrong", message=msg, worker=worker, build_s=build_s[n],
+                                    extra=(("nvcc_calls", builds[n][2]),) + env_extra,
+                                    device=_device_name(case.target), env_id=env_id)
+        timed = [n for n in built if n not in results]
+        if timed:
+            launches = {n: builds[n][0].launcher(*nd)[0] for n in timed}
+            sides = measure.measure_sides(lambda: _timer(case.target, dev), launches[timed[0]], config,
+                                          side_launches=launches, skip=set(names) - set(timed))
+            flops, nbytes = w.flops(params), w.bytes(params, case.dtype)
+            for n, timing in sides:
+                results[n] = _ok(case, timing, flops, nbytes, case.target, env_id=env_id, worker=worker,
+                                 build_s=build_s[n], extra=(("nvcc_calls", builds[n][2]),) + env_extra)
+        return _with_sides(config, results)
     except Exception as exc:
         tb = traceback.format_exc(limit=3)
-        return Result(case, "crashed", message=f"{type(exc).__name__}: {exc}\n{tb}", worker=worker,
-                      build_s=build_s)
+        crashed = Result(case, "crashed", message=f"{type(exc).__name__}: {exc}\n{tb}", worker=worker,
+                         build_s=max(build_s.values()))
+        return _with_sides(config, {n: results.get(n, crashed) for n in names})
 
 
 def prepare(target: str, imports: Sequence[str] = (), peer_libraries: Sequence[str] = ()) -> None:
@@ -244,13 +310,16 @@ def prepare(target: str, imports: Sequence[str] = (), peer_libraries: Sequence[s
 
 
 def run_cases(cases: Sequence[Case], config: MeasureConfig, imports: Sequence[str] = (),
-              artifacts: Optional[Dict[str, Artifact]] = None) -> Iterator[Result]:
-    """Run cases in order, yielding each result as soon as it is known."""
+              artifacts: Optional[Dict[str, Artifact]] = None,
+              side_specs: Optional[Dict[str, Dict[str, dict]]] = None) -> Iterator[Result]:
+    """Run cases in order, yielding each result as soon as it is known. ``artifacts``: prebuilt
+    cubins by case key; ``side_specs``: per case key, the sides built by another source tree
+    (see :func:`run_case`)."""
     from .config import apply_runtime_defaults
 
     apply_runtime_defaults()
     for mod in imports:
         importlib.import_module(mod)
     for case in cases:
-        yield run_case(case, config, (artifacts or {}).get(case.key))
+        yield run_case(case, config, (artifacts or {}).get(case.key), (side_specs or {}).get(case.key))
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from harness.model import VERDICTS, Verdict
+from harness.store import NOT_HISTORY
 
 if TYPE_CHECKING:
     from harness.store import Store
@@ -135,7 +136,9 @@ def _history(store: Store, run_id: int, keys: Sequence[str]) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=list(HISTORY_COLUMNS))
     hist = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    hist = hist[hist["run_id"] <= run_id]
+    # calibration runs (injected slowdowns) and kbench ab sides are not history; the run itself stays
+    hist = hist[(hist["run_id"] <= run_id)
+                & (~hist["run_kind"].isin(NOT_HISTORY) | (hist["run_id"] == run_id))]
     hist = hist.sort_values(["run_id", "result_id"], kind="stable")
     return hist.loc[:, list(HISTORY_COLUMNS)].reset_index(drop=True)
 

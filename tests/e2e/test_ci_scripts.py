@@ -161,8 +161,8 @@ def test_pr_ab_of_identical_code(tmp_path):
     summary = tmp_path / "step-summary.md"
     env = _env(tmp_path, GITHUB_STEP_SUMMARY=str(summary))
 
-    r = _script("pr.sh", ["--base", "main~1", "--rounds", "2", "--suite", "suites/ci-smoke.toml",
-                          "--executor", "local", "--out", out, *TIMES], env, repo)
+    r = _script("pr.sh", ["--base", "main~1", "--mode", "runs", "--rounds", "2", "--suite",
+                          "suites/ci-smoke.toml", "--executor", "local", "--out", out, *TIMES], env, repo)
     assert r.returncode in (0, 3), r.stdout + r.stderr  # identical code: SAME, at worst AMBIGUOUS
 
     # ABBA: base, head, head, base; each run recorded the commit of the tree it ran from
@@ -185,14 +185,46 @@ def test_pr_ab_runs_each_side_with_its_own_compiler_code(tmp_path):
     _commit_change(repo, "kernels/workloads/tutorial.py", '_unary("exp", te.exp, np.exp,',
                    '_unary("exp", te.exp, lambda x: 2 * np.exp(x),', "head: break exp")
     out = tmp_path / "out"
-    r = _script("pr.sh", ["--base", "main~1", "--rounds", "1", "--suite", "suites/ci-smoke.toml",
-                          "--executor", "local", "--out", out, *TIMES], _env(tmp_path), repo)
+    r = _script("pr.sh", ["--base", "main~1", "--mode", "runs", "--rounds", "1", "--suite",
+                          "suites/ci-smoke.toml", "--executor", "local", "--out", out, *TIMES], _env(tmp_path), repo)
     assert r.returncode == 2, r.stdout + r.stderr
     base_run, head_run = _outcomes(out / "pr.db", 1), _outcomes(out / "pr.db", 2)
     exp_key = next(k for k in base_run if k.startswith("exp/"))
     assert base_run[exp_key] == "ok" and head_run[exp_key] == "wrong"
     assert all(v == "ok" for k, v in head_run.items() if k != exp_key)
     assert "exp" in (out / "pr-comment.md").read_text()
+
+
+def test_pr_samples_mode_times_both_trees_in_one_loop(tmp_path):
+    """The default mode: one kbench ab against the base worktree; identical code, then a head whose
+    exp kernel is wrong (base exp ok, head exp wrong -> exit 2)."""
+    repo = _repo(tmp_path)
+    (repo / "NOTES.md").write_text("a change that touches no code\n")
+    _git(repo, "add", "NOTES.md")
+    _git(repo, "commit", "-q", "-m", "head")
+    out = tmp_path / "out"
+    r = _script("pr.sh", ["--base", "main~1", "--suite", "suites/ci-smoke.toml", "--executor", "local",
+                          "--out", out, *TIMES], _env(tmp_path), repo)
+    assert r.returncode in (0, 3), r.stdout + r.stderr
+    con = sqlite3.connect(out / "pr.db")
+    assert con.execute("SELECT id, kind, parent_run FROM runs ORDER BY id LIMIT 2").fetchall() == \
+        [(1, "ab", None), (2, "ab", 1)]
+    comment = (out / "pr-comment.md").read_text()
+    assert comment.startswith("<!-- kbench-pr-comment -->") and "kbench ab" in comment
+    assert "base run 1, head run 2" in comment and (out / "pr-report.html").is_file()
+    assert _git(repo, "worktree", "list").count("\n") == 0
+
+    # the head's exp kernel computes 1.5 exp(x) (both sides are checked against this checkout's reference)
+    _commit_change(repo, "kernels/workloads/tutorial.py", 'lambda i: fn(A[i]), name="B"',
+                   'lambda i: fn(A[i]) * 1.5, name="B"', "head: break exp")
+    out2 = tmp_path / "out2"
+    r = _script("pr.sh", ["--base", "main~1", "--suite", "suites/ci-smoke.toml", "--executor", "local",
+                          "--out", out2, *TIMES], _env(tmp_path), repo)
+    assert r.returncode == 2, r.stdout + r.stderr
+    base_run, head_run = _outcomes(out2 / "pr.db", 1), _outcomes(out2 / "pr.db", 2)
+    exp_key = next(k for k in base_run if k.startswith("exp/"))
+    assert base_run[exp_key] == "ok" and head_run[exp_key] == "wrong"
+    assert "WRONG" in (out2 / "pr-comment.md").read_text()
 
 
 def test_pr_refuses_a_missing_base_ref_and_cluster_addresses(tmp_path):
@@ -203,6 +235,7 @@ def test_pr_refuses_a_missing_base_ref_and_cluster_addresses(tmp_path):
     assert r.returncode == 4 and "no-such-branch" in r.stderr
     assert _script("pr.sh", ["--address", "h:6379"], env, repo).returncode == 4
     assert _script("pr.sh", ["--rounds", "0"], env, repo).returncode == 4
+    assert _script("pr.sh", ["--mode", "sometimes"], env, repo).returncode == 4
     assert not list(tmp_path.glob("kbench-pr.*"))
 
 

@@ -525,7 +525,7 @@ def _v1_file(path):
 def test_v1_store_migrates_to_v2_keeping_runs_as_ordinary(db):
     _v1_file(db)
     with Store.open(db) as s:
-        assert s.schema_version == 2
+        assert s.schema_version == store.SCHEMA_VERSION
         run = s.get_run(1)
         assert run["suite_name"] == "old" and run["kind"] == "run" and run["parent_run"] is None
         assert s.list_baselines() == []
@@ -577,3 +577,44 @@ def test_latest_results_skips_calibration_failed_and_newer_runs(db):
         assert s.latest_results(["nope"], before_run=runs["new"]) == []
         frame = s.results_frame(result_ids=[ids["a"]])
         assert frame["result_id"].tolist() == [ids["a"]] and frame["run_kind"].tolist() == ["run"]
+
+
+# -- schema version 3: run kind "ab" (runs rebuilt to widen its CHECK) -------------------------------
+
+
+def test_v2_store_migrates_to_v3_keeping_every_row_and_reference(db, monkeypatch):
+    monkeypatch.setattr(store, "MIGRATIONS", store.MIGRATIONS[:2])  # what kbench with schema 2 wrote
+    with Store.open(db) as s:
+        parent = s.begin_run(FakeSuite(), ["kbench", "run"], "local", MeasureConfig())
+        rid = s.record_result(parent, make_result(make_case()), env=fake_fp())
+        s.finish_run(parent, "done")
+        again = s.begin_run(FakeSuite(), [], "local", MeasureConfig(), kind="remeasure", parent_run=parent)
+        s.set_baseline("nightly", parent, note="n")
+        assert s.schema_version == 2
+        with pytest.raises(StoreError, match="CHECK constraint"):  # schema 2 has no such kind
+            s.begin_run(FakeSuite(), [], "local", None, kind="ab")
+    with sqlite3.connect(db) as conn:
+        runs_before = conn.execute("SELECT * FROM runs ORDER BY id").fetchall()
+        results_before = conn.execute("SELECT * FROM results ORDER BY id").fetchall()
+    monkeypatch.undo()
+    with Store.open(db) as s:
+        assert s.schema_version == 3
+        assert s.get_run(again)["parent_run"] == parent
+        assert s.get_baseline("nightly")["run_id"] == parent
+        assert s.get_results(parent)[0].timing.samples == make_result(make_case()).timing.samples
+        ab = s.begin_run(FakeSuite(), [], "local", MeasureConfig(), kind="ab")
+        with pytest.raises(StoreError, match="kbench ab"):
+            s.set_baseline("x", ab)
+        with pytest.raises(store.UnknownRun):  # the foreign keys still hold after the rebuild
+            s.begin_run(FakeSuite(), [], "local", None, kind="ab", parent_run=999)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT * FROM runs WHERE id <= ? ORDER BY id", (again,)).fetchall() == runs_before
+        assert conn.execute("SELECT * FROM results ORDER BY id").fetchall() == results_before
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'results'").fetchone()[0]
+        assert "REFERENCES runs(id)" in sql and "runs_v3" not in sql
+        conn.execute("PRAGMA foreign_keys = ON")
+        with pytest.raises(sqlite3.IntegrityError):  # results still reference the rebuilt runs table
+            conn.execute("DELETE FROM runs WHERE id = ?", (parent,))
+    assert rid == 1

@@ -1,0 +1,238 @@
+"""``kbench ab SUITE --base-tree DIR``: this checkout against another source tree, timed in one loop.
+
+What a pull request wants to know is whether *its* kernels got slower than the base branch's, on
+the same GPU. Two runs made one after the other also see the machine drift between them (clocks,
+temperature, other tenants), which the samples of either run do not show, so their verdicts trust a
+difference that may not be there (docs/PERF.md: calibration). ``kbench ab`` instead times each case
+as two *sides* in one loop, a sample of one, then of the other, in alternating order
+(harness.measure.measure_interleaved): the drift falls on both sides alike, and the verdicts use the
+rule for interleaved sides (harness.compare.judge).
+
+How the two trees meet in one process:
+
+1. The suite is planned here (this checkout's suite file and workload registry; peers are left
+   out, both sides would time the same library).
+2. The base tree's compiler core builds every case in a process of its own: ``python -m
+   harness.portable export`` with a folder on ``PYTHONPATH`` that links ``kernels/`` to the base
+   tree's and ``harness/`` to this checkout's (only the compiler core differs between the sides).
+   Each case's generated function comes back as data (harness.portable: the source and its launch
+   description at the case's shapes).
+3. The workers build this checkout's side as ``kbench run`` does and the base side from that data,
+   both with this checkout's runtime (compiler flags, launch code), check each against the float64
+   reference, and time the two together. Each side is stored as a run of kind ``ab`` (never a
+   baseline, never history), the base side's run first.
+4. The head side is judged against the base side; AMBIGUOUS cases are timed once more as both sides
+   and judged on everything (harness.judge.judge_pooled). Exit codes as ``kbench compare``.
+
+The inputs and the float64 reference of every case come from this checkout's workload registry, so
+both sides are checked against the same answer (a change of a reference shows on both sides).
+
+What is not compared: changes to the runtime (kernels/runtime: compiler flags, launch code) and to
+the harness, which this checkout supplies for both sides. ``ci/pr.sh --mode runs`` compares whole
+runs of the two checkouts instead (each with its own runtime and harness), with the weaker verdicts
+of separate runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .model import Case
+
+#: the two sides, in the order the store gets their runs
+SIDES = (("base", 0.0), ("head", 0.0))
+#: how long the base tree's export may take (it lowers every case, and may call nvcc)
+EXPORT_TIMEOUT_S = 1800.0
+
+
+class BaseTreeError(ValueError):
+    """The base tree is not usable: no ``kernels/`` package, or its build process failed."""
+
+
+@dataclass
+class ABSummary:
+    """What ``kbench ab`` did: the two runs, the verdicts and how the base tree's build went."""
+
+    base_run: int
+    head_run: int
+    cases: int
+    counts: dict = field(default_factory=dict)  # side -> {outcome: n}
+    judgement: Any = None  # harness.judge.Judgement
+    base_tree: str = ""
+    base_kernels: str = ""  # where the export process imported kernels from
+    export_errors: int = 0  # cases the base tree could not build
+    export_s: float = 0.0
+    seconds: float = 0.0
+    runs: list = field(default_factory=list)  # every run made (first measurement and re-measures)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.judgement is None else int(self.judgement.exit_code)
+
+
+def _head_root() -> Path:
+    """This checkout: the folder holding the ``harness`` package in use."""
+    return Path(__file__).resolve().parent.parent
+
+
+def check_base_tree(base_tree: str | os.PathLike) -> Path:
+    """``base_tree`` resolved, after checking it holds a ``kernels`` package.
+
+    Raises
+    ------
+    BaseTreeError
+        Naming ``--base-tree`` and what is missing.
+    """
+    root = Path(base_tree).expanduser()
+    if not root.is_dir():
+        raise BaseTreeError(f"--base-tree {base_tree}: no such directory")
+    if not (root / "kernels" / "__init__.py").is_file():
+        raise BaseTreeError(f"--base-tree {base_tree}: no kernels/ package there (expected "
+                            f"{root / 'kernels' / '__init__.py'}); give the root of a kbench checkout")
+    return root.resolve()
+
+
+def export_base(base_tree: Path, items: Sequence[dict], imports: Sequence[str] = (),
+                python: str = sys.executable, timeout_s: float = EXPORT_TIMEOUT_S) -> tuple[dict, str]:
+    """Build ``items`` (``{"case": Case JSON, "arch": ...}``) with the base tree's compiler core in a
+    process of its own; returns ({case key: frozen spec | {"error": ...}}, where kernels came from).
+
+    Raises
+    ------
+    BaseTreeError
+        The process failed, timed out, or imported ``kernels`` from somewhere else than the base tree.
+    """
+    with tempfile.TemporaryDirectory(prefix="kbench-ab-") as tmp:
+        shim = Path(tmp) / "path"
+        shim.mkdir()
+        (shim / "kernels").symlink_to(base_tree / "kernels", target_is_directory=True)
+        (shim / "harness").symlink_to(_head_root() / "harness", target_is_directory=True)
+        request, answer = Path(tmp) / "request.json", Path(tmp) / "answer.json"
+        request.write_text(json.dumps({"items": list(items), "imports": list(imports)}))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(shim), env.get("PYTHONPATH", "")) if p)
+        env["CUDA_VISIBLE_DEVICES"] = env.get("KBENCH_AB_EXPORT_GPUS", "")  # lowering needs no GPU
+        try:
+            proc = subprocess.run([python, "-m", "harness.portable", "export", str(request), str(answer)],
+                                  cwd=shim, env=env, capture_output=True, text=True, timeout=timeout_s,
+                                  check=False)
+        except subprocess.TimeoutExpired:
+            raise BaseTreeError(f"--base-tree {base_tree}: building the cases with its kernels/ took over "
+                                f"{timeout_s:g} s") from None
+        if proc.returncode != 0 or not answer.is_file():
+            tail = "\n".join((proc.stderr or proc.stdout or "").strip().splitlines()[-12:])
+            raise BaseTreeError(f"--base-tree {base_tree}: its kernels/ could not build the cases with this "
+                                f"harness (exit {proc.returncode}):\n{tail}\n(ci/pr.sh --mode runs compares "
+                                "two checkouts that differ beyond kernels/)")
+        data = json.loads(answer.read_text())
+        where = Path(str(data.get("kernels_path") or "")).resolve()  # through the link, while it exists
+    if not where.is_relative_to(base_tree):
+        raise BaseTreeError(f"--base-tree {base_tree}: the build process imported kernels from {where}, "
+                            "not from the base tree (an installed kbench shadows it?)")
+    return dict(data.get("specs") or {}), str(where.parent)
+
+
+def _arch_of(case: Case, models: Sequence[str]) -> str | None:
+    """The CUDA architecture to build ``case`` for: its GPU model's, else that of the cluster's only
+    model; None lets the base build pick its default (as this checkout's workers do)."""
+    from .dispatch import GPU_ARCHS
+
+    if case.target != "cuda":
+        return None
+    model = case.gpu_model or (models[0] if len(set(models)) == 1 else "")
+    if not model:
+        return None
+    return GPU_ARCHS.get(model.upper()) or GPU_ARCHS.get(model.upper().split("-")[0])
+
+
+def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: str = "ray",
+       address: str | None = None, *, targets: Sequence[str] | None = None,
+       measure_overrides: dict | None = None, argv: Sequence[str] = (), fail_on: str | None = None,
+       remeasure: bool = True, on_event: Callable[[str, object], None] | None = None) -> ABSummary:
+    """Time ``suite_path``'s cases built by this checkout and by ``base_tree``, interleaved, and
+    judge this checkout's side against the base side (see the module docstring).
+
+    Raises
+    ------
+    BaseTreeError
+        ``base_tree`` has no ``kernels/`` or its build process failed as a whole.
+    harness.suite.SuiteError, ValueError, harness.dispatch.DispatchError
+        As ``kbench run`` (a bad suite, ``--fail-on``, or executor).
+    """
+    from . import dispatch, judge
+    from .config import apply_runtime_defaults
+    from .run import run_suite
+    from .suite import load_suite
+
+    t0 = time.time()
+    root = check_base_tree(base_tree)
+    if fail_on:
+        from .compare import parse_fail_on
+
+        parse_fail_on(fail_on)  # a bad gate is a usage error before anything runs
+    emit = on_event or (lambda kind, payload: None)
+    suite = load_suite(suite_path)
+    apply_runtime_defaults()
+    overrides = {**(measure_overrides or {}), "interleave": SIDES}
+    summary = ABSummary(0, 0, 0, base_tree=str(root))
+    specs: dict[str, Any] = {}
+    executor = dispatch.make_executor(executor_kind, address=address, imports=tuple(suite.imports))
+    try:
+        models = executor.gpu_models()
+
+        def side_specs_for(cases: list[Case]) -> dict:
+            todo = [c for c in cases if c.key not in specs]
+            if todo:
+                emit("export", len(todo))
+                t = time.time()
+                items = [{"case": c.to_json(), "arch": _arch_of(c, models)} for c in todo]
+                got, where = export_base(root, items, suite.imports)
+                specs.update(got)
+                summary.base_kernels = where
+                summary.export_s += time.time() - t
+                summary.export_errors = sum(1 for c in cases if "error" in specs.get(c.key, {"error": 1}))
+            return {c.key: {"base": specs.get(c.key, {"error": "the base tree's build returned nothing"})}
+                    for c in cases}
+
+        def one(label: str, **kw: Any) -> tuple[int, int]:
+            emit("run", label)
+            run = run_suite(suite_path, db, executor_kind, address, targets=targets, argv=argv,
+                            on_event=on_event, measure_overrides=overrides, kind="ab", executor=executor,
+                            with_peers=False, side_specs_for=side_specs_for, **kw)
+            summary.runs += [run.side_runs["base"], run.side_runs["head"]]
+            if not summary.base_run:
+                summary.cases = run.planned
+            return run.side_runs["head"], run.side_runs["base"]
+
+        summary.head_run, summary.base_run = one("base and head, interleaved sample by sample")
+
+        def rerun(keys: set[str]) -> tuple[list[int], list[int]]:
+            head, base = one(f"re-measure of {len(keys)} AMBIGUOUS case(s)", only_keys=keys,
+                             parent_run=summary.base_run)
+            return [head], [base]
+
+        judgement = judge.judge_pooled(Path(db), [summary.head_run], [summary.base_run],
+                                       rerun if remeasure else None, fail_on=fail_on)
+        summary.judgement = replace(judgement, baseline_label=f"base tree {root} (run {summary.base_run})")
+    finally:
+        executor.close()
+    from .store import Store
+
+    with Store.open(db, create=False) as st:
+        for side, rid in (("base", summary.base_run), ("head", summary.head_run)):
+            frame = st.results_frame(rid)
+            summary.counts[side] = {str(k): int(v) for k, v in frame["outcome"].value_counts().items()}
+    summary.seconds = time.time() - t0
+    return summary
+
+
+__all__ = ["ABSummary", "BaseTreeError", "SIDES", "ab", "check_base_tree", "export_base"]

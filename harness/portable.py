@@ -1,0 +1,201 @@
+"""One case's built function as plain data, so that another source tree's build can run here.
+
+``kbench ab`` (harness.ab) times a case built from two source trees in one loop. The other tree's
+compiler core runs in a process of its own (``python -m harness.portable export``, with that tree's
+``kernels/`` and this checkout's ``harness/`` on ``PYTHONPATH``); what comes back is, per case, the
+:class:`~kernels.runtime.spec.FuncSpec` that tree generated, *frozen* at the case's shapes: the
+source text plus the launch description evaluated for the case's concrete shapes (grids, blocks and
+workspace sizes become numbers instead of functions of the shape variables). No code of the other
+tree is imported by the process that measures: :func:`thaw` turns the data back into a FuncSpec that
+this checkout's runtime compiles (cc, pyopencl, nvcc) and launches. A thawed spec called with other
+shapes than it was frozen for raises a clear error instead of launching wrong grids.
+
+Format (JSON, ``"format": FORMAT``)::
+
+    {"format", "name", "target", "source", "arch", "uses_openmp",
+     "env": {shape variable: value},
+     "args": [{"name", "dtype", "shape": [int | {"var": name} | {"derived": text, "value": int}]}],
+     "workspaces": [{"name", "dtype", "size": int}],
+     "kernels": [{"name", "params": [...], "grid": [x, y, z], "block": [x, y, z]}]}
+
+A case the other tree could not build is ``{"error": message}`` instead.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+FORMAT = "kbench-portable-spec/1"
+
+
+class PortableSpecError(ValueError):
+    """Malformed portable spec data, or a thawed spec called with shapes it was not frozen for."""
+
+
+def bind_env(spec: Any, arrays: Sequence[Any]) -> dict[str, int]:
+    """The shape variables of ``spec`` bound from the shapes of ``arrays`` (one per argument)."""
+    if len(arrays) != len(spec.args):
+        raise PortableSpecError(f"{spec.name}: {len(spec.args)} argument(s), got {len(arrays)} array(s)")
+    env: dict[str, int] = {}
+    for arg, array in zip(spec.args, arrays):
+        shape = tuple(getattr(array, "shape", ()))
+        if len(shape) != len(arg.shape):
+            raise PortableSpecError(f"{spec.name}: argument {arg.name} has shape {shape}, expected "
+                                    f"{len(arg.shape)} dimension(s)")
+        for dim, n in zip(arg.shape, shape):
+            if isinstance(dim, str):
+                if env.setdefault(dim, int(n)) != int(n):
+                    raise PortableSpecError(f"{spec.name}: shape variable {dim} is {env[dim]} and {n}")
+    return env
+
+
+def freeze(spec: Any, env: Mapping[str, int]) -> dict[str, Any]:
+    """``spec`` (a FuncSpec, read by attribute names only) as JSON-ready data at shapes ``env``."""
+    env = {str(k): int(v) for k, v in env.items()}
+    missing = [v for v in spec.shape_vars if v not in env]
+    if missing:
+        raise PortableSpecError(f"{spec.name}: shape variable(s) {', '.join(missing)} not bound")
+
+    def dim(d: Any) -> Any:
+        if isinstance(d, bool):
+            raise PortableSpecError(f"{spec.name}: a dimension is a bool")
+        if isinstance(d, numbers.Integral):
+            return int(d)
+        if isinstance(d, str):
+            return {"var": d}
+        return {"derived": str(getattr(d, "text", d)), "value": int(d(env))}
+
+    def triple(f: Any) -> list[int]:
+        return [int(x) for x in f(env)]
+
+    return {
+        "format": FORMAT,
+        "name": spec.name,
+        "target": spec.target,
+        "source": spec.source,
+        "arch": getattr(spec, "arch", "") or "",
+        "uses_openmp": bool(getattr(spec, "uses_openmp", False)),
+        "env": env,
+        "shape_vars": list(spec.shape_vars),
+        "args": [{"name": a.name, "dtype": str(a.dtype), "shape": [dim(d) for d in a.shape]} for a in spec.args],
+        "workspaces": [{"name": w.name, "dtype": str(w.dtype), "size": int(w.size(env))}
+                       for w in spec.workspaces],
+        "kernels": [{"name": k.name, "params": list(k.params), "grid": triple(k.grid), "block": triple(k.block)}
+                    for k in spec.kernels],
+    }
+
+
+class _Frozen:
+    """A launch-description function frozen at one binding of the shape variables."""
+
+    def __init__(self, what: str, env: Mapping[str, int], value: Any) -> None:
+        self.what, self.env, self.value = what, dict(env), value
+
+    def __call__(self, env: Mapping[str, int]) -> Any:
+        wrong = {k: (v, env.get(k)) for k, v in self.env.items() if k in env and int(env[k]) != v}
+        if wrong:
+            got = ", ".join(f"{k}={g} (built for {v})" for k, (v, g) in sorted(wrong.items()))
+            raise PortableSpecError(f"{self.what}: built by the other source tree for fixed shapes; "
+                                    f"called with {got}")
+        return self.value
+
+
+def thaw(data: Mapping[str, Any]):
+    """The :class:`~kernels.runtime.spec.FuncSpec` of frozen ``data`` (see the module docstring).
+
+    Raises
+    ------
+    PortableSpecError
+        ``data`` is an export error, has another format, or lacks a field.
+    """
+    from kernels.runtime.spec import BufferArg, DerivedDim, FuncSpec, KernelSpec, Workspace
+
+    if "error" in data:
+        raise PortableSpecError(str(data["error"]))
+    if data.get("format") != FORMAT:
+        raise PortableSpecError(f"portable spec format {data.get('format')!r}; this kbench reads {FORMAT!r}")
+    try:
+        name, env = str(data["name"]), {str(k): int(v) for k, v in data["env"].items()}
+
+        def dim(d: Any) -> Any:
+            if isinstance(d, int):
+                return d
+            if "var" in d:
+                return str(d["var"])
+            return DerivedDim(str(d["derived"]), _Frozen(f"{name}: dimension {d['derived']}", env, int(d["value"])))
+
+        args = tuple(BufferArg(str(a["name"]), str(a["dtype"]), tuple(dim(d) for d in a["shape"]))
+                     for a in data["args"])
+        workspaces = tuple(Workspace(str(w["name"]), str(w["dtype"]),
+                                     _Frozen(f"{name}: workspace {w['name']}", env, int(w["size"])))
+                           for w in data["workspaces"])
+        kernels = tuple(KernelSpec(str(k["name"]), tuple(str(p) for p in k["params"]),
+                                   _Frozen(f"{name}: grid of {k['name']}", env, tuple(int(x) for x in k["grid"])),
+                                   _Frozen(f"{name}: block of {k['name']}", env, tuple(int(x) for x in k["block"])))
+                        for k in data["kernels"])
+        return FuncSpec(name=name, target=str(data["target"]), source=str(data["source"]), args=args,
+                        shape_vars=tuple(str(v) for v in data["shape_vars"]), workspaces=workspaces,
+                        kernels=kernels, arch=str(data.get("arch") or ""),
+                        uses_openmp=bool(data.get("uses_openmp", False)))
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, PortableSpecError):
+            raise
+        raise PortableSpecError(f"malformed portable spec: {type(exc).__name__}: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# the export process
+
+
+def export_cases(items: Sequence[Mapping[str, Any]], imports: Sequence[str] = ()) -> dict[str, Any]:
+    """Build every case of ``items`` (``{"case": Case JSON, "arch": "sm_90" | None}``) with the
+    ``kernels`` package this process imports and freeze it at the case's shapes (drawn as
+    ``kbench run`` draws them): ``{case key: frozen spec | {"error": message}}``."""
+    import importlib
+
+    import numpy as np
+
+    from kernels.workloads import get as get_workload
+
+    from .build import lower_case
+    from .model import Case
+
+    for mod in imports:
+        importlib.import_module(mod)
+    out: dict[str, Any] = {}
+    for item in items:
+        case = Case.from_json(item["case"]) if isinstance(item["case"], str) else Case(**item["case"])
+        try:
+            spec = lower_case(case, item.get("arch") or None)
+            w = get_workload(case.workload)
+            host = w.make_args(case.param_dict, case.dtype, np.random.default_rng(0))
+            out[case.key] = freeze(spec, bind_env(spec, host))
+        except Exception as exc:  # the case's own failure: reported as its build error
+            out[case.key] = {"error": f"{type(exc).__name__}: {exc}".strip()}
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m harness.portable export IN.json OUT.json``: IN holds ``{"items": [...], "imports":
+    [...]}`` (see :func:`export_cases`); OUT receives ``{"specs": {...}, "kernels": version}``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 3 or args[0] != "export":
+        print("usage: python -m harness.portable export IN.json OUT.json", file=sys.stderr)
+        return 4
+    with open(args[1]) as f:
+        request = json.load(f)
+    import kernels
+
+    specs = export_cases(request.get("items", []), request.get("imports", []))
+    with open(args[2], "w") as f:
+        json.dump({"specs": specs, "kernels": getattr(kernels, "__version__", None),
+                   "kernels_path": str(getattr(kernels, "__file__", ""))}, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
