@@ -107,6 +107,12 @@ def cmd_run(args, argv) -> int:
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing to do"
     out.print(f"run {summary.run_id}: {counts}; nvcc calls {summary.nvcc_calls}; {summary.seconds:.1f} s "
               f"({summary.dispatch_s:.1f} s dispatching)")
+    ph = summary.phases
+    if ph:
+        names = (("executor", "executor start"), ("plan", "planning"), ("first_result", "first result after"),
+                 ("runners_ready", "GPU runners ready after"), ("runner_prepare", "runner warm-up"),
+                 ("close", "executor close"))
+        out.print("time: " + ", ".join(f"{label} {ph[k]:.1f} s" for k, label in names if k in ph))
     out.print(f"results: {Path(args.db).resolve()} (kbench show {summary.run_id} --db {args.db})")
     code = summary.exit_code
     judgement = None

@@ -27,8 +27,10 @@ Ray (:class:`RayExecutor`)
   sets it to 1), but it may hand a reused worker a different GPU than the one its CUDA context was
   made on (it only rewrites ``CUDA_VISIBLE_DEVICES``, which CUDA reads once), so two processes could
   measure on one GPU; an actor keeps its GPU for life. CPU batches run as plain tasks
-  (``max_calls=0``: their processes are reused; each has ``CUDA_VISIBLE_DEVICES=""`` from its runtime
-  environment, so those processes never take GPU work).
+  (``max_calls=0``: their processes are reused); the task body sets ``CUDA_VISIBLE_DEVICES=""``
+  before anything touches CUDA, and these processes never take GPU work. They carry no runtime
+  environment of their own (unless the executor was given one), so Ray runs them in the worker
+  processes it already started instead of starting new ones.
 * **Placement.** A case needs a GPU when its target is ``cuda`` or it names a ``gpu_model``. GPU
   runners ask for ``num_gpus=1, num_cpus=0`` and are pinned to their model by the node label
   ``gpu-sku`` (``label_selector``), else Ray's own label ``ray.io/accelerator-type``, else the
@@ -66,8 +68,10 @@ Ray (:class:`RayExecutor`)
   Ray 2.60 reads in the driver and passes to every process it starts; so nothing is written to
   ``~/.ray/auth_token``, where Ray would put a token of its own). On a Ray without token
   authentication the cluster starts without it, with a warning, and
-  :meth:`RayExecutor.cluster_summary` says ``auth: none``. :meth:`RayExecutor.close` shuts it down
-  and removes the folder. An ``address`` joins an existing cluster (its token, if any, comes from
+  :meth:`RayExecutor.cluster_summary` says ``auth: none``. Ray's start does not wait for a worker
+  process per CPU (``RAY_prestart_worker_first_driver=0``): on a machine of many cores that wait is
+  seconds of every run, and a GPU suite's CPU work (its builds) needs a few processes, started on
+  demand. :meth:`RayExecutor.close` shuts it down and removes the folder. An ``address`` joins an existing cluster (its token, if any, comes from
   the usual ``RAY_AUTH_TOKEN``/``RAY_AUTH_TOKEN_PATH``/``~/.ray/auth_token``).
 
 Local (:class:`LocalExecutor`)
@@ -77,9 +81,9 @@ is no isolation: a kernel that hangs hangs the run and one that crashes the proc
 with ``kbench run --resume``); per-case timeouts are not enforced beyond what the worker itself does.
 An exception escaping the worker is recorded as ``crashed`` for the running case and the batch goes on.
 
-Environment variables: this module sets (never reads for its own settings) ``RAY_AUTH_MODE`` and
-``RAY_AUTH_TOKEN_PATH`` around the embedded cluster's lifetime and ``CUDA_VISIBLE_DEVICES`` in CPU
-workers; the harness's own settings live in :mod:`harness.config`.
+Environment variables: this module sets (never reads for its own settings) ``RAY_AUTH_MODE``,
+``RAY_AUTH_TOKEN_PATH`` and ``RAY_prestart_worker_first_driver`` around the embedded cluster's
+lifetime and ``CUDA_VISIBLE_DEVICES`` in CPU workers; the harness's own settings live in :mod:`harness.config`.
 """
 
 from __future__ import annotations
@@ -326,19 +330,24 @@ class _GpuRunner:
     def __init__(self, imports: tuple[str, ...] = (), peer_libraries: tuple[str, ...] = ()) -> None:
         # the process's one-time costs now, while the CPU workers still build the first batch:
         # imports, CUDA context, fingerprint, peaks, peer libraries (harness.worker.prepare)
+        self.born = time.time()
         try:
             from . import worker
 
             worker.prepare("cuda", imports, peer_libraries)
         except Exception as exc:  # the first batch reports it
             log.debug("kbench: runner warm-up: %s", exc)
+        self.ready = time.time()
 
     def run(self, cases: list[Case], config: MeasureConfig, imports: tuple[str, ...],
             artifacts: dict | None = None, side_specs: dict | None = None) -> Iterator[tuple[str, Any]]:
         """One batch, as :func:`_run_batch_task` (called as a streaming generator). Afterwards torch's
         caching allocator (peer cases) gives the GPU memory it keeps back, so that later batches of
         this process do not find the GPU fuller than a fresh process would."""
-        yield from _run_batch_task(cases, config, imports, False, artifacts, side_specs)
+        for kind, payload in _run_batch_task(cases, config, imports, False, artifacts, side_specs):
+            if kind == "start":  # when this process started and was ready (the driver's timeline)
+                payload = {**payload, "runner_born": self.born, "runner_ready": self.ready}
+            yield kind, payload
         torch = sys.modules.get("torch")
         try:
             if torch is not None and torch.cuda.is_initialized():
@@ -472,6 +481,7 @@ class _RunState:
     queues: dict[tuple[bool, str], deque] = field(default_factory=dict)  # GPU slot -> deque of _Queued
     queue_unplaceable_since: dict[tuple[bool, str], float] = field(default_factory=dict)
     side_specs: dict | None = None  # case key -> {side: another tree's frozen build} (kbench ab)
+    runners: dict[str, tuple[float, float]] = field(default_factory=dict)  # worker -> (born, ready)
 
     def queued(self) -> bool:
         return any(self.queues.values())
@@ -546,6 +556,9 @@ class RayExecutor:
         self._build = ray.remote(max_retries=0, retry_exceptions=False, max_calls=0)(_build_task)
         self._runner_cls = ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(_GpuRunner)
         self._runners: dict[tuple[bool, str], list[_Runner]] = {}  # GPU slot -> its runners in this run
+        # of the last run(): "runners_ready" (seconds from its start until every GPU runner was
+        # ready) and "runner_prepare" (the longest a runner took to import and measure its peaks)
+        self.last_stats: dict[str, float] = {}
 
     # -- lifetime ---------------------------------------------------------------------------------
 
@@ -573,6 +586,8 @@ class RayExecutor:
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_hex(32))
         auth = _token_auth_api()
+        # the embedded Ray starts worker processes on demand (see the module docstring)
+        self._set_env({"RAY_prestart_worker_first_driver": "0"})
         if auth is not None:
             self._set_env({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": token_path,
                            "RAY_AUTH_TOKEN": None})
@@ -666,9 +681,7 @@ class RayExecutor:
         if not gpu:
             if not any(n.cpus > 0 for n in nodes):
                 return None
-            env = copy.deepcopy(self.runtime_env) if self.runtime_env else {}
-            env.setdefault("env_vars", {})["CUDA_VISIBLE_DEVICES"] = ""
-            return {"num_cpus": 1, "num_gpus": 0, "runtime_env": env}
+            return {"num_cpus": 1, "num_gpus": 0, **self._cpu_runtime_env()}
         opts: dict[str, Any] = {"num_cpus": 0, "num_gpus": 1}
         if self.runtime_env:
             opts["runtime_env"] = copy.deepcopy(self.runtime_env)
@@ -735,14 +748,25 @@ class RayExecutor:
             queue.append(item)
         return []
 
+    def _cpu_runtime_env(self) -> dict:
+        """Ray options for CPU work (case batches, builds): the user's runtime environment with the GPUs
+        hidden, or none at all. Without one, the task runs in one of Ray's already started worker
+        processes (a runtime environment of its own would make Ray start new ones, a second or more
+        each); the task body then hides the GPUs itself before anything touches CUDA
+        (:func:`_run_batch_task`, :func:`_build_task`), and these processes only ever run CPU work
+        (GPU work runs on runner actors, whose processes are their own)."""
+        if not self.runtime_env:
+            return {}
+        env = copy.deepcopy(self.runtime_env)
+        env.setdefault("env_vars", {})["CUDA_VISIBLE_DEVICES"] = ""
+        return {"runtime_env": env}
+
     def _submit_build(self, cases: list[Case], model: str):
         arch = GPU_ARCHS.get(model.upper()) or GPU_ARCHS.get(model.upper().split("-")[0])
         todo = [c for c in cases if c.target == "cuda"]
         if not arch or not todo:
             return None
-        env = copy.deepcopy(self.runtime_env) if self.runtime_env else {}
-        env.setdefault("env_vars", {})["CUDA_VISIBLE_DEVICES"] = ""
-        return self._build.options(num_cpus=1, num_gpus=0, runtime_env=env).remote(todo, arch)
+        return self._build.options(num_cpus=1, num_gpus=0, **self._cpu_runtime_env()).remote(todo, arch)
 
     def _pump(self, state: _RunState) -> list[_Task]:
         """Give queued GPU batches to free runners of their slot, starting runners (up to the slot's GPU
@@ -801,6 +825,7 @@ class RayExecutor:
             running are cancelled.
         """
         ray = self._ray
+        self.last_stats = {}
         todo = _homogeneous(batches)
         if not todo:
             return
@@ -812,6 +837,7 @@ class RayExecutor:
             raise DispatchError(f"no node of the Ray cluster can run cases needing {', '.join(missing)}; "
                                 f"GPU models in the cluster: {', '.join(models) or 'none'}")
         state = _RunState(_Emitter(on_result), config, side_specs=side_specs)
+        t_start = time.time()
         active = [t for b in todo for t in self._submit(b, state, nodes, prebuild=self.prebuild)]
         active += self._pump(state)
         last_check = time.monotonic()
@@ -844,6 +870,10 @@ class RayExecutor:
             for pool in list(self._runners.values()):
                 for runner in list(pool):
                     self._retire(runner)
+            if state.runners:  # wall clocks of the runners' hosts (on one host: this one's)
+                self.last_stats = {
+                    "runners_ready": max(ready for _, ready in state.runners.values()) - t_start,
+                    "runner_prepare": max(ready - born for born, ready in state.runners.values())}
 
     def _cancel(self, t: _Task, force: bool) -> None:
         """Stop a task; a GPU runner running it is killed (Ray cannot force-cancel an actor's task)."""
@@ -879,6 +909,8 @@ class RayExecutor:
             if kind == "start":
                 t.node, t.worker = payload["node"], payload["worker"]
                 t.case_started = now
+                if "runner_ready" in payload:
+                    state.runners[t.worker] = (payload["runner_born"], payload["runner_ready"])
                 if t.runner is not None:
                     t.runner.started = True
             elif kind == "result":

@@ -25,6 +25,11 @@ class RunSummary:
     seconds: float = 0.0
     dispatch_s: float = 0.0  # from the first task submitted to the last result
     side_runs: Dict[str, int] = field(default_factory=dict)  # interleaved side -> its run (else empty)
+    # where the time went (seconds): "executor" (starting or joining Ray), "plan" (planning, the
+    # other tree's builds for kbench ab), "first_result" (dispatch start to the first result),
+    # "runners_ready" / "runner_prepare" (GPU runners: see RayExecutor.last_stats), "close" (ending
+    # the executor: the embedded Ray's shutdown)
+    phases: Dict[str, float] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -82,10 +87,12 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
     if measure_overrides:
         config = replace(config, **measure_overrides)
     t0 = time.time()
+    phases: Dict[str, float] = {}
     with storemod.Store.open(db) as st:
         own = executor is None
         if own:
             executor = dispatch.make_executor(executor_kind, address=address, imports=tuple(suite.imports))
+        phases["executor"] = time.time() - t0
         try:
             models = executor.gpu_models()
             cluster = executor.cluster_summary()
@@ -119,7 +126,8 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
                     parent_run=next(iter(side_runs.values()), parent_run))
             if side_runs:
                 run_id = next(iter(side_runs.values()))
-            summary = RunSummary(run_id, Path(db), len(cases), skipped_targets=skipped, side_runs=side_runs)
+            summary = RunSummary(run_id, Path(db), len(cases), skipped_targets=skipped, side_runs=side_runs,
+                                 phases=phases)
             emit("planned", summary)
 
             def record(into: int, r: Result, side: str = "") -> None:
@@ -145,6 +153,7 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
                     record(run_id, r)
                     summary.counts[r.outcome] += 1
                 summary.nvcc_calls += dict(r.extra).get("nvcc_calls", 0)
+                phases.setdefault("first_result", time.time() - t_dispatch)
                 emit("result", r)
 
             from .config import settings
@@ -155,6 +164,7 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
             batches = planmod.batches(cases, settings().batch_size, workers)
             status = "done"
             t_dispatch = time.time()
+            phases["plan"] = t_dispatch - t0 - phases["executor"]
             try:
                 if side_specs:
                     executor.run(batches, config, on_result, side_specs=side_specs)
@@ -165,10 +175,13 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
                 raise
             finally:
                 summary.dispatch_s = time.time() - t_dispatch
+                phases.update(getattr(executor, "last_stats", None) or {})
                 for rid in side_runs.values() or (run_id,):
                     st.finish_run(rid, status)
         finally:
             if own:
+                t_close = time.time()
                 executor.close()
+                phases["close"] = time.time() - t_close
     summary.seconds = time.time() - t0
     return summary

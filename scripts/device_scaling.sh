@@ -58,6 +58,7 @@ run() {
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$gpus" "$rep" "$wall" "${kb:-?}" "${disp:-?}" \
     "${ok:-0}" "${planned:-?}" "${nvcc:-?}" "$rc" "$case_s" >> "$results"
   timeline "$out/$tag.db"
+  grep -E '^time: ' "$out/$tag.log" | tail -1 | sed 's/^/  /'
   printf 'RESULT case_s=%s mode=%-8s gpus=%s rep=%s wall_s=%-6s kbench_s=%-6s dispatch_s=%-6s ok=%s/%s nvcc_calls=%s rc=%s\n' \
     "$case_s" "$mode" "$gpus" "$rep" "$wall" "${kb:-?}" "${disp:-?}" "${ok:-0}" "${planned:-?}" "${nvcc:-?}" "$rc"
   if [ -z "$line" ]; then echo "  (no summary line; last lines of $out/$tag.log:)"; tail -5 "$out/$tag.log" | sed 's/^/  /'; fi

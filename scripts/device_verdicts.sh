@@ -4,7 +4,8 @@
 #     so an injected 5 % lies under the ~1 us floor of one more kernel and comes out larger);
 #  2. kbench calibrate on suites/calibration-cuda.toml (the same workloads at sizes where 5 % is
 #     several microseconds: the 5 % detection rate);
-#  3. two runs judged against each other with the HTML report and CI outputs.
+#  3. kbench ab A/A: the suite's CUDA kernels against a copy of this tree's kernels/, AB_RUNS times;
+#  4. two runs judged against each other with the HTML report and CI outputs.
 # Both calibrations interleave their three sides sample by sample (the default). TRIALS (default 4)
 # trials x 16 tutorial cases (10 kernels + 6 torch peers) and x 14 calibration cases: >= 50 each.
 # Stores under $OUT (the device returns 8 files: the JSONs, one report, one tarball of the stores).
@@ -35,6 +36,15 @@ for key, v in sorted(per.items()):
           f"measured {statistics.median(meas)*1e6 if meas else float('nan'):7.2f} us  floor {any(f for *_, f in v)}")
 PY
 done
+if [ -z "${NO_AB:-}" ]; then
+  # kbench ab A/A: the tutorial suite's CUDA kernels against a copy of this tree's kernels/ (the same
+  # code built twice), AB_RUNS times: every SLOWER/FASTER is a false alarm of kbench ab's verdicts
+  mkdir -p "$out/base" && cp -r kernels "$out/base/"
+  for i in $(seq "${AB_RUNS:-5}"); do
+    kb ab suites/tutorials.toml --targets cuda --base-tree "$out/base" --db "$out/ab.db" 2>&1 \
+      | grep -E "^verdicts vs|^kbench ab:" | sed "s/^/ab A\/A $i: /"
+  done
+fi
 if [ -z "${NO_REPORT:-}" ]; then
   # a report a newcomer can open: run twice, the second judged against the first
   kb run suites/tutorials.toml --targets cuda --db "$out/report.db" --out "$out" > /dev/null 2>&1

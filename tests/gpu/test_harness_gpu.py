@@ -20,3 +20,33 @@ def test_tutorial_suite_on_cuda_then_warm_rerun(tmp_path):
     second = kbench("run", "suites/tutorials.toml", "--targets", "cuda", "--executor", "local", "--db", db)
     assert second.returncode == 0
     assert "nvcc calls 0" in second.stdout
+
+
+def test_ab_on_cuda_checks_and_times_both_trees(tmp_path):
+    """kbench ab on the tutorial suite's CUDA cases against a copy of this checkout's kernels/ whose
+    exp kernel is wrong: the base exp cases are recorded wrong (and not timed), every other case is
+    correct on both sides, timed in one loop, and no verdict is WRONG (the head is fine). (The planted
+    change is in the unary workloads' shared compute: log's base kernel is wrong too.)"""
+    import shutil
+
+    from test_cli import ROOT
+
+    base = tmp_path / "base"
+    shutil.copytree(ROOT / "kernels", base / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
+    f = base / "kernels" / "workloads" / "tutorial.py"
+    old = 'lambda i: fn(A[i]), name="B"'
+    assert f.read_text().count(old) == 1
+    f.write_text(f.read_text().replace(old, 'lambda i: fn(A[i]) * 1.5, name="B"'))
+    db = tmp_path / "k.db"
+    r = kbench("ab", "suites/tutorials.toml", "--targets", "cuda", "--base-tree", base, "--executor", "local",
+               "--db", db, "--max-time", "0.3")
+    assert r.returncode in (0, 3), r.stdout[-3000:] + r.stderr[-3000:]
+    con = sqlite3.connect(db)
+    rows = con.execute("select run_id, case_key, outcome, telemetry from results where run_id in (1, 2)").fetchall()
+    assert {rid for rid, *_ in rows} == {1, 2} and len(rows) == 2 * 10  # 10 kernels, no peers
+    for rid, key, outcome, tel in rows:
+        if rid == 1 and key.startswith(("exp/", "log/")):
+            assert outcome == "wrong", key
+        else:
+            assert outcome == "ok", (rid, key, outcome)
+    assert "WRONG" not in r.stdout and "NEW" in r.stdout  # base exp wrong, head fixes it
