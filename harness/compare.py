@@ -36,8 +36,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "Step", "benjamini_hochberg", "bootstrap_ratio_ci", "compare_frames", "detect_steps",
-    "exit_code", "first_bad", "judge", "lookback_zscore", "mann_whitney_p", "parse_fail_on",
+    "Spread", "Step", "benjamini_hochberg", "bootstrap_ratio_ci", "compare_frames", "detect_steps",
+    "exit_code", "first_bad", "history_sd", "judge", "lookback_zscore", "mann_whitney_p",
+    "parse_fail_on", "widen_ci",
 ]
 
 #: default practical threshold (3 %): DESIGN.md 7, "per suite, default 3 %"
@@ -223,6 +224,72 @@ def _evidence(base: np.ndarray, new: np.ndarray, n_boot: int, seed: int
     return ratio, ci, mann_whitney_p(base, new)
 
 
+#: z of a two-sided 95 % interval (the bootstrap CI's coverage)
+_Z95 = 1.959963984540054
+#: fewest earlier runs of a case whose medians give a run-to-run spread (history_sd)
+MIN_HISTORY_RUNS = 3
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A run-to-run spread: ``sd`` of log medians, estimated with ``df`` degrees of freedom."""
+
+    sd: float
+    df: int
+
+
+def history_sd(medians: Sequence[float]) -> Spread | None:
+    """Run-to-run spread of one case on one device: a robust SD (1.4826 x the median absolute
+    deviation) of the log medians of its recent runs, with ``n - 1`` degrees of freedom; None for
+    fewer than :data:`MIN_HISTORY_RUNS` finite positive medians. Robust, because one disturbed run
+    (or a past step change) should not inflate the spread the next verdicts are given."""
+    x = np.asarray([m for m in medians if m is not None and np.isfinite(m) and m > 0], dtype=np.float64)
+    if len(x) < MIN_HISTORY_RUNS:
+        return None
+    logs = np.log(x)
+    return Spread(float(1.4826 * np.median(np.abs(logs - np.median(logs)))), len(x) - 1)
+
+
+def _sides_sd(groups: Sequence[Sequence[float]]) -> Spread | None:
+    """Pooled SD of log medians between the runs of each side (``groups``: per side, the medians of
+    its runs), from the sides with at least two runs; None when no side has two."""
+    ss, df = 0.0, 0
+    for g in groups:
+        x = np.log(np.asarray([m for m in g if m is not None and np.isfinite(m) and m > 0], dtype=np.float64))
+        if len(x) >= 2:
+            ss += float(np.sum((x - x.mean()) ** 2))
+            df += len(x) - 1
+    return Spread(math.sqrt(ss / df), df) if df else None
+
+
+def widen_ci(ratio: float, ci: tuple[float, float], run_sd: float, k_base: int, k_new: int,
+             df: int | None = None) -> tuple[float, float]:
+    """The ratio's CI with run-to-run spread added (a random-effects approximation).
+
+    Separate runs of unchanged code differ by more than their samples say (clocks, thermals,
+    placement, other tenants): each run's median carries a run effect of spread ``run_sd`` (on the
+    log scale). The bootstrap CI sees only the samples' spread, so it is widened on each side of
+    the point ratio, in log space, as independent errors add: ``h' = sqrt(h^2 + (q * s)^2)`` with
+    ``s^2 = run_sd^2 (1/k_base + 1/k_new)`` for medians pooled over ``k`` runs per side. ``q`` is the
+    97.5 % quantile of Student's t with ``df`` degrees of freedom when the spread was estimated from
+    few runs (2.78 for 4: three runs a side), else of the normal law (1.96): an SD from a handful of
+    runs is often too small, and z would then trust it.
+    """
+    lo, hi = ci
+    if not (run_sd > 0 and ratio > 0 and lo > 0 and hi > 0 and all(map(math.isfinite, (ratio, lo, hi)))):
+        return ci
+    if df:
+        from scipy.stats import t as student_t
+
+        q = float(student_t.ppf(0.975, df))
+    else:
+        q = _Z95
+    extra = (q * run_sd) ** 2 * (1.0 / max(k_base, 1) + 1.0 / max(k_new, 1))
+    c = math.log(ratio)
+    h_lo, h_hi = max(c - math.log(lo), 0.0), max(math.log(hi) - c, 0.0)
+    return math.exp(c - math.sqrt(h_lo ** 2 + extra)), math.exp(c + math.sqrt(h_hi ** 2 + extra))
+
+
 def _decide(ratio: float, ci: tuple[float, float], q: float, threshold: float, alpha: float,
             interleaved: bool = False) -> str:
     """The decision table of :func:`judge` (see there); ``q`` is the q-value, else the p-value."""
@@ -386,6 +453,14 @@ def _interleaved(new_rows: Sequence[Mapping[str, Any]], base_rows: Sequence[Mapp
     return {_interleave_group(r) for r in new_rows} == {_interleave_group(r) for r in base_rows}
 
 
+def _run_medians(rows: Sequence[Mapping[str, Any]]) -> list[float]:
+    """The median of each run among ``rows`` (its samples pooled when a run has several rows)."""
+    by_run: dict[Any, list[float]] = {}
+    for r in rows:
+        by_run.setdefault(_value(r, "run_id", id(r)), []).extend(_row_samples(r))
+    return [float(np.median(v)) for v in by_run.values() if v]
+
+
 def _ids(rows: Sequence[Mapping[str, Any]], column: str) -> tuple[int, ...]:
     return tuple(int(v) for v in (_value(r, column) for r in rows) if v is not None)
 
@@ -393,7 +468,8 @@ def _ids(rows: Sequence[Mapping[str, Any]], column: str) -> tuple[int, ...]:
 def compare_frames(new: pd.DataFrame, base: pd.DataFrame, *, threshold: float = DEFAULT_THRESHOLD,
                    thresholds: Mapping[str, float] | None = None, alpha: float = DEFAULT_ALPHA,
                    n_boot: int = 2000, seed: int = 0,
-                   match_on: Sequence[str] = ("case_key", "device")) -> list[Verdict]:
+                   match_on: Sequence[str] = ("case_key", "device"),
+                   run_sd: Mapping[str, Spread] | None = None) -> list[Verdict]:
     """Judge every case of a new run against its baseline rows.
 
     Parameters
@@ -418,6 +494,9 @@ def compare_frames(new: pd.DataFrame, base: pd.DataFrame, *, threshold: float = 
         the order of the frames).
     match_on : sequence of str
         Columns that pair a new row with its baseline rows (same case on the same device).
+    run_sd : mapping of str to Spread, optional
+        Per case_key, the run-to-run spread of the case's medians on this device from its history
+        (:func:`history_sd`; harness.judge supplies it).
 
     Returns
     -------
@@ -433,7 +512,9 @@ def compare_frames(new: pd.DataFrame, base: pd.DataFrame, *, threshold: float = 
           corrected together with :func:`benjamini_hochberg` and the verdicts decided on the
           q-values (``interleaved`` when every row of both sides carries an ``interleave_group``
           in its telemetry and both sides cover the same groups); a side without any sample is
-          AMBIGUOUS and left out of the correction;
+          AMBIGUOUS and left out of the correction. For sides that are separate runs (not
+          interleaved) the CI is widened by the run-to-run spread (:func:`widen_ci`): the larger
+          of ``run_sd[case_key]`` and the spread between the runs pooled on either side;
         - a baseline key absent from ``new``: MISSING.
 
         ``base_result_ids``/``base_run_ids`` list the baseline rows whose samples were pooled for
@@ -510,7 +591,16 @@ def compare_frames(new: pd.DataFrame, base: pd.DataFrame, *, threshold: float = 
                                     **common)
             continue
         ratio, ci, p = _evidence(np.asarray(pooled), np.asarray(new_samples), n_boot, seed)
-        common.update(ratio=ratio, ratio_ci=ci, p_value=p, interleaved=_interleaved(new_all[key], ok_rows))
+        interleaved = _interleaved(new_all[key], ok_rows)
+        if not interleaved:
+            new_runs, base_runs = _run_medians(new_all[key]), _run_medians(ok_rows)
+            spreads = [x for x in ((run_sd or {}).get(case_key), _sides_sd([new_runs, base_runs]))
+                       if x is not None]
+            if spreads:
+                spread = max(spreads, key=lambda x: x.sd)  # the larger estimate, with its df
+                common["run_sd"] = spread.sd
+                ci = widen_ci(ratio, ci, spread.sd, len(base_runs), len(new_runs), spread.df)
+        common.update(ratio=ratio, ratio_ci=ci, p_value=p, interleaved=interleaved)
         pending.append((key, common))
 
     # Benjamini-Hochberg over every judged case of the suite, then the per-case decision on q.

@@ -61,7 +61,8 @@ def parse_runs(store: Store, spec: str, what: str) -> tuple[tuple[int, ...], str
         label = f"run {ids[0]}" if len(ids) == 1 else f"runs {','.join(map(str, ids))}"
         return ids, label
     if len(parts) > 1:
-        raise ValueError(f"{what}: {text!r} mixes run ids and names; give run ids like 1,3,5 or one baseline name")
+        raise ValueError(f"{what}: {text!r} mixes run ids and names; "
+                         "give run ids like 1,3,5 or one baseline name")
     base = store.get_baseline(text)
     if base is None:
         names = ", ".join(b["name"] for b in store.list_baselines()) or "none"
@@ -119,15 +120,45 @@ def judge(store: Store, new_spec: str | int, baseline: str = "auto", *, fail_on:
     else:
         base_ids, label = parse_runs(store, str(baseline), "baseline")
         if set(base_ids) & set(new_ids):
-            raise ValueError(f"baseline {baseline!r} and the new run share run ids {sorted(set(base_ids) & set(new_ids))}")
+            raise ValueError(f"baseline {baseline!r} and the new run share run ids "
+                             f"{sorted(set(base_ids) & set(new_ids))}")
     if threshold is None and thresholds is None:
         threshold, thresholds = suite_thresholds(store, new_ids[-1])
     if "threshold" in gates:
         threshold, thresholds = gates["threshold"], None
     new, base = _frames(store, new_ids, base_ids)
     verdicts = compare.compare_frames(new, base, threshold=threshold or DEFAULT_THRESHOLD,
-                                      thresholds=thresholds or None, seed=seed)
+                                      thresholds=thresholds or None, seed=seed,
+                                      run_sd=history_spread(store, new, min(new_ids)))
     return _judgement(verdicts, label, fail_on)
+
+
+#: how many earlier runs of a case give its run-to-run spread
+HISTORY_RUNS = 10
+
+
+def history_spread(store: Store, new, before_run: int) -> dict:
+    """Per case key of the frame ``new``: the run-to-run spread of its medians on the same device
+    fingerprint over its last :data:`HISTORY_RUNS` ordinary runs before ``before_run``
+    (harness.compare.history_sd; cases with fewer than three such runs are left out). This is what
+    the verdicts between separate runs add to their CI (harness.compare.widen_ci)."""
+    from . import compare
+
+    if new is None or len(new) == 0:
+        return {}
+    keys = sorted(set(new["case_key"]))
+    ids = store.latest_results(keys, before_run=before_run, per_key=HISTORY_RUNS)
+    if not ids:
+        return {}
+    hist = store.results_frame(result_ids=ids)
+    envs = dict(zip(new["case_key"], new["env_id"]))
+    out: dict[str, float] = {}
+    for key, group in hist.groupby("case_key"):
+        same = group[group["env_id"] == envs.get(key)]
+        sd = compare.history_sd(same["median_s"].tolist())
+        if sd is not None:
+            out[str(key)] = sd
+    return out
 
 
 def _judgement(verdicts: Sequence[Verdict], label: str, fail_on: str | None) -> Judgement:
@@ -177,7 +208,8 @@ def judge_pooled(db: Path, new_ids: Sequence[int], base_ids: Sequence[int],
     with Store.open(db, create=False) as st:
         second = judge(st, _spec([*new_ids, *more_new]), _spec([*base_ids, *more_base]), fail_on=fail_on,
                        seed=seed + 1)
-    again = {v.case_key: dataclasses.replace(v, remeasured=True) for v in second.verdicts if v.case_key in keys}
+    again = {v.case_key: dataclasses.replace(v, remeasured=True)
+             for v in second.verdicts if v.case_key in keys}
     merged = [again.get(v.case_key, v) for v in first.verdicts]
     return _judgement(merged, first.baseline_label, fail_on)
 

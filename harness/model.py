@@ -182,6 +182,8 @@ class Verdict:
     base_run_ids: Tuple[int, ...] = ()
     remeasured: bool = False
     interleaved: bool = False  # both sides timed in one loop, sample by sample (harness.compare.judge)
+    # separate runs: the run-to-run spread (SD of log medians) added to the CI (harness.compare)
+    run_sd: Optional[float] = None
     message: str = ""
 
     def __post_init__(self):

@@ -588,3 +588,81 @@ def test_compare_frames_knows_interleaved_rows_by_their_group():
     assert verdict(None, ['{"interleave_group": 7}']).interleaved is False
     # a new side pooled from a loop the baseline was not part of is not interleaved
     assert not verdict('{"interleave_group": 7}', ['{"interleave_group": 7}', '{"x": 1}']).interleaved
+
+
+# ---------------------------------------------------------------------------------------------
+# separate runs: run-to-run spread added to the CI
+# ---------------------------------------------------------------------------------------------
+
+
+def test_history_sd_is_the_robust_spread_of_log_medians():
+    logs = [0.0, 0.02, -0.02, 0.04, -0.04]  # |deviations| 0, .02, .02, .04, .04: median .02
+    assert compare.history_sd([math.exp(x) for x in logs]) == compare.Spread(pytest.approx(1.4826 * 0.02), 4)
+    # one disturbed run (3x slower): log median 0.01, |deviations| .01 .01 .03 .03 .05 1.09 -> .03;
+    # a plain SD of the logs would be about 0.44
+    assert compare.history_sd([math.exp(x) for x in logs] + [3.0]).sd == pytest.approx(1.4826 * 0.03)
+    assert compare.history_sd([1.0, 1.1]) is None  # fewer than three runs
+    assert compare.history_sd([1.0, float("nan"), 0.0, 1.1]) is None
+
+
+def test_widen_ci_by_hand():
+    # ratio 1.05, CI (1.04, 1.06), run spread 2 %, one run a side:
+    # extra = (1.96 * 0.02)^2 * 2 = 0.003073; low half-width sqrt((ln1.05 - ln1.04)^2 + extra) = 0.05625
+    lo, hi = compare.widen_ci(1.05, (1.04, 1.06), 0.02, 1, 1)
+    assert lo == pytest.approx(math.exp(math.log(1.05) - 0.05625), rel=1e-4)
+    assert hi == pytest.approx(math.exp(math.log(1.05) + 0.05624), rel=1e-4)
+    assert lo < 1.0 < hi  # a 5 % change is no longer certain against a 2 % run-to-run spread
+    # more runs per side shrink the added part
+    lo3, hi3 = compare.widen_ci(1.05, (1.04, 1.06), 0.02, 3, 3)
+    assert lo < lo3 < 1.04 and 1.06 < hi3 < hi
+    assert compare.widen_ci(1.05, (1.04, 1.06), 0.0, 1, 1) == (1.04, 1.06)
+    # a spread from three runs a side (4 degrees of freedom): Student's 2.776 instead of 1.96
+    lo4, _ = compare.widen_ci(1.05, (1.04, 1.06), 0.02, 1, 1, df=4)
+    extra = (2.7764 * 0.02) ** 2 * 2
+    assert lo4 == pytest.approx(math.exp(math.log(1.05) - math.sqrt(math.log(1.05 / 1.04) ** 2 + extra)),
+                                rel=1e-4)
+
+
+def test_compare_frames_adds_history_spread_to_separate_runs_only():
+    base = _frame([_row("k", 1, samples=_times(1))])
+    new = _frame([_row("k", 2, samples=[x * 1.05 for x in _times(2)])])
+    (tight,) = compare_frames(new, base)
+    assert tight.verdict == "SLOWER" and tight.run_sd is None
+    (spread,) = compare_frames(new, base, run_sd={"k": compare.Spread(0.02, 9)})
+    assert spread.verdict == "AMBIGUOUS" and spread.run_sd == 0.02
+    assert spread.ratio_ci[0] < 1.0 < spread.ratio_ci[1]
+    assert spread.ratio == tight.ratio  # the point estimate is the same
+    # sides timed in one loop share the machine's drift: no run spread is added
+    tel = '{"interleave_group": 5}'
+    (inter,) = compare_frames(_frame([{**_row("k", 2, samples=[x * 1.05 for x in _times(2)]),
+                                       "telemetry": tel}]),
+                              _frame([{**_row("k", 1, samples=_times(1)), "telemetry": tel}]),
+                              run_sd={"k": compare.Spread(0.02, 9)})
+    assert inter.verdict == "SLOWER" and inter.run_sd is None
+
+
+def test_pooled_rounds_bring_their_own_spread_and_keep_aa_false_alarms_rare():
+    """Separate runs of unchanged code whose medians drift 3 % from run to run (within-run noise
+    0.5 %), three runs a side: judged on pooled samples alone most such pairs differ
+    "significantly"; with the spread between each side's runs added to the CI, false SLOWER/FASTER
+    stay under 1 %."""
+    rng = np.random.default_rng(11)
+
+    def side(run0: int, c: str) -> list[dict]:
+        return [_row(c, run0 + i, samples=list(_lognormal(rng, 60, 0.005, math.exp(rng.normal(0, 0.03)))))
+                for i in range(3)]
+
+    verdicts = []
+    for trial in range(40):
+        cases = [f"c{i}" for i in range(10)]
+        base = _frame([r for c in cases for r in side(1, c)])
+        new = _frame([r for c in cases for r in side(4, c)])
+        verdicts += compare_frames(new, base, n_boot=400)
+    bad = sum(v.verdict in ("SLOWER", "FASTER") for v in verdicts)
+    assert len(verdicts) == 400 and bad / len(verdicts) <= 0.01, bad
+    sds = [v.run_sd for v in verdicts]
+    assert None not in sds and 0.024 <= float(np.median(sds)) <= 0.036  # the planted 3 %, estimated
+    # the same pairs judged without any run spread: the samples alone call many of them changed
+    plain = [compare._decide(v.ratio, compare.bootstrap_ratio_ci([1.0], [v.ratio]), 0.0, 0.03, 0.05)
+             for v in verdicts]
+    assert sum(x in ("SLOWER", "FASTER") for x in plain) > 0.1 * len(verdicts)
