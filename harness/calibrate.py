@@ -207,7 +207,8 @@ def calibrate(suite_path: str, db: Path, *, trials: int = 3, slowdown: float = 0
 
 
 def _timed(v: Verdict) -> bool:
-    return v.ratio is not None and v.ratio == v.ratio and v.verdict in ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")
+    return (v.ratio is not None and v.ratio == v.ratio
+            and v.verdict in ("SAME", "FASTER", "SLOWER", "AMBIGUOUS"))
 
 
 __all__ = ["Calibration", "calibrate"]

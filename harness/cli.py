@@ -28,7 +28,8 @@ class _Parser(argparse.ArgumentParser):
 def _db_arg(p: argparse.ArgumentParser) -> None:
     from .config import settings
 
-    p.add_argument("--db", type=Path, default=settings().db, help="result store (SQLite file; default %(default)s)")
+    p.add_argument("--db", type=Path, default=settings().db,
+                   help="result store (SQLite file; default %(default)s)")
 
 
 def _default_out() -> Path:
@@ -40,7 +41,8 @@ def _default_out() -> Path:
 def _verdict_args(p: argparse.ArgumentParser, baseline_help: str) -> None:
     p.add_argument("--baseline", metavar="SPEC", help=baseline_help)
     p.add_argument("--fail-on", metavar="SPEC",
-                   help='gate, e.g. "median:3%%": SLOWER beyond 3 %% fails (exit 1); add ",ambiguous" to fail on '
+                   help='gate, e.g. "median:3%%": SLOWER beyond 3 %% fails (exit 1); add ",ambiguous" '
+                        "to fail on "
                         "inconclusive cases (exit 3), which the gate otherwise passes; default: the suite "
                         "threshold, and inconclusive exits 3")
     p.add_argument("--out", type=Path, metavar="DIR",
@@ -116,7 +118,8 @@ def _build_parser() -> argparse.ArgumentParser:
         b.add_argument("name")
         _db_arg(b)
 
-    cal = commands.add_parser("calibrate", help="A/A false-positive rate and injected-slowdown detection rate")
+    cal = commands.add_parser("calibrate",
+                              help="A/A false-positive rate and injected-slowdown detection rate")
     cal.add_argument("suite")
     cal.add_argument("--trials", type=int, default=3, help="trials of A, A, A-slowed (default %(default)s)")
     cal.add_argument("--interleave", choices=["samples", "runs"], default="samples",

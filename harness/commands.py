@@ -66,7 +66,8 @@ def _progress(title: str = "cases built + checked + measured"):
     def on_event(kind, payload):
         if kind == "planned":
             if payload.skipped_targets:
-                err.print(f"[yellow]not available here, skipped: {', '.join(payload.skipped_targets)}[/yellow]")
+                err.print("[yellow]not available here, skipped: "
+                          f"{', '.join(payload.skipped_targets)}[/yellow]")
             state["task"] = progress.add_task(title, total=payload.planned, ok=0, failed=0)
             runs = ", ".join(f"{side} run {rid}" for side, rid in payload.side_runs.items())
             err.print(f"run {payload.run_id}: {payload.planned} cases" if not runs
@@ -76,14 +77,16 @@ def _progress(title: str = "cases built + checked + measured"):
             t = progress.tasks[task]
             sides = dict(dict(payload.extra).get("interleaved", ())) or {"": payload}
             bad = {side: r for side, r in sides.items() if r.outcome != "ok"}
-            progress.update(task, advance=1, ok=t.fields["ok"] + (not bad), failed=t.fields["failed"] + bool(bad))
+            progress.update(task, advance=1, ok=t.fields["ok"] + (not bad),
+                            failed=t.fields["failed"] + bool(bad))
             for side, r in bad.items():
                 first = r.message.splitlines()[0] if r.message else ""
                 where = f" ({side})" if side else ""
                 progress.console.print(f"[red]{r.outcome}[/red]{where} {escape(r.case.key)}: {escape(first)}",
                                        highlight=False)
             if not bad and not err.is_terminal:
-                times = "  ".join(f"{side + ' ' if side else ''}{_fmt_time(r.timing.median if r.timing else None)}"
+                times = "  ".join(f"{side + ' ' if side else ''}"
+                                  f"{_fmt_time(r.timing.median if r.timing else None)}"
                                   for side, r in sides.items())
                 progress.console.print(f"ok {escape(payload.case.key)} {times}", highlight=False)
 
@@ -281,12 +284,14 @@ def cmd_calibrate(args, argv) -> int:
         table.add_row(name, str(n), *(str(counts[v]) for v in ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")),
                       f"{rate:.1%} {what}" if rate == rate else "-")
     out.print(table)
-    out.print(f"observed slowdown of the injected runs: {cal.observed_slowdown:+.1%} (asked {cal.slowdown:.0%}); "
+    out.print(f"observed slowdown of the injected runs: {cal.observed_slowdown:+.1%} "
+              f"(asked {cal.slowdown:.0%}); "
               f"runs {cal.runs[0]}..{cal.runs[-1]} in {args.db} (kind calibration); {cal.seconds:.0f} s")
     half, gap = cal.median_ci_halfwidth, cal.slowdown - cal.threshold
     out.print(f"median 95 % CI half-width of the cases: {half:.2%} (threshold {cal.threshold:.0%})")
     if half == half and gap > 0 and half > 0.6 * gap:
-        out.print(f"[yellow]hint:[/] a {cal.slowdown:.0%} change past a {cal.threshold:.0%} threshold is found reliably "
+        out.print(f"[yellow]hint:[/] a {cal.slowdown:.0%} change past a {cal.threshold:.0%} threshold "
+                  "is found reliably "
                   f"when the CIs are under about {0.6 * gap:.1%}: measure longer, e.g. "
                   f"--max-rel-ci {0.6 * gap:.3f} --max-time 30")
     path = cal.write_json(Path(args.out) / "calibration.json")
@@ -300,7 +305,8 @@ def cmd_list(args, argv) -> int:
     if args.what == "workloads":
         for name in workloads.names():
             w = workloads.get(name)
-            out.print(f"{name}: {w.description} (params {', '.join(w.params)}; variants {', '.join(w.variants)})")
+            out.print(f"{name}: {w.description} (params {', '.join(w.params)}; "
+                      f"variants {', '.join(w.variants)})")
     elif args.what == "variants":
         for name in workloads.names():
             for v in workloads.get(name).variants.values():
@@ -317,7 +323,8 @@ def cmd_list(args, argv) -> int:
 
         with Store.open(args.db) as st:
             for r in st.list_runs():
-                out.print(" ".join(f"{k}={r[k]}" for k in ("id", "status", "suite_name", "started_at", "git_commit")
+                out.print(" ".join(f"{k}={r[k]}"
+                                   for k in ("id", "status", "suite_name", "started_at", "git_commit")
                                    if k in r.keys()))
     return 0
 
@@ -350,7 +357,8 @@ def cmd_ab(args, argv) -> int:
 
     def events(kind, payload):
         if kind == "export":
-            err.print(f"building {payload} case(s) with the base tree's kernels/ ({escape(str(args.base_tree))})")
+            err.print(f"building {payload} case(s) with the base tree's kernels/ "
+                      f"({escape(str(args.base_tree))})")
         elif kind == "run":
             err.print(escape(str(payload)))
         else:
@@ -366,7 +374,8 @@ def cmd_ab(args, argv) -> int:
     out.print(f"kbench ab: {summary.cases} cases; {counts}; base tree built with {summary.base_kernels} "
               f"({summary.export_s:.1f} s, {summary.export_errors} case(s) it could not build); "
               f"{summary.seconds:.1f} s")
-    out.print(f"runs: base {summary.base_run}, head {summary.head_run} (kind ab) in {Path(args.db).resolve()}")
+    out.print(f"runs: base {summary.base_run}, head {summary.head_run} (kind ab) "
+              f"in {Path(args.db).resolve()}")
     if args.out:
         _write_outputs(args.db, summary.head_run, summary.judgement, args.out)
     return summary.exit_code

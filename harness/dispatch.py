@@ -71,7 +71,8 @@ Ray (:class:`RayExecutor`)
   :meth:`RayExecutor.cluster_summary` says ``auth: none``. Ray's start does not wait for a worker
   process per CPU (``RAY_prestart_worker_first_driver=0``): on a machine of many cores that wait is
   seconds of every run, and a GPU suite's CPU work (its builds) needs a few processes, started on
-  demand. :meth:`RayExecutor.close` shuts it down and removes the folder. An ``address`` joins an existing cluster (its token, if any, comes from
+  demand. :meth:`RayExecutor.close` shuts it down and removes the folder. An ``address`` joins an
+  existing cluster (its token, if any, comes from
   the usual ``RAY_AUTH_TOKEN``/``RAY_AUTH_TOKEN_PATH``/``~/.ray/auth_token``).
 
 Local (:class:`LocalExecutor`)
@@ -83,7 +84,8 @@ An exception escaping the worker is recorded as ``crashed`` for the running case
 
 Environment variables: this module sets (never reads for its own settings) ``RAY_AUTH_MODE``,
 ``RAY_AUTH_TOKEN_PATH`` and ``RAY_prestart_worker_first_driver`` around the embedded cluster's
-lifetime and ``CUDA_VISIBLE_DEVICES`` in CPU workers; the harness's own settings live in :mod:`harness.config`.
+lifetime and ``CUDA_VISIBLE_DEVICES`` in CPU workers; the harness's own settings live in
+:mod:`harness.config`.
 """
 
 from __future__ import annotations
@@ -307,7 +309,8 @@ def _take(rest: list[Case], result: Result) -> None:
 
 
 def _run_batch_task(cases: list[Case], config: MeasureConfig, imports: tuple[str, ...], hide_gpus: bool,
-                    artifacts: dict | None = None, side_specs: dict | None = None) -> Iterator[tuple[str, Any]]:
+                    artifacts: dict | None = None,
+                    side_specs: dict | None = None) -> Iterator[tuple[str, Any]]:
     """The body of one batch task (a Ray streaming generator): a start marker, then one
     ``("result", Result)`` per case in order."""
     if hide_gpus:
@@ -317,7 +320,8 @@ def _run_batch_task(cases: list[Case], config: MeasureConfig, imports: tuple[str
     from . import worker
 
     yield ("start", {"node": ray.get_runtime_context().get_node_id(), "worker": worker.worker_label()})
-    for result in worker.run_cases(cases, config, imports, artifacts=artifacts or None, side_specs=side_specs):
+    for result in worker.run_cases(cases, config, imports, artifacts=artifacts or None,
+                                   side_specs=side_specs):
         yield ("result", result)
 
 

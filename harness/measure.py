@@ -918,7 +918,8 @@ def measure_interleaved(timers: Sequence[Timer], launch: Launches,
 
     Side ``i`` is ``timers[i]`` with ``configs[i]`` (their stopping rules should agree; they may
     differ in ``slowdown``), launching ``launch``, or ``side_launches[i]`` when given (``kbench
-    ab``: the same case built from two source trees, on the same arguments). Each side is warmed up in turn (its injected work, if any, is sized
+    ab``: the same case built from two source trees, on the same arguments). Each side is warmed up
+    in turn (its injected work, if any, is sized
     from its own warm-up), then the sides take one sample each per round, the order rotating
     every round (ABC, BCA, CAB, ...), until every side's stopping rule has said stop; every side
     keeps sampling until then, so all end with the same number of samples taken. A side's wall

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from harness.check import check_outputs
-from harness.model import MeasureConfig, Timing
+from harness.model import MeasureConfig
 
 __all__ = ["Peer", "PeerRun", "PEERS", "get", "names", "available", "run_peer"]
 

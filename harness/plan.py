@@ -86,7 +86,8 @@ def missing(cases: Iterable[Case], done_keys: set[str]) -> list[Case]:
     return [c for c in cases if c.key not in done_keys]
 
 
-def batches(cases: Iterable[Case], size: int, workers: Optional[Mapping[str, int]] = None) -> list[list[Case]]:
+def batches(cases: Iterable[Case], size: int,
+            workers: Optional[Mapping[str, int]] = None) -> list[list[Case]]:
     """Cases grouped by (target, gpu_model) in order of first appearance, each group cut into chunks of
     at most ``size`` cases, keeping the cases' order within a group.
 

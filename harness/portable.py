@@ -81,10 +81,12 @@ def freeze(spec: Any, env: Mapping[str, int]) -> dict[str, Any]:
         "uses_openmp": bool(getattr(spec, "uses_openmp", False)),
         "env": env,
         "shape_vars": list(spec.shape_vars),
-        "args": [{"name": a.name, "dtype": str(a.dtype), "shape": [dim(d) for d in a.shape]} for a in spec.args],
+        "args": [{"name": a.name, "dtype": str(a.dtype), "shape": [dim(d) for d in a.shape]}
+                 for a in spec.args],
         "workspaces": [{"name": w.name, "dtype": str(w.dtype), "size": int(w.size(env))}
                        for w in spec.workspaces],
-        "kernels": [{"name": k.name, "params": list(k.params), "grid": triple(k.grid), "block": triple(k.block)}
+        "kernels": [{"name": k.name, "params": list(k.params), "grid": triple(k.grid),
+                     "block": triple(k.block)}
                     for k in spec.kernels],
     }
 
@@ -126,7 +128,8 @@ def thaw(data: Mapping[str, Any]):
                 return d
             if "var" in d:
                 return str(d["var"])
-            return DerivedDim(str(d["derived"]), _Frozen(f"{name}: dimension {d['derived']}", env, int(d["value"])))
+            return DerivedDim(str(d["derived"]),
+                              _Frozen(f"{name}: dimension {d['derived']}", env, int(d["value"])))
 
         args = tuple(BufferArg(str(a["name"]), str(a["dtype"]), tuple(dim(d) for d in a["shape"]))
                      for a in data["args"])
@@ -134,8 +137,10 @@ def thaw(data: Mapping[str, Any]):
                                      _Frozen(f"{name}: workspace {w['name']}", env, int(w["size"])))
                            for w in data["workspaces"])
         kernels = tuple(KernelSpec(str(k["name"]), tuple(str(p) for p in k["params"]),
-                                   _Frozen(f"{name}: grid of {k['name']}", env, tuple(int(x) for x in k["grid"])),
-                                   _Frozen(f"{name}: block of {k['name']}", env, tuple(int(x) for x in k["block"])))
+                                   _Frozen(f"{name}: grid of {k['name']}", env,
+                                           tuple(int(x) for x in k["grid"])),
+                                   _Frozen(f"{name}: block of {k['name']}", env,
+                                           tuple(int(x) for x in k["block"])))
                         for k in data["kernels"])
         return FuncSpec(name=name, target=str(data["target"]), source=str(data["source"]), args=args,
                         shape_vars=tuple(str(v) for v in data["shape_vars"]), workspaces=workspaces,

@@ -52,9 +52,11 @@ def _available_targets(gpus: float) -> set:
 
 
 def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Optional[str] = None,
-              resume: Optional[int] = None, compare_gpus: bool = False, targets: Optional[Sequence[str]] = None,
+              resume: Optional[int] = None, compare_gpus: bool = False,
+              targets: Optional[Sequence[str]] = None,
               argv: Sequence[str] = (), on_event: Optional[Callable[[str, object], None]] = None,
-              measure_overrides: Optional[dict] = None, *, kind: str = "run", parent_run: Optional[int] = None,
+              measure_overrides: Optional[dict] = None, *, kind: str = "run",
+              parent_run: Optional[int] = None,
               only_keys: Optional[Collection[str]] = None, executor=None, with_peers: bool = True,
               side_specs_for: Optional[Callable[[List[Case]], Dict[str, dict]]] = None) -> RunSummary:
     """Plan ``suite_path``, run every case (or only ``only_keys``) and store each result as it arrives.
@@ -117,7 +119,8 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
                 run_id = resume
                 cases = planmod.missing(cases, st.resume_run(run_id))
             elif not config.interleave:
-                run_id = st.begin_run(suite, list(argv), executor_kind, config, git_commit=storemod.git_commit(),
+                run_id = st.begin_run(suite, list(argv), executor_kind, config,
+                                      git_commit=storemod.git_commit(),
                                       kind=kind, parent_run=parent_run)
             side_runs: Dict[str, int] = {}
             for name, _slow in config.interleave:

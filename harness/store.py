@@ -201,22 +201,13 @@ def _v3_run_kind_ab(conn: sqlite3.Connection) -> None:
     table, so they point at the new one. :func:`_migrate` runs migrations with foreign keys off (as
     SQLite's procedure for rebuilding a table asks) and checks them all before it commits."""
     cols = [row[1] for row in conn.execute("PRAGMA table_info(runs)")]
-    conn.execute("""CREATE TABLE runs_v3 (
-        id INTEGER PRIMARY KEY,
-        started_at TEXT NOT NULL,
-        ended_at TEXT,
-        status TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed', 'interrupted')),
-        suite_name TEXT NOT NULL,
-        suite_path TEXT,
-        suite_sha256 TEXT,
-        git_commit TEXT,
-        kbench_version TEXT NOT NULL,
-        argv TEXT NOT NULL,
-        executor TEXT NOT NULL,
-        measure_config TEXT NOT NULL,
-        kind TEXT NOT NULL DEFAULT 'run' CHECK (kind IN ('run', 'calibration', 'remeasure', 'ab')),
-        parent_run INTEGER REFERENCES runs(id)
-    )""")
+    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone()
+    old_check = "CHECK (kind IN ('run', 'calibration', 'remeasure'))"
+    if not sql.startswith("CREATE TABLE runs") or sql.count(old_check) != 1:
+        raise StoreError(f"the runs table is not the one schema version 2 made: {sql}")
+    # the same table (columns, types, other constraints) but for the wider CHECK
+    conn.execute(sql.replace("CREATE TABLE runs", "CREATE TABLE runs_v3", 1)
+                 .replace(old_check, "CHECK (kind IN ('run', 'calibration', 'remeasure', 'ab'))"))
     names = ", ".join(cols)
     conn.execute(f"INSERT INTO runs_v3 ({names}) SELECT {names} FROM runs ORDER BY id")
     conn.execute("DROP TABLE runs")
@@ -868,7 +859,7 @@ def export(db_path: PathLike, out_path: PathLike, run_id: int | Iterable[int] | 
         raise StoreError(f"export: cannot write {out}: use a .csv or .parquet file name")
     if suffix == ".parquet":
         try:
-            import pyarrow
+            import pyarrow  # noqa: F401  (only its presence is checked here)
         except ImportError as e:
             raise StoreError(f"export: writing {out} needs pyarrow; install it with"
                              " `pip install 'kbench[parquet]'` (or `pip install pyarrow`)") from e

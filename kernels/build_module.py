@@ -25,7 +25,8 @@ def _check_no_threads(sch) -> None:
     for st in sch.stages:
         for iv, attr in st.iter_var_attrs.items():
             if attr.bind_thread is not None and any(iv is x for x in st.leaf_iter_vars):
-                raise BuildError(f"stage {st.name}: axis {iv.var.name} is bound to {attr.bind_thread.thread_tag}; "
+                raise BuildError(f"stage {st.name}: axis {iv.var.name} is bound to "
+                                 f"{attr.bind_thread.thread_tag}; "
                                  "target c cannot run GPU thread bindings (build for cuda or opencl, or drop "
                                  "the bind)")
 

@@ -83,7 +83,8 @@ def markdown_summary(data: ReportData) -> str:
         heading = "Cases that did not finish correctly"
     if picked:
         lines += [f"#### {heading}", "",
-                  "| verdict | workload / variant | shape · dtype · target | device | median | Δ | 95 % CI of Δ | q |",
+                  "| verdict | workload / variant | shape · dtype · target | device | median | Δ "
+                  "| 95 % CI of Δ | q |",
                   "|---|---|---|---|---:|---:|---:|---:|"]
         for r in picked[:MAX_ROWS]:
             verdict = r["verdict"] or r["outcome"]
@@ -98,7 +99,8 @@ def markdown_summary(data: ReportData) -> str:
                 name += f"<br>{md_escape(r['outcome'])}: {md_escape(r['message'], 120)}"
             where = md_escape(" · ".join(x for x in (r["shape"], r["dtype"], r["target"]) if x), 80)
             lines.append(f"| {_ICON.get(verdict, '')} {md_escape(verdict)} | {name} | {where} | "
-                         f"{md_escape(r['device'] or '—', 60)} | {fmt_time(r['median_s'])} | {delta} | {ci} | "
+                         f"{md_escape(r['device'] or '—', 60)} | {fmt_time(r['median_s'])} | "
+                         f"{delta} | {ci} | "
                          f"{md_escape(fmt_p(r['q_value']))} |")
         if len(picked) > MAX_ROWS:
             lines.append(f"\n… and {len(picked) - MAX_ROWS} more (see the HTML report).")

@@ -184,7 +184,8 @@ def _titles(ax: Any, main: str, sub: str = "", width_in: float = 5.0) -> None:
     chars = max(20, int(width_in * 72 / (10 * 0.62)))  # bold 10 pt: ~0.62 em per character
     ax.set_title(_short(main, chars), loc="left", y=1.0, pad=17 if sub else 8)
     if sub:
-        ax.annotate(_short(sub, max(24, int(width_in * 72 / (8 * 0.52)))), (0, 1), xycoords="axes fraction", xytext=(0, 5),
+        ax.annotate(_short(sub, max(24, int(width_in * 72 / (8 * 0.52)))), (0, 1),
+                    xycoords="axes fraction", xytext=(0, 5),
                     textcoords="offset points", fontsize=8, color="#555", ha="left", va="bottom")
 
 

@@ -99,7 +99,8 @@ def main() -> int:
     try:
         from triton.testing import do_bench
 
-        rows.append(("triton do_bench (median)", do_bench(launch, warmup=100, rep=2000, return_mode="median") * 1e-3,
+        rows.append(("triton do_bench (median)",
+                     do_bench(launch, warmup=100, rep=2000, return_mode="median") * 1e-3,
                      None))
     except ImportError:
         rows.append(("triton do_bench (median)", None, None))

@@ -14,8 +14,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-import kernels as tvm  # noqa: E402
 from kbtest import row_sum  # noqa: E402
+
+import kernels as tvm  # noqa: E402
 from kernels.build_module import build_spec  # noqa: E402
 from kernels.runtime import build_module  # noqa: E402
 

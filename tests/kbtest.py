@@ -39,9 +39,23 @@ def row_sum(variant: str, factor: int = 16, rows: int = 32):
     return s, [A, B]
 
 
+def row_sum_rfactor_two_kernels(factor: int = 16):
+    """B.rf at root in global memory, each stage bound to blocks of 64 threads: two GPU kernels and a
+    workspace the runtime allocates; returns (s, [A, B])."""
+    s, (A, B) = row_sum("rfactor", factor=factor)
+    BF = s.stages[1].op.output(0)
+    xo, xi = s[BF].split(s[BF].op.axis[1], factor=64)
+    s[BF].bind(xo, te.thread_axis("blockIdx.x"))
+    s[BF].bind(xi, te.thread_axis("threadIdx.x"))
+    bo, bi = s[B].split(s[B].op.axis[0], factor=64)
+    s[B].bind(bo, te.thread_axis("blockIdx.x"))
+    s[B].bind(bi, te.thread_axis("threadIdx.x"))
+    return s, [A, B]
+
+
 def conv2d_3x3(bind: bool = False):
-    return workloads.get("conv2d_3x3").build("tiled" if bind else "default", {}, "float32", {"tile": 8} if bind
-                                             else {})
+    return workloads.get("conv2d_3x3").build("tiled" if bind else "default", {}, "float32",
+                                             {"tile": 8} if bind else {})
 
 
 def conv2d_ref(inp: np.ndarray, filt: np.ndarray) -> np.ndarray:

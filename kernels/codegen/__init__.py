@@ -132,7 +132,8 @@ def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
             if not ext:
                 raise BuildError(
                     f"target {target}: a loop nest of {func.name} (writing "
-                    f"{', '.join(sorted({s.buffer.name for s in _stores(part)})) or '?'}) is not bound to any "
+                    f"{', '.join(sorted({s.buffer.name for s in _stores(part)})) or '?'}) "
+                    "is not bound to any "
                     "GPU thread; bind its loops with s[T].bind(axis, te.thread_axis('blockIdx.x')) "
                     "(did you forget to bind?)")
         else:
@@ -197,7 +198,8 @@ def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
 
         kernels.append(KernelSpec(name, tuple(params), launch(_TAGS[:3]), launch(_TAGS[3:])))
     source = "".join(headers) + ("\n".join(helpers) + "\n" if helpers else "") + "\n\n".join(sources) + "\n"
-    args = tuple(BufferArg(b.name, b.dtype, tuple(_dim(d, shape_vars) for d in b.shape)) for b in func.buffers)
+    args = tuple(BufferArg(b.name, b.dtype, tuple(_dim(d, shape_vars) for d in b.shape))
+                 for b in func.buffers)
     wss = tuple(Workspace(b.name, b.dtype, lambda env, _e=ws_size[id(b)]: int(evaluate(_e, env)))
                 for b in workspaces)
     return FuncSpec(func.name, target, source, args, tuple(sorted(shape_vars)), wss, tuple(kernels),

@@ -320,7 +320,8 @@ class CFamilyCodegen:
             raise BuildError(f"buffer {b.name}: global memory cannot be allocated inside a {self.target} "
                              "kernel; compute the stage at root or give it shared/local scope")
         if not isinstance(size, IntImm):
-            raise BuildError(f"buffer {b.name} ({b.scope}) has symbolic size {self.expr(size)}; GPU local and "
+            raise BuildError(f"buffer {b.name} ({b.scope}) has symbolic size {self.expr(size)}; "
+                             "GPU local and "
                              "shared buffers need a constant size (compute_at a loop with constant extent)")
         if b.scope == "shared":
             decl = f"{self.shared_qualifier} {t} {name}[{size.value}];"
@@ -351,7 +352,8 @@ class CFamilyCodegen:
 
     def param_decl(self, kind: str, obj, name: str) -> str:
         if kind == "buffer":
-            return f"{self.global_qualifier}{self.type_str(obj.dtype)}* {self.restrict} {name}".replace("  ", " ")
+            return (f"{self.global_qualifier}{self.type_str(obj.dtype)}* {self.restrict} {name}"
+                    .replace("  ", " "))
         return f"{self.type_str(obj.dtype)} {name}"
 
 

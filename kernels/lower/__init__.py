@@ -135,7 +135,8 @@ def simplify_stmt(stmt: Stmt, ranges: Optional[Dict[Var, tuple]] = None) -> Stmt
         if isinstance(s, Evaluate):
             return Evaluate(simp(s.value))
         if isinstance(s, ThreadAllReduce):
-            return dataclasses.replace(s, values=tuple(simp(v) for v in s.values), condition=simp(s.condition))
+            return dataclasses.replace(s, values=tuple(simp(v) for v in s.values),
+                                       condition=simp(s.condition))
         return s
 
     return visit(stmt)

@@ -41,7 +41,8 @@ _DIM = {"x": 0, "y": 1, "z": 2}
 
 
 def _shfl(kind: str, dtype: str, mask, value, lane, width) -> Call:
-    return Call(dtype, Op.get(f"tir.cuda.{kind}"), (mask, value, const(lane) if isinstance(lane, int) else lane,
+    return Call(dtype, Op.get(f"tir.cuda.{kind}"), (mask, value,
+                                                     const(lane) if isinstance(lane, int) else lane,
                                                      const(width)))
 
 
@@ -137,7 +138,8 @@ class AllReduceLowering:
             offsets.append(top)
             top //= 2
         for o in offsets:
-            parts.extend(BufferStore(t, _shfl("shfl_down", t.dtype, m, BufferLoad(b, (zero,)), o, width), (zero,))
+            parts.extend(BufferStore(t, _shfl("shfl_down", t.dtype, m, BufferLoad(b, (zero,)), o, width),
+                                     (zero,))
                          for t, b in zip(tbufs, out))
             upd = _combine_into(comb, out, zero, [BufferLoad(b, (zero,)) for b in out],
                                 [BufferLoad(t, (zero,)) for t in tbufs])
@@ -184,9 +186,11 @@ class AllReduceLowering:
             tb = [Buffer(f"w{self.counter}_{k}", s.dtype, (const(1),), "local") for k, s in enumerate(sbufs)]
             ob = [Buffer(f"wo{self.counter}_{k}", s.dtype, (const(1),), "local") for k, s in enumerate(sbufs)]
             full = const(0xFFFFFFFF, "uint32")
-            warp: List[Stmt] = [seq(*[BufferStore(t, BufferLoad(s, (idx,)), (zero,)) for t, s in zip(tb, sbufs)])]
+            warp: List[Stmt] = [seq(*[BufferStore(t, BufferLoad(s, (idx,)), (zero,))
+                                      for t, s in zip(tb, sbufs)])]
             for o in (16, 8, 4, 2, 1):
-                warp.append(seq(*[BufferStore(w, _shfl("shfl_down", w.dtype, full, BufferLoad(t, (zero,)), o, 32),
+                warp.append(seq(*[BufferStore(w, _shfl("shfl_down", w.dtype, full,
+                                                       BufferLoad(t, (zero,)), o, 32),
                                               (zero,)) for w, t in zip(ob, tb)]))
                 warp.append(_combine_into(comb, tb, zero, [BufferLoad(t, (zero,)) for t in tb],
                                           [BufferLoad(w, (zero,)) for w in ob]))
@@ -197,7 +201,8 @@ class AllReduceLowering:
                 wstmt = Allocate(b, const(1), wstmt)
             parts.append(IfThenElse(LT(r, const(32)), wstmt))
             parts.append(barrier())
-        parts.append(seq(*[BufferStore(b, BufferLoad(s, (base,)), (zero,)) for b, s in zip(n.out_buffers, sbufs)]))
+        parts.append(seq(*[BufferStore(b, BufferLoad(s, (base,)), (zero,))
+                           for b, s in zip(n.out_buffers, sbufs)]))
         parts.append(barrier())
         body: Stmt = seq(*parts)
         for s in reversed(sbufs):
@@ -210,5 +215,6 @@ def lower_thread_allreduce(stmt: Stmt, target: str) -> Stmt:
         from ..tir.functor import collect
 
         if collect(stmt, lambda x: isinstance(x, ThreadAllReduce)):
-            raise LoweringError(f"target {target} cannot run a cross-thread reduction; build for cuda or opencl")
+            raise LoweringError(f"target {target} cannot run a cross-thread reduction; "
+                                "build for cuda or opencl")
     return AllReduceLowering(target)(stmt)

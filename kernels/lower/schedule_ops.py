@@ -228,7 +228,8 @@ class ScheduleLowering:
         parts: List[Stmt] = []
         temps = ()
         if normal:
-            temps = tuple(Buffer(f"normal_reduce_temp{k}", d, (const(1),), "local") for k, d in enumerate(dts))
+            temps = tuple(Buffer(f"normal_reduce_temp{k}", d, (const(1),), "local")
+                          for k, d in enumerate(dts))
             zero = const(0)
             parts.append(seq(*[BufferStore(b, v, (zero,)) for b, v in zip(temps, comb.identity_element)]))
             cur = [BufferLoad(b, (zero,)) for b in temps]

@@ -495,7 +495,8 @@ class Schedule:
         # fresh variables for the factored op
         new_data = [IterVar(iv.dom, Var(iv.var.name, iv.var.dtype), IterVar.DataPar) for iv in op.axis]
         kf = IterVar(Range(const(0), dom[axis].extent), Var(axis.var.name, axis.var.dtype), IterVar.DataPar)
-        new_red = [IterVar(Range(const(0), dom[iv].extent), Var(iv.var.name, iv.var.dtype), IterVar.CommReduce)
+        new_red = [IterVar(Range(const(0), dom[iv].extent), Var(iv.var.name, iv.var.dtype),
+                           IterVar.CommReduce)
                    for iv in reduce_leaves if iv is not axis]
         leaf_val = {axis: kf.var}
         for iv, nv in zip([x for x in reduce_leaves if x is not axis], new_red):

@@ -1,7 +1,8 @@
 """Benchmark on a GPU: the tutorial's cross-thread row sum on 16384 x 16384 float32 against
 ``torch.sum(dim=1)`` measured in the same run (goal: >= 0.9x torch's bandwidth).
 
-Each sample is one launch between CUDA events (torch's, on the default stream); the input (1 GiB) is far larger than L2, so every
+Each sample is one launch between CUDA events (torch's, on the default stream); the input (1 GiB)
+is far larger than L2, so every
 launch streams it from HBM. The ratio of medians is stored in the benchmark's extra_info.
 """
 

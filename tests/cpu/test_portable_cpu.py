@@ -17,7 +17,8 @@ from harness.portable import export_cases, thaw
 from kernels.runtime import build_module
 from kernels.workloads import get
 
-CFG = MeasureConfig(max_time_s=0.3, min_time_s=0.02, min_samples=20, interleave=(("base", 0.0), ("head", 0.0)))
+CFG = MeasureConfig(max_time_s=0.3, min_time_s=0.02, min_samples=20,
+                    interleave=(("base", 0.0), ("head", 0.0)))
 
 
 def _opencl_ok() -> bool:

@@ -35,7 +35,8 @@ def test_reduction_tutorial_on_opencl(tmp_path):
     assert "for (i.outer: int32, 0, floordiv((n + 31), 32))" in out
     assert "@tir.likely((((k.outer * 16) + k.inner) < m), dtype=bool)" in out
     assert "allocate(B.rf: Pointer(global float32), float32, [(n * 16)])" in out
-    assert "source=[B.rf[k.inner.v, ax0]]" in out and "axis=[iter_var(k.inner.v, range(min=0, ext=16))]" in out
+    assert ("source=[B.rf[k.inner.v, ax0]]" in out
+            and "axis=[iter_var(k.inner.v, range(min=0, ext=16))]" in out)
     assert "__kernel void default_function_kernel0" in out
     assert "barrier(CLK_LOCAL_MEM_FENCE);" in out
     assert "for (i: int32, 0, (n - 2))" in out and "Filter[((di * 3) + dj)]" in out

@@ -89,5 +89,6 @@ _planted("planted_kill_once", _kill_once, (("marker", ""),),
 _planted("planted_wrong", _scale, reference=lambda a: [2.0 * a[0].astype(np.float64) + 1.0],
          description="checked against a wrong reference")
 _planted("planted_regress", _scale,
-         reference=lambda a: [2.0 * a[0].astype(np.float64) + (1.0 if os.environ.get("PLANTED_BREAK") else 0.0)],
+         reference=lambda a: [2.0 * a[0].astype(np.float64)
+                              + (1.0 if os.environ.get("PLANTED_BREAK") else 0.0)],
          description="correct, unless PLANTED_BREAK is set in the worker's environment (then wrong)")

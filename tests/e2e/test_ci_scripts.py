@@ -186,7 +186,8 @@ def test_pr_ab_runs_each_side_with_its_own_compiler_code(tmp_path):
                    '_unary("exp", te.exp, lambda x: 2 * np.exp(x),', "head: break exp")
     out = tmp_path / "out"
     r = _script("pr.sh", ["--base", "main~1", "--mode", "runs", "--rounds", "1", "--suite",
-                          "suites/ci-smoke.toml", "--executor", "local", "--out", out, *TIMES], _env(tmp_path), repo)
+                          "suites/ci-smoke.toml", "--executor", "local", "--out", out, *TIMES],
+                _env(tmp_path), repo)
     assert r.returncode == 2, r.stdout + r.stderr
     base_run, head_run = _outcomes(out / "pr.db", 1), _outcomes(out / "pr.db", 2)
     exp_key = next(k for k in base_run if k.startswith("exp/"))

@@ -74,7 +74,8 @@ def test_killed_driver_resumes_without_duplicates(tmp_path):
 
     db = tmp_path / "k.db"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "suites/tutorials.toml", "--targets", "c",
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "suites/tutorials.toml",
+                             "--targets", "c",
                              "--executor", "local", "--db", str(db)], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
@@ -94,7 +95,8 @@ def test_killed_driver_resumes_without_duplicates(tmp_path):
     con = sqlite3.connect(db)
     before = con.execute("select count(*) from results").fetchone()[0]
     assert before >= 2
-    r = kbench("run", "suites/tutorials.toml", "--targets", "c", "--executor", "local", "--db", db, "--resume", "1")
+    r = kbench("run", "suites/tutorials.toml", "--targets", "c", "--executor", "local", "--db", db,
+               "--resume", "1")
     assert r.returncode == 0, r.stdout + r.stderr
     keys = [k for (k,) in con.execute("select case_key from results where run_id = 1")]
     assert len(keys) == len(set(keys)) == 8  # every C case of the suite exactly once

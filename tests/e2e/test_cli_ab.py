@@ -82,7 +82,8 @@ def test_ab_finds_the_slower_tree_both_ways(tmp_path, exp_suite):
         assert t["interleave_group"] == base and t["interleave_side"] in ("base", "head")
         assert t["interleaved_sides"] == 2
     exp = {rid: med for rid, key, _, _ in rows for med in
-           con.execute("SELECT median_s FROM results WHERE run_id = ? AND case_key = ?", (rid, key)).fetchone()
+           con.execute("SELECT median_s FROM results WHERE run_id = ? AND case_key = ?",
+                       (rid, key)).fetchone()
            if key.startswith("exp/")}
     assert exp[base] > 1.4 * exp[head]  # the planted change doubles the work
     assert (out / f"run{head}-report.html").is_file()

@@ -51,7 +51,8 @@ def _planted_runs(db: Path, scale: float) -> tuple[int, int]:
         name, path, sha256 = "planted", None, None
 
     rng = np.random.default_rng(7)
-    cases = [Case("planted", "row_sum", v, (("m", 64), ("n", 64)), (), "float32", "c") for v in ("a", "b", "c")]
+    cases = [Case("planted", "row_sum", v, (("m", 64), ("n", 64)), (), "float32", "c")
+             for v in ("a", "b", "c")]
     ids = []
     with Store.open(db) as st:
         for factor in (1.0, scale):

@@ -27,7 +27,8 @@ def _chromium() -> str | None:
 
 
 CHROMIUM = _chromium()
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (Debian: apt-get install chromium;"
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (Debian: apt-get "
+                                                          "install chromium;"
                                                           " scripts/install.sh installs it as root)")
 
 # console lines Chromium writes with --enable-logging=stderr, e.g.

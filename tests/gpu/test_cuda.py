@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from kbtest import ROW_SUM_SIZES, conv2d_3x3, conv2d_ref, row_sum, run
+from kbtest import ROW_SUM_SIZES, conv2d_3x3, conv2d_ref, row_sum, row_sum_rfactor_two_kernels, run
 
 import kernels as tvm
 from kernels import te
@@ -90,14 +90,7 @@ def test_intrinsics_cuda(dtype, fname, ref):
 
 def test_rfactor_two_kernels_with_workspace_cuda():
     # B.rf at root in global memory: two kernels, the runtime allocates the workspace
-    s, (A, B) = row_sum("rfactor", factor=16)
-    BF = s.stages[1].op.output(0)
-    xo, xi = s[BF].split(s[BF].op.axis[1], factor=64)
-    s[BF].bind(xo, te.thread_axis("blockIdx.x"))
-    s[BF].bind(xi, te.thread_axis("threadIdx.x"))
-    bo, bi = s[B].split(s[B].op.axis[0], factor=64)
-    s[B].bind(bo, te.thread_axis("blockIdx.x"))
-    s[B].bind(bi, te.thread_axis("threadIdx.x"))
+    s, (A, B) = row_sum_rfactor_two_kernels(factor=16)
     f = tvm.build(s, [A, B], "cuda")
     assert "default_function_kernel1" in f.imported_modules[0].get_source()
     for n, m in ROW_SUM_SIZES:

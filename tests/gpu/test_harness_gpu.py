@@ -42,7 +42,8 @@ def test_ab_on_cuda_checks_and_times_both_trees(tmp_path):
                "--db", db, "--max-time", "0.3")
     assert r.returncode in (0, 3), r.stdout[-3000:] + r.stderr[-3000:]
     con = sqlite3.connect(db)
-    rows = con.execute("select run_id, case_key, outcome, telemetry from results where run_id in (1, 2)").fetchall()
+    rows = con.execute("select run_id, case_key, outcome, telemetry from results "
+                       "where run_id in (1, 2)").fetchall()
     assert {rid for rid, *_ in rows} == {1, 2} and len(rows) == 2 * 10  # 10 kernels, no peers
     for rid, key, outcome, tel in rows:
         if rid == 1 and key.startswith(("exp/", "log/")):

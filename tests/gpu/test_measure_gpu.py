@@ -119,9 +119,24 @@ def _ncu_median_s() -> float:
     return statistics.median(values[5:])
 
 
+def _event_gap_s(launch) -> float:
+    """What a pair of CUDA events adds around an empty kernel queued behind a busy GPU (the launch
+    gap CudaTimer.inject measures): the part of an event-timed sample that ncu's kernel duration
+    does not contain."""
+    probe = CudaTimer(0)
+    probe.begin([launch], MeasureConfig())
+    try:
+        probe.inject(1e-7)
+        return float(probe._static["injected_gap_s"])
+    finally:
+        probe.end()
+
+
 def test_cold_read_flush_matches_ncu(rowsum):
-    """Cold mode (read flush, the default) against Nsight Compute's gpu__time_duration: within
-    2 % (an event pair adds about 1 us, 1 % of this kernel)."""
+    """Cold mode (read flush, the default) against Nsight Compute's gpu__time_duration: within 2 %
+    plus the launch gap the events bracket and ncu's kernel duration does not (measured here; on an
+    H100 the harness came out 1.5 % under ncu, on an H200 3 us over it at two sizes alike: a
+    constant, the launch, not a fraction of the kernel; docs/PERF.md)."""
     *_, launch = rowsum
     t = measure(CudaTimer(0), launch, CFG)
     assert t.mode == "cold"
@@ -133,10 +148,12 @@ def test_cold_read_flush_matches_ncu(rowsum):
     assert tel["measured_s"] >= CFG.min_time_s or t.stop_reason != "converged"
     ref_s = _ncu_median_s()
     ratio = t.median / ref_s
+    gap = _event_gap_s(launch)
     print(f"\nrow_sum rfactor_crossthread {BIG}: harness cold median {t.median * 1e6:.2f} us "
           f"(CI {t.ci_low * 1e6:.2f}-{t.ci_high * 1e6:.2f}, n={len(t.samples)}, discarded={t.discarded}, "
-          f"{t.stop_reason}), ncu gpu__time_duration {ref_s * 1e6:.2f} us, ratio {ratio:.4f}")
-    assert abs(ratio - 1) <= 0.02
+          f"{t.stop_reason}), ncu gpu__time_duration {ref_s * 1e6:.2f} us, ratio {ratio:.4f}, "
+          f"event gap {gap * 1e6:.2f} us")
+    assert abs(t.median - ref_s) <= 0.02 * ref_s + gap
 
 
 def test_cold_memset_flush_matches_do_bench(rowsum):

@@ -378,7 +378,8 @@ def test_same_level_twice_is_an_error():
 
 
 def test_registering_a_non_callable_is_an_error():
-    with Snapshot(), pytest.raises(TVMError, match=r"register_intrin_lowering\('tir\.exp'\): f must be callable"):
+    with Snapshot(), pytest.raises(TVMError,
+                                   match=r"register_intrin_lowering\('tir\.exp'\): f must be callable"):
         register_intrin_lowering("tir.exp", target="cuda", f=42, level=77)
 
 

@@ -18,7 +18,8 @@ def _func(variant="crossthread", **kw):
 
 
 def test_pass_lists_are_named_in_order():
-    assert [p[0] for p in PASSES] == ["inline", "bound_inference", "schedule_ops", "storage_flatten", "simplify"]
+    assert [p[0] for p in PASSES] == ["inline", "bound_inference", "schedule_ops", "storage_flatten",
+                                      "simplify"]
     assert [p[0] for p in TARGET_PASSES] == ["lower_thread_allreduce", "storage_sync", "lower_intrinsics",
                                              "loop_partition"]
 
@@ -57,7 +58,8 @@ def test_loop_partition_removes_guard_from_main_loop():
     f = lower_for_target(_func(), "cuda")
     text = stmt_str(f.body)
     # main loop bound per thread, tail loop keeps the guard
-    assert "for (k.outer: int32, 0, min(floordiv((m + 15), 16), floordiv(((m - threadIdx.x) + 15), 16)))" in text
+    assert ("for (k.outer: int32, 0, min(floordiv((m + 15), 16), floordiv(((m - threadIdx.x) + 15), 16)))"
+            in text)
     main = text.split("for (k.outer")[1]
     assert "likely" not in main.split("}")[0]
     tail = text.split("for (k.outer")[2]

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from kbtest import row_sum
+from kbtest import row_sum, row_sum_rfactor_two_kernels
 
 from harness import portable
 from harness.model import Case
@@ -23,18 +23,7 @@ def _conv_spec():
 
 
 def _rfactor_spec():
-    """B.rf at root in global memory: two kernels and a workspace."""
-    from kernels import te
-
-    s, (A, B) = row_sum("rfactor", factor=16)
-    BF = s.stages[1].op.output(0)
-    xo, xi = s[BF].split(s[BF].op.axis[1], factor=64)
-    s[BF].bind(xo, te.thread_axis("blockIdx.x"))
-    s[BF].bind(xi, te.thread_axis("threadIdx.x"))
-    bo, bi = s[B].split(s[B].op.axis[0], factor=64)
-    s[B].bind(bo, te.thread_axis("blockIdx.x"))
-    s[B].bind(bi, te.thread_axis("threadIdx.x"))
-    spec = build_spec(s, [A, B], "cuda -arch=sm_80", name="rf")
+    spec = build_spec(*row_sum_rfactor_two_kernels(), "cuda -arch=sm_80", name="rf")
     assert len(spec.kernels) == 2 and spec.workspaces
     return spec
 
@@ -104,7 +93,8 @@ def test_thaw_refuses_bad_data(data, match):
 
 
 def test_export_cases_freezes_each_case_and_reports_failures_per_case():
-    good = Case("t", "row_sum", "split", (("m", 45), ("n", 64)), (("factor", 16), ("rows", 32)), "float32", "c")
+    good = Case("t", "row_sum", "split", (("m", 45), ("n", 64)), (("factor", 16), ("rows", 32)),
+                "float32", "c")
     unknown = Case("t", "row_sum", "no_such_variant", (("m", 4), ("n", 4)), (), "float32", "c")
     out = export_cases([{"case": good.to_json(), "arch": None}, {"case": unknown.to_json(), "arch": None}])
     assert out[good.key]["env"] == {"n": 64, "m": 45} and out[good.key]["target"] == "c"

@@ -128,7 +128,8 @@ def factor(spec, device: str, run: int) -> float:
 
 def build_store(path: Path) -> tuple[Store, int, list[Verdict]]:
     """N_RUNS runs of the nightly suite (the A100 joins for the last three); returns the store,
-    the last run's id and its verdicts against the run before (hand-made: the statistics module is tested on its own)."""
+    the last run's id and its verdicts against the run before (hand-made: the statistics module is
+    tested on its own)."""
     rng = np.random.default_rng(7)
     store = Store.open(path)
     ids: dict[tuple, int] = {}
@@ -244,7 +245,8 @@ def test_steps_come_from_harness_compare_when_available(report):
     assert not any("Step detection is not available" in n for n in data.notes)
     # the step is marked on the trend chart and named in its caption
     _, html, _ = report
-    assert "−12.0 % at run 4" in html or "-12.0 % at run 4" in html or re.search(r"-1[12]\.\d % at run 4", html)
+    assert ("−12.0 % at run 4" in html or "-12.0 % at run 4" in html
+            or re.search(r"-1[12]\.\d % at run 4", html))
 
 
 def test_collect_without_verdicts(built):
@@ -341,13 +343,15 @@ def test_hostile_names_are_escaped_everywhere(report):
     svgs = re.findall(r"<svg.*?</svg>", html, re.DOTALL)
     assert any("&lt;script&gt;alert(1)&lt;/script&gt;" in s for s in svgs)
     assert not any("<script" in s.lower() for s in svgs)
-    assert any("&#34;&amp;&#39;|pipe $\\notamacro{$" in s or "\"&amp;'|pipe $\\notamacro{$" in s for s in svgs)
+    assert any("&#34;&amp;&#39;|pipe $\\notamacro{$" in s or "\"&amp;'|pipe $\\notamacro{$" in s
+               for s in svgs)
 
 
 def test_svg_guard_rejects_active_content():
     from reports.plots import _active_content
 
-    assert _active_content('<svg viewBox="0 0 1 1"><use xlink:href="#a"/><text>once = &lt;b&gt;</text></svg>') is None
+    assert _active_content('<svg viewBox="0 0 1 1"><use xlink:href="#a"/>'
+                           '<text>once = &lt;b&gt;</text></svg>') is None
     assert _active_content('<svg aria-label="x on="><g/></svg>') is None
     assert _active_content('<svg><g onload="x"/></svg>') == "onload"
     assert _active_content('<svg><use href="http://e/x.svg#a"/></svg>') == "href"
@@ -365,7 +369,8 @@ def test_variant_bars_and_roofline_directly(report):
     assert svg.startswith("<svg") and 'id="t-' in svg and "GB/s" in svg
     assert H100 in svg and A100 in svg and "rfactor_crossthread" in svg
     peaks = device_peaks(data.results)
-    assert peaks[H100]["gbps"] == pytest.approx(3000.0) and peaks[A100]["gflops"]["float32"] == pytest.approx(19500.0)
+    assert (peaks[H100]["gbps"] == pytest.approx(3000.0)
+            and peaks[A100]["gflops"]["float32"] == pytest.approx(19500.0))
     assert "FLOP / byte" in roofline_chart(data.results, chart_id="r")
     assert roofline_chart(data.results[data.results["gflops"].isna()], chart_id="r") is None
 
@@ -428,7 +433,8 @@ JUNIT_XSD = """<?xml version="1.0" encoding="UTF-8"?>
     </xs:complexType>
   </xs:element>
   <xs:element name="properties">
-    <xs:complexType><xs:sequence><xs:element ref="property" minOccurs="0" maxOccurs="unbounded"/></xs:sequence>
+    <xs:complexType><xs:sequence>""" \
+    """<xs:element ref="property" minOccurs="0" maxOccurs="unbounded"/></xs:sequence>
     </xs:complexType>
   </xs:element>
   <xs:element name="testcase">
@@ -487,7 +493,8 @@ def test_junit_validates_and_fails_only_slower_and_wrong(report, junit_schema):
     assert set(failed) == {make_case(SPECS[1], H100).key, make_case(SPECS[5], A100).key}
     assert root.get("failures") == "2" and root.get("errors") == "0"
     slow = failed[make_case(SPECS[1], H100).key]
-    assert slow.get("type") == "SLOWER" and re.search(r"1\.0[6-9]\d*x the median of run 7", slow.get("message"))
+    assert (slow.get("type") == "SLOWER"
+            and re.search(r"1\.0[6-9]\d*x the median of run 7", slow.get("message")))
     assert "95 % CI" in slow.get("message")
     wrong = failed[make_case(SPECS[5], A100).key]
     assert wrong.get("message").startswith("wrong: max |err|") and wrong.get("type") == "wrong"
@@ -500,7 +507,8 @@ def test_junit_validates_and_fails_only_slower_and_wrong(report, junit_schema):
     med = data.results.set_index("case_key").loc[tc.get("name"), "median_s"]
     assert float(tc.get("time")) == pytest.approx(med, rel=1e-6)
     # hostile names survive the round trip exactly (ElementTree escaped them)
-    assert by_name[make_case(HOSTILE_SPEC, HOSTILE_DEVICE).key].get("classname") == f"{HOSTILE}.{HOSTILE_VARIANT}"
+    assert (by_name[make_case(HOSTILE_SPEC, HOSTILE_DEVICE).key].get("classname")
+            == f"{HOSTILE}.{HOSTILE_VARIANT}")
     assert HOSTILE not in text
 
 
@@ -595,7 +603,8 @@ def test_write_all_writes_every_output(report, tmp_path):
     paths = write_all(data, out)
     assert set(paths) == {"html", "markdown", "junit", "pybench", "csv", "parquet"}
     for kind, name in (("html", "report.html"), ("markdown", "summary.md"), ("junit", "junit.xml"),
-                       ("pybench", "benchmarks.json"), ("csv", "results.csv"), ("parquet", "results.parquet")):
+                       ("pybench", "benchmarks.json"), ("csv", "results.csv"),
+                       ("parquet", "results.parquet")):
         assert paths[kind] == out / f"run8-{name}" and paths[kind].stat().st_size > 0
     csv = pd.read_csv(paths["csv"])
     assert len(csv) == len(data.results)

@@ -608,7 +608,8 @@ def test_v2_store_migrates_to_v3_keeping_every_row_and_reference(db, monkeypatch
         with pytest.raises(store.UnknownRun):  # the foreign keys still hold after the rebuild
             s.begin_run(FakeSuite(), [], "local", None, kind="ab", parent_run=999)
     with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT * FROM runs WHERE id <= ? ORDER BY id", (again,)).fetchall() == runs_before
+        assert (conn.execute("SELECT * FROM runs WHERE id <= ? ORDER BY id", (again,)).fetchall()
+                == runs_before)
         assert conn.execute("SELECT * FROM results ORDER BY id").fetchall() == results_before
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)

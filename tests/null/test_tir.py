@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import kernels as tvm
 from kernels import te, tir
 from kernels.errors import TVMError
 from kernels.tir import (
