@@ -120,7 +120,7 @@ def export_base(base_tree: Path, items: Sequence[dict], imports: Sequence[str] =
         request.write_text(json.dumps({"items": list(items), "imports": list(imports)}))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(shim), env.get("PYTHONPATH", "")) if p)
-        env["CUDA_VISIBLE_DEVICES"] = env.get("KBENCH_AB_EXPORT_GPUS", "")  # lowering needs no GPU
+        env["CUDA_VISIBLE_DEVICES"] = ""  # lowering needs no GPU (the workers compile for theirs)
         try:
             proc = subprocess.run([python, "-m", "harness.portable", "export", str(request), str(answer)],
                                   cwd=shim, env=env, capture_output=True, text=True, timeout=timeout_s,

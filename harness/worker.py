@@ -191,7 +191,8 @@ def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
 def _build(case: Case, artifact: Optional[Artifact], side_spec: Optional[dict]):
     """(module, build seconds, nvcc calls) of this checkout's build of ``case`` (using ``artifact``'s
     cubin when given), or of ``side_spec``, another source tree's frozen build (harness.portable),
-    compiled by this checkout's runtime. Raises CaseBuildError."""
+    compiled by this checkout's runtime (CUDA: for the architecture this checkout's side is built
+    for: the artifact's, else this GPU's). Raises CaseBuildError."""
     t0 = time.perf_counter()
     before = nvcc.STATS["nvcc_calls"]
     if side_spec is None:
@@ -203,7 +204,10 @@ def _build(case: Case, artifact: Optional[Artifact], side_spec: Optional[dict]):
         from .portable import PortableSpecError, thaw
 
         try:
-            module = build_module(thaw(side_spec))
+            spec = thaw(side_spec)
+            if spec.target == "cuda":  # compiled for what this checkout's side runs as, on this GPU
+                spec = replace(spec, arch=artifact.arch if artifact is not None else "")
+            module = build_module(spec)
         except PortableSpecError as exc:
             raise CaseBuildError(f"the other source tree's build: {exc}") from None
         except TVMError as exc:
