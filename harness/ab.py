@@ -72,7 +72,6 @@ class ABSummary:
     export_errors: int = 0  # cases the base tree could not build
     export_s: float = 0.0
     seconds: float = 0.0
-    runs: list = field(default_factory=list)  # every run made (first measurement and re-measures)
 
     @property
     def exit_code(self) -> int:
@@ -144,14 +143,12 @@ def export_base(base_tree: Path, items: Sequence[dict], imports: Sequence[str] =
 def _arch_of(case: Case, models: Sequence[str]) -> str | None:
     """The CUDA architecture to build ``case`` for: its GPU model's, else that of the cluster's only
     model; None lets the base build pick its default (as this checkout's workers do)."""
-    from .dispatch import GPU_ARCHS
+    from .dispatch import arch_of_model
 
     if case.target != "cuda":
         return None
     model = case.gpu_model or (models[0] if len(set(models)) == 1 else "")
-    if not model:
-        return None
-    return GPU_ARCHS.get(model.upper()) or GPU_ARCHS.get(model.upper().split("-")[0])
+    return arch_of_model(model) if model else None
 
 
 def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: str = "ray",
@@ -208,7 +205,6 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
             run = run_suite(suite_path, db, executor_kind, address, targets=targets, argv=argv,
                             on_event=on_event, measure_overrides=overrides, kind="ab", executor=executor,
                             with_peers=False, side_specs_for=side_specs_for, **kw)
-            summary.runs += [run.side_runs["base"], run.side_runs["head"]]
             if not summary.base_run:
                 summary.cases = run.planned
             return run.side_runs["head"], run.side_runs["base"]

@@ -238,16 +238,22 @@ class Spread:
     df: int
 
 
+def _log_medians(medians: Iterable[float | None]) -> np.ndarray:
+    """The logs of the finite, positive medians among ``medians`` (a lost or zero median says
+    nothing about the spread)."""
+    return np.log(np.asarray([m for m in medians if m is not None and np.isfinite(m) and m > 0],
+                             dtype=np.float64))
+
+
 def history_sd(medians: Sequence[float]) -> Spread | None:
     """Run-to-run spread of one case on one device: a robust SD (1.4826 x the median absolute
     deviation) of the log medians of its recent runs, with ``n - 1`` degrees of freedom; None for
     fewer than :data:`MIN_HISTORY_RUNS` finite positive medians. Robust, because one disturbed run
     (or a past step change) should not inflate the spread the next verdicts are given."""
-    x = np.asarray([m for m in medians if m is not None and np.isfinite(m) and m > 0], dtype=np.float64)
-    if len(x) < MIN_HISTORY_RUNS:
+    logs = _log_medians(medians)
+    if len(logs) < MIN_HISTORY_RUNS:
         return None
-    logs = np.log(x)
-    return Spread(float(1.4826 * np.median(np.abs(logs - np.median(logs)))), len(x) - 1)
+    return Spread(float(1.4826 * np.median(np.abs(logs - np.median(logs)))), len(logs) - 1)
 
 
 def _sides_sd(groups: Sequence[Sequence[float]]) -> Spread | None:
@@ -255,7 +261,7 @@ def _sides_sd(groups: Sequence[Sequence[float]]) -> Spread | None:
     its runs), from the sides with at least two runs; None when no side has two."""
     ss, df = 0.0, 0
     for g in groups:
-        x = np.log(np.asarray([m for m in g if m is not None and np.isfinite(m) and m > 0], dtype=np.float64))
+        x = _log_medians(g)
         if len(x) >= 2:
             ss += float(np.sum((x - x.mean()) ** 2))
             df += len(x) - 1

@@ -129,6 +129,13 @@ GPU_ARCHS: dict[str, str] = {
     "T4": "sm_75",
 }
 
+def arch_of_model(model: str) -> str | None:
+    """The CUDA architecture of a GPU model name as the cluster spells it ("H100", "a100-80gb"),
+    from :data:`GPU_ARCHS`; None for a model it does not know."""
+    key = model.upper()
+    return GPU_ARCHS.get(key) or GPU_ARCHS.get(key.split("-")[0])
+
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _MAX_MESSAGE = 4000
 
@@ -766,7 +773,7 @@ class RayExecutor:
         return {"runtime_env": env}
 
     def _submit_build(self, cases: list[Case], model: str):
-        arch = GPU_ARCHS.get(model.upper()) or GPU_ARCHS.get(model.upper().split("-")[0])
+        arch = arch_of_model(model)
         todo = [c for c in cases if c.target == "cuda"]
         if not arch or not todo:
             return None
@@ -1078,6 +1085,7 @@ __all__ = [
     "DispatchError",
     "LocalExecutor",
     "RayExecutor",
+    "arch_of_model",
     "gpu_model_from_name",
     "make_executor",
     "needs_gpu",

@@ -152,7 +152,7 @@ def history_spread(store: Store, new, before_run: int) -> dict:
         return {}
     hist = store.results_frame(result_ids=ids)
     envs = dict(zip(new["case_key"], new["env_id"]))
-    out: dict[str, float] = {}
+    out: dict[str, compare.Spread] = {}
     for key, group in hist.groupby("case_key"):
         same = group[group["env_id"] == envs.get(key)]
         sd = compare.history_sd(same["median_s"].tolist())

@@ -169,10 +169,7 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
             t_dispatch = time.time()
             phases["plan"] = t_dispatch - t0 - phases["executor"]
             try:
-                if side_specs:
-                    executor.run(batches, config, on_result, side_specs=side_specs)
-                else:
-                    executor.run(batches, config, on_result)
+                executor.run(batches, config, on_result, side_specs=side_specs)
             except KeyboardInterrupt:
                 status = "interrupted"
                 raise
