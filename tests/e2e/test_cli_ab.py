@@ -128,22 +128,6 @@ def test_ab_case_the_base_tree_lacks_is_new(tmp_path, exp_suite):
     assert "NEW" in line
 
 
-def test_ab_bad_base_trees_are_usage_errors_and_store_nothing(tmp_path, exp_suite):
-    db = tmp_path / "k.db"
-    r = kbench("ab", exp_suite, "--base-tree", tmp_path / "nowhere", "--executor", "local", "--db", db)
-    assert r.returncode == 4 and "--base-tree" in r.stderr and "no such directory" in r.stderr
-    r = kbench("ab", exp_suite, "--base-tree", tmp_path, "--executor", "local", "--db", db)
-    assert r.returncode == 4 and "no kernels/ package" in r.stderr
-    broken = _tree(tmp_path / "broken")
-    (broken / "kernels" / "__init__.py").write_text("this is not python\n")
-    r = kbench("ab", exp_suite, "--base-tree", broken, "--executor", "local", "--db", db)
-    assert r.returncode == 4, r.stdout + r.stderr
-    assert "could not build the cases" in r.stderr and "NameError" in r.stderr
-    assert not db.exists() or _runs(db) == []
-    r = kbench("ab", exp_suite, "--executor", "local", "--db", db)
-    assert r.returncode == 4 and "--base-tree" in r.stderr
-
-
 def test_ab_on_the_embedded_ray(tmp_path, exp_suite):
     """The same comparison dispatched through kbench's own Ray (the base tree's builds travel with
     each batch to the worker processes)."""
