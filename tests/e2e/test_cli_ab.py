@@ -68,8 +68,11 @@ def test_ab_finds_the_slower_tree_both_ways(tmp_path, exp_suite):
     db, out = tmp_path / "k.db", tmp_path / "out"
     # this checkout against the slow tree: this side is faster
     r = kbench("ab", exp_suite, "--base-tree", slow, "--executor", "local", "--db", db, "--out", out)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "exp/default" in r.stdout and "FASTER" in r.stdout and "SLOWER" not in r.stdout
+    # the row-sum case is the same code on both sides: on a busy machine its 10 us kernel may stay
+    # AMBIGUOUS (exit 3); the exp case is the planted change and must be FASTER
+    assert r.returncode in (0, 3), r.stdout + r.stderr
+    exp_line = next(ln for ln in r.stdout.splitlines() if "exp/default" in ln)
+    assert "FASTER" in exp_line and "SLOWER" not in r.stdout
     (base, kind_b, parent_b), (head, kind_h, parent_h), *more = _runs(db)
     assert kind_b == kind_h == "ab" and parent_b is None and parent_h == base
     assert all(k == "ab" for _, k, _ in more)  # re-measure runs, if any, are ab runs too
