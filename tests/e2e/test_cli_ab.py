@@ -136,8 +136,12 @@ def test_ab_on_the_embedded_ray(tmp_path, exp_suite):
     each batch to the worker processes)."""
     base = _tree(tmp_path / "base")
     db = tmp_path / "k.db"
-    r = kbench("ab", exp_suite, "--base-tree", base, "--db", db, "--no-remeasure")
-    assert r.returncode in (0, 3), r.stdout + r.stderr  # the same code on both sides: no verdict fails
+    # the same code on both sides; this test is about the dispatch, so a 90 % threshold keeps the
+    # machine's noise from deciding the exit code (identical code may still come out AMBIGUOUS)
+    wide = tmp_path / "wide.toml"
+    wide.write_text(exp_suite.read_text().replace("[suite]\n", "[suite]\nregression_threshold = 0.9\n", 1))
+    r = kbench("ab", wide, "--base-tree", base, "--db", db, "--no-remeasure")
+    assert r.returncode in (0, 3), r.stdout + r.stderr
     assert "base ok 2; head ok 2" in r.stdout
     assert [k for _, k, _ in _runs(db)] == ["ab", "ab"]
     workers = {w for (w,) in sqlite3.connect(db).execute("SELECT DISTINCT worker FROM results")}
