@@ -23,6 +23,7 @@ from ..tir.expr import (
     Call,
     Cast,
     Div,
+    EqualOp,
     FloatImm,
     FloorDiv,
     FloorMod,
@@ -33,6 +34,7 @@ from ..tir.expr import (
     Mod,
     Mul,
     Not,
+    NotEqualOp,
     Or,
     PrimExpr,
     Select,
@@ -63,7 +65,7 @@ _C_KEYWORDS = {
 }
 
 _BINOP = {Add: "+", Sub: "-", Mul: "*", EQ: "==", NE: "!=", LT: "<", LE: "<=", GT: ">", GE: ">=",
-          And: "&&", Or: "||", Mod: "%"}
+          And: "&&", Or: "||", Mod: "%", EqualOp: "==", NotEqualOp: "!="}
 
 
 class NameTable:

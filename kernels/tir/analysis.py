@@ -18,6 +18,7 @@ from .expr import (
     Call,
     Cast,
     Div,
+    EqualOp,
     FloatImm,
     FloorDiv,
     FloorMod,
@@ -27,6 +28,7 @@ from .expr import (
     Mod,
     Mul,
     Not,
+    NotEqualOp,
     Or,
     PrimExpr,
     Select,
@@ -59,6 +61,7 @@ _BIN = {
     And: lambda a, b: bool(a) and bool(b),
     Or: lambda a, b: bool(a) or bool(b),
 }
+_BIN[EqualOp], _BIN[NotEqualOp] = _BIN[EQ], _BIN[NE]
 
 
 def evaluate(e: PrimExpr, env: Mapping[str, int]):

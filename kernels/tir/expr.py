@@ -1,7 +1,9 @@
 """Immutable expression nodes of the loop-nest IR.
 
-Nodes compare and hash by identity (``==`` is Python identity, as for TVM handles); use
-:func:`structural_equal` or :meth:`PrimExpr.equal` for value comparison. Arithmetic operators build
+Nodes hash by identity. ``a == b`` and ``a != b`` build comparison nodes (``EQ``/``NE``), as in
+TVM; used as a Python bool such a node says whether both sides are the same node, and between two
+constants ``==`` folds to a constant. Any other symbolic condition refuses to be a Python bool. Use
+:func:`structural_equal` for value comparison of trees. Arithmetic operators build
 new nodes; Python numbers are converted to constants of the other operand's type.
 """
 
@@ -87,11 +89,21 @@ class PrimExpr:
             "te.if_then_else or tir.Select to build conditions"
         )
 
-    __eq__ = object.__eq__
+    def __eq__(self, other):
+        return _compare(EqualOp, self, other)
+
+    def __ne__(self, other):
+        return _compare(NotEqualOp, self, other)
+
+    # nodes hash by identity (dictionaries keyed by variables and nodes stay identity maps)
     __hash__ = object.__hash__
 
+    def same_as(self, other) -> bool:
+        """Whether ``other`` is this very node (TVM's reference equality)."""
+        return self is other
+
     def equal(self, other) -> "PrimExpr":
-        """Build the expression ``self == other`` (``==`` itself is identity, as in TVM)."""
+        """Build the expression ``self == other`` (the same as ``self == other``)."""
         return _binary(EQ, self, other)
 
     def not_equal(self, other) -> "PrimExpr":
@@ -130,11 +142,29 @@ class IntImm(PrimExpr):
     dtype: str
     value: int
 
+    def __bool__(self):
+        return self.value != 0
+
+    def __int__(self):
+        return int(self.value)
+
+    def __index__(self):
+        return int(self.value)
+
+    def __float__(self):
+        return float(self.value)
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class FloatImm(PrimExpr):
     dtype: str
     value: float
+
+    def __float__(self):
+        return float(self.value)
+
+    def __int__(self):
+        return int(self.value)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -235,6 +265,28 @@ class GT(CmpOp):
 
 class GE(CmpOp):
     op = ">="
+
+
+class EqualOp(EQ):
+    """What ``a == b`` builds: the node ``EQ(a, b)`` that, used as a Python bool (``if a == b``,
+    ``x in list``), asks whether both sides are the same node, as TVM's ``EqualOp`` does. Between
+    two constants ``==`` folds to a boolean constant instead (``A.shape[0] == 10`` is True)."""
+
+    def __bool__(self):
+        return self.a is self.b
+
+
+class NotEqualOp(NE):
+    """What ``a != b`` builds; as a Python bool, whether the sides are different nodes."""
+
+    def __bool__(self):
+        return self.a is not self.b
+
+
+def node_kind(e) -> type:
+    """The node class that passes dispatch on: ``EQ`` for an EqualOp, ``NE`` for a NotEqualOp."""
+    t = type(e)
+    return EQ if t is EqualOp else NE if t is NotEqualOp else t
 
 
 class And(BinaryOp):
@@ -504,6 +556,22 @@ def _unify(a, b):
 
 
 def _binary(cls, a, b):
+    a, b = _unify(a, b)
+    return cls(a, b)
+
+
+def _compare(cls, a, b):
+    """``a == b`` / ``a != b``: constants fold, anything else builds an EqualOp / NotEqualOp."""
+    try:
+        if not isinstance(b, PrimExpr):
+            b = convert(b, a.dtype)
+    except TVMError:
+        return NotImplemented  # not an expression (None, a string...): Python compares identity
+    if isinstance(a, (IntImm, FloatImm)) and isinstance(b, (IntImm, FloatImm)):
+        same = a.value == b.value
+        return IntImm("bool", int(same if cls is EqualOp else not same))
+    if (a.dtype == "handle") != (b.dtype == "handle"):
+        return NotImplemented
     a, b = _unify(a, b)
     return cls(a, b)
 

@@ -35,6 +35,7 @@ from .expr import (
     Mod,
     Mul,
     Not,
+    node_kind,
     Or,
     PrimExpr,
     Select,
@@ -64,7 +65,7 @@ def skey(e) -> tuple:
     elif isinstance(e, StringImm):
         k = ("Str", e.value)
     elif isinstance(e, BinaryOp):
-        k = (type(e).__name__, e.dtype, skey(e.a), skey(e.b))
+        k = (node_kind(e).__name__, e.dtype, skey(e.a), skey(e.b))
     elif isinstance(e, Cast):
         k = ("Cast", e.dtype, skey(e.value))
     elif isinstance(e, Not):

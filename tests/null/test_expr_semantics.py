@@ -1,0 +1,68 @@
+"""Python operators on expressions: what ``==``, ``!=``, ``bool()``, ``int()`` and ``float()`` mean.
+
+TVM builds comparison nodes for ``==``/``!=`` (so ``te.if_then_else(i == j, ...)`` is a real
+condition), lets such a node stand for reference equality when Python needs a bool, folds
+comparisons of two constants, and refuses ``bool()`` of every other symbolic condition.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels import te, tir
+from kernels.errors import TVMError
+from kernels.tir.analysis import evaluate
+
+
+def test_eq_and_ne_build_comparison_nodes():
+    i, j = te.var("i"), te.var("j")
+    eq, ne = i == j, i != j
+    assert isinstance(eq, tir.EQ) and isinstance(ne, tir.NE)
+    assert eq.a is i and eq.b is j and eq.dtype == "bool"
+    # the node evaluates as a comparison of values, not of identities
+    assert evaluate(eq, {"i": 3, "j": 3}) is True
+    assert evaluate(ne, {"i": 3, "j": 3}) is False
+    assert evaluate(i == 4, {"i": 4}) is True
+
+
+def test_eq_as_python_bool_is_reference_equality():
+    i, j = te.var("i"), te.var("j")
+    assert bool(i == i) and not bool(i == j)
+    assert bool(i != j) and not bool(i != i)
+    # so membership tests and identity-keyed lookups keep working
+    assert i in [j, i] and te.var("i") not in [i, j]
+    assert [i, j].index(j) == 1
+
+
+def test_eq_with_non_expressions_is_plain_identity():
+    i = te.var("i")
+    assert (i == None) is False  # noqa: E711 - the point of the test
+    assert (i != "i") is True
+
+
+def test_constants_fold():
+    A = te.placeholder((10, 4), name="A")
+    assert A.shape[0] == 10 and A.shape[1] != 10
+    assert bool(tir.const(3) == tir.const(3)) and not bool(tir.const(3) == 4)
+    assert bool(tir.const(2.5) == 2.5)
+
+
+@pytest.mark.parametrize("build", [lambda i, j: i < j, lambda i, j: i <= j, lambda i, j: i > j,
+                                   lambda i, j: i >= j, lambda i, j: (i < j) & (j < 3),
+                                   lambda i, j: i + j])
+def test_bool_of_other_symbolic_expressions_raises(build):
+    i, j = te.var("i"), te.var("j")
+    with pytest.raises(TVMError, match="Python bool"):
+        bool(build(i, j))
+    with pytest.raises(TVMError):
+        if build(i, j):
+            pass
+
+
+def test_int_and_float_of_constants():
+    assert int(tir.const(7)) == 7 and float(tir.const(7)) == 7.0
+    assert float(tir.const(2.5)) == 2.5 and int(tir.const(2.5)) == 2
+    assert list(range(tir.const(3))) == [0, 1, 2]  # __index__
+    assert bool(tir.const(1)) and not bool(tir.const(0))
+    with pytest.raises(TypeError):
+        int(te.var("n"))
