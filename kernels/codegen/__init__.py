@@ -176,6 +176,8 @@ def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
             for x in bx:
                 block_threads *= x.value if x is not None else 1
         cg.lines = []
+        for a in collect(part, lambda n: isinstance(n, AttrStmt) and n.attr_key == "thread_extent"):
+            cg.thread_vars[a.node.var] = a.node.thread_tag  # a thread index means it anywhere in the kernel
         cg.stmt(part, 1)
         body_lines = cg.lines
         src = [cg.kernel_signature(name, decls, block_threads) + " {"]

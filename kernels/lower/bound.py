@@ -86,13 +86,29 @@ def _point_or_unknown(e, dom) -> Interval:
     return (e, e)
 
 
-THREAD_RANK = {"blockIdx": 0, "threadIdx": 1}
+THREAD_RANK = {"blockIdx": 0, "threadIdx": 1, "vthread": 1}
 SCOPE_RANK = {"global": 0, "shared": 1, "warp": 2, "local": 3}
 
 
 def _thread_tag(stage: Stage, iv: IterVar) -> str:
     a = stage.iter_var_attrs.get(iv)
     return a.bind_thread.thread_tag if a is not None and a.bind_thread is not None else ""
+
+
+def _thread_rank(tag: str) -> int:
+    return THREAD_RANK[tag.split(".")[0]]
+
+
+def thread_relaxed(tag: str, scope: str) -> bool:
+    """Whether the threads of ``tag`` share a buffer of storage ``scope`` (TVM's NeedRelax rule).
+
+    Global memory is shared by every thread, shared memory by the threads of a block, warp memory by
+    the lanes of a warp (``threadIdx.x``), local memory by none. A buffer shared among a thread
+    index's values spans them; one that is not holds one copy per value of the index.
+    """
+    if scope == "warp" and tag == "threadIdx.x":
+        return True
+    return SCOPE_RANK.get(scope, 0) <= _thread_rank(tag)
 
 
 def attach_path(stage: Stage) -> List[Tuple[Stage, IterVar]]:
@@ -105,19 +121,21 @@ def attach_path(stage: Stage) -> List[Tuple[Stage, IterVar]]:
     return out
 
 
+def enclosing_loops(stage: Stage) -> List[Tuple[Stage, IterVar]]:
+    """Every loop around ``stage``'s own nest, innermost first: the attach ivar of each stage on the
+    attach path and the leaves of that stage outside it (TVM's attach path)."""
+    out = []
+    for parent, ivar in attach_path(stage):
+        pos = parent.leaf_iter_vars.index(ivar)
+        out.extend((parent, iv) for iv in reversed(parent.leaf_iter_vars[:pos + 1]))
+    return out
+
+
 def infer_scope(stage: Stage) -> str:
     """Storage scope of a stage's outputs: explicit, else from the threads around its attach point."""
     if stage.scope:
         return stage.scope
-    if stage.attach_type != "scope":
-        return "global"
-    ranks = set()
-    for parent, ivar in attach_path(stage):
-        pos = parent.leaf_iter_vars.index(ivar)
-        for iv in parent.leaf_iter_vars[:pos + 1]:
-            tag = _thread_tag(parent, iv)
-            if tag:
-                ranks.add(THREAD_RANK[tag.split(".")[0]])
+    ranks = {_thread_rank(_thread_tag(p, iv)) for p, iv in enclosing_loops(stage) if _thread_tag(p, iv)}
     if 1 in ranks:
         return "local"
     if 0 in ranks:
@@ -134,16 +152,36 @@ class BoundInfo:
         self.readers: Dict[Stage, List[Stage]] = {}
 
 
-def leaf_values(stage: Stage, dom: Dict[IterVar, Range]) -> Dict[IterVar, PrimExpr]:
-    """The value of each leaf variable inside the loop nest (loops run from 0; thread indices)."""
+def leaf_var(stage: Stage, iv: IterVar) -> Var:
+    """The variable a leaf axis goes by in the loop nest: its thread index when bound."""
+    a = stage.iter_var_attrs.get(iv)
+    return a.bind_thread.var if a is not None and a.bind_thread is not None else iv.var
+
+
+def leaf_values(stage: Stage, dom: Dict[IterVar, Range], scope: str = "global"
+                ) -> Dict[IterVar, PrimExpr]:
+    """The value of each leaf variable inside the stage's loop nest.
+
+    A loop runs from 0, so its value is ``var + min``; a loop of extent 1 is just ``min`` (bound to
+    a thread or not). A leaf bound to a thread index takes the index's value where the threads of
+    that index share the stage's storage (``scope``). Where each of them owns a copy (a local stage
+    under ``threadIdx``, a shared one under ``blockIdx``) the thread is already fixed by the region,
+    which the range's minimum carries: such a leaf must have extent 1.
+    """
     vals = {}
     for iv in stage.leaf_iter_vars:
         r = dom[iv]
-        a = stage.iter_var_attrs.get(iv)
-        base = a.bind_thread.var if a is not None and a.bind_thread is not None else iv.var
+        tag = _thread_tag(stage, iv)
+        base = leaf_var(stage, iv)
         ext = simplify(r.extent)
-        if isinstance(ext, IntImm) and ext.value == 1 and base is iv.var:
+        if isinstance(ext, IntImm) and ext.value == 1:
             vals[iv] = r.min
+        elif tag and not thread_relaxed(tag, scope):
+            raise LoweringError(
+                f"stage {stage.name}: axis {iv.var.name} (extent {ext}) is bound to {tag}, but the "
+                f"stage's {scope} buffer has one copy per {tag.split('.')[0]} value, so that index "
+                f"cannot share out its elements; bind it to a thread index its storage is shared by "
+                f"(e.g. set_scope(\"shared\") for threadIdx), or leave it as a loop")
         elif isinstance(r.min, IntImm) and r.min.value == 0:
             vals[iv] = base
         else:
@@ -151,34 +189,39 @@ def leaf_values(stage: Stage, dom: Dict[IterVar, Range]) -> Dict[IterVar, PrimEx
     return vals
 
 
-def root_values(stage: Stage, dom: Dict[IterVar, Range]) -> Dict[IterVar, PrimExpr]:
-    return pass_up_index(stage, dom, leaf_values(stage, dom))
+def root_values(stage: Stage, dom: Dict[IterVar, Range], scope: str = "global") -> Dict[IterVar, PrimExpr]:
+    return pass_up_index(stage, dom, leaf_values(stage, dom, scope))
 
 
 def _leaf_interval(stage: Stage, iv: IterVar, dom) -> Tuple[Var, Interval]:
     r = dom[iv]
-    a = stage.iter_var_attrs.get(iv)
-    var = a.bind_thread.var if a is not None and a.bind_thread is not None else iv.var
-    return var, (const(0), simplify(r.extent - 1))
+    return leaf_var(stage, iv), (const(0), simplify(r.extent - 1))
 
 
-def _relaxed_dom(consumer: Stage, info: BoundInfo, attach_ivar: Optional[IterVar], scope: str
-                 ) -> Dict[Var, Interval]:
-    """Variables of ``consumer``'s loop nest that vary while ``attach_ivar``'s body runs once."""
+def _relaxed_dom(consumer: Stage, info: BoundInfo, producer: Stage, scope: str) -> Dict[Var, Interval]:
+    """Variables of ``consumer``'s loop nest and of the loops around it that vary while the
+    producer's attach loop runs one iteration (TVM's relaxation rule, NeedRelax): ordinary loops
+    inside the producer's attach point, and thread indices whose threads share the producer's
+    storage ``scope`` wherever they are."""
     relax: Dict[Var, Interval] = {}
-    found = attach_ivar is None
-    srank = SCOPE_RANK.get(scope, 0)
-    for iv in consumer.leaf_iter_vars:
-        tag = _thread_tag(consumer, iv)
-        var, itv = _leaf_interval(consumer, iv, info.dom)
-        if tag:
-            # a thread index varies for the buffer's users when the buffer is shared among them
-            if srank <= THREAD_RANK[tag.split(".")[0]]:
-                relax[var] = itv
-        elif found:
-            relax[var] = itv
+    attach_ivar = producer.attach_ivar if producer.attach_type == "scope" else None
+    found = False  # a root producer relaxes every ordinary loop of its readers
+    loops = [(consumer, iv) for iv in reversed(consumer.leaf_iter_vars)] + enclosing_loops(consumer)
+    for st, iv in loops:
         if iv is attach_ivar:
             found = True
+        tag = _thread_tag(st, iv)
+        var, itv = _leaf_interval(st, iv, info.dom)
+        if tag:
+            if thread_relaxed(tag, scope):
+                relax[var] = itv
+        elif not found:
+            relax[var] = itv
+    if attach_ivar is not None and not found:
+        raise LoweringError(
+            f"stage {producer.name} is computed at {producer.attach_stage.name}."
+            f"{producer.attach_ivar.var.name}, but its reader {consumer.name} is not inside that loop; "
+            f"compute {producer.name} at a loop that encloses every stage reading it")
     return relax
 
 
@@ -242,14 +285,9 @@ def _region(st: Stage, readers: List[Stage], info: BoundInfo, bodies, scope: str
     for c in readers:
         if c not in info.scope and c.attach_type != "inline":
             raise LoweringError(f"stage {st.name} is read by {c.name}, which is computed before it")
-        attach = st.attach_ivar if c is st.attach_stage else None
-        if c is not st.attach_stage and not _inside(c, st.attach_stage):
-            raise LoweringError(
-                f"stage {st.name} is computed at {st.attach_stage.name} but also read by {c.name}, which "
-                f"is outside that loop; compute {st.name} at root or at a loop enclosing both")
-        relax = _relaxed_dom(c, info, attach, scope)
+        relax = _relaxed_dom(c, info, st, scope)
         # values of the consumer's root variables, then of the access indices
-        vals = root_values(c, info.dom)
+        vals = root_values(c, info.dom, info.scope.get(c, "global"))
         vmap = {iv.var: vals[iv] for iv in c.op.root_iter_vars() if iv in vals}
         for ld in _accesses(bodies[c], (st.op, st.origin_op)):
             for d, idx in enumerate(ld.indices):
@@ -268,15 +306,6 @@ def _region(st: Stage, readers: List[Stage], info: BoundInfo, bodies, scope: str
         else:
             out.append(Range(lo[d], simplify(hi[d] - lo[d] + 1)))
     return out
-
-
-def _inside(c: Stage, target: Stage) -> bool:
-    s = c
-    while s.attach_type == "scope":
-        s = s.attach_stage
-        if s is target:
-            return True
-    return False
 
 
 def int_ranges(stage: Stage, dom) -> Dict[Var, Tuple[int, Optional[int]]]:

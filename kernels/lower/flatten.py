@@ -37,10 +37,10 @@ def _key(tensor):
 
 class _Flattener:
     def __init__(self, arg_buffers: Dict[tuple, Buffer], alias):
-        self.map: Dict[tuple, Tuple[Buffer, Tuple[PrimExpr, ...], Tuple[PrimExpr, ...]]] = {}
+        self.map: Dict[tuple, Tuple[Buffer, Tuple[PrimExpr, ...], Tuple[PrimExpr, ...], PrimExpr]] = {}
         self.alias = alias  # op id -> canonical op id (origin op of a stage)
         for k, b in arg_buffers.items():
-            self.map[k] = (b, tuple(const(0) for _ in b.shape), b.strides)
+            self.map[k] = (b, tuple(const(0) for _ in b.shape), b.strides, const(0))
 
     def lookup(self, tensor):
         k = (self.alias.get(id(tensor.op), id(tensor.op)), tensor.value_index)
@@ -51,8 +51,7 @@ class _Flattener:
         return got
 
     def index(self, tensor, indices) -> PrimExpr:
-        buf, mins, strides = self.lookup(tensor)
-        flat: PrimExpr = const(0)
+        buf, mins, strides, flat = self.lookup(tensor)
         for i, m, s in zip(indices, mins, strides):
             flat = flat + (i - m) * s
         return buf, simplify(flat)
@@ -66,9 +65,14 @@ class _Flattener:
             for t in n.tensors:
                 strides = row_major_strides(n.extents, n.stage.align)
                 size = simplify(strides[0] * n.extents[0]) if n.extents else const(1)
+                base: PrimExpr = const(0)
+                if n.thread_slice is not None:
+                    index, count = n.thread_slice
+                    base = simplify(index * size)
+                    size = simplify(size * count)
                 buf = Buffer(t.name, t.dtype, tuple(n.extents), n.scope, strides)
                 k = (self.alias.get(id(t.op), id(t.op)), t.value_index)
-                self.map[k] = (buf, n.mins, strides)
+                self.map[k] = (buf, n.mins, strides, base)
                 created.append((buf, size))
             body = self.visit(n.body)
             for buf, size in reversed(created):

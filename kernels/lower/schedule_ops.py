@@ -30,7 +30,15 @@ from ..tir.expr import (
 from ..tir.functor import rewrite, substitute, vars_of
 from ..tir.simplify import can_prove, const_int_bound, simplify, structural_equal
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, IfThenElse, LetStmt, Stmt, ThreadIndex, seq
-from .bound import BoundInfo, eval_interval, root_values
+from .bound import (
+    BoundInfo,
+    attach_path,
+    enclosing_loops,
+    eval_interval,
+    leaf_var,
+    root_values,
+    thread_relaxed,
+)
 from .te_stmt import AttachMarker, ProducerRealize, ProducerStore, ThreadAllReduce
 
 
@@ -42,6 +50,7 @@ class Loop:
     kind: str  # serial | parallel | vectorized | unrolled | thread | none
     tag: str = ""
     pragmas: list = field(default_factory=list)
+    launch: Optional[PrimExpr] = None  # a thread loop: the kernel's extent of its index
 
 
 class ScheduleLowering:
@@ -53,17 +62,50 @@ class ScheduleLowering:
         self.bodies = bodies
         self.var_ranges: Dict[Var, tuple] = {}
         self.var_itv: Dict[Var, tuple] = {}
-        for st in sch.stages:
+        self.launch = self._launch_extents()
+        self.placed: set = set()
+
+    def _launch_extents(self) -> Dict[tuple, PrimExpr]:
+        """One kernel (a root stage and the stages computed inside it) launches each thread index
+        once, with the largest constant extent any of its stages binds to it. A stage binding a
+        smaller extent is guarded so the extra threads skip its stores (see thread_guards)."""
+        out: Dict[tuple, PrimExpr] = {}
+        for st in self.sch.stages:
             if not isinstance(st.op, ComputeOp) or st.attach_type == "inline":
                 continue
+            root = _root_stage(st)
             for iv in st.leaf_iter_vars:
-                a = st.iter_var_attrs.get(iv)
-                var = a.bind_thread.var if a is not None and a.bind_thread is not None else iv.var
-                ext = simplify(info.dom[iv].extent)
-                hi = const_int_bound(ext)[1]
-                self.var_ranges[var] = (0, None if hi is None else hi - 1)
-                self.var_itv[var] = (const(0), simplify(ext - 1))
-        self.placed: set = set()
+                tag = _thread_tag_of(st, iv)
+                if not tag:
+                    continue
+                ext = simplify(self.info.dom[iv].extent)
+                key = (id(root), tag)
+                prev = out.get(key)
+                if prev is None or (isinstance(prev, IntImm) and isinstance(ext, IntImm)
+                                    and ext.value > prev.value):
+                    out[key] = ext
+        return out
+
+    def thread_guards(self, loops: List["Loop"]) -> List[PrimExpr]:
+        """``index < extent`` for each thread loop narrower than its kernel's launch extent."""
+        out = []
+        for lp in loops:
+            if lp.kind == "thread" and lp.launch is not None and lp.launch is not lp.extent:
+                if isinstance(lp.extent, IntImm) and isinstance(lp.launch, IntImm) \
+                        and lp.extent.value < lp.launch.value:
+                    out.append(likely(lp.var < lp.extent))
+        return out
+
+    def use_ranges_of(self, st: Stage) -> None:
+        """Ranges of the loop and thread variables inside ``st``'s nest (its own loops win over the
+        loops it is computed in: a thread index's range is the extent the innermost binding gives)."""
+        self.var_ranges, self.var_itv = {}, {}
+        for owner, iv in list(reversed(enclosing_loops(st))) + [(st, iv) for iv in st.leaf_iter_vars]:
+            var = leaf_var(owner, iv)
+            ext = simplify(self.info.dom[iv].extent)
+            hi = const_int_bound(ext)[1]
+            self.var_ranges[var] = (0, None if hi is None else hi - 1)
+            self.var_itv[var] = (const(0), simplify(ext - 1))
 
     # -- loops ------------------------------------------------------------------------------
     def loops(self, st: Stage) -> List[Loop]:
@@ -77,7 +119,13 @@ class ScheduleLowering:
                 if t.dom is not None and not structural_equal(simplify(t.dom.extent), ext):
                     raise LoweringError(f"stage {st.name}: axis {iv.var.name} has extent {ext} but is bound "
                                         f"to {t.thread_tag} declared with extent {t.dom.extent}")
-                out.append(Loop(iv, t.var, ext, "thread", t.thread_tag))
+                if isinstance(ext, IntImm) and ext.value == 1 and not thread_relaxed(
+                        t.thread_tag, self.info.scope.get(st, "global")):
+                    # one element per owner of the buffer: the enclosing thread loop already fixed it
+                    out.append(Loop(iv, t.var, ext, "none"))
+                    continue
+                launch = self.launch.get((id(_root_stage(st)), t.thread_tag), ext)
+                out.append(Loop(iv, t.var, ext, "thread", t.thread_tag, launch=launch))
                 continue
             kind = a.kind if a is not None else "serial"
             pragmas = list(a.pragmas) if a is not None else []
@@ -95,8 +143,13 @@ class ScheduleLowering:
         """Wrap ``body`` in ``loops``; each predicate goes inside the innermost loop it uses."""
         at: Dict[int, List[PrimExpr]] = {}
         pos = {id(l.var): k for k, l in enumerate(loops) if l.kind != "none"}
+        # stages computed inside this nest run unpredicated: on a GPU they may hold barriers, which
+        # every thread of the block must reach (their own bound checks keep them in range)
+        floor = -1
+        if markers and st is not None:
+            floor = max([k for k, lp in enumerate(loops) if self._attached_at(st, lp.iv)], default=-1)
         for p in preds:
-            depth = -1
+            depth = floor
             for v in vars_of(p):
                 depth = max(depth, pos.get(id(v), -1))
             at.setdefault(depth, []).append(p)
@@ -114,7 +167,8 @@ class ScheduleLowering:
             if markers and st is not None:
                 stmt = seq(AttachMarker(st, lp.iv), stmt)
             if lp.kind == "thread":
-                stmt = AttrStmt(ThreadIndex(lp.var, lp.tag, lp.extent), "thread_extent", lp.extent, stmt)
+                ext = lp.launch if lp.launch is not None else lp.extent
+                stmt = AttrStmt(ThreadIndex(lp.var, lp.tag, ext), "thread_extent", ext, stmt)
             elif lp.kind != "none":
                 ann = tuple((k, v) for k, v in lp.pragmas)
                 stmt = For(lp.var, const(0), lp.extent, lp.kind, stmt, ann)
@@ -153,17 +207,18 @@ class ScheduleLowering:
     # -- stages ------------------------------------------------------------------------------
     def compute_stmt(self, st: Stage) -> Stmt:
         op: ComputeOp = st.op
+        self.use_ranges_of(st)
         body = self.bodies[st]
         loops = self.loops(st)
-        vals = root_values(st, self.info.dom)
+        vals = root_values(st, self.info.dom, self.info.scope.get(st, "global"))
         vmap = {iv.var: vals[iv] for iv in op.root_iter_vars()}
         idx = tuple(simplify(vals[iv]) for iv in op.axis)
         outs = [op.output(k) for k in range(op.num_outputs)]
         store_pred = [st.store_predicate] if st.store_predicate is not None else []
         if not op.reduce_axis:
             stores = seq(*[ProducerStore(t, simplify(substitute(b, vmap)), idx) for t, b in zip(outs, body)])
-            preds = self.bound_checks(st, vals, op.axis) + store_pred
-            return self.build_nest(st, loops, stores, preds)
+            preds = self.bound_checks(st, vals, op.axis) + self.thread_guards(loops)
+            return self.build_nest(st, loops, _guarded(stores, store_pred), preds)
 
         red: Reduce = body[0]
         flags = iter_flags(st)
@@ -176,7 +231,7 @@ class ScheduleLowering:
                 xthread.append(lp)
         sources = [simplify(substitute(s, vmap)) for s in red.source]
         cond = simplify(substitute(red.condition, vmap))
-        data_preds = self.bound_checks(st, vals, op.axis)
+        data_preds = self.bound_checks(st, vals, op.axis) + self.thread_guards(loops)
         red_preds = self.bound_checks(st, vals, op.reduce_axis)
         comb = red.combiner
         if xthread:
@@ -199,7 +254,7 @@ class ScheduleLowering:
                 update = LetStmt(tv, simplify(nv), update)
         if not (isinstance(cond, IntImm) and cond.value == 1):
             update = IfThenElse(cond, update)
-        update_nest = self.build_nest(st, rest, update, data_preds + red_preds + store_pred)
+        update_nest = self.build_nest(st, rest, _guarded(update, store_pred), data_preds + red_preds)
         return self.build_nest(st, common, seq(init_nest, update_nest), [])
 
     def _cross_thread(self, st, loops, flags, outs, idx, red, sources, cond, data_preds, red_preds,
@@ -278,7 +333,40 @@ class ScheduleLowering:
         mins = tuple(simplify(self.info.dom[iv].min) for iv in op.axis)
         exts = tuple(simplify(self.info.dom[iv].extent) for iv in op.axis)
         tensors = tuple(op.output(k) for k in range(op.num_outputs))
-        return ProducerRealize(st, tensors, mins, exts, self.info.scope.get(st, "global"), body)
+        scope = self.info.scope.get(st, "global")
+        if scope == "warp":
+            return self.realize_warp(st, tensors, mins, exts, body)
+        return ProducerRealize(st, tensors, mins, exts, scope, body)
+
+    def realize_warp(self, st: Stage, tensors, mins, exts, body: Stmt) -> Stmt:
+        """Warp memory is shared by the lanes (``threadIdx.x``) of a thread group and private to each
+        value of ``threadIdx.y``/``threadIdx.z``: it lives in shared memory, one slice per (y, z)."""
+        root = st
+        while root.attach_type == "scope":
+            root = root.attach_stage
+        group = [s for s in self.sch.stages if s is root or (s.attach_type == "scope" and any(
+            p is root for p, _ in attach_path(s)))]
+        widest: Dict[str, tuple] = {}
+        for s in group:
+            for iv in s.leaf_iter_vars:
+                tag = _thread_tag_of(s, iv)
+                if tag not in ("threadIdx.y", "threadIdx.z"):
+                    continue
+                ext = simplify(self.info.dom[iv].extent)
+                if not isinstance(ext, IntImm):
+                    raise LoweringError(f"stage {st.name}: warp memory needs a constant {tag} extent, "
+                                        f"got {ext}")
+                if tag not in widest or ext.value > widest[tag][1]:
+                    widest[tag] = (leaf_var(s, iv), ext.value)
+        slice_index: PrimExpr = const(0)
+        slices = 1
+        for tag in ("threadIdx.z", "threadIdx.y"):
+            if tag in widest:
+                var, ext = widest[tag]
+                slice_index = slice_index * ext + var
+                slices *= ext
+        return ProducerRealize(st, tensors, mins, exts, "shared", body,
+                               (simplify(slice_index), slices) if slices > 1 else None)
 
     def place_attached(self, stmt: Stmt) -> Stmt:
         def wrap(marker: AttachMarker, rest: Stmt) -> Stmt:
@@ -311,6 +399,23 @@ class ScheduleLowering:
             return s
 
         return visit(stmt)
+
+
+def _root_stage(stage: Stage) -> Stage:
+    while stage.attach_type == "scope":
+        stage = stage.attach_stage
+    return stage
+
+
+def _thread_tag_of(stage: Stage, iv: IterVar) -> str:
+    a = stage.iter_var_attrs.get(iv)
+    return a.bind_thread.thread_tag if a is not None and a.bind_thread is not None else ""
+
+
+def _guarded(store: Stmt, preds: List[PrimExpr]) -> Stmt:
+    """The store predicate guards the store itself, innermost, as in TVM: it may read thread
+    indices that only loops inside the stage's nest (or around it) bind."""
+    return IfThenElse(preds[0], store) if preds else store
 
 
 def inline_bodies(sch: Schedule) -> Dict[Stage, List[PrimExpr]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 from ..tir.expr import Buffer, PrimExpr, Var
 from ..tir.stmt import Stmt
@@ -28,6 +28,9 @@ class ProducerRealize(Stmt):
     extents: Tuple[PrimExpr, ...]
     scope: str
     body: Stmt
+    #: ``(index, count)``: the storage holds ``count`` copies and this thread group uses copy ``index``
+    #: (warp memory emulated in shared memory, one copy per threadIdx.y/z value)
+    thread_slice: Optional[Tuple[PrimExpr, int]] = None
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -519,7 +519,7 @@ class Simplifier:
                     return const(lo != 0, "bool")
                 if (lo is not None and lo > 0) or (hi is not None and hi < 0):
                     return const(True, "bool")
-            return None
+            return _cancel_comparison(e, a, b, diff)
         if isinstance(e, And):
             av, bv = const_value_of(a), const_value_of(b)
             if av is not None:
@@ -537,6 +537,19 @@ class Simplifier:
         if isinstance(e, Div) and dt.is_float(e.dtype) and const_value_of(b) == 1:
             return a
         return None
+
+
+def _cancel_comparison(e, a: PrimExpr, b: PrimExpr, diff: "Linear"):
+    """``x + 2*y < 2*y + 2`` -> ``x < 2``: where terms cancel between the sides, compare what is
+    left (positive terms on the left, negative ones and the constant on the right)."""
+    la, lb = to_linear(a), to_linear(b)
+    if len(diff.terms) >= len(la.terms) + len(lb.terms):
+        return None
+    left, right = Linear(diff.dtype), Linear(diff.dtype)
+    for c, t in diff.terms.values():
+        (left if c > 0 else right).add_term(t, abs(c))
+    right.const = -diff.const
+    return node_kind(e)(left.to_expr(), right.to_expr()) if left.terms or right.terms else None
 
 
 def simplify(node, ranges: Optional[Ranges] = None):

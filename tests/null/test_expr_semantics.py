@@ -36,7 +36,7 @@ def test_eq_as_python_bool_is_reference_equality():
 
 def test_eq_with_non_expressions_is_plain_identity():
     i = te.var("i")
-    assert (i == None) is False  # noqa: E711 - the point of the test
+    assert (i == None) is False  # noqa: E711 (comparing with None is the point)
     assert (i != "i") is True
 
 
