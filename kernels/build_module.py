@@ -24,7 +24,8 @@ def _default_arch() -> str:
 def _check_no_threads(sch) -> None:
     for st in sch.stages:
         for iv, attr in st.iter_var_attrs.items():
-            if attr.bind_thread is not None and any(iv is x for x in st.leaf_iter_vars):
+            if attr.bind_thread is not None and attr.bind_thread.thread_tag not in ("vthread", "cthread") \
+                    and any(iv is x for x in st.leaf_iter_vars):
                 raise BuildError(f"stage {st.name}: axis {iv.var.name} is bound to "
                                  f"{attr.bind_thread.thread_tag}; "
                                  "target c cannot run GPU thread bindings (build for cuda or opencl, or drop "
@@ -33,11 +34,9 @@ def _check_no_threads(sch) -> None:
 
 def resolve_target(target) -> Target:
     if target is None:
+        # as TVM: the current target context, else the host (TVM's llvm; here the C target)
         t = Target.current()
-        if t is None:
-            raise TVMError("build: no target given; pass target='cuda' | 'opencl' | 'c' or use "
-                           "`with tvm.target.Target(...)`")
-        return t
+        return t if t is not None else Target("c")
     if isinstance(target, dict):
         if len(target) != 1:
             raise TVMError("build: a dict target must map exactly one target to one module")

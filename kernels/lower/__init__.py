@@ -153,10 +153,10 @@ def _check_args(sch: Schedule, args) -> List[Tensor]:
         if not isinstance(a, Tensor):
             raise LoweringError(f"argument {k} must be a tensor, got {a!r}")
         tensors.append(a)
-    names = [t.name for t in tensors]
-    for n in set(names):
-        if names.count(n) > 1:
-            raise LoweringError(f"two arguments are named {n!r}; give tensors distinct names")
+    if len({(id(t.op), t.value_index) for t in tensors}) != len(tensors):
+        dup = next(t.name for k, t in enumerate(tensors) if any(
+            u.op is t.op and u.value_index == t.value_index for u in tensors[:k]))
+        raise LoweringError(f"tensor {dup} appears twice in the argument list")
     arg_ops = {id(t.op) for t in tensors}
     for st in sch.stages:
         if isinstance(st.op, PlaceholderOp):
@@ -165,10 +165,7 @@ def _check_args(sch: Schedule, args) -> List[Tensor]:
                                     "argument list")
         elif st.is_output and id(st.origin_op) not in arg_ops and id(st.op) not in arg_ops:
             raise LoweringError(f"output {st.name} is missing from the argument list")
-    for t in tensors:
-        if id(t.op) not in sch.stage_map:
-            raise LoweringError(f"argument {t.name} is not part of this schedule")
-    return tensors
+    return tensors  # an argument the computation does not use is passed and left alone, as in TVM
 
 
 def _pass_lower(sch: Schedule, args, name: str) -> PrimFunc:
@@ -183,9 +180,14 @@ def _pass_lower(sch: Schedule, args, name: str) -> PrimFunc:
         alias[id(st.op)] = id(st.origin_op)
     buffers = []
     arg_map = {}
+    taken: set = set()
     for t in tensors:
-        st = sch[t]
-        buf = Buffer(t.name, t.dtype, tuple(t.shape), "global", row_major_strides(t.shape))
+        # tensors may share a name (two te.placeholder() with the default one): buffers may not
+        bname, k = t.name, 1
+        while bname in taken:
+            bname, k = f"{t.name}_{k}", k + 1
+        taken.add(bname)
+        buf = Buffer(bname, t.dtype, tuple(t.shape), "global", row_major_strides(t.shape))
         buffers.append(buf)
         arg_map[(alias.get(id(t.op), id(t.op)), t.value_index)] = buf
     stmt = storage_flatten(stmt, arg_map, alias)

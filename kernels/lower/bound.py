@@ -90,9 +90,16 @@ THREAD_RANK = {"blockIdx": 0, "threadIdx": 1, "vthread": 1}
 SCOPE_RANK = {"global": 0, "shared": 1, "warp": 2, "local": 3}
 
 
+VIRTUAL_THREAD_TAGS = ("vthread", "cthread")
+
+
 def _thread_tag(stage: Stage, iv: IterVar) -> str:
+    """The GPU thread index a leaf is bound to ("" for loops, virtual threads included: a virtual
+    thread is lowered as a loop, so bounds treat it as one)."""
     a = stage.iter_var_attrs.get(iv)
-    return a.bind_thread.thread_tag if a is not None and a.bind_thread is not None else ""
+    if a is None or a.bind_thread is None or a.bind_thread.thread_tag in VIRTUAL_THREAD_TAGS:
+        return ""
+    return a.bind_thread.thread_tag
 
 
 def _thread_rank(tag: str) -> int:

@@ -31,6 +31,7 @@ from ..tir.functor import rewrite, substitute, vars_of
 from ..tir.simplify import can_prove, const_int_bound, simplify, structural_equal
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, IfThenElse, LetStmt, Stmt, ThreadIndex, seq
 from .bound import (
+    VIRTUAL_THREAD_TAGS,
     BoundInfo,
     attach_path,
     enclosing_loops,
@@ -63,6 +64,7 @@ class ScheduleLowering:
         self.var_ranges: Dict[Var, tuple] = {}
         self.var_itv: Dict[Var, tuple] = {}
         self.launch = self._launch_extents()
+        self.arg_ops: list = []
         self.placed: set = set()
 
     def _launch_extents(self) -> Dict[tuple, PrimExpr]:
@@ -114,6 +116,16 @@ class ScheduleLowering:
             r = self.info.dom[iv]
             ext = simplify(r.extent)
             a = st.iter_var_attrs.get(iv)
+            virtual = a is not None and a.bind_thread is not None \
+                and a.bind_thread.thread_tag in VIRTUAL_THREAD_TAGS
+            if virtual:
+                # a virtual thread runs as an unrolled loop over its index (each iteration a virtual
+                # thread with its own copies of what it computes inside)
+                if isinstance(ext, IntImm) and ext.value == 1:
+                    out.append(Loop(iv, a.bind_thread.var, ext, "none"))
+                else:
+                    out.append(Loop(iv, a.bind_thread.var, ext, "unrolled"))
+                continue
             if a is not None and a.bind_thread is not None:
                 t = a.bind_thread
                 if t.dom is not None and not structural_equal(simplify(t.dom.extent), ext):
@@ -142,7 +154,7 @@ class ScheduleLowering:
                    markers: bool = True) -> Stmt:
         """Wrap ``body`` in ``loops``; each predicate goes inside the innermost loop it uses."""
         at: Dict[int, List[PrimExpr]] = {}
-        pos = {id(l.var): k for k, l in enumerate(loops) if l.kind != "none"}
+        pos = {id(lp.var): k for k, lp in enumerate(loops) if lp.kind != "none"}
         # stages computed inside this nest run unpredicated: on a GPU they may hold barriers, which
         # every thread of the block must reach (their own bound checks keep them in range)
         floor = -1
@@ -330,6 +342,8 @@ class ScheduleLowering:
 
     def realize(self, st: Stage, body: Stmt) -> Stmt:
         op = st.op
+        if any(op is o or st.origin_op is o for o in self.arg_ops):
+            return body  # an argument: it is stored into the caller's buffer, whatever its attach point
         mins = tuple(simplify(self.info.dom[iv].min) for iv in op.axis)
         exts = tuple(simplify(self.info.dom[iv].extent) for iv in op.axis)
         tensors = tuple(op.output(k) for k in range(op.num_outputs))
@@ -409,7 +423,9 @@ def _root_stage(stage: Stage) -> Stage:
 
 def _thread_tag_of(stage: Stage, iv: IterVar) -> str:
     a = stage.iter_var_attrs.get(iv)
-    return a.bind_thread.thread_tag if a is not None and a.bind_thread is not None else ""
+    if a is None or a.bind_thread is None or a.bind_thread.thread_tag in VIRTUAL_THREAD_TAGS:
+        return ""
+    return a.bind_thread.thread_tag
 
 
 def _guarded(store: Stmt, preds: List[PrimExpr]) -> Stmt:
@@ -445,13 +461,13 @@ def inline_bodies(sch: Schedule) -> Dict[Stage, List[PrimExpr]]:
 def schedule_to_stmt(sch: Schedule, info: BoundInfo, bodies, arg_ops) -> Stmt:
     """The whole function body (before storage flattening)."""
     lw = ScheduleLowering(sch, info, bodies)
+    lw.arg_ops = list(arg_ops)
     roots = [st for st in sch.stages if isinstance(st.op, ComputeOp) and st.attach_type == "root"]
     stmt: Stmt = seq()
     for st in reversed(roots):
         nest = lw.stage_stmt(st)
         stmt = seq(nest, stmt)
-        if not any(st.op is o or st.origin_op is o for o in arg_ops):
-            stmt = lw.realize(st, stmt)
+        stmt = lw.realize(st, stmt)
     for st in sch.stages:
         if st.attach_type == "scope" and st not in lw.placed:
             raise LoweringError(f"stage {st.name}: its attach point {st.attach_stage.name}."
@@ -460,13 +476,29 @@ def schedule_to_stmt(sch: Schedule, info: BoundInfo, bodies, arg_ops) -> Stmt:
 
 
 def check_attachments(sch: Schedule) -> None:
-    """Every compute_at target must still exist as a leaf loop of a non-inlined stage."""
+    """Every compute_at target must be a leaf loop of a non-inlined stage. An attach axis split or
+    fused after compute_at moves to the axis it became, as TVM's LegalizeInvalidAttach does: the inner
+    axis of a split, the fused axis of a fuse."""
+    from ..te.schedule import Fuse, Rebase, Split
+
     for st in sch.stages:
-        if st.attach_type == "scope":
-            parent = st.attach_stage
-            if parent.attach_type == "inline":
-                raise LoweringError(f"stage {st.name} is computed at {parent.name}, which is inlined")
-            if not any(iv is st.attach_ivar for iv in parent.leaf_iter_vars):
+        if st.attach_type != "scope":
+            continue
+        parent = st.attach_stage
+        if parent.attach_type == "inline":
+            raise LoweringError(f"stage {st.name} is computed at {parent.name}, which is inlined")
+        iv = st.attach_ivar
+        while not any(x is iv for x in parent.leaf_iter_vars):
+            nxt = None
+            for rel in parent.relations:
+                if isinstance(rel, Split) and rel.parent is iv:
+                    nxt = rel.inner
+                elif isinstance(rel, Fuse) and (rel.outer is iv or rel.inner is iv):
+                    nxt = rel.fused
+                elif isinstance(rel, Rebase) and rel.parent is iv:
+                    nxt = rel.rebased
+            if nxt is None:
                 raise LoweringError(f"stage {st.name} is computed at axis {st.attach_ivar.var.name} of "
-                                    f"{parent.name}, which is no longer a leaf axis (it was split or fused "
-                                    "after compute_at); call compute_at with the new axis")
+                                    f"{parent.name}, which is not an axis of that stage's loop nest")
+            iv = nxt
+        st.attach_ivar = iv

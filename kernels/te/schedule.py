@@ -43,11 +43,38 @@ class Rebase:
     rebased: IterVar
 
 
+@dataclass(frozen=True, eq=False)
+class Singleton:
+    """The relation ``fuse()`` of no axes adds: a new axis of extent 1 (for a 0-d stage)."""
+
+    iter: IterVar
+
+
+_KIND_CODE = {"serial": IterVar.DataPar, "unrolled": IterVar.Unrolled, "vectorized": IterVar.Vectorized,
+              "parallel": IterVar.Parallelized, "tensorized": IterVar.Tensorized}
+
+
 @dataclass
 class IterVarAttr:
     bind_thread: Optional[IterVar] = None
-    kind: str = "serial"  # serial | vectorized | unrolled | parallel
+    kind: str = "serial"  # serial | vectorized | unrolled | parallel | tensorized
     pragmas: List[Tuple[str, object]] = field(default_factory=list)
+    tensor_intrin: object = None
+
+    @property
+    def iter_type(self) -> int:
+        """TVM's code of the annotation (``IterVar.Unrolled``, ``IterVar.Vectorized``...)."""
+        return _KIND_CODE[self.kind]
+
+    @property
+    def pragma_keys(self) -> list:
+        from ..tir.expr import StringImm
+
+        return [StringImm(k) for k, _ in self.pragmas]
+
+    @property
+    def pragma_values(self) -> list:
+        return [v for _, v in self.pragmas]
 
 
 def _ceildiv(a: PrimExpr, b: PrimExpr) -> PrimExpr:
@@ -70,6 +97,8 @@ def pass_down_domain(stage: "Stage", root: Dict[IterVar, Range]) -> Dict[IterVar
             dom[rel.fused] = Range(const(0), simplify(dom[rel.outer].extent * dom[rel.inner].extent))
         elif isinstance(rel, Rebase):
             dom[rel.rebased] = Range(const(0), dom[rel.parent].extent)
+        elif isinstance(rel, Singleton):
+            dom[rel.iter] = Range(const(0), const(1))
     return dom
 
 
@@ -122,12 +151,14 @@ def iter_flags(stage: "Stage") -> Dict[IterVar, int]:
             flags[rel.fused] = flags[rel.outer] | flags[rel.inner]
         elif isinstance(rel, Rebase):
             flags[rel.rebased] = flags[rel.parent]
+        elif isinstance(rel, Singleton):
+            flags[rel.iter] = 1
     return flags
 
 
 # -- stages ---------------------------------------------------------------------------------------
 
-_THREAD_TAGS = {f"{a}.{d}" for a in ("blockIdx", "threadIdx") for d in "xyz"}
+_THREAD_TAGS = {f"{a}.{d}" for a in ("blockIdx", "threadIdx") for d in "xyz"} | {"vthread", "cthread"}
 
 
 class Stage:
@@ -239,8 +270,13 @@ class Stage:
         """
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
             args = tuple(args[0])
-        if not args:
-            raise self._err("fuse", "needs at least one axis")
+        if not args:  # as TVM: a new axis of extent 1 (what a 0-d stage can be scheduled by)
+            self._require_compute("fuse")
+            iv = IterVar(None, Var("singleton"), IterVar.DataPar)
+            self.all_iter_vars.append(iv)
+            self.relations.append(Singleton(iv))
+            self.leaf_iter_vars.insert(0, iv)
+            return iv
         if len(args) == 1:
             self._leaf_pos(args[0], "fuse")
             return args[0]
@@ -291,10 +327,11 @@ class Stage:
         tag = thread_ivar.thread_tag
         if tag not in _THREAD_TAGS:
             raise self._err("bind", f"thread tag {tag!r} cannot be bound (supported: blockIdx.x/y/z, "
-                                    "threadIdx.x/y/z)")
+                                    "threadIdx.x/y/z, vthread)")
         for other, a in self.iter_var_attrs.items():
-            if other is not ivar and a.bind_thread is not None and a.bind_thread.thread_tag == tag \
-                    and other in self.leaf_iter_vars:
+            same = a.bind_thread is thread_ivar if tag in ("vthread", "cthread") else \
+                (a.bind_thread is not None and a.bind_thread.thread_tag == tag)
+            if other is not ivar and same and any(other is x for x in self.leaf_iter_vars):
                 raise self._err("bind", f"{tag} is already bound to axis {other.var.name}; one thread tag "
                                         f"cannot be bound to two loops of a stage ({ivar.var.name})")
         attr = self._attr(ivar)
@@ -383,6 +420,8 @@ class Stage:
             raise self._err("pragma", f"pragma type must be a non-empty string, got {pragma_type!r}")
         if pragma_type == "unroll":
             self.unroll(var)
+        elif pragma_type == "vectorize":
+            self.vectorize(var)
         elif pragma_type == "parallel_launch_point" or pragma_type == "parallel":
             self.parallel(var)
         else:
@@ -481,11 +520,14 @@ class Schedule:
             raise stage._err(prim, f"axis {axis.var.name} is not a reduction axis")
         body0 = op.body[0]
         assert isinstance(body0, Reduce)
-        if body0.init:
-            raise stage._err(prim, "cannot rfactor a reduction that has init=")
         ndata = len(op.axis)
-        if not (0 <= factor_axis <= ndata):
-            raise stage._err(prim, f"factor_axis={factor_axis} must be in [0, {ndata}]")
+        if isinstance(factor_axis, bool) or not isinstance(factor_axis, int):
+            raise stage._err(prim, f"factor_axis must be an int, got {factor_axis!r}")
+        if not (-(ndata + 1) <= factor_axis <= ndata):
+            raise stage._err(prim, f"factor_axis={factor_axis} must be in [{-(ndata + 1)}, {ndata}] "
+                                   f"(a negative position counts from the end of the {ndata + 1} axes)")
+        if factor_axis < 0:  # as TVM: -1 is after the last data axis
+            factor_axis += ndata + 1
         if any(st.attach_stage is stage for st in self.stages):
             raise stage._err(prim, "rfactor a stage before computing other stages at it")
 
@@ -540,7 +582,9 @@ class Schedule:
                 ii = list(idx)
                 ii.insert(factor_axis, rv.var)
                 loads.append(t[tuple(ii)])
-            outs = tuple(Reduce(body0.combiner, tuple(loads), (rv,), const(True), k)
+            # init= moves to the final reduction (the partial ones start from the identity)
+            inits = tuple(substitute(i, dict(zip([iv.var for iv in op.axis], idx))) for i in body0.init)
+            outs = tuple(Reduce(body0.combiner, tuple(loads), (rv,), const(True), k, inits)
                          for k in range(len(loads)))
             return outs if len(outs) > 1 else outs[0]
 

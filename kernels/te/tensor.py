@@ -9,6 +9,7 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 from ..errors import TVMError
 from ..tir import dtype as dt
 from ..tir.expr import (
+    FloatImm,
     IntImm,
     PrimExpr,
     ProducerLoad,
@@ -46,6 +47,10 @@ class IterVar:
     CommReduce = 2
     Ordered = 3
     Opaque = 4
+    Unrolled = 5
+    Vectorized = 6
+    Parallelized = 7
+    Tensorized = 8
 
     __slots__ = ("dom", "var", "iter_type", "thread_tag", "__weakref__")
 
@@ -203,6 +208,8 @@ class Tensor:
     def __getitem__(self, indices) -> PrimExpr:
         if not isinstance(indices, tuple):
             indices = (indices,)
+        if 0 < len(indices) < len(self.shape):
+            return TensorSlice(self, indices)  # A[i][j]: the rest of the indices come next
         return self._load(indices)
 
     def _load(self, indices) -> PrimExpr:
@@ -239,6 +246,41 @@ class Tensor:
         return NotImplemented
 
 
+class TensorSlice:
+    """``A[i]`` of a tensor with more dimensions: indexing it again (``A[i][j]``) adds indices; once
+    complete it reads the element. Using an incomplete slice as a value is an error naming it."""
+
+    def __init__(self, tensor: Tensor, indices: tuple):
+        self.tensor = tensor
+        self.indices = tuple(indices)
+
+    def __getitem__(self, more):
+        more = more if isinstance(more, tuple) else (more,)
+        return self.tensor[self.indices + more]
+
+    @property
+    def dtype(self) -> str:
+        return self.tensor.dtype
+
+    def asobject(self) -> PrimExpr:
+        t = self.tensor
+        raise TVMError(f"tensor {t.name} has {len(t.shape)} dimensions but {t.name}"
+                       + "".join(f"[{expr_str(convert(i))}]" for i in self.indices)
+                       + f" gives {len(self.indices)}; index every dimension before using the element")
+
+    def _binop(name):  # noqa: N805 - builds the operator methods below
+        def op(self, other):
+            return getattr(self.asobject(), name)(other)
+        return op
+
+    for _n in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+               "__rtruediv__", "__floordiv__", "__mod__", "__lt__", "__le__", "__gt__", "__ge__",
+               "__eq__", "__ne__"):
+        locals()[_n] = _binop(_n)
+    del _n, _binop
+    __hash__ = object.__hash__
+
+
 # -- constructors ------------------------------------------------------------------------------
 
 
@@ -261,6 +303,8 @@ def _shape(shape, what: str) -> Tuple[PrimExpr, ...]:
             e = convert(s)
         except TVMError:
             raise TVMError(f"{what}: shape[{i}] = {s!r} is not an integer or expression") from None
+        if isinstance(e, FloatImm) and float(e.value).is_integer():
+            e = const(int(e.value))  # an integral float (1024.0) is a size, as TVM accepts
         if not dt.is_integer(e.dtype):
             raise TVMError(f"{what}: shape[{i}] = {s!r} must be an integer expression, not {e.dtype}")
         if isinstance(e, IntImm) and e.value < 0:
@@ -283,7 +327,7 @@ def thread_axis(dom=None, tag: str = "", name: str = "", span=None) -> IterVar:
     """A GPU thread index (``blockIdx.x``, ``threadIdx.y``...) to bind loops to."""
     if isinstance(dom, str):
         tag, dom = dom, None
-    valid = {f"{a}.{d}" for a in ("blockIdx", "threadIdx") for d in "xyz"} | {"vthread"}
+    valid = {f"{a}.{d}" for a in ("blockIdx", "threadIdx") for d in "xyz"} | {"vthread", "cthread"}
     if tag not in valid:
         raise TVMError(f"thread_axis: unknown thread tag {tag!r}; expected one of {', '.join(sorted(valid))}")
     return IterVar(_to_range(dom) if dom is not None else None, Var(name or tag), IterVar.ThreadIndex, tag)
