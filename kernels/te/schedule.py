@@ -623,6 +623,58 @@ class Schedule:
         self.stage_map[id(cache.op)] = cst
         return cache
 
+    def cache_write(self, tensor, scope: str):
+        """Compute ``tensor`` into a cache in ``scope`` (``local``/``shared``) and copy it out.
+
+        ``C[i, j] = sum(A[i, k] * B[k, j])`` becomes::
+
+            C.local[i.c, j.c] = sum(A[i.c, k] * B[k, j.c])   # the computation, with fresh axes
+            C[i, j] = C.local[i, j]                          # the stage C (same axes) copies
+
+        The original stage keeps its name and its axes (``C.op.axis``) and is reset to a copy; the
+        cache keeps the reduction axes. Pass a list for every output of a multi-output stage.
+        """
+        tensors = list(tensor) if isinstance(tensor, (list, tuple)) else [tensor]
+        if not tensors or not all(isinstance(t, Tensor) for t in tensors):
+            raise ScheduleError(f"cache_write: expected a tensor or a list of tensors, got {tensor!r}")
+        stage = self[tensors[0]]
+        prim = "cache_write"
+        stage._require_compute(prim)
+        op = stage.op
+        if any(t.op is not tensors[0].op for t in tensors):
+            raise stage._err(prim, "the tensors must be outputs of one stage")
+        if len(tensors) != op.num_outputs:
+            raise stage._err(prim, f"the stage has {op.num_outputs} outputs; cache all of them together "
+                                   "(pass the list of its tensors)")
+        if scope not in ("local", "shared", "warp", "global"):
+            raise stage._err(prim, f"unknown storage scope {scope!r} (local, shared, warp or global)")
+        if stage.attach_type == "inline":
+            raise stage._err(prim, "the stage is inlined")
+        if stage.relations or any(a.bind_thread is not None or a.kind != "serial"
+                                  for a in stage.iter_var_attrs.values()):
+            raise stage._err(prim, "cache_write must come before the stage is split, fused, reordered or "
+                                   "annotated (the cache takes over the computation)")
+        if any(st.attach_stage is stage for st in self.stages):
+            raise stage._err(prim, "cache_write a stage before computing other stages at it")
+        new_axis = tuple(IterVar(iv.dom, Var(iv.var.name + ".c", iv.var.dtype), IterVar.DataPar)
+                         for iv in op.axis)
+        vmap = {iv.var: nv.var for iv, nv in zip(op.axis, new_axis)}
+        body = tuple(substitute(b, vmap) for b in op.body)
+        cache_op = ComputeOp(f"{op.name}.{scope}", op.tag, new_axis, tuple(op.reduce_axis), body, op.attrs)
+        caches = [cache_op.output(k) for k in range(cache_op.num_outputs)]
+        copy_body = tuple(c(*[iv.var for iv in op.axis]) for c in caches)
+        copy_op = ComputeOp(op.name, op.tag, tuple(op.axis), (), copy_body, op.attrs)
+        stage.op = copy_op
+        stage.relations = []
+        stage.iter_var_attrs = {}
+        stage._reset_axes()
+        self.stage_map[id(copy_op)] = stage
+        cst = Stage(cache_op, self)
+        cst.scope = scope
+        self.stages.insert(self.stages.index(stage), cst)
+        self.stage_map[id(cache_op)] = cst
+        return caches if isinstance(tensor, (list, tuple)) else caches[0]
+
 
 def _replace_inputs(op: ComputeOp, rmap: Dict[Tensor, Tensor]) -> ComputeOp:
     def fn(n):
