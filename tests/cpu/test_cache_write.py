@@ -15,10 +15,10 @@ needs_opencl = pytest.mark.skipif(not opencl_available(), reason="no OpenCL devi
 RNG = np.random.default_rng(5)
 
 
-def _matmul(n, m, l):
-    A = te.placeholder((n, l), name="A")
-    B = te.placeholder((l, m), name="B")
-    k = te.reduce_axis((0, l), "k")
+def _matmul(n, m, kk):
+    A = te.placeholder((n, kk), name="A")
+    B = te.placeholder((kk, m), name="B")
+    k = te.reduce_axis((0, kk), "k")
     C = te.compute((n, m), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
     return A, B, C
 
@@ -52,13 +52,14 @@ def _blocked_gpu(s, A, B, C, tile=16, reg=2, ktile=8):
 
 
 @needs_opencl
-@pytest.mark.parametrize("n, m, l", [(64, 64, 64), (50, 37, 29)])  # tiles divide / ragged everywhere
-def test_blocked_matmul_with_register_cache_on_opencl(n, m, l):
-    A, B, C = _matmul(n, m, l)
+@pytest.mark.parametrize("n, m, kk", [(64, 64, 64), (50, 37, 29)])  # tiles divide / ragged everywhere
+def test_blocked_matmul_with_register_cache_on_opencl(n, m, kk):
+    A, B, C = _matmul(n, m, kk)
     s = te.create_schedule(C.op)
     _blocked_gpu(s, A, B, C)
     f = tvm.build(s, [A, B, C], "opencl")
-    a, b = RNG.standard_normal((n, l)).astype("float32"), RNG.standard_normal((l, m)).astype("float32")
+    a = RNG.standard_normal((n, kk)).astype("float32")
+    b = RNG.standard_normal((kk, m)).astype("float32")
     *_, c = run(f, "opencl", a, b, np.full((n, m), np.nan, "float32"))
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
