@@ -15,7 +15,7 @@ from ..errors import ScheduleError
 from ..tir import likely
 from ..tir.expr import IntImm, PrimExpr, ProducerLoad, Reduce, Var, const, convert
 from ..tir.functor import rewrite, substitute
-from ..tir.simplify import simplify
+from ..tir.simplify import can_prove, simplify
 from .tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor, compute
 
 # -- relations -------------------------------------------------------------------------------------
@@ -81,17 +81,24 @@ def _ceildiv(a: PrimExpr, b: PrimExpr) -> PrimExpr:
     return simplify((a + b - 1) // b)
 
 
+def _at_most(part: PrimExpr, extent: PrimExpr) -> PrimExpr:
+    """``extent`` where it provably does not exceed ``part``, else ``part``."""
+    return simplify(extent) if can_prove(extent <= part, {}) else part
+
+
 def pass_down_domain(stage: "Stage", root: Dict[IterVar, Range]) -> Dict[IterVar, Range]:
     """Ranges of every iteration variable of ``stage`` from the ranges of its root variables."""
     dom = dict(root)
     for rel in stage.relations:
         if isinstance(rel, Split):
             p = dom[rel.parent]
+            # as TVM: a split part never runs longer than the axis it splits (8 split by 32 gives
+            # an inner loop of 8, not 32 iterations under a bound check)
             if rel.factor is not None:
                 dom[rel.outer] = Range(const(0), _ceildiv(p.extent, rel.factor))
-                dom[rel.inner] = Range(const(0), rel.factor)
+                dom[rel.inner] = Range(const(0), _at_most(rel.factor, p.extent))
             else:
-                dom[rel.outer] = Range(const(0), rel.nparts)
+                dom[rel.outer] = Range(const(0), _at_most(rel.nparts, p.extent))
                 dom[rel.inner] = Range(const(0), _ceildiv(p.extent, rel.nparts))
         elif isinstance(rel, Fuse):
             dom[rel.fused] = Range(const(0), simplify(dom[rel.outer].extent * dom[rel.inner].extent))
@@ -550,7 +557,6 @@ class Schedule:
             val = simplify(up[iv])
             vmap[iv.var] = val
             lo, ext = iv.dom.min, iv.dom.extent
-            from ..tir.simplify import can_prove
 
             rng = {}
             for nv in [kf] + new_red:
@@ -690,6 +696,38 @@ def _replace_inputs(op: ComputeOp, rmap: Dict[Tensor, Tensor]) -> ComputeOp:
     body = tuple(rewrite(b, fn) for b in op.body)
     new = ComputeOp(op.name, op.tag, tuple(op.axis), tuple(op.reduce_axis), body, op.attrs)
     return new
+
+
+def InferBound(sch: Schedule):  # noqa: N802 - TVM's name
+    """The range of every iteration variable of every stage (``tvm.te.schedule.InferBound``).
+
+    Returns a :class:`~kernels.container.Map` from IterVar to Range: the root axes of stages
+    computed at another stage cover the region their readers need there; split and fused axes
+    follow from their parents.
+    """
+    # lowering is built on top of te: imported when called, as in TVM's schedule passes
+    from ..container import Map
+    from ..lower.bound import infer_bound
+    from ..lower.schedule_ops import check_attachments, inline_bodies
+
+    if not isinstance(sch, Schedule):
+        raise ScheduleError(f"InferBound expects a schedule, got {sch!r}")
+    check_attachments(sch)
+    return Map(infer_bound(sch, inline_bodies(sch)).dom)
+
+
+def ScheduleOps(sch: Schedule, bounds=None, debug_keep_trivial_loop: bool = False):  # noqa: N802
+    """The schedule's loop nests as one statement, before storage flattening (TVM's
+    ``tvm.te.schedule.ScheduleOps``): every computed stage is realized where it is computed.
+    ``bounds`` (from InferBound) is accepted for compatibility; bounds are inferred again."""
+    from ..lower.bound import infer_bound  # see InferBound
+    from ..lower.schedule_ops import check_attachments, inline_bodies, schedule_to_stmt
+
+    if not isinstance(sch, Schedule):
+        raise ScheduleError(f"ScheduleOps expects a schedule, got {sch!r}")
+    check_attachments(sch)
+    bodies = inline_bodies(sch)
+    return schedule_to_stmt(sch, infer_bound(sch, bodies), bodies, [])
 
 
 def create_schedule(ops) -> Schedule:

@@ -108,7 +108,7 @@ def test_split_symbolic_extent_adds_likely():
 @pytest.mark.parametrize("kw, outer, inner, guarded", [
     ({"factor": 5}, "2", "5", False),     # 5 divides 10
     ({"factor": 3}, "4", "3", True),      # 3 does not
-    ({"factor": 16}, None, "16", True),   # larger than the extent: outer extent 1, no loop
+    ({"factor": 16}, None, "10", False),  # larger than the extent: as TVM, one inner loop of 10
     ({"nparts": 2}, "2", "5", False),
     ({"nparts": 3}, "3", "4", True),
     ({"factor": 10}, None, "10", False),
