@@ -160,7 +160,7 @@ def _check_args(sch: Schedule, args) -> List[Tensor]:
     arg_ops = {id(t.op) for t in tensors}
     for st in sch.stages:
         if isinstance(st.op, PlaceholderOp):
-            if id(st.op) not in arg_ops:
+            if id(st.op) not in arg_ops and (id(st.op), 0) not in sch.storage_alias:  # a scan's state
                 raise LoweringError(f"placeholder {st.name} is read by the computation but missing from the "
                                     "argument list")
         elif st.is_output and id(st.origin_op) not in arg_ops and id(st.op) not in arg_ops:
@@ -175,9 +175,13 @@ def _pass_lower(sch: Schedule, args, name: str) -> PrimFunc:
     info = infer_bound(sch, bodies)
     arg_ops = [t.op for t in tensors]
     stmt = schedule_to_stmt(sch, info, bodies, arg_ops)
+    # every tensor is stored under one key: its stage's original op, or the buffer it shares
     alias = {}
     for st in sch.stages:
-        alias[id(st.op)] = id(st.origin_op)
+        for k in range(getattr(st.op, "num_outputs", 1)):
+            key = (id(st.origin_op), k)
+            alias[(id(st.op), k)] = sch.storage_alias.get(key, key)
+            alias[key] = sch.storage_alias.get(key, key)
     buffers = []
     arg_map = {}
     taken: set = set()
@@ -189,7 +193,8 @@ def _pass_lower(sch: Schedule, args, name: str) -> PrimFunc:
         taken.add(bname)
         buf = Buffer(bname, t.dtype, tuple(t.shape), "global", row_major_strides(t.shape))
         buffers.append(buf)
-        arg_map[(alias.get(id(t.op), id(t.op)), t.value_index)] = buf
+        key = (id(t.op), t.value_index)
+        arg_map[alias.get(key, key)] = buf
     stmt = storage_flatten(stmt, arg_map, alias)
     stmt = simplify_stmt(stmt)
     return PrimFunc(name, tuple(tensors), tuple(buffers), stmt)

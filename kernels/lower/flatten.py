@@ -38,12 +38,16 @@ def _key(tensor):
 class _Flattener:
     def __init__(self, arg_buffers: Dict[tuple, Buffer], alias):
         self.map: Dict[tuple, Tuple[Buffer, Tuple[PrimExpr, ...], Tuple[PrimExpr, ...], PrimExpr]] = {}
-        self.alias = alias  # op id -> canonical op id (origin op of a stage)
+        self.alias = alias  # (op id, output) -> the key of the buffer it is stored in
         for k, b in arg_buffers.items():
             self.map[k] = (b, tuple(const(0) for _ in b.shape), b.strides, const(0))
 
+    def key(self, tensor) -> tuple:
+        k = (id(tensor.op), tensor.value_index)
+        return self.alias.get(k, k)
+
     def lookup(self, tensor):
-        k = (self.alias.get(id(tensor.op), id(tensor.op)), tensor.value_index)
+        k = self.key(tensor)
         got = self.map.get(k)
         if got is None:
             raise LoweringError(f"tensor {tensor.name} is read but neither an argument nor computed by "
@@ -71,8 +75,7 @@ class _Flattener:
                     base = simplify(index * size)
                     size = simplify(size * count)
                 buf = Buffer(t.name, t.dtype, tuple(n.extents), n.scope, strides)
-                k = (self.alias.get(id(t.op), id(t.op)), t.value_index)
-                self.map[k] = (buf, n.mins, strides, base)
+                self.map[self.key(t)] = (buf, n.mins, strides, base)
                 created.append((buf, size))
             body = self.visit(n.body)
             for buf, size in reversed(created):

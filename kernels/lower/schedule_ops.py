@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 
 from ..errors import LoweringError
 from ..te.schedule import Schedule, Stage, iter_flags
+from ..te.scan import ScanOp
 from ..te.tensor import ComputeOp, IterVar
 from ..tir import likely
 from ..tir.expr import (
@@ -220,6 +221,11 @@ class ScheduleLowering:
     def compute_stmt(self, st: Stage) -> Stmt:
         op: ComputeOp = st.op
         self.use_ranges_of(st)
+        if isinstance(op, ScanOp):
+            # the time loop; the update (and the scan body) are computed at it, writing the states
+            axis = op.scan_axis
+            loop = Loop(axis, axis.var, simplify(self.info.dom[axis].extent), "serial")
+            return self.build_nest(st, [loop], seq(), [])
         body = self.bodies[st]
         loops = self.loops(st)
         vals = root_values(st, self.info.dom, self.info.scope.get(st, "global"))
@@ -344,6 +350,13 @@ class ScheduleLowering:
         op = st.op
         if any(op is o or st.origin_op is o for o in self.arg_ops):
             return body  # an argument: it is stored into the caller's buffer, whatever its attach point
+        if (id(st.origin_op), 0) in self.sch.storage_alias and not isinstance(op, ScanOp):
+            return body  # a scan's init or update: stored in the scan's buffer
+        if isinstance(op, ScanOp):  # every time step, from 0
+            mins = tuple(const(0) for _ in op.output(0).shape)
+            exts = tuple(op.output(0).shape)
+            tensors = tuple(op.output(k) for k in range(op.num_outputs))
+            return ProducerRealize(st, tensors, mins, exts, "global", body)
         mins = tuple(simplify(self.info.dom[iv].min) for iv in op.axis)
         exts = tuple(simplify(self.info.dom[iv].extent) for iv in op.axis)
         tensors = tuple(op.output(k) for k in range(op.num_outputs))

@@ -16,6 +16,7 @@ from ..tir import likely
 from ..tir.expr import IntImm, PrimExpr, ProducerLoad, Reduce, Var, const, convert
 from ..tir.functor import rewrite, substitute
 from ..tir.simplify import can_prove, simplify
+from .scan import ScanOp, storage_aliases
 from .tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor, compute
 
 # -- relations -------------------------------------------------------------------------------------
@@ -487,11 +488,20 @@ class Schedule:
         self.outputs = list(outputs)
         self.stages: List[Stage] = []
         self.stage_map: Dict[int, Stage] = {}
+        #: (op id, output index) -> the (op id, output index) whose buffer it lives in (scans)
+        self.storage_alias: Dict[tuple, tuple] = {}
         for op in _post_dfs(self.outputs):
             st = Stage(op, self)
             st.is_output = any(op is o for o in self.outputs)
             self.stages.append(st)
             self.stage_map[id(op)] = st
+        for st in self.stages:
+            if isinstance(st.op, ScanOp):
+                # the scan body runs inside the time loop; init, update and state share its buffer
+                for op in st.op.body_ops():
+                    body = self.stage_map[id(op)]
+                    body.attach_type, body.attach_stage, body.attach_ivar = "scope", st, st.op.scan_axis
+                self.storage_alias.update(storage_aliases(st.op))
 
     def __getitem__(self, t: Union[Tensor, Operation]) -> Stage:
         op = t.op if isinstance(t, Tensor) else t
