@@ -223,7 +223,7 @@ class ScheduleLowering:
         self.use_ranges_of(st)
         if isinstance(op, ScanOp):
             # the time loop; the update (and the scan body) are computed at it, writing the states
-            axis = op.scan_axis
+            axis = st.leaf_iter_vars[0]  # the scan axis (or what normalize() rebased it to)
             loop = Loop(axis, axis.var, simplify(self.info.dom[axis].extent), "serial")
             return self.build_nest(st, [loop], seq(), [])
         body = self.bodies[st]
@@ -492,8 +492,9 @@ def check_attachments(sch: Schedule) -> None:
     """Every compute_at target must be a leaf loop of a non-inlined stage. An attach axis split or
     fused after compute_at moves to the axis it became, as TVM's LegalizeInvalidAttach does: the inner
     axis of a split, the fused axis of a fuse."""
-    from ..te.schedule import Fuse, Rebase, Split
+    from ..te.schedule import Fuse, Rebase, Split, resolve_group_attachments
 
+    resolve_group_attachments(sch)
     for st in sch.stages:
         if st.attach_type != "scope":
             continue

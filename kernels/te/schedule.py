@@ -185,6 +185,8 @@ class Stage:
         self.scope = ""
         self.align: Dict[int, Tuple[int, int]] = {}
         self.is_output = False
+        self.group: Optional["Group"] = None
+        self.group_placed = False  # the attach point came from the stage's group
         self._reset_axes()
 
     def _reset_axes(self):
@@ -373,6 +375,7 @@ class Stage:
         self.attach_type = "scope"
         self.attach_stage = parent
         self.attach_ivar = scope
+        self.group_placed = False
 
     def compute_inline(self) -> None:
         """Substitute this stage's expression into its consumers; it gets no loop of its own."""
@@ -383,12 +386,14 @@ class Stage:
             raise self._err("compute_inline", "an output stage cannot be inlined")
         self.attach_type = "inline"
         self.attach_stage = self.attach_ivar = None
+        self.group_placed = False
 
     def compute_root(self) -> None:
         """Compute this stage at the root of the function (undoes compute_at/compute_inline)."""
         self._require_compute("compute_root")
         self.attach_type = "root"
         self.attach_stage = self.attach_ivar = None
+        self.group_placed = False
 
     def set_store_predicate(self, predicate) -> None:
         """Only store results where ``predicate`` holds (e.g. ``threadIdx.x == 0``)."""
@@ -462,6 +467,63 @@ class Stage:
                 self.leaf_iter_vars[self.leaf_iter_vars.index(iv)] = new
 
 
+class Group:
+    """Stages scheduled together (``Schedule.create_group``): ``compute_at`` / ``compute_root`` of
+    the group place each member that is not placed on its own (groups nest: a group may be a
+    member of a larger one)."""
+
+    def __init__(self, schedule: "Schedule", members: List[Stage]):
+        self.schedule = schedule
+        self.members = members
+        self.group: Optional[Group] = None
+        self.attach_type = "root"
+        self.attach_stage: Optional[Stage] = None
+        self.attach_ivar: Optional[IterVar] = None
+
+    def compute_at(self, parent: Stage, scope: IterVar) -> None:
+        """Compute the group's members inside loop ``scope`` of ``parent`` (see Stage.compute_at)."""
+        if not isinstance(parent, Stage):
+            raise ScheduleError(f"group compute_at: the first argument must be a stage (s[T]), got "
+                                f"{parent!r}")
+        if any(parent is m for m in self.stages()):
+            raise ScheduleError(f"group compute_at: stage {parent.name} belongs to the group itself")
+        parent._leaf_pos(scope, "compute_at")
+        self.attach_type, self.attach_stage, self.attach_ivar = "scope", parent, scope
+
+    def compute_root(self) -> None:
+        self.attach_type, self.attach_stage, self.attach_ivar = "root", None, None
+
+    def stages(self) -> List[Stage]:
+        return [st for st in self.schedule.stages if _in_group(st, self)]
+
+    def __repr__(self) -> str:
+        return f"group({', '.join(st.name for st in self.stages())})"
+
+
+def _in_group(st: Stage, g: Group) -> bool:
+    x = st.group
+    while x is not None:
+        if x is g:
+            return True
+        x = x.group
+    return False
+
+
+def resolve_group_attachments(sch: "Schedule") -> None:
+    """A stage at root inside a group takes the attach point of its innermost placed group."""
+    for st in sch.stages:
+        if st.group_placed:  # placed by a group last time: the groups may have moved since
+            st.attach_type, st.attach_stage, st.attach_ivar, st.group_placed = "root", None, None, False
+        if st.attach_type != "root" or st.group is None:
+            continue
+        g = st.group
+        while g is not None and g.attach_type != "scope":
+            g = g.group
+        if g is not None:
+            st.attach_type, st.attach_stage, st.attach_ivar = "scope", g.attach_stage, g.attach_ivar
+            st.group_placed = True
+
+
 # -- the schedule ---------------------------------------------------------------------------------
 
 
@@ -490,6 +552,7 @@ class Schedule:
         self.stage_map: Dict[int, Stage] = {}
         #: (op id, output index) -> the (op id, output index) whose buffer it lives in (scans)
         self.storage_alias: Dict[tuple, tuple] = {}
+        self.groups: List[Group] = []
         for op in _post_dfs(self.outputs):
             st = Stage(op, self)
             st.is_output = any(op is o for o in self.outputs)
@@ -510,6 +573,59 @@ class Schedule:
             raise ScheduleError(f"{getattr(op, 'name', op)} is not part of this schedule (it is not an "
                                 "input of the scheduled outputs)")
         return st
+
+    def create_group(self, outputs, inputs, include_inputs: bool = False) -> Group:
+        """Group the stages between ``inputs`` and ``outputs`` (both ends: tensors or lists) so they
+        can be placed together; the outputs belong to the group, the inputs only with
+        ``include_inputs``."""
+        outs = [t.op if isinstance(t, Tensor) else t for t in
+                (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
+        ins = [t.op if isinstance(t, Tensor) else t for t in
+               (inputs if isinstance(inputs, (list, tuple)) else [inputs])]
+        in_ids = {id(o) for o in ins}
+        members: Dict[int, Operation] = {}
+        memo: Dict[int, bool] = {}
+
+        def reaches_input(op) -> bool:
+            if id(op) not in memo:
+                memo[id(op)] = id(op) in in_ids or any(reaches_input(t.op) for t in op.input_tensors)
+            return memo[id(op)]
+
+        def collect(op):
+            if id(op) in members:
+                return
+            if id(op) in in_ids:
+                if include_inputs:
+                    members[id(op)] = op
+                return
+            if not reaches_input(op):
+                return
+            members[id(op)] = op
+            for t in op.input_tensors:
+                collect(t.op)
+
+        for o in outs:
+            if id(o) in in_ids:
+                if include_inputs:
+                    members[id(o)] = o
+                continue
+            if not reaches_input(o):
+                raise ScheduleError(f"create_group: output {o.name} does not depend on the inputs "
+                                    f"({', '.join(i.name for i in ins)})")
+            collect(o)
+        stages = [self[op] for op in members.values()]
+        g = Group(self, stages)
+        for st in stages:
+            top = st.group
+            if top is None:
+                st.group = g
+                continue
+            while top.group is not None and top.group is not g:
+                top = top.group
+            if top is not g:
+                top.group = g
+        self.groups.append(g)
+        return g
 
     def normalize(self) -> "Schedule":
         for st in self.stages:

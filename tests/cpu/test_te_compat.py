@@ -229,3 +229,25 @@ def test_virtual_threads_tile_a_matmul(target):
     a, b = _rand(n, n), _rand(n, n)
     _, _, c = run(f, target, a, b, np.full((n, n), np.nan, "float32"))
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_groups_place_their_members_together():
+    m, n = 6, 5
+    x = te.compute((m, n), lambda i, j: (i * n + j).astype("float32"), name="x")
+    x1 = te.compute(x.shape, lambda *i: x(*i) + 1.0, name="x1")
+    x2 = te.compute(x.shape, lambda *i: x1(*i) * 2.0, name="x2")
+    s = te.create_schedule(x2.op)
+    g1 = s.create_group(outputs=x, inputs=x, include_inputs=True)
+    g2 = s.create_group(outputs=x1, inputs=x, include_inputs=True)
+    assert s[x].group is g1 and s[x1].group is g2 and g1.group is g2
+    g2.compute_at(s[x2], x2.op.axis[0])  # x and x1 follow g2 into x2's row loop ...
+    bounds = te.schedule.InferBound(s)
+    assert int(bounds[x1.op.axis[0]].extent) == 1 and int(bounds[x1.op.axis[1]].extent) == n
+    g1.compute_at(s[x1], s[x1].op.axis[1])  # ... until g1 (x alone) goes one loop deeper
+    bounds = te.schedule.InferBound(s)
+    assert int(bounds[x.op.axis[0]].extent) == 1 and int(bounds[x.op.axis[1]].extent) == 1
+    f = tvm.build(s, [x2], "c")
+    (out,) = run(f, "c", np.zeros((m, n), "float32"))
+    np.testing.assert_array_equal(out, 2.0 * (np.arange(m * n).reshape(m, n) + 1.0))
+    with pytest.raises(TVMError, match="output x2 does not depend on the inputs"):
+        s.create_group(outputs=x2, inputs=te.placeholder((1,), name="P"))
