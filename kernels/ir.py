@@ -91,3 +91,37 @@ class Snapshot:
         _ATTRS.clear()
         _ATTRS.update(self._saved)
         return False
+
+
+def save_json(node) -> str:
+    """Serialize a schedule, tensor or expression (``tvm.ir.save_json``).
+
+    The JSON wraps a pickle of the object: it loads back with :func:`load_json` in the same kbench
+    version (TVM's JSON graph format is not reproduced).
+    """
+    import base64
+    import json
+    import pickle
+
+    try:
+        payload = pickle.dumps(node)
+    except Exception as exc:  # lambdas captured in user-defined reducers and the like
+        raise TVMError(f"save_json: {type(node).__name__} cannot be serialized: {exc}") from None
+    return json.dumps({"format": "kbench-pickle", "version": 1,
+                       "data": base64.b64encode(payload).decode("ascii")})
+
+
+def load_json(json_str: str):
+    """Load what :func:`save_json` wrote."""
+    import base64
+    import json
+    import pickle
+
+    try:
+        doc = json.loads(json_str)
+        if not isinstance(doc, dict) or doc.get("format") != "kbench-pickle":
+            raise ValueError("not a kbench save_json document")
+        return pickle.loads(base64.b64decode(doc["data"]))
+    except (ValueError, KeyError, TypeError, pickle.UnpicklingError) as exc:
+        raise TVMError(f"load_json: {exc}") from None
+

@@ -492,9 +492,10 @@ def check_attachments(sch: Schedule) -> None:
     """Every compute_at target must be a leaf loop of a non-inlined stage. An attach axis split or
     fused after compute_at moves to the axis it became, as TVM's LegalizeInvalidAttach does: the inner
     axis of a split, the fused axis of a fuse."""
-    from ..te.schedule import Fuse, Rebase, Split, resolve_group_attachments
+    from ..te.schedule import Fuse, Rebase, Split, check_attachment_rules, resolve_group_attachments
 
     resolve_group_attachments(sch)
+    check_attachment_rules(sch)
     for st in sch.stages:
         if st.attach_type != "scope":
             continue

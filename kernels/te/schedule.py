@@ -78,6 +78,10 @@ class IterVarAttr:
         return [v for _, v in self.pragmas]
 
 
+def _starts_at_zero(r: Range) -> bool:
+    return isinstance(r.min, IntImm) and r.min.value == 0
+
+
 def _ceildiv(a: PrimExpr, b: PrimExpr) -> PrimExpr:
     return simplify((a + b - 1) // b)
 
@@ -361,17 +365,9 @@ class Stage:
         self._require_compute("compute_at")
         if not isinstance(parent, Stage):
             raise self._err("compute_at", f"the first argument must be a stage (s[T]), got {parent!r}")
-        if parent is self:
-            raise self._err("compute_at", "a stage cannot be computed at itself")
         parent._leaf_pos(scope, "compute_at")
-        s = parent
-        while s is not None and s.attach_type == "scope":
-            s = s.attach_stage
-            if s is self:
-                raise self._err("compute_at", f"attaching to {parent.name} would make a cycle "
-                                              f"({parent.name} is already computed inside {self.name})")
-        if self.is_output:
-            raise self._err("compute_at", "an output stage cannot be computed at another stage")
+        # a stage computed at itself, a cycle of attachments and an output computed elsewhere are
+        # reported when the schedule is lowered, as TVM does (check_attachment_rules)
         self.attach_type = "scope"
         self.attach_stage = parent
         self.attach_ivar = scope
@@ -507,6 +503,26 @@ def _in_group(st: Stage, g: Group) -> bool:
             return True
         x = x.group
     return False
+
+
+def check_attachment_rules(sch: "Schedule") -> None:
+    """The rules compute_at leaves to lowering: no stage computed at itself, no cycle of
+    attachments, every output at root."""
+    for st in sch.stages:
+        if st.attach_type == "scope" and st.is_output:
+            raise st._err("compute_at", "an output stage cannot be computed at another stage")
+    for st in sch.stages:
+        if st.attach_type != "scope":
+            continue
+        if st.attach_stage is st:
+            raise st._err("compute_at", "a stage cannot be computed at itself")
+        seen, s = [st], st.attach_stage
+        while s is not None and s.attach_type == "scope":
+            if s is st:
+                path = " -> ".join(x.name for x in seen + [st])
+                raise st._err("compute_at", f"attaching to {st.attach_stage.name} makes a cycle ({path})")
+            seen.append(s)
+            s = s.attach_stage
 
 
 def resolve_group_attachments(sch: "Schedule") -> None:
@@ -666,12 +682,16 @@ class Schedule:
 
         root = {iv: iv.dom for iv in op.root_iter_vars()}
         dom = pass_down_domain(stage, root)
-        reduce_leaves = [iv for iv in stage.leaf_iter_vars if flags.get(iv) == 2]
+        # in the order of all_iter_vars, as TVM (roots first, then what splits and fuses made)
+        reduce_leaves = [iv for iv in stage.all_iter_vars if flags.get(iv) == 2
+                         and any(iv is x for x in stage.leaf_iter_vars)]
         # fresh variables for the factored op
         new_data = [IterVar(iv.dom, Var(iv.var.name, iv.var.dtype), IterVar.DataPar) for iv in op.axis]
-        kf = IterVar(Range(const(0), dom[axis].extent), Var(axis.var.name, axis.var.dtype), IterVar.DataPar)
-        new_red = [IterVar(Range(const(0), dom[iv].extent), Var(iv.var.name, iv.var.dtype),
-                           IterVar.CommReduce)
+        # as TVM, the factored op keeps the leaves' variables: a reduce axis that was never split is
+        # the very same IterVar, a derived one a new IterVar over the same variable
+        kf = IterVar(Range(const(0), dom[axis].extent), axis.var, IterVar.DataPar)
+        new_red = [iv if any(iv is r for r in op.reduce_axis) and _starts_at_zero(iv.dom) else
+                   IterVar(Range(const(0), dom[iv].extent), iv.var, IterVar.CommReduce)
                    for iv in reduce_leaves if iv is not axis]
         leaf_val = {axis: kf.var}
         for iv, nv in zip([x for x in reduce_leaves if x is not axis], new_red):

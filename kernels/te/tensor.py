@@ -494,8 +494,7 @@ def comm_reducer(fcombine: Callable, fidentity: Callable, name: str = "comm_redu
                                    f"{len(dtypes)} values")
                 res = [cast(convert(r, d), d) for r, d in zip(res, dtypes)]
                 ident = [cast(convert(x, d), d) for x, d in zip(ident, dtypes)]
-                got = CommReducer(lhs, rhs, res, ident, name)
-                got._specialise = lambda ds, _g=got: _g
+                got = CommReducer(lhs, rhs, res, ident, name)  # its _specialise returns itself
                 self._cache[key] = got
             return got
 

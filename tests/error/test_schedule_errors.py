@@ -90,37 +90,55 @@ def test_split_of_placeholder():
 # -- compute_at ------------------------------------------------------------------------------------
 
 
+# As in TVM, these compute_at rules are checked when the schedule is lowered.
+
 def test_compute_at_itself():
-    _A, B, s = elementwise()
+    A, B, s = elementwise()
+    s[B].compute_at(s[B], B.op.axis[0])
+    with pytest.raises(ScheduleError, match=r"stage B: compute_at: an output stage cannot be computed at"):
+        tvm.lower(s, [A, B])
+    _A, B, C, D = chain()
+    s = te.create_schedule(D.op)
+    s[B].compute_at(s[B], B.op.axis[0])
     with pytest.raises(ScheduleError, match=r"stage B: compute_at: a stage cannot be computed at itself"):
-        s[B].compute_at(s[B], B.op.axis[0])
+        tvm.lower(s, [_A, D])
 
 
 def test_compute_at_cycle():
-    _A, B, C, D = chain()
+    A, B, C, D = chain()
     s = te.create_schedule(D.op)
     s[B].compute_at(s[C], C.op.axis[0])
-    with pytest.raises(ScheduleError, match=r"stage C: compute_at: attaching to B would make a cycle \(B is "
-                                            r"already computed inside C\)"):
-        s[C].compute_at(s[B], B.op.axis[1])
+    s[C].compute_at(s[B], B.op.axis[1])
+    with pytest.raises(ScheduleError, match=r"stage B: compute_at: attaching to C makes a cycle "
+                                            r"\(B -> C -> B\)"):
+        tvm.lower(s, [A, D])
 
 
 def test_compute_at_longer_cycle():
-    _A, B, C, D = chain()
+    A, B, C, D = chain()
     s = te.create_schedule(D.op)
     s[B].compute_at(s[C], C.op.axis[0])
     s[C].compute_at(s[D], D.op.axis[0])
-    # B sits inside C: C cannot also sit inside B
-    with pytest.raises(ScheduleError, match=r"stage C: compute_at: attaching to B would make a cycle"):
-        s[C].compute_at(s[B], B.op.axis[0])
+    s[D].compute_at(s[B], B.op.axis[0])  # D is also the output
+    with pytest.raises(ScheduleError, match=r"stage D: compute_at: an output stage cannot be computed"):
+        tvm.lower(s, [A, D])
+    E = te.compute((16, 30), lambda i, j: D[i, j] + 1.0, name="E")
+    s = te.create_schedule(E.op)
+    s[B].compute_at(s[C], C.op.axis[0])
+    s[C].compute_at(s[D], D.op.axis[0])
+    s[D].compute_at(s[B], B.op.axis[0])
+    with pytest.raises(ScheduleError, match=r"stage B: compute_at: attaching to C makes a cycle "
+                                            r"\(B -> C -> D -> B\)"):
+        tvm.lower(s, [A, E])
 
 
 def test_compute_at_of_output_stage():
-    _A, _B, C, D = chain()
+    A, _B, C, D = chain()
     s = te.create_schedule(D.op)
+    s[D].compute_at(s[C], C.op.axis[0])
     with pytest.raises(ScheduleError, match=r"stage D: compute_at: an output stage cannot be computed at "
                        r"another"):
-        s[D].compute_at(s[C], C.op.axis[0])
+        tvm.lower(s, [A, D])
 
 
 def test_compute_at_axis_of_another_stage():
