@@ -173,7 +173,8 @@ def leaf_values(stage: Stage, dom: Dict[IterVar, Range], scope: str = "global"
     a thread or not). A leaf bound to a thread index takes the index's value where the threads of
     that index share the stage's storage (``scope``). Where each of them owns a copy (a local stage
     under ``threadIdx``, a shared one under ``blockIdx``) the thread is already fixed by the region,
-    which the range's minimum carries: such a leaf must have extent 1.
+    which the range's minimum carries: as in TVM, such a leaf takes its minimum (it is "collapsed";
+    ``check_collapsed`` makes sure the elements computed are the ones read).
     """
     vals = {}
     for iv in stage.leaf_iter_vars:
@@ -184,11 +185,7 @@ def leaf_values(stage: Stage, dom: Dict[IterVar, Range], scope: str = "global"
         if isinstance(ext, IntImm) and ext.value == 1:
             vals[iv] = r.min
         elif tag and not thread_relaxed(tag, scope):
-            raise LoweringError(
-                f"stage {stage.name}: axis {iv.var.name} (extent {ext}) is bound to {tag}, but the "
-                f"stage's {scope} buffer has one copy per {tag.split('.')[0]} value, so that index "
-                f"cannot share out its elements; bind it to a thread index its storage is shared by "
-                f"(e.g. set_scope(\"shared\") for threadIdx), or leave it as a loop")
+            vals[iv] = r.min
         elif isinstance(r.min, IntImm) and r.min.value == 0:
             vals[iv] = base
         else:
@@ -281,7 +278,96 @@ def infer_bound(sch: Schedule, bodies: Dict[Stage, List[PrimExpr]]) -> BoundInfo
         for iv in op.reduce_axis:
             root[iv] = iv.dom
         info.dom.update(pass_down_domain(st, root))
+    for st in stages:
+        if st.attach_type == "scope" and collapsed_leaves(st, info):
+            check_collapsed(st, info, bodies)
     return info
+
+
+def collapsed_leaves(stage: Stage, info: BoundInfo) -> List[IterVar]:
+    """Leaves of extent > 1 bound to a thread index that does not share the stage's storage."""
+    scope = info.scope.get(stage, "global")
+    out = []
+    for iv in stage.leaf_iter_vars:
+        tag = _thread_tag(stage, iv)
+        ext = simplify(info.dom[iv].extent)
+        if tag and not thread_relaxed(tag, scope) and not (isinstance(ext, IntImm) and ext.value == 1):
+            out.append(iv)
+    return out
+
+
+_CHECK_LIMIT = 1 << 14
+
+
+def _enumerate(exprs: List[PrimExpr], ranges: Dict[Var, int], what: str, stage: Stage) -> set:
+    """Every value tuple of ``exprs`` while the variables in ``ranges`` run over [0, extent)."""
+    import itertools
+
+    vs = list(ranges)
+    total = 1
+    for v in vs:
+        total *= ranges[v]
+    if total > _CHECK_LIMIT:
+        raise LoweringError(f"stage {stage.name}: {what} spans {total} points, too many to check that "
+                            "every element read is computed; bind the thread index to a smaller axis")
+    out = set()
+    for point in itertools.product(*[range(ranges[v]) for v in vs]):
+        env = {v: const(x, v.dtype) for v, x in zip(vs, point)}
+        vals = []
+        for e in exprs:
+            got = simplify(substitute(e, env))
+            if not isinstance(got, IntImm):
+                raise LoweringError(f"stage {stage.name}: {what} is not a constant offset ({got}); cannot "
+                                    "check that every element read is computed")
+            vals.append(got.value)
+        out.add(tuple(vals))
+    return out
+
+
+def check_collapsed(st: Stage, info: BoundInfo, bodies) -> None:
+    """A collapsed leaf (see leaf_values) computes only the elements at its minimum: TVM's rule for
+    a local stage bound to threadIdx or a shared one bound to blockIdx. That is right when each owner
+    of the buffer reads exactly those elements (cooperative loads laid out by thread); check it, so a
+    schedule that would leave elements unwritten is an error rather than a wrong result."""
+    scope = info.scope.get(st, "global")
+    mins = [info.dom[iv].min for iv in st.op.axis]
+    collapsed = {id(iv) for iv in collapsed_leaves(st, info)}
+    loops: Dict[Var, int] = {}
+    for iv in st.leaf_iter_vars:
+        ext = simplify(info.dom[iv].extent)
+        if id(iv) in collapsed or (isinstance(ext, IntImm) and ext.value == 1):
+            continue
+        if not isinstance(ext, IntImm):
+            raise LoweringError(f"stage {st.name}: axis {iv.var.name} has extent {ext}; a stage with an "
+                                "axis bound to a thread its storage is not shared by needs constant extents")
+        loops[leaf_var(st, iv)] = ext.value
+    vals = root_values(st, info.dom, scope)
+    computed = _enumerate([simplify(vals[iv] - m) for iv, m in zip(st.op.axis, mins)], loops,
+                          "the region it computes", st)
+    bound_axes = ", ".join(f"{iv.var.name} -> {_thread_tag(st, iv)}" for iv in st.leaf_iter_vars
+                           if id(iv) in collapsed)
+    for c in info.readers[st]:
+        relax = _relaxed_dom(c, info, st, scope)
+        rvals = root_values(c, info.dom, info.scope.get(c, "global"))
+        vmap = {iv.var: rvals[iv] for iv in c.op.root_iter_vars() if iv in rvals}
+        ranges = {}
+        for v, (lo, hi) in relax.items():
+            n = simplify(hi - lo + 1)
+            if not isinstance(n, IntImm):
+                raise LoweringError(f"stage {st.name}: its reader {c.name} has a loop of extent {n}; a "
+                                    "stage with an axis bound to a thread its storage is not shared by "
+                                    "needs constant extents")
+            ranges[v] = n.value
+        for ld in _accesses(bodies[c], (st.op, st.origin_op)):
+            offs = [simplify(substitute(i, vmap) - m) for i, m in zip(ld.indices, mins)]
+            needed = _enumerate(offs, ranges, f"what {c.name} reads", st)
+            missing = sorted(needed - computed)
+            if missing:
+                raise LoweringError(
+                    f"stage {st.name}: {bound_axes} binds a thread index its {scope} buffer is not shared "
+                    f"by, so (as in TVM) each thread computes only the elements where that axis is at "
+                    f"its start, but {c.name} also reads offset {missing[0]} of the region; leave the "
+                    "axis as a loop, or give the stage a storage scope the thread index shares")
 
 
 def _region(st: Stage, readers: List[Stage], info: BoundInfo, bodies, scope: str) -> List[Range]:

@@ -132,9 +132,9 @@ class ScheduleLowering:
                 if t.dom is not None and not structural_equal(simplify(t.dom.extent), ext):
                     raise LoweringError(f"stage {st.name}: axis {iv.var.name} has extent {ext} but is bound "
                                         f"to {t.thread_tag} declared with extent {t.dom.extent}")
-                if isinstance(ext, IntImm) and ext.value == 1 and not thread_relaxed(
-                        t.thread_tag, self.info.scope.get(st, "global")):
-                    # one element per owner of the buffer: the enclosing thread loop already fixed it
+                if not thread_relaxed(t.thread_tag, self.info.scope.get(st, "global")):
+                    # the buffer has one copy per value of the index, which the region already fixed:
+                    # the axis takes its minimum (TVM's rule; bound inference checked what is read)
                     out.append(Loop(iv, t.var, ext, "none"))
                     continue
                 launch = self.launch.get((id(_root_stage(st)), t.thread_tag), ext)

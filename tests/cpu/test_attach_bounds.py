@@ -8,8 +8,9 @@ root) in each storage scope, with its own loops left serial or shared out among 
 
 - shared memory is shared by a block's threads, so P's region there spans every thread's needs;
 - warp memory is shared by the lanes (threadIdx.x) and private per threadIdx.y;
-- local memory is private per thread: binding P's axes to threads there is refused with a clear
-  error, as is global memory allocated inside a kernel.
+- local memory is private per thread: an axis bound to a thread there takes its minimum (TVM's
+  rule), which computes only part of the region: where a reader needs the rest it is a clear error
+  (never unwritten elements), as is global memory allocated inside a kernel.
 """
 
 from __future__ import annotations
@@ -92,7 +93,8 @@ def test_attached_stage_on_opencl(attach, scope, mode):
     s, args = _schedule(attach, scope, mode, gpu=True)
     want = _expectation(attach, scope, mode)
     if want == "binding":
-        with pytest.raises(TVMError, match=r"stage P: axis .* is bound to threadIdx\.[xy].*one copy per"):
+        with pytest.raises(TVMError, match=r"stage P: .* -> threadIdx\.[xy] binds a thread index its "
+                                          r"(local|warp) buffer is not shared by.*also reads offset"):
             tvm.build(s, args, "opencl")
         return
     if want == "global":
@@ -143,3 +145,35 @@ def test_region_size_by_scope(scope, attach, size):
 
     src = build_spec(s, args, "opencl").source
     assert f"P[{size}]" in src, (str(mod), src)
+
+
+@pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
+def test_local_stage_bound_to_the_thread_that_owns_it():
+    """TVM's cooperative pattern on local memory: each thread loads, into its own buffer, exactly the
+    elements it will read (a stride of the thread count), so binding the load's inner axis to
+    threadIdx.x leaves that axis at its minimum and nothing unread or unwritten (the region is 97
+    elements, 4 of which are loaded and read)."""
+    A = te.placeholder((128,), name="A")
+    B = te.compute((128,), lambda i: A[i] + 1.0, name="B")
+    C = te.compute((128,), lambda i: B[i] + 2.0, name="C")
+    s = te.create_schedule(C.op)
+    AA = s.cache_read(A, "local", [B])
+    s[B].set_scope("shared")
+    tx = te.thread_axis((0, 32), "threadIdx.x")
+    oc, ic = s[C].split(s[C].op.axis[0], factor=64)
+    ooc, ioc = s[C].split(oc, factor=2)
+    _, iic = s[C].split(ic, factor=32)
+    s[C].bind(ooc, te.thread_axis("blockIdx.x"))
+    s[C].bind(iic, tx)
+    s[B].compute_at(s[C], ioc)
+    _, ib = s[B].split(s[B].op.axis[0], factor=32)
+    s[B].bind(ib, tx)
+    s[AA].compute_at(s[C], ooc)
+    _, iaa = s[AA].split(s[AA].op.axis[0], factor=32)
+    s[AA].bind(iaa, tx)
+    text = str(tvm.lower(s, [A, C], simple_mode=True))
+    assert "allocate(A.local: Pointer(local float32), float32, [97])" in text, text
+    f = tvm.build(s, [A, C], "opencl")
+    a = np.random.default_rng(1).standard_normal(128).astype("float32")
+    _, c = run(f, "opencl", a, np.full(128, np.nan, "float32"))
+    np.testing.assert_allclose(c, a.astype(np.float64) + 3.0, rtol=1e-6)
