@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional, Tuple
 
 from .errors import TVMError
-from . import container  # tvm.ir.container
+from . import container  # noqa: F401 (tvm.ir.container)
 from .tir.expr import Op
 
 _ATTRS: Dict[Tuple[str, str], List[Tuple[int, object]]] = {}
