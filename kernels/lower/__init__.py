@@ -7,6 +7,7 @@ is a function and can be run and tested alone.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..errors import LoweringError, TVMError
@@ -159,12 +160,14 @@ def _check_args(sch: Schedule, args) -> List[Tensor]:
         raise LoweringError(f"tensor {dup} appears twice in the argument list")
     arg_ops = {id(t.op) for t in tensors}
     for st in sch.stages:
+        if st.is_output and id(st.origin_op) not in arg_ops and id(st.op) not in arg_ops:
+            # TVM accepts it (the output goes to a temporary); say so, the caller never sees it
+            warnings.warn(f"output {st.name} is not in the argument list: it is computed into a "
+                          "temporary buffer and discarded", stacklevel=4)
         if isinstance(st.op, PlaceholderOp):
             if id(st.op) not in arg_ops and (id(st.op), 0) not in sch.storage_alias:  # a scan's state
                 raise LoweringError(f"placeholder {st.name} is read by the computation but missing from the "
                                     "argument list")
-        elif st.is_output and id(st.origin_op) not in arg_ops and id(st.op) not in arg_ops:
-            raise LoweringError(f"output {st.name} is missing from the argument list")
     return tensors  # an argument the computation does not use is passed and left alone, as in TVM
 
 

@@ -257,7 +257,9 @@ class ScheduleLowering:
                                       store_pred, vmap)
         first = next((k for k, lp in enumerate(loops) if flags.get(lp.iv, 1) & 2), len(loops))
         common, rest = loops[:first], loops[first:]
-        init_loops = [lp for lp in rest if flags.get(lp.iv, 1) == 1]
+        # as TVM: the init visits every loop that carries a data axis (a loop fusing a data axis
+        # with a reduction axis too: it then writes each init value more than once)
+        init_loops = [lp for lp in rest if flags.get(lp.iv, 1) & 1]
         init_vals = [simplify(substitute(i, vmap)) for i in red.init] if red.init else comb.identity_element
         init = seq(*[ProducerStore(t, v, idx) for t, v in zip(outs, init_vals)])
         init_nest = self.build_nest(st, init_loops, init, data_preds, markers=False)
@@ -353,6 +355,8 @@ class ScheduleLowering:
         if (id(st.origin_op), 0) in self.sch.storage_alias and not isinstance(op, ScanOp):
             return body  # a scan's init or update: stored in the scan's buffer
         if isinstance(op, ScanOp):  # every time step, from 0
+            if any(any(t.op is o for o in self.arg_ops) for t in op.state_placeholder):
+                return body  # the caller's state buffer is the storage
             mins = tuple(const(0) for _ in op.output(0).shape)
             exts = tuple(op.output(0).shape)
             tensors = tuple(op.output(k) for k in range(op.num_outputs))
@@ -476,11 +480,22 @@ def schedule_to_stmt(sch: Schedule, info: BoundInfo, bodies, arg_ops) -> Stmt:
     lw = ScheduleLowering(sch, info, bodies)
     lw.arg_ops = list(arg_ops)
     roots = [st for st in sch.stages if isinstance(st.op, ComputeOp) and st.attach_type == "root"]
+    # a stage stored in another's buffer (a scan's init) makes that buffer live from its own nest on
+    owner = {}
+    for st in sch.stages:
+        if isinstance(st.op, ScanOp):
+            for t in st.op.init:
+                owner[id(sch[t])] = st
+    first: Dict[int, Stage] = {}
+    for st in roots:
+        first.setdefault(id(owner.get(id(st), st)), st)
     stmt: Stmt = seq()
     for st in reversed(roots):
         nest = lw.stage_stmt(st)
         stmt = seq(nest, stmt)
-        stmt = lw.realize(st, stmt)
+        for own in {id(owner.get(id(x), x)): owner.get(id(x), x) for x in roots}.values():
+            if first[id(own)] is st:
+                stmt = lw.realize(own, stmt)
     for st in sch.stages:
         if st.attach_type == "scope" and st not in lw.placed:
             raise LoweringError(f"stage {st.name}: its attach point {st.attach_stage.name}."

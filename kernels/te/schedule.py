@@ -14,10 +14,10 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 from ..errors import ScheduleError
 from ..tir import likely
 from ..tir.expr import IntImm, PrimExpr, ProducerLoad, Reduce, Var, const, convert
-from ..tir.functor import rewrite, substitute
+from ..tir.functor import rewrite, substitute, vars_of
 from ..tir.simplify import can_prove, simplify
 from .scan import ScanOp, storage_aliases
-from .tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor, compute
+from .tensor import CommReducer, ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor, compute
 
 # -- relations -------------------------------------------------------------------------------------
 
@@ -170,6 +170,23 @@ def iter_flags(stage: "Stage") -> Dict[IterVar, int]:
 
 # -- stages ---------------------------------------------------------------------------------------
 
+
+class AttachType(str):
+    """Where a stage is computed: "root", "inline" or "scope" (at another stage's loop). Equal to
+    TVM's AttachType codes as well (kGroupRoot 1, kInline 2, kScope 4)."""
+
+    CODES = {"root": 1, "inline": 2, "scope": 4}
+
+    def __eq__(self, other):
+        if isinstance(other, int) and not isinstance(other, bool):
+            return self.CODES[str(self)] == other
+        return str.__eq__(self, other)
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = str.__hash__
+
 _THREAD_TAGS = {f"{a}.{d}" for a in ("blockIdx", "threadIdx") for d in "xyz"} | {"vthread", "cthread"}
 
 
@@ -182,7 +199,7 @@ class Stage:
         self.schedule = schedule
         self.relations: list = []
         self.iter_var_attrs: Dict[IterVar, IterVarAttr] = {}
-        self.attach_type = "root"  # root | inline | scope
+        self._attach_type = "root"  # root | inline | scope
         self.attach_stage: Optional[Stage] = None
         self.attach_ivar: Optional[IterVar] = None
         self.store_predicate: Optional[PrimExpr] = None
@@ -203,6 +220,17 @@ class Stage:
     @property
     def name(self) -> str:
         return self.origin_op.name
+
+    @property
+    def attach_type(self) -> "AttachType":
+        """"root", "inline" or "scope"; it also compares equal to TVM's codes (1, 2, 4)."""
+        return AttachType(self._attach_type)
+
+    @attach_type.setter
+    def attach_type(self, value: str) -> None:
+        if value not in AttachType.CODES:
+            raise ScheduleError(f"stage {self.name}: unknown attach type {value!r}")
+        self._attach_type = str(value)
 
     def __repr__(self) -> str:
         return f"stage({self.name}, {type(self.op).__name__})"
@@ -301,9 +329,6 @@ class Stage:
             if pb != pa + 1:
                 raise self._err("fuse", f"axes {a.var.name} and {b.var.name} are not adjacent leaf axes "
                                         "in this order; reorder them first")
-        types = {a.iter_type == IterVar.CommReduce for a in args}
-        if len(types) > 1:
-            raise self._err("fuse", "cannot fuse a data-parallel axis with a reduction axis")
         fused = args[0]
         for nxt in args[1:]:
             outer, inner = fused, nxt
@@ -811,8 +836,17 @@ class Schedule:
         new_axis = tuple(IterVar(iv.dom, Var(iv.var.name + ".c", iv.var.dtype), IterVar.DataPar)
                          for iv in op.axis)
         vmap = {iv.var: nv.var for iv, nv in zip(op.axis, new_axis)}
-        body = tuple(substitute(b, vmap) for b in op.body)
-        cache_op = ComputeOp(f"{op.name}.{scope}", op.tag, new_axis, tuple(op.reduce_axis), body, op.attrs)
+        # a reduce axis whose range reads a data axis (a triangular reduction) needs its own copy
+        red_axis = []
+        for rv in op.reduce_axis:
+            dom = Range(substitute(rv.dom.min, vmap), substitute(rv.dom.extent, vmap))
+            if dom.min is rv.dom.min and dom.extent is rv.dom.extent:
+                red_axis.append(rv)
+            else:
+                red_axis.append(IterVar(dom, rv.var, IterVar.CommReduce, rv.thread_tag))
+        rmap = {old: new for old, new in zip(op.reduce_axis, red_axis) if old is not new}
+        body = tuple(_with_reduce_axes(substitute(b, vmap), rmap, vmap) for b in op.body)
+        cache_op = ComputeOp(f"{op.name}.{scope}", op.tag, new_axis, tuple(red_axis), body, op.attrs)
         caches = [cache_op.output(k) for k in range(cache_op.num_outputs)]
         copy_body = tuple(c(*[iv.var for iv in op.axis]) for c in caches)
         copy_op = ComputeOp(op.name, op.tag, tuple(op.axis), (), copy_body, op.attrs)
@@ -826,6 +860,21 @@ class Schedule:
         self.stages.insert(self.stages.index(stage), cst)
         self.stage_map[id(cache_op)] = cst
         return caches if isinstance(tensor, (list, tuple)) else caches[0]
+
+
+def _with_reduce_axes(body: PrimExpr, rmap: dict, vmap: dict) -> PrimExpr:
+    """``body`` with the reductions' axes replaced as ``rmap`` says (IterVar -> IterVar), and the
+    variables of ``vmap`` replaced inside its combiner too (a reducer built in the compute function
+    may read a data axis, e.g. in its identity)."""
+    if not isinstance(body, Reduce):
+        return body
+    axes = tuple(rmap.get(a, a) for a in body.axis)
+    comb = body.combiner
+    used = {id(v) for e in comb.result + comb.identity_element for v in vars_of(e)}
+    if used & {id(v) for v in vmap}:
+        comb = CommReducer(comb.lhs, comb.rhs, [substitute(e, vmap) for e in comb.result],
+                           [substitute(e, vmap) for e in comb.identity_element], comb.name)
+    return Reduce(comb, body.source, axes, body.condition, body.value_index, body.init)
 
 
 def _replace_inputs(op: ComputeOp, rmap: Dict[Tensor, Tensor]) -> ComputeOp:
@@ -874,6 +923,62 @@ def ScheduleOps(sch: Schedule, bounds=None, debug_keep_trivial_loop: bool = Fals
     check_attachments(sch)
     bodies = inline_bodies(sch)
     return schedule_to_stmt(sch, infer_bound(sch, bodies), bodies, [])
+
+
+def _is_injective(op) -> bool:
+    return isinstance(op, ComputeOp) and not isinstance(op, ScanOp) and not op.reduce_axis
+
+
+def _loads_of(op) -> list:
+    from ..tir.functor import collect
+
+    return [n for b in op.body for n in collect(b, lambda x: isinstance(x, ProducerLoad))]
+
+
+def _is_elemwise(op) -> bool:
+    """Every input is read at exactly the op's own indices."""
+    axis = [iv.var for iv in op.axis]
+    for ld in _loads_of(op):
+        if len(ld.indices) != len(axis) or any(i is not v for i, v in zip(ld.indices, axis)):
+            return False
+    return True
+
+
+def _is_broadcast(op) -> bool:
+    """Every input is read at a subsequence of the op's indices (tag "broadcast" also counts)."""
+    if op.tag == "broadcast":
+        return True
+    axis = [iv.var for iv in op.axis]
+    for ld in _loads_of(op):
+        pos = 0
+        for i in ld.indices:
+            while pos < len(axis) and axis[pos] is not i:
+                pos += 1
+            if pos == len(axis):
+                return False
+            pos += 1
+    return True
+
+
+def _auto_inline(sch: Schedule, accept) -> None:
+    for st in sch.stages:
+        if not st.is_output and _is_injective(st.op) and st.attach_type == "root" and accept(st.op):
+            st.compute_inline()
+
+
+def AutoInlineElemWise(sch: Schedule) -> None:  # noqa: N802 - TVM's names
+    """Inline every non-output stage that reads its inputs at exactly its own indices."""
+    _auto_inline(sch, _is_elemwise)
+
+
+def AutoInlineBroadcast(sch: Schedule) -> None:  # noqa: N802
+    """Inline every non-output stage that reads its inputs at subsets of its indices."""
+    _auto_inline(sch, lambda op: _is_elemwise(op) or _is_broadcast(op))
+
+
+def AutoInlineInjective(sch: Schedule) -> None:  # noqa: N802
+    """Inline every non-output stage without a reduction."""
+    _auto_inline(sch, lambda op: True)
 
 
 def create_schedule(ops) -> Schedule:

@@ -43,6 +43,7 @@ from .expr import (
     const,
     convert,
 )
+from . import stmt_functor
 from .functor import rewrite, substitute
 from .simplify import can_prove, simplify, structural_equal
 from .stmt import (

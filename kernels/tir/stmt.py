@@ -61,6 +61,19 @@ class Allocate(Stmt):
     extent: PrimExpr  # number of elements
     body: Stmt
 
+    @property
+    def extents(self) -> Tuple[PrimExpr, ...]:
+        """TVM's view: the allocation's extents (a flat allocation has one)."""
+        return (self.extent,)
+
+    @property
+    def dtype(self) -> str:
+        return self.buffer.dtype
+
+    @property
+    def buffer_var(self) -> Var:
+        return self.buffer.data
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class AttrStmt(Stmt):

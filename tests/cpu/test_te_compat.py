@@ -251,3 +251,76 @@ def test_groups_place_their_members_together():
     np.testing.assert_array_equal(out, 2.0 * (np.arange(m * n).reshape(m, n) + 1.0))
     with pytest.raises(TVMError, match="output x2 does not depend on the inputs"):
         s.create_group(outputs=x2, inputs=te.placeholder((1,), name="P"))
+
+
+def test_fusing_a_data_axis_with_a_reduction_axis():
+    """As TVM: the fused loop is a reduction loop; the init runs over it too (redundantly)."""
+    n, m = 6, 9
+    A = te.placeholder((n, m), name="A")
+    k = te.reduce_axis((0, m), "k")
+    R = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="R")
+    s = te.create_schedule(R.op)
+    s[R].fuse(R.op.axis[0], R.op.reduce_axis[0])
+    f = tvm.build(s, [A, R], "c")
+    a = _rand(n, m)
+    _, r = run(f, "c", a, np.full(n, np.nan, "float32"))
+    np.testing.assert_allclose(r, a.astype(np.float64).sum(1), rtol=1e-5)
+
+
+def test_cache_write_of_a_reduction_whose_range_and_reducer_read_the_data_axis():
+    n = 10
+    X = te.placeholder((n,), name="x")
+
+    def fn(i):
+        rv = te.reduce_axis((0, i))  # a triangular reduction
+        ident = lambda dtype: tir.Select(i > 1, tir.const(0, dtype), i.astype(dtype))  # noqa: E731
+        red = te.comm_reducer(lambda x, y: te.max(x + y, i.astype("float32")), ident, name="red")
+        return red(X[rv], axis=rv)
+
+    Y = te.compute((n,), fn, name="y")
+    s = te.create_schedule(Y.op)
+    s.cache_write(Y, "local")
+    f = tvm.build(s, [X, Y], "c")
+    x = _rand(n)
+    _, y = run(f, "c", x, np.full(n, np.nan, "float32"))
+    want = []
+    for i in range(n):
+        acc = 0.0 if i > 1 else float(i)
+        for r in range(i):
+            acc = max(acc + float(x[r]), float(i))
+        want.append(acc)
+    np.testing.assert_allclose(y, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind, rule, inlined", [
+    ("elemwise", "AutoInlineElemWise", True),
+    ("broadcast", "AutoInlineBroadcast", True),
+    ("broadcast", "AutoInlineElemWise", False),   # reads A at i only: not elementwise
+    ("injective", "AutoInlineInjective", True),
+    ("injective", "AutoInlineBroadcast", False),  # reads A at j % m: not a broadcast
+])
+def test_auto_inline(kind, rule, inlined):
+    m, n = 4, 5
+    A1, B = te.placeholder((m,), name="A"), te.placeholder((m, n), name="B")
+    C = te.placeholder((m, n), name="C")
+    if kind == "elemwise":
+        T1 = te.compute((m, n), lambda i, j: B(i, j) * 2.0, name="T1")
+    elif kind == "broadcast":
+        T1 = te.compute((m, n), lambda i, j: A1(i) * B(i, j), name="T1")
+    else:
+        T1 = te.compute((m, n), lambda i, j: A1(j % m) * B(i, j), name="T1")
+    T2 = te.compute((m, n), lambda i, j: T1(i, j) + C(i, j), name="T2")
+    s = te.create_schedule(T2.op)
+    assert s[T1].attach_type == 1 and s[T1].attach_type == "root"  # TVM's kGroupRoot code
+    getattr(te.schedule, rule)(s)
+    assert (s[T1].attach_type == 2) == inlined  # kInline
+    f = tvm.build(s, [A1, B, C, T2], "c")
+    a, b, c = _rand(m), _rand(m, n), _rand(m, n)
+    *_, t2 = run(f, "c", a, b, c, np.zeros((m, n), "float32"))
+    if kind == "elemwise":
+        want = 2.0 * b + c
+    elif kind == "broadcast":
+        want = a[:, None] * b + c
+    else:
+        want = a[np.arange(n) % m][None, :] * b + c
+    np.testing.assert_allclose(t2, want, rtol=1e-5)

@@ -255,13 +255,6 @@ def test_fuse_in_wrong_order():
         s[B].fuse(j, i)
 
 
-def test_fuse_data_with_reduce_axis():
-    _A, R, s = row_sum()
-    with pytest.raises(ScheduleError, match=r"stage R: fuse: cannot fuse a data-parallel axis with a "
-                       r"reduction"):
-        s[R].fuse(R.op.axis[0], R.op.reduce_axis[0])
-
-
 # -- rfactor -------------------------------------------------------------------------------------
 
 
@@ -472,8 +465,10 @@ def test_lower_missing_placeholder():
 
 
 def test_lower_missing_output():
+    # TVM accepts it; kbench says the output is discarded
     A, _B, s = elementwise()
-    with pytest.raises(LoweringError, match=r"output B is missing from the argument list"):
+    with pytest.warns(UserWarning, match=r"output B is not in the argument list: it is computed into a "
+                      r"temporary buffer and discarded"):
         tvm.lower(s, [A])
 
 
