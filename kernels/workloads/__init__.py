@@ -102,6 +102,6 @@ def _isize(dtype: str) -> int:
     return np.dtype(dtype).itemsize
 
 
-from . import tutorial
+from . import memory, tutorial
 
 __all__ = ["Variant", "Workload", "WorkloadError", "REGISTRY", "register", "get", "names"]

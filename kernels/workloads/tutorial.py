@@ -213,17 +213,22 @@ def _unary_variants(fn):
         A, B = compute(dtype)
         return te.create_schedule(B.op), [A, B]
 
-    def bind(params, dtype, threads=64):
+    def bind(params, dtype, threads=64, vector=1):
         A, B = compute(dtype)
         s = te.create_schedule(B.op)
-        bx, tx = s[B].split(B.op.axis[0], factor=threads)
+        ax = B.op.axis[0]
+        if vector > 1:  # `vector` consecutive elements a thread, loaded and stored as one vector
+            ax, vec = s[B].split(ax, factor=vector)
+            s[B].vectorize(vec)
+        bx, tx = s[B].split(ax, factor=threads)
         s[B].bind(bx, te.thread_axis("blockIdx.x"))
         s[B].bind(tx, te.thread_axis("threadIdx.x"))
         return s, [A, B]
 
     return {
         "default": Variant("default", default, CPU, (), "one loop"),
-        "bind": Variant("bind", bind, GPU, (("threads", 64),), "one element per thread (tutorial)"),
+        "bind": Variant("bind", bind, GPU, (("threads", 64), ("vector", 1)),
+                        "one element per thread (tutorial), or `vector` consecutive ones"),
     }
 
 

@@ -12,9 +12,10 @@ from kernels.workloads import WorkloadError
 from kernels.workloads.tutorial import default_tolerance
 
 SIZES = {"row_sum": {"n": 37, "m": 45}, "conv2d_3x3": {"n": 19}, "product_reduce": {"n": 9, "m": 70},
-         "exp": {"n": 130}, "log": {"n": 130}}
-CASES = [(w, v, t) for w in workloads.names() for v, var in workloads.get(w).variants.items()
-         for t in var.targets if t != "cuda"]
+         "exp": {"n": 130}, "log": {"n": 130}, "vector_add": {"n": 1000}, "window_sum": {"n": 1000},
+         "matmul": {"n": 100, "m": 77, "k": 53}}
+CASES = [(w, v, t, d) for w in workloads.names() for v, var in workloads.get(w).variants.items()
+         for t in var.targets if t != "cuda" for d in ("float32", "float64") if d in workloads.get(w).dtypes]
 
 
 def test_every_tutorial_workload_is_registered():
@@ -22,8 +23,7 @@ def test_every_tutorial_workload_is_registered():
     assert set(workloads.get("row_sum").variants) == {"default", "split", "bind", "rfactor_crossthread"}
 
 
-@pytest.mark.parametrize("wname,variant,target", CASES)
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("wname,variant,target,dtype", CASES)
 def test_workload_matches_reference(wname, variant, target, dtype):
     if target == "opencl" and not opencl_available():
         pytest.skip("no OpenCL device")

@@ -1,0 +1,272 @@
+"""Workloads of the GPU-acceleration notes, written with the TE API: vector add, a window sum staged
+in shared memory (with and without cooperative fetching) and a float32 matmul blocked in registers
+and then in shared memory with vectorized cooperative loads.
+
+Each GPU variant is the notes' schedule with its tile sizes as knobs; the ``default`` variants are the
+plain loop nests for the C target.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import numpy as np
+
+from .. import te
+from . import Variant, Workload, _isize, _poison, register
+
+GPU = ("cuda", "opencl")
+CPU = ("c",)
+
+
+def _bind_1d(s, stage, axis, threads: int, vector: int = 1):
+    """``axis`` split into blocks of ``threads`` x ``vector`` elements: blockIdx.x, threadIdx.x and,
+    with ``vector`` > 1, an innermost vectorized loop of ``vector`` consecutive elements per thread."""
+    if vector > 1:
+        axis, vec = s[stage].split(axis, factor=vector)
+        s[stage].vectorize(vec)
+    bx, tx = s[stage].split(axis, factor=threads)
+    s[stage].bind(bx, te.thread_axis("blockIdx.x"))
+    s[stage].bind(tx, te.thread_axis("threadIdx.x"))
+
+
+# -- vector add ------------------------------------------------------------------------------------
+
+
+def _vadd_compute(dtype):
+    n = te.var("n")
+    A = te.placeholder((n,), name="A", dtype=dtype)
+    B = te.placeholder((n,), name="B", dtype=dtype)
+    C = te.compute((n,), lambda i: A[i] + B[i], name="C")
+    return A, B, C
+
+
+def _vadd_default(params, dtype):
+    A, B, C = _vadd_compute(dtype)
+    return te.create_schedule(C.op), [A, B, C]
+
+
+def _vadd_bind(params, dtype, threads=128, vector=1):
+    A, B, C = _vadd_compute(dtype)
+    s = te.create_schedule(C.op)
+    _bind_1d(s, C, C.op.axis[0], threads, vector)
+    return s, [A, B, C]
+
+
+register(Workload(
+    name="vector_add",
+    params=("n",),
+    dtypes=("float32", "float16"),
+    variants={
+        "default": Variant("default", _vadd_default, CPU, (), "one loop"),
+        "bind": Variant("bind", _vadd_bind, GPU, (("threads", 128), ("vector", 1)),
+                        "`threads` threads a block, `vector` consecutive elements a thread (the notes: "
+                        "split by 128, bound to blockIdx.x / threadIdx.x)"),
+    },
+    make_args=lambda p, d, rng: [rng.uniform(-1, 1, size=p["n"]).astype(d),
+                                 rng.uniform(-1, 1, size=p["n"]).astype(d), _poison((p["n"],), d)],
+    reference=lambda a: [a[0].astype(np.float64) + a[1].astype(np.float64)],
+    outputs=(2,),
+    flops=lambda p: float(p["n"]),
+    bytes=lambda p, d: float(3 * p["n"] * _isize(d)),
+    peers=("torch.add",),
+    description="C[i] = A[i] + B[i]",
+    tolerance={"float16": (1e-3, 1e-3)},
+))
+
+
+# -- window sum --------------------------------------------------------------------------------------
+
+
+def _window_compute(dtype):
+    n = te.var("n")
+    A = te.placeholder((n + 2,), name="A", dtype=dtype)
+    B = te.compute((n,), lambda i: A[i] + A[i + 1] + A[i + 2], name="B")
+    return A, B
+
+
+def _window_default(params, dtype):
+    A, B = _window_compute(dtype)
+    return te.create_schedule(B.op), [A, B]
+
+
+def _window_global(params, dtype, threads=128):
+    A, B = _window_compute(dtype)
+    s = te.create_schedule(B.op)
+    _bind_1d(s, B, B.op.axis[0], threads)
+    return s, [A, B]
+
+
+def _window_shared(params, dtype, threads=128):
+    """The notes' first shared version: A's window of the block staged in shared memory by every
+    thread (computed at the thread loop: each thread copies the whole window)."""
+    A, B = _window_compute(dtype)
+    s = te.create_schedule(B.op)
+    AS = s.cache_read(A, "shared", [B])
+    bx, tx = s[B].split(B.op.axis[0], factor=threads)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    s[AS].compute_at(s[B], tx)
+    return s, [A, B]
+
+
+def _window_shared_coop(params, dtype, threads=128, vector=1):
+    """Cooperative fetching: the block's threads copy the window together (threads + 2 elements),
+    ``vector`` consecutive elements per thread and step."""
+    A, B = _window_compute(dtype)
+    s = te.create_schedule(B.op)
+    AS = s.cache_read(A, "shared", [B])
+    bx, tx = s[B].split(B.op.axis[0], factor=threads)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    s[AS].compute_at(s[B], bx)
+    ax = s[AS].op.axis[0]
+    if vector > 1:
+        ax, vec = s[AS].split(ax, factor=vector)
+        s[AS].vectorize(vec)
+    _, ftx = s[AS].split(ax, factor=threads)
+    s[AS].bind(ftx, te.thread_axis("threadIdx.x"))
+    return s, [A, B]
+
+
+register(Workload(
+    name="window_sum",
+    params=("n",),
+    dtypes=("float32",),
+    variants={
+        "default": Variant("default", _window_default, CPU, (), "one loop"),
+        "global": Variant("global", _window_global, GPU, (("threads", 128),),
+                          "one output per thread, inputs read from global memory"),
+        "shared": Variant("shared", _window_shared, GPU, (("threads", 128),),
+                          "the block's window in shared memory, copied by every thread (the notes)"),
+        "shared_coop": Variant("shared_coop", _window_shared_coop, GPU, (("threads", 128), ("vector", 1)),
+                               "the window fetched cooperatively by the block's threads"),
+    },
+    make_args=lambda p, d, rng: [rng.uniform(-1, 1, size=p["n"] + 2).astype(d), _poison((p["n"],), d)],
+    reference=lambda a: [a[0][:-2].astype(np.float64) + a[0][1:-1] + a[0][2:]],
+    outputs=(1,),
+    flops=lambda p: float(2 * p["n"]),
+    bytes=lambda p, d: float((2 * p["n"] + 2) * _isize(d)),
+    peers=("torch.window_sum",),
+    description="B[i] = A[i] + A[i + 1] + A[i + 2]",
+))
+
+
+# -- matmul ----------------------------------------------------------------------------------------
+
+
+def _matmul_compute(dtype):
+    n, m, k = te.var("n"), te.var("m"), te.var("k")
+    A = te.placeholder((n, k), name="A", dtype=dtype)
+    B = te.placeholder((k, m), name="B", dtype=dtype)
+    r = te.reduce_axis((0, k), "r")
+    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    return A, B, C
+
+
+def _matmul_default(params, dtype):
+    A, B, C = _matmul_compute(dtype)
+    return te.create_schedule(C.op), [A, B, C]
+
+
+def _matmul_naive(params, dtype, tile=16):
+    """One output per thread, ``tile`` x ``tile`` threads a block, operands from global memory."""
+    A, B, C = _matmul_compute(dtype)
+    s = te.create_schedule(C.op)
+    io, jo, ii, ji = s[C].tile(C.op.axis[0], C.op.axis[1], tile, tile)
+    s[C].bind(io, te.thread_axis("blockIdx.y"))
+    s[C].bind(jo, te.thread_axis("blockIdx.x"))
+    s[C].bind(ii, te.thread_axis("threadIdx.y"))
+    s[C].bind(ji, te.thread_axis("threadIdx.x"))
+    return s, [A, B, C]
+
+
+def _register_tiles(s, C, local_y, local_x, block_y, block_x):
+    """The notes' ``blocking``: each thread computes a ``local_y`` x ``local_x`` tile of C in
+    registers (C.local), a block ``block_y`` x ``block_x`` threads. Returns (CC, i1, j1 or fused tx)."""
+    CC = s.cache_write(C, "local")
+    i, j = s[C].op.axis
+    i0, irest = s[C].split(i, factor=block_y * local_y)
+    i1, i2 = s[C].split(irest, factor=local_y)
+    j0, jrest = s[C].split(j, factor=block_x * local_x)
+    j1, j2 = s[C].split(jrest, factor=local_x)
+    s[C].reorder(i0, j0, i1, j1, i2, j2)
+    s[C].bind(i0, te.thread_axis("blockIdx.y"))
+    s[C].bind(j0, te.thread_axis("blockIdx.x"))
+    return CC, i1, j1
+
+
+def _matmul_local_blocked(params, dtype, local_y=8, local_x=8, block_y=8, block_x=8, tile_k=4):
+    A, B, C = _matmul_compute(dtype)
+    s = te.create_schedule(C.op)
+    CC, i1, j1 = _register_tiles(s, C, local_y, local_x, block_y, block_x)
+    s[C].bind(i1, te.thread_axis("threadIdx.y"))
+    s[C].bind(j1, te.thread_axis("threadIdx.x"))
+    s[CC].compute_at(s[C], j1)
+    k0, k1 = s[CC].split(s[CC].op.reduce_axis[0], factor=tile_k)
+    ci, cj = s[CC].op.axis
+    s[CC].reorder(k0, k1, ci, cj)
+    s[CC].unroll(k1)
+    return s, [A, B, C]
+
+
+def _matmul_shared_blocked(params, dtype, local_y=8, local_x=8, block_y=8, block_x=8, tile_k=8,
+                           vector=4, double_buffer=0):
+    """The notes' ``blocking_with_shared``: register tiles as in local_blocked, the block's threads
+    fused into threadIdx.x, and the A and B tiles of each ``tile_k`` step fetched into shared memory
+    cooperatively, ``vector`` consecutive elements per thread (optionally double-buffered)."""
+    A, B, C = _matmul_compute(dtype)
+    s = te.create_schedule(C.op)
+    CC, i1, j1 = _register_tiles(s, C, local_y, local_x, block_y, block_x)
+    tx = s[C].fuse(i1, j1)
+    s[C].bind(tx, te.thread_axis("threadIdx.x"))
+    s[CC].compute_at(s[C], tx)
+    k0, k1 = s[CC].split(s[CC].op.reduce_axis[0], factor=tile_k)
+    ci, cj = s[CC].op.axis
+    s[CC].reorder(k0, k1, ci, cj)
+    nthread = block_y * block_x
+    for X in (A, B):
+        XS = s.cache_read(X, "shared", [CC])
+        s[XS].compute_at(s[CC], k0)
+        fused = s[XS].fuse(*s[XS].op.axis)
+        if vector > 1:
+            fused, vec = s[XS].split(fused, factor=vector)
+            s[XS].vectorize(vec)
+        _, ftx = s[XS].split(fused, factor=nthread)
+        s[XS].bind(ftx, te.thread_axis("threadIdx.x"))
+        if double_buffer:
+            s[XS].double_buffer()
+    return s, [A, B, C]
+
+
+def _matmul_args(p, d, rng) -> List[np.ndarray]:
+    return [rng.uniform(-1, 1, size=(p["n"], p["k"])).astype(d),
+            rng.uniform(-1, 1, size=(p["k"], p["m"])).astype(d), _poison((p["n"], p["m"]), d)]
+
+
+_TILES = (("local_y", 8), ("local_x", 8), ("block_y", 8), ("block_x", 8))
+
+register(Workload(
+    name="matmul",
+    params=("n", "m", "k"),
+    dtypes=("float32",),
+    variants={
+        "default": Variant("default", _matmul_default, CPU, (), "the default loop nest"),
+        "naive": Variant("naive", _matmul_naive, GPU, (("tile", 16),), "one output per thread"),
+        "local_blocked": Variant("local_blocked", _matmul_local_blocked, GPU, _TILES + (("tile_k", 4),),
+                                 "register tiles per thread (the notes' blocking)"),
+        "shared_blocked": Variant(
+            "shared_blocked", _matmul_shared_blocked, GPU,
+            _TILES + (("tile_k", 8), ("vector", 4), ("double_buffer", 0)),
+            "register tiles plus shared-memory tiles fetched cooperatively (blocking_with_shared)"),
+    },
+    make_args=_matmul_args,
+    reference=lambda a: [a[0].astype(np.float64) @ a[1].astype(np.float64)],
+    outputs=(2,),
+    flops=lambda p: float(2 * p["n"] * p["m"] * p["k"]),
+    bytes=lambda p, d: float((p["n"] * p["k"] + p["k"] * p["m"] + p["n"] * p["m"]) * _isize(d)),
+    peers=("torch.matmul(tf32=off)",),
+    description="C[i, j] = sum_r A[i, r] * B[r, j] (float32)",
+    # sums of k products in a schedule-dependent order: the float32 reduction tolerance
+    tolerance={"float32": (1e-4, 1e-4)},
+))
