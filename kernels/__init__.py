@@ -5,7 +5,7 @@ Use it as ``import kernels as tvm; from kernels import te``.
 
 from __future__ import annotations
 
-from . import container, contrib, driver, error, errors, ir, runtime, target, te, testing, tir
+from . import autotvm, container, contrib, driver, error, errors, ir, runtime, target, te, testing, tir
 from .build_module import build
 from .errors import TVMError
 from .lower import lower
