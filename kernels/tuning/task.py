@@ -18,7 +18,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import TVMError
-from .space import ConfigEntity, ConfigSpace, FallbackConfigEntity
+from .space import ConfigSpace, FallbackConfigEntity
 
 logger = logging.getLogger("autotvm")
 
@@ -154,7 +154,8 @@ class Task:
         from ..target import Target
 
         if name not in TEMPLATES:
-            raise TaskError(f"no template named {name!r}; registered: {', '.join(sorted(TEMPLATES)) or 'none'}")
+            known = ", ".join(sorted(TEMPLATES)) or "none"
+            raise TaskError(f"no template named {name!r}; registered: {known}")
         self.name = name
         self.args = tuple(args)
         self.func = TEMPLATES[name]

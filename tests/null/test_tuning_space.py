@@ -73,8 +73,8 @@ def test_errors_name_the_knob_or_template():
     with pytest.raises(TaskError, match="no template named 'nope'"):
         autotvm.task.create("nope", args=(), target="c")
     task = autotvm.task.create("test/space_matmul", args=(12, "float32"), target="c")
-    with pytest.raises(SpaceError, match=f"config index 1000 is out of range: the space has {len(task.config_space)} "
-                       "points"):
+    size = len(task.config_space)
+    with pytest.raises(SpaceError, match=f"config index 1000 is out of range: the space has {size} points"):
         task.config_space.get(1000)
     with pytest.raises(SpaceError, match="knob 'vec' has no candidate 3"):
         task.config_space.index_of({"unroll": 0, "tile_y": [-1, 1, 1], "vec": 3})
