@@ -90,3 +90,12 @@ def opencl_available() -> bool:
         return tvm.opencl(0).exist
     except Exception:
         return False
+
+
+def gpu_target_params():
+    """pytest params for the GPU-style targets: OpenCL (PoCL here, skipped without a device) and CUDA
+    (marked ``gpu``: it runs where a GPU is, e.g. ``pytest -m gpu`` on the device)."""
+    import pytest
+
+    return [pytest.param("opencl", marks=pytest.mark.skipif(not opencl_available(), reason="no OpenCL")),
+            pytest.param("cuda", marks=pytest.mark.gpu)]

@@ -19,7 +19,7 @@ import itertools
 
 import numpy as np
 import pytest
-from kbtest import opencl_available, run
+from kbtest import gpu_target_params, run
 
 import kernels as tvm
 from kernels import te
@@ -87,25 +87,28 @@ GPU_CASES = [c for c in itertools.product(ATTACH, ["global", "shared", "warp", "
              if not (c[0] == "root" and (c[1] != "global" or c[2] != "serial"))]
 
 
-@pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
+GPU_TARGETS = gpu_target_params()
+
+
+@pytest.mark.parametrize("target", GPU_TARGETS)
 @pytest.mark.parametrize("attach, scope, mode", GPU_CASES)
-def test_attached_stage_on_opencl(attach, scope, mode):
+def test_attached_stage_on_gpu_targets(attach, scope, mode, target):
     s, args = _schedule(attach, scope, mode, gpu=True)
     want = _expectation(attach, scope, mode)
     if want == "binding":
         with pytest.raises(TVMError, match=r"stage P: .* -> threadIdx\.[xy] binds a thread index its "
                                           r"(local|warp) buffer is not shared by.*also reads offset"):
-            tvm.build(s, args, "opencl")
+            tvm.build(s, args, target)
         return
     if want == "global":
         with pytest.raises(TVMError, match="global memory"):
-            tvm.build(s, args, "opencl")
+            tvm.build(s, args, target)
         return
-    f = tvm.build(s, args, "opencl")
+    f = tvm.build(s, args, target)
     rng = np.random.default_rng(7)
     a = rng.standard_normal((N, M + 1)).astype("float32")
     c = np.full((N, M), np.nan, dtype="float32")
-    _, out = run(f, "opencl", a, c)
+    _, out = run(f, target, a, c)
     np.testing.assert_allclose(out, _reference(a), rtol=1e-6, atol=1e-6)
 
 
@@ -147,8 +150,8 @@ def test_region_size_by_scope(scope, attach, size):
     assert f"P[{size}]" in src, (str(mod), src)
 
 
-@pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
-def test_local_stage_bound_to_the_thread_that_owns_it():
+@pytest.mark.parametrize("target", GPU_TARGETS)
+def test_local_stage_bound_to_the_thread_that_owns_it(target):
     """TVM's cooperative pattern on local memory: each thread loads, into its own buffer, exactly the
     elements it will read (a stride of the thread count), so binding the load's inner axis to
     threadIdx.x leaves that axis at its minimum and nothing unread or unwritten (the region is 97
@@ -173,7 +176,7 @@ def test_local_stage_bound_to_the_thread_that_owns_it():
     s[AA].bind(iaa, tx)
     text = str(tvm.lower(s, [A, C], simple_mode=True))
     assert "allocate(A.local: Pointer(local float32), float32, [97])" in text, text
-    f = tvm.build(s, [A, C], "opencl")
+    f = tvm.build(s, [A, C], target)
     a = np.random.default_rng(1).standard_normal(128).astype("float32")
-    _, c = run(f, "opencl", a, np.full(128, np.nan, "float32"))
+    _, c = run(f, target, a, np.full(128, np.nan, "float32"))
     np.testing.assert_allclose(c, a.astype(np.float64) + 3.0, rtol=1e-6)

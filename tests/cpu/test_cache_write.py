@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kbtest import opencl_available, run
+from kbtest import gpu_target_params, run
 
 import kernels as tvm
 from kernels import te
 from kernels.errors import ScheduleError
 
-needs_opencl = pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
 RNG = np.random.default_rng(5)
 
 
@@ -51,16 +50,16 @@ def _blocked_gpu(s, A, B, C, tile=16, reg=2, ktile=8):
     return CC
 
 
-@needs_opencl
+@pytest.mark.parametrize("target", gpu_target_params())
 @pytest.mark.parametrize("n, m, kk", [(64, 64, 64), (50, 37, 29)])  # tiles divide / ragged everywhere
-def test_blocked_matmul_with_register_cache_on_opencl(n, m, kk):
+def test_blocked_matmul_with_register_cache(n, m, kk, target):
     A, B, C = _matmul(n, m, kk)
     s = te.create_schedule(C.op)
     _blocked_gpu(s, A, B, C)
-    f = tvm.build(s, [A, B, C], "opencl")
+    f = tvm.build(s, [A, B, C], target)
     a = RNG.standard_normal((n, kk)).astype("float32")
     b = RNG.standard_normal((kk, m)).astype("float32")
-    *_, c = run(f, "opencl", a, b, np.full((n, m), np.nan, "float32"))
+    *_, c = run(f, target, a, b, np.full((n, m), np.nan, "float32"))
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kbtest import opencl_available, run
+from kbtest import gpu_target_params, opencl_available, run
 
 import kernels as tvm
 from kernels import te, tir
@@ -21,13 +21,13 @@ def _rand(*shape, dtype="float32"):
 
 # -- == and != build conditions ------------------------------------------------------------------
 
-@pytest.mark.parametrize("target", ["c", pytest.param("opencl", marks=needs_opencl)])
+@pytest.mark.parametrize("target", ["c"] + gpu_target_params())
 def test_if_then_else_on_equality_is_an_identity_matrix(target):
     n = 7
     E = te.compute((n, n), lambda i, j: te.if_then_else(i == j, 1.0, 0.0), name="E")
     N = te.compute((n, n), lambda i, j: tir.Select(i != j, 1.0, 0.0), name="N")
     s = te.create_schedule([E.op, N.op])
-    if target == "opencl":
+    if target != "c":
         for T in (E, N):
             s[T].bind(T.op.axis[0], te.thread_axis("threadIdx.x"))
     f = tvm.build(s, [E, N], target)
@@ -81,7 +81,7 @@ def test_rfactor_factor_axis_out_of_range_names_the_range():
         s.rfactor(B, ki, factor_axis=-3)
 
 
-@pytest.mark.parametrize("target", ["c", pytest.param("opencl", marks=needs_opencl)])
+@pytest.mark.parametrize("target", ["c"] + gpu_target_params())
 def test_rfactor_with_init_applies_init_once(target):
     n, m = 5, 48
     A = te.placeholder((n, m), name="A")
@@ -91,7 +91,7 @@ def test_rfactor_with_init_applies_init_once(target):
     s = te.create_schedule(B.op)
     _, ki = s[B].split(k, factor=16)
     s.rfactor(B, ki)
-    if target == "opencl":
+    if target != "c":
         s[B].bind(s[B].op.axis[0], te.thread_axis("blockIdx.x"))
         s[B].bind(s[B].op.reduce_axis[0], te.thread_axis("threadIdx.x"))
         BF = s.stages[[st.name for st in s.stages].index("B.rf")].op.output(0)
@@ -104,8 +104,8 @@ def test_rfactor_with_init_applies_init_once(target):
 
 # -- store predicates and attach points -----------------------------------------------------------
 
-@needs_opencl
-def test_store_predicate_on_a_thread_the_stage_does_not_bind():
+@pytest.mark.parametrize("target", gpu_target_params())
+def test_store_predicate_on_a_thread_the_stage_does_not_bind(target):
     """B's store predicate reads threadIdx.x, which only B.rf (computed inside B) binds: the guard
     goes around B's store, where the index exists, not above the kernel."""
     n, m = 16, 64
@@ -120,9 +120,9 @@ def test_store_predicate_on_a_thread_the_stage_does_not_bind():
     s[BF].compute_at(s[B], s[B].op.axis[0])
     s[BF].bind(s[BF].op.axis[0], tx)
     s[B].set_store_predicate(tx.var.equal(0))
-    f = tvm.build(s, [A, B], "opencl")
+    f = tvm.build(s, [A, B], target)
     a = _rand(n, m)
-    _, b = run(f, "opencl", a, np.full(n, np.nan, "float32"))
+    _, b = run(f, target, a, np.full(n, np.nan, "float32"))
     np.testing.assert_allclose(b, a.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
     # the CUDA source of the same schedule compiles (the index is declared before its use)
     from kernels.contrib import nvcc
@@ -202,7 +202,7 @@ def test_iter_var_attrs_report_tvm_iter_types():
     assert s2[T].iter_var_attrs[yi].iter_type == te.schedule.IterVar.Unrolled
 
 
-@pytest.mark.parametrize("target", ["c", pytest.param("opencl", marks=needs_opencl)])
+@pytest.mark.parametrize("target", ["c"] + gpu_target_params())
 def test_virtual_threads_tile_a_matmul(target):
     n = 32
     A, Bm = te.placeholder((n, n), name="A"), te.placeholder((n, n), name="B")
@@ -218,7 +218,7 @@ def test_virtual_threads_tile_a_matmul(target):
     s[C].reorder(io, jo, vyo, vxo, iii, jii, C.op.reduce_axis[0])
     s[C].bind(vyo, vy)
     s[C].bind(vxo, vx)
-    if target == "opencl":
+    if target != "c":
         AA = s.cache_read(A, "shared", [C])
         s[C].bind(io, te.thread_axis("blockIdx.y"))
         s[C].bind(jo, te.thread_axis("blockIdx.x"))
