@@ -22,6 +22,7 @@ from .expr import (
     Add,
     And,
     BinaryOp,
+    Broadcast,
     Call,
     Cast,
     Div,
@@ -35,16 +36,18 @@ from .expr import (
     Mod,
     Mul,
     Not,
-    node_kind,
     Or,
     PrimExpr,
+    Ramp,
     Select,
     StringImm,
     Sub,
     Var,
     const,
+    node_kind,
 )
 from .functor import rewrite
+from .modular import modular_set
 
 Bound = Tuple[Optional[int], Optional[int]]  # inclusive; None = unbounded
 Ranges = Dict[Var, Bound]
@@ -74,6 +77,10 @@ def skey(e) -> tuple:
         k = ("Select", skey(e.condition), skey(e.true_value), skey(e.false_value))
     elif isinstance(e, Call):
         k = ("Call", e.dtype, e.op.name) + tuple(skey(a) for a in e.args)
+    elif isinstance(e, Ramp):
+        k = ("Ramp", e.lanes, skey(e.base), skey(e.stride))
+    elif isinstance(e, Broadcast):
+        k = ("Broadcast", e.lanes, skey(e.value))
     elif type(e).__name__ == "BufferLoad":
         k = ("BufferLoad", id(e.buffer)) + tuple(skey(i) for i in e.indices)
     elif type(e).__name__ == "ProducerLoad":
@@ -387,6 +394,8 @@ class Simplifier:
     def _post(self, e):
         if not isinstance(e, PrimExpr):
             return None
+        if isinstance(e, (Ramp, Broadcast)) or (isinstance(e, BinaryOp) and dt.lanes(e.a.dtype) > 1):
+            return self._vector(e)
         if isinstance(e, BinaryOp):
             folded = _fold_binary(e)
             if folded is not None:
@@ -423,6 +432,41 @@ class Simplifier:
         if isinstance(e, Let):
             return None
         return None
+
+    # -- vector expressions (Ramp / Broadcast), kept apart from the scalar rules ------------------
+    def _vector(self, e):
+        """Fold lane-wise arithmetic on ramps and broadcasts back into a ramp or a broadcast."""
+        if isinstance(e, Ramp):
+            return Broadcast(e.base, e.lanes) if const_value_of(e.stride) == 0 else None
+        if isinstance(e, Broadcast):
+            return None
+        a, b, kind, n = e.a, e.b, node_kind(e), dt.lanes(e.a.dtype)
+        if isinstance(a, Broadcast) and isinstance(b, Broadcast):
+            return Broadcast(self(kind(a.value, b.value)), n)
+        if kind in (Add, Sub):
+            if isinstance(a, Ramp) and isinstance(b, (Ramp, Broadcast)):
+                other = b.base if isinstance(b, Ramp) else b.value
+                stride = kind(a.stride, b.stride) if isinstance(b, Ramp) else a.stride
+                return self._ramp(kind(a.base, other), stride, n)
+            if isinstance(a, Broadcast) and isinstance(b, Ramp):
+                stride = b.stride if kind is Add else Sub(IntImm(b.stride.dtype, 0), b.stride)
+                return self._ramp(kind(a.value, b.base), stride, n)
+        if kind is Mul:
+            r, c = (a, b) if isinstance(a, Ramp) else (b, a)
+            if isinstance(r, Ramp) and isinstance(c, Broadcast):
+                return self._ramp(Mul(r.base, c.value), Mul(r.stride, c.value), n)
+        if kind in (FloorDiv, FloorMod) and isinstance(a, Ramp) and isinstance(b, Broadcast):
+            c, s = const_value_of(b.value), const_value_of(a.stride)
+            if isinstance(c, int) and isinstance(s, int) and c > 0 and s > 0 \
+                    and _ramp_in_block(a.base, s, n, c):
+                if kind is FloorDiv:  # every lane falls in the block of the first one
+                    return Broadcast(self(FloorDiv(a.base, b.value)), n)
+                return self._ramp(FloorMod(a.base, b.value), a.stride, n)
+        return None
+
+    def _ramp(self, base, stride, lanes: int) -> PrimExpr:
+        base, stride = self(base), self(stride)
+        return Broadcast(base, lanes) if const_value_of(stride) == 0 else Ramp(base, stride, lanes)
 
     def _prove_cmp(self, diff: PrimExpr) -> Bound:
         return self.bound(diff)
@@ -537,6 +581,17 @@ class Simplifier:
         if isinstance(e, Div) and dt.is_float(e.dtype) and const_value_of(b) == 1:
             return a
         return None
+
+
+def _ramp_in_block(base: PrimExpr, stride: int, lanes: int, c: int) -> bool:
+    """Whether ``base + k * stride`` for ``k < lanes`` never crosses a multiple of ``c``."""
+    coeff, r = modular_set(base)
+    span = stride * (lanes - 1)
+    if coeff == 0 or coeff % c == 0:  # base's offset within its block is known exactly
+        return r % c + span < c
+    if c % coeff == 0:  # base sits at r (mod coeff); the block ends at a multiple of coeff
+        return r % coeff + span < coeff
+    return False
 
 
 def simplify(node, ranges: Optional[Ranges] = None):
