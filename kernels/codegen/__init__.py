@@ -12,10 +12,10 @@ from ..tir.expr import Buffer, IntImm, Var
 from ..tir.functor import collect
 from ..tir.printer import expr_str
 from ..tir.simplify import simplify, structural_equal
-from ..tir.stmt import Allocate, AttrStmt, For, LetStmt, SeqStmt, Stmt, seq
+from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, LetStmt, SeqStmt, Stmt, seq
 from .c import CCodegen
 from .c_family import CFamilyCodegen
-from .cuda import CUDACodegen, check_arch
+from .cuda import CUDACodegen
 from .opencl import OpenCLCodegen
 
 DIALECTS = {"c": CCodegen, "cuda": CUDACodegen, "opencl": OpenCLCodegen}
@@ -104,6 +104,25 @@ def _used_buffers(s: Stmt) -> List[Buffer]:
     return out
 
 
+def _launch_extents(cg: CFamilyCodegen, part: Stmt, func: PrimFunc, shape_vars) -> Dict[str, object]:
+    """The thread extents of one printed function (a GPU kernel must bind threads, C must not)."""
+    if cg.device_kernels:
+        ext = _thread_extents(part, shape_vars)
+        if not ext:
+            raise BuildError(
+                f"target {cg.target}: a loop nest of {func.name} (writing "
+                f"{', '.join(sorted({s.buffer.name for s in _stores(part)})) or '?'}) "
+                "is not bound to any "
+                "GPU thread; bind its loops with s[T].bind(axis, te.thread_axis('blockIdx.x')) "
+                "(did you forget to bind?)")
+        return ext
+    tb = collect(part, lambda n: isinstance(n, AttrStmt) and n.attr_key == "thread_extent")
+    if tb:
+        raise BuildError(f"target {cg.target} cannot run loops bound to GPU threads "
+                         f"({tb[0].node.thread_tag}); build this schedule for cuda or opencl, or drop the bind() calls")
+    return {}
+
+
 def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
     """Print ``func`` (already lowered for ``target``) and describe how to call it."""
     if target not in DIALECTS:
@@ -114,34 +133,16 @@ def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
     ws_size = {id(a.buffer): a.extent for a in allocs}
     for a in allocs:
         _check_host_expr(a.extent, shape_vars, f"size of buffer {a.buffer.name}")
-    if target == "c":
-        parts = [body]
-    else:
-        parts = list(body.seq) if isinstance(body, SeqStmt) else [body]
     cg_cls = DIALECTS[target]
     sources: List[str] = []
     helpers: List[str] = []
     headers: List[str] = []
     kernels: List[KernelSpec] = []
     uses_omp = False
-    for k, part in enumerate(parts):
+    for k, part in enumerate(cg_cls(shape_vars).split_functions(body)):
         cg: CFamilyCodegen = cg_cls(shape_vars)
-        name = func.name if target == "c" else f"{func.name}_kernel{k}"
-        if target != "c":
-            ext = _thread_extents(part, shape_vars)
-            if not ext:
-                raise BuildError(
-                    f"target {target}: a loop nest of {func.name} (writing "
-                    f"{', '.join(sorted({s.buffer.name for s in _stores(part)})) or '?'}) "
-                    "is not bound to any "
-                    "GPU thread; bind its loops with s[T].bind(axis, te.thread_axis('blockIdx.x')) "
-                    "(did you forget to bind?)")
-        else:
-            ext = {}
-            tb = collect(part, lambda n: isinstance(n, AttrStmt) and n.attr_key == "thread_extent")
-            if tb:
-                raise BuildError(f"target c cannot run loops bound to GPU threads ({tb[0].node.thread_tag}); "
-                                 "build this schedule for cuda or opencl, or drop the bind() calls")
+        name = cg.function_name(func.name, k)
+        ext = _launch_extents(cg, part, func, shape_vars)
         # parameters: argument buffers, workspaces, then shape variables (sorted)
         used = _used_buffers(part)
         used_ids = {id(b) for b in used}
@@ -153,7 +154,7 @@ def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
                 params.append(b.name)
                 decls.append(cg.param_decl("buffer", b, cname))
         for b in used:
-            if target != "c" and b.scope == "global" and not any(
+            if cg.device_kernels and b.scope == "global" and not any(
                     b is x for x in list(func.buffers) + workspaces):
                 raise BuildError(f"buffer {b.name}: global memory inside a loop nest cannot be allocated on "
                                  f"{target}; compute the stage at root or in shared/local scope")
@@ -169,12 +170,7 @@ def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
             cname = cg.names.get(v, vname)
             params.append(vname)
             decls.append(cg.param_decl("scalar", v, cname))
-        block_threads = None
-        bx = [ext.get(t) for t in _TAGS[3:]]
-        if target == "cuda" and all(x is None or isinstance(x, IntImm) for x in bx):
-            block_threads = 1
-            for x in bx:
-                block_threads *= x.value if x is not None else 1
+        block_threads = cg.launch_bounds([ext.get(t) for t in _TAGS[3:]])
         cg.lines = []
         cg.stmt(part, 1)
         body_lines = cg.lines
@@ -203,10 +199,8 @@ def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
     wss = tuple(Workspace(b.name, b.dtype, lambda env, _e=ws_size[id(b)]: int(evaluate(_e, env)))
                 for b in workspaces)
     return FuncSpec(func.name, target, source, args, tuple(sorted(shape_vars)), wss, tuple(kernels),
-                    arch=check_arch(arch) if target == "cuda" else "", uses_openmp=uses_omp)
+                    arch=cg_cls(shape_vars).build_arch(arch), uses_openmp=uses_omp)
 
 
 def _stores(s: Stmt):
-    from ..tir.stmt import BufferStore
-
     return collect(s, lambda n: isinstance(n, BufferStore))

@@ -99,12 +99,16 @@ _LANES_RE = re.compile(r"^([a-z]+\d*)x(\d+)$")
 
 def lanes(dtype: str) -> int:
     """Number of lanes: 1 for a scalar type, 4 for ``"float32x4"``."""
+    if "x" not in dtype:
+        return 1
     m = _LANES_RE.match(dtype)
     return int(m.group(2)) if m else 1
 
 
 def element_of(dtype: str) -> str:
     """The scalar type of one lane (``"float32x4"`` -> ``"float32"``; scalars map to themselves)."""
+    if "x" not in dtype:
+        return dtype
     m = _LANES_RE.match(dtype)
     return m.group(1) if m else dtype
 
