@@ -119,7 +119,8 @@ def _launch_extents(cg: CFamilyCodegen, part: Stmt, func: PrimFunc, shape_vars) 
     tb = collect(part, lambda n: isinstance(n, AttrStmt) and n.attr_key == "thread_extent")
     if tb:
         raise BuildError(f"target {cg.target} cannot run loops bound to GPU threads "
-                         f"({tb[0].node.thread_tag}); build this schedule for cuda or opencl, or drop the bind() calls")
+                         f"({tb[0].node.thread_tag}); build this schedule for cuda or opencl, or drop the "
+                         "bind() calls")
     return {}
 
 
@@ -172,6 +173,7 @@ def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
             decls.append(cg.param_decl("scalar", v, cname))
         block_threads = cg.launch_bounds([ext.get(t) for t in _TAGS[3:]])
         cg.lines = []
+        cg.prepare(part)
         cg.stmt(part, 1)
         body_lines = cg.lines
         src = [cg.kernel_signature(name, decls, block_threads) + " {"]

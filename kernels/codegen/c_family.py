@@ -152,6 +152,7 @@ class CFamilyCodegen:
         self.facts: List[Tuple[PrimExpr, int]] = []  # (E, M): M divides E in the code being printed
         self.temps = 0  # vector temporaries printed so far
         self.let_lanes: Dict = {}  # (vector variable, lane) -> the scalar variable of that lane
+        self.vector_buffers: Set[int] = set()  # ids of buffers with vector accesses (see prepare)
 
     # -- types -----------------------------------------------------------------------------
     def type_str(self, t: str) -> str:
@@ -382,7 +383,7 @@ class CFamilyCodegen:
                              "shared buffers need a constant size (compute_at a loop with constant extent)")
         if b.scope == "shared":
             decl = f"{self.shared_qualifier} {t} {name}[{size.value}];"
-            if self.has_vector_access(s.body, b):
+            if id(b) in self.vector_buffers:
                 decl = self.aligned_array(self.shared_qualifier, t, name, size.value, VECTOR_ALIGN_BYTES)
             if self.hoist_shared:
                 self.hoisted.append(decl)
@@ -420,7 +421,7 @@ class CFamilyCodegen:
             return
         vtype = self.vector_type(dt.element_of(s.buffer.dtype), w)
         for j in range(0, n, w):
-            ptr = f"{name} + {self.expr(simplify(idx.base + j))}"
+            ptr = f"{name} + {self.expr(idx.base if j == 0 else simplify(idx.base + j))}"
             self.emit(ind, self.vector_store_text(vtype, w, ptr, self.vector_make(vtype, vals[j:j + w])))
 
     def vector_store_text(self, vtype: str, lanes: int, ptr: str, value: str) -> str:
@@ -467,7 +468,7 @@ class CFamilyCodegen:
                 for j in range(0, n, w):  # one vector load per chunk of w lanes
                     self.temps += 1
                     tmp = f"_v{self.temps}"
-                    ptr = f"{name} + {self.expr(simplify(idx.base + j))}"
+                    ptr = f"{name} + {self.expr(idx.base if j == 0 else simplify(idx.base + j))}"
                     self.emit(ind, f"{vtype} {tmp} = {self.vector_load(vtype, w, ptr)};")
                     for k in range(w):
                         v = Var(tmp, elem)
@@ -488,9 +489,11 @@ class CFamilyCodegen:
         self.stmt(s.body, ind + 1)
         self.emit(ind, "}")
 
-    def has_vector_access(self, s: Stmt, buf: Buffer) -> bool:
-        return bool(collect(s, lambda n: isinstance(n, (BufferLoad, BufferStore)) and n.buffer is buf
-                            and len(n.indices) == 1 and isinstance(n.indices[0], Ramp)))
+    def prepare(self, body: Stmt) -> None:
+        """Look at a whole function before printing it (which arrays vector instructions access)."""
+        self.vector_buffers = {id(n.buffer) for n in collect(
+            body, lambda n: isinstance(n, (BufferLoad, BufferStore)) and len(n.indices) == 1
+            and isinstance(n.indices[0], Ramp))}
 
     # -- functions ---------------------------------------------------------------------------
     def header(self) -> str:

@@ -92,9 +92,7 @@ def _find(stmt: Stmt) -> List[_Entry]:
                 raise LoweringError(f"stage {stage}: double_buffer: no buffer of the stage is allocated "
                                     "around its producer (is it an output or at global scope?)")
             if not loops:
-                raise LoweringError(f"stage {stage}: double_buffer: no serial loop encloses the stage's "
-                                    "producer; compute it at a loop (s[T].compute_at(s[C], k_outer)) whose "
-                                    "iterations fetch successive tiles")
+                return  # its loop has a single iteration (and is gone): one tile, nothing to overlap
             alloc, loop = outer[allocs[-1]], outer[loops[-1]]
             if not (isinstance(loop.min, IntImm) and loop.min.value == 0):
                 raise LoweringError(f"stage {stage}: double_buffer: loop {loop.loop_var.name} starts at "
@@ -186,7 +184,7 @@ def inject_double_buffer(stmt: Stmt) -> Stmt:
     loops first); buffers get two padded halves."""
     entries = _find(stmt)
     if not entries:
-        return stmt
+        return _strip_marks(stmt)
     by_loop: Dict[int, List[_Entry]] = {}
     outside: Dict[int, _Entry] = {}
     for e in entries:
@@ -202,4 +200,10 @@ def inject_double_buffer(stmt: Stmt) -> Stmt:
             return dataclasses.replace(n, extent=simplify(outside[id(n.buffer)].stride * 2))
         return None
 
-    return rewrite(stmt, post)
+    return _strip_marks(rewrite(stmt, post))
+
+
+def _strip_marks(stmt: Stmt) -> Stmt:
+    """Drop the markers of producers that needed no double buffering."""
+    return rewrite(stmt, lambda n: n.body if isinstance(n, AttrStmt) and n.attr_key == DOUBLE_BUFFER_SCOPE
+                   else None)

@@ -14,17 +14,19 @@ vectorizes it).
 
 Where the loop cannot run as one vector operation for every instance, the pass chooses:
 
-* a bound check on the loop variable (``split`` of a ragged extent) that is linear in it becomes a
-  run-time test that every lane is in bounds: ``if (all lanes in bounds) vector else scalar loop``;
+* a bound check on the loop variable (``split`` of a ragged extent) that is affine in it, or the
+  same in every lane, becomes a run-time test that every lane is in bounds:
+  ``if (all lanes in bounds) vector else scalar loop``;
 * on CUDA a vector access must start at a multiple of its lanes (a ``float4`` load needs 16-byte
   alignment; argument buffers are at least 256-byte aligned and shared arrays with vector accesses
   are declared 16-byte aligned). Where the start is provably a multiple (a constant row length,
   a tile offset) nothing is added; where it may be one (a symbolic row length) the run-time test
   also checks ``floormod(base, N) == 0``; where it never is, the printer uses narrower vectors or
   per-lane accesses;
-* a body it cannot express lane by lane (a condition, store address or loop bound that differs
-  between lanes in another way, a call with side effects, an allocation, a non-linear bound check)
-  stays the scalar loop, marked for unrolling (``#pragma unroll``). The result is never wrong code.
+* a body it cannot express lane by lane (an index that is not affine in the loop variable, a
+  condition, store address or loop bound that differs between lanes in another way, a call with
+  side effects, an allocation, a non-affine bound check) stays the scalar loop, marked for
+  unrolling (``#pragma unroll``). The result is never wrong code.
 
 As in TVM, a vectorized loop's iterations are assumed independent (it comes from a data-parallel
 axis): the lanes of one statement all run before the next statement.
@@ -62,10 +64,10 @@ from ..tir.expr import (
     const,
     node_kind,
 )
-from ..tir.functor import collect, rewrite, substitute
+from ..tir.functor import children, collect, rewrite, substitute
 from ..tir.modular import can_be_multiple, is_multiple
 from ..tir.printer import expr_str
-from ..tir.simplify import simplify, skey, structural_equal, to_linear
+from ..tir.simplify import VectorFolder, simplify, skey, structural_equal
 from ..tir.stmt import (
     AttrStmt,
     BufferStore,
@@ -120,13 +122,23 @@ class _Lanes:
     def __init__(self, var: Var, start: PrimExpr, lanes: int):
         self.var, self.lanes = var, lanes
         self.ramp = Ramp(start, const(1, var.dtype), lanes)
+        self.dependent: Dict[int, bool] = {}  # id(expression) -> whether it uses var
+        self.fold = VectorFolder()  # ramp/broadcast folding of one node (children done)
+
+    def uses(self, e: PrimExpr) -> bool:
+        """Whether ``e`` depends on the loop variable (memoized: each node is looked at once)."""
+        got = self.dependent.get(id(e))
+        if got is None:
+            got = e is self.var or any(self.uses(c) for c in children(e))
+            self.dependent[id(e)] = got
+        return got
 
     def vec(self, t: str) -> str:
         return dt.with_lanes(t, self.lanes)
 
     # -- expressions ------------------------------------------------------------------------
     def expr(self, e: PrimExpr) -> PrimExpr:
-        if not _uses(e, self.var):
+        if not self.uses(e):
             return e
         if e is self.var:
             return self.ramp
@@ -135,7 +147,7 @@ class _Lanes:
             n = self.lanes
             kind = node_kind(e)
             out_t = self.vec("bool") if isinstance(e, (CmpOp, And, Or)) else self.vec(e.dtype)
-            return simplify(kind(_bcast(a, n), _bcast(b, n), dtype=out_t))
+            return self.fold(kind(_bcast(a, n), _bcast(b, n), dtype=out_t))
         if isinstance(e, Cast):
             return Cast(self.vec(e.dtype), self.expr(e.value))
         if isinstance(e, Not):
@@ -153,8 +165,15 @@ class _Lanes:
         if isinstance(e, BufferLoad):
             if len(e.indices) != 1:
                 raise _Scalar(f"load of {e.buffer.name} is not flat")
-            return BufferLoad(e.buffer, (self.expr(e.indices[0]),), self.vec(e.dtype))
+            return BufferLoad(e.buffer, (self.index(e.buffer, e.indices[0]),), self.vec(e.dtype))
         raise _Scalar(f"{type(e).__name__} {expr_str(e)} has no lane-wise form")
+
+    def index(self, buf, index: PrimExpr) -> PrimExpr:
+        """The lanes' addresses: a ramp (the index is affine in the loop variable), else scalar code."""
+        idx = self.expr(index)
+        if dt.lanes(idx.dtype) > 1 and not isinstance(idx, Ramp):
+            raise _Scalar(f"index {expr_str(index)} of {buf.name} is not affine in {self.var.name}")
+        return idx
 
     # -- statements -------------------------------------------------------------------------
     def stmt(self, s: Stmt) -> Stmt:
@@ -189,7 +208,7 @@ class _Lanes:
     def store(self, s: BufferStore) -> Stmt:
         if len(s.indices) != 1:
             raise _Scalar(f"store to {s.buffer.name} is not flat")
-        idx, val = self.expr(s.indices[0]), self.expr(s.value)
+        idx, val = self.index(s.buffer, s.indices[0]), self.expr(s.value)
         if dt.lanes(idx.dtype) == 1:
             if dt.lanes(val.dtype) == 1 and not any(n.buffer is s.buffer for n in collect(
                     s.value, lambda n: isinstance(n, BufferLoad))):
@@ -201,28 +220,31 @@ class _Lanes:
         return BufferStore(s.buffer, _bcast(val, self.lanes), (idx,))
 
     # -- the bound check around the body ---------------------------------------------------------
-    def all_lanes(self, cond: PrimExpr, last: PrimExpr, first: PrimExpr) -> PrimExpr:
-        """A scalar condition true exactly when ``cond`` holds in every lane (it must be linear
-        in the loop variable)."""
+    def all_lanes(self, cond: PrimExpr) -> PrimExpr:
+        """A scalar condition true exactly when ``cond`` holds in every lane: each conjunct must be
+        the same in every lane (e.g. ``floordiv(ramp, 8)`` within one block of 8) or compare two
+        affine lane values, whose difference then moves one way and is checked at its hardest lane."""
         if isinstance(cond, Call) and cond.op.name == "tir.likely":
-            return self.all_lanes(cond.args[0], last, first)
+            return self.all_lanes(cond.args[0])
         if isinstance(cond, And):
-            return And(self.all_lanes(cond.a, last, first), self.all_lanes(cond.b, last, first))
-        if not _uses(cond, self.var):
-            return cond
-        kind = node_kind(cond)
-        if kind not in (LT, LE, GT, GE) or not dt.is_integer(cond.a.dtype):
-            raise _Scalar(f"bound check {expr_str(cond)} is not a linear inequality in {self.var.name}")
-        lin = to_linear(simplify(cond.a - cond.b))
-        coef = 0
-        for c, t in lin.terms.values():
-            if t is self.var:
-                coef = c
-            elif _uses(t, self.var):
-                raise _Scalar(f"bound check {expr_str(cond)} is not linear in {self.var.name}")
-        # lhs - rhs grows with the variable when coef > 0: "< / <=" is hardest at the last lane
-        hardest = last if (coef > 0) == (kind in (LT, LE)) else first
-        return substitute(cond, {self.var: hardest})
+            return And(self.all_lanes(cond.a), self.all_lanes(cond.b))
+        vc = self.expr(cond)
+        if dt.lanes(vc.dtype) == 1:
+            return vc
+        if isinstance(vc, Broadcast):
+            return vc.value
+        kind = node_kind(vc)
+        if kind in (LT, LE, GT, GE) and all(isinstance(x, (Ramp, Broadcast)) for x in (vc.a, vc.b)):
+            step = simplify(_stride(vc.a) - _stride(vc.b))
+            if isinstance(step, IntImm):
+                # a - b grows with the lane when step > 0: "<" and "<=" are hardest at the last lane
+                lane = self.lanes - 1 if (step.value > 0) == (kind in (LT, LE)) else 0
+                return kind(lane_of(vc.a, lane), lane_of(vc.b, lane))
+        raise _Scalar(f"bound check {expr_str(cond)} is not affine in {self.var.name}")
+
+
+def _stride(e: PrimExpr) -> PrimExpr:
+    return e.stride if isinstance(e, Ramp) else const(0, e.value.dtype)
 
 
 def _vector_accesses(s: Stmt) -> List[Tuple[object, Ramp]]:
@@ -280,10 +302,9 @@ def vectorize_loop(f: For, target: str) -> Stmt:
     body, guard = f.body, None
     try:
         if isinstance(body, IfThenElse) and body.else_case is None and _uses(body.condition, f.loop_var):
-            last = simplify(f.min + (n - 1))
-            guard = simplify(lanes.all_lanes(body.condition, last, f.min))
+            guard = simplify(lanes.all_lanes(body.condition))
             body = body.then_case
-        vec = simplify(lanes.stmt(body))
+        vec = lanes.stmt(body)
     except _Scalar:
         return _scalar_loop(f)
     conds = ([] if guard is None else [guard]) + _alignment_checks(vec, target, n)

@@ -133,6 +133,8 @@ def const_int_bound(e: PrimExpr, ranges: Optional[Ranges] = None) -> Bound:
     if isinstance(e, Mul):
         a, b = const_int_bound(e.a, ranges), const_int_bound(e.b, ranges)
         if None in a or None in b:
+            if a[0] is not None and b[0] is not None and a[0] >= 0 and b[0] >= 0:
+                return (a[0] * b[0], None if a[1] is None or b[1] is None else a[1] * b[1])
             # a constant non-negative factor keeps a half-open bound
             for x, y in ((a, b), (b, a)):
                 if x[0] is not None and x[0] == x[1]:
@@ -442,7 +444,7 @@ class Simplifier:
             return None
         a, b, kind, n = e.a, e.b, node_kind(e), dt.lanes(e.a.dtype)
         if isinstance(a, Broadcast) and isinstance(b, Broadcast):
-            return Broadcast(self(kind(a.value, b.value)), n)
+            return Broadcast(self._scalar(kind(a.value, b.value)), n)
         if kind in (Add, Sub):
             if isinstance(a, Ramp) and isinstance(b, (Ramp, Broadcast)):
                 other = b.base if isinstance(b, Ramp) else b.value
@@ -460,13 +462,16 @@ class Simplifier:
             if isinstance(c, int) and isinstance(s, int) and c > 0 and s > 0 \
                     and _ramp_in_block(a.base, s, n, c):
                 if kind is FloorDiv:  # every lane falls in the block of the first one
-                    return Broadcast(self(FloorDiv(a.base, b.value)), n)
+                    return Broadcast(self._scalar(FloorDiv(a.base, b.value)), n)
                 return self._ramp(FloorMod(a.base, b.value), a.stride, n)
         return None
 
     def _ramp(self, base, stride, lanes: int) -> PrimExpr:
-        base, stride = self(base), self(stride)
+        base, stride = self._scalar(base), self._scalar(stride)
         return Broadcast(base, lanes) if const_value_of(stride) == 0 else Ramp(base, stride, lanes)
+
+    def _scalar(self, e: PrimExpr) -> PrimExpr:
+        return self(e)
 
     def _prove_cmp(self, diff: PrimExpr) -> Bound:
         return self.bound(diff)
@@ -581,6 +586,25 @@ class Simplifier:
         if isinstance(e, Div) and dt.is_float(e.dtype) and const_value_of(b) == 1:
             return a
         return None
+
+
+class VectorFolder(Simplifier):
+    """Only the ramp/broadcast folding of one node whose operands are done, folding constants in
+    the scalar parts but leaving them otherwise as they are (the vectorizer builds expressions
+    bottom-up with it; a full simplification comes later)."""
+
+    def __call__(self, e: PrimExpr) -> PrimExpr:
+        out = self._vector(e)
+        return e if out is None else out
+
+    def _scalar(self, e: PrimExpr) -> PrimExpr:
+        if isinstance(e, BinaryOp):
+            folded = _fold_binary(e)
+            if folded is not None:
+                return folded
+            if isinstance(e, (Add, Sub)) and const_value_of(e.b) == 0:
+                return e.a
+        return e
 
 
 def _ramp_in_block(base: PrimExpr, stride: int, lanes: int, c: int) -> bool:
