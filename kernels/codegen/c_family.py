@@ -156,6 +156,7 @@ class CFamilyCodegen:
 
     # -- types -----------------------------------------------------------------------------
     def type_str(self, t: str) -> str:
+        """The C name of a scalar type."""
         self.uses_dtypes.add(t)
         if t in self.float_types:
             return self.float_types[t]
@@ -167,6 +168,7 @@ class CFamilyCodegen:
 
     # -- expressions -------------------------------------------------------------------------
     def float_const(self, e: FloatImm) -> str:
+        """A floating-point constant of its type."""
         v = e.value
         if math.isinf(v) or math.isnan(v):
             return self.special_float(v, e.dtype)
@@ -182,6 +184,7 @@ class CFamilyCodegen:
         return s if t == "float32" else f"(({self.type_str(t)}){s})"
 
     def int_const(self, e: IntImm) -> str:
+        """An integer (or boolean) constant of its type."""
         if e.dtype == "bool":
             return "true" if e.value else "false"
         if e.dtype == "int64":
@@ -199,10 +202,12 @@ class CFamilyCodegen:
         raise BuildError(f"target {self.target} cannot use thread index {tag}")
 
     def nonneg(self, e: PrimExpr) -> bool:
+        """Whether ``e`` is provably >= 0 given the enclosing loops and thread indices."""
         lo = const_int_bound(e, self.ranges)[0]
         return lo is not None and lo >= 0
 
     def expr(self, e: PrimExpr) -> str:
+        """A scalar expression."""
         if dt.lanes(e.dtype) > 1:
             raise BuildError(f"vector expression {expr_str(e)} in a scalar context (target {self.target})")
         if isinstance(e, Var):
@@ -242,6 +247,7 @@ class CFamilyCodegen:
         raise BuildError(f"cannot print expression {e!r} for target {self.target}")
 
     def floor_divmod(self, e: BinaryOp) -> str:
+        """floordiv/floormod: shifts and masks where the operands allow, else a helper call."""
         a, b = self.expr(e.a), self.expr(e.b)
         if dt.is_float(e.dtype):
             if isinstance(e, FloorDiv):
@@ -265,6 +271,7 @@ class CFamilyCodegen:
         return f"(({a} {op} {b}) ? {a} : {b})"
 
     def call(self, e: Call) -> str:
+        """A call every dialect spells alike; others go to :meth:`dialect_call`."""
         name = e.op.name
         if name in ("tir.call_pure_extern", "tir.call_extern"):
             fn = e.args[0].value
@@ -290,13 +297,16 @@ class CFamilyCodegen:
                          "(register_intrin_lowering) or another target")
 
     def buffer_name(self, b: Buffer) -> str:
+        """The C identifier of a buffer."""
         return self.names.get(b, b.name)
 
     # -- statements --------------------------------------------------------------------------
     def emit(self, indent: int, text: str) -> None:
+        """Append one line of code."""
         self.lines.append("  " * indent + text)
 
     def stmt(self, s: Stmt, ind: int) -> None:
+        """A statement and everything inside it."""
         if isinstance(s, SeqStmt):
             for x in s.seq:
                 self.stmt(x, ind)
@@ -349,6 +359,7 @@ class CFamilyCodegen:
         raise BuildError(f"target {self.target} has no barrier (cross-thread code needs cuda or opencl)")
 
     def loop(self, s: For, ind: int) -> None:
+        """A for loop, with the pragma of its kind."""
         v = self.names.get(s.loop_var, s.loop_var.name)
         t = self.type_str(s.loop_var.dtype)
         pragma = self.loop_pragma(s)

@@ -25,7 +25,8 @@ Where the loop cannot run as one vector operation for every instance, the pass c
   per-lane accesses;
 * a body it cannot express lane by lane (an index that is not affine in the loop variable, a
   condition, store address or loop bound that differs between lanes in another way, a call with
-  side effects, an allocation, a non-affine bound check) stays the scalar loop, marked for
+  side effects, an allocation, a non-affine bound check), or one where no access could use a
+  vector instruction (no vector type of that width), stays the scalar loop, marked for
   unrolling (``#pragma unroll``). The result is never wrong code.
 
 As in TVM, a vectorized loop's iterations are assumed independent (it comes from a data-parallel
@@ -307,6 +308,9 @@ def vectorize_loop(f: For, target: str) -> Stmt:
         vec = lanes.stmt(body)
     except _Scalar:
         return _scalar_loop(f)
+    if not any(buf.scope in VECTOR_SCOPES and vector_width(target, dt.element_of(buf.dtype), n) > 1
+               for buf, _ in _vector_accesses(vec)):
+        return _scalar_loop(f)  # no access can use a vector instruction: nothing to gain
     conds = ([] if guard is None else [guard]) + _alignment_checks(vec, target, n)
     if not conds:
         return vec
