@@ -500,11 +500,12 @@ class CFamilyCodegen:
         self.stmt(s.body, ind + 1)
         self.emit(ind, "}")
 
-    def prepare(self, body: Stmt) -> None:
-        """Look at a whole function before printing it (which arrays vector instructions access)."""
-        self.vector_buffers = {id(n.buffer) for n in collect(
-            body, lambda n: isinstance(n, (BufferLoad, BufferStore)) and len(n.indices) == 1
-            and isinstance(n.indices[0], Ramp))}
+    def prepare(self, body: Stmt, nodes: Optional[Sequence] = None) -> None:
+        """Look at a whole function (``nodes``: all its IR nodes, if known) before printing it:
+        which arrays vector instructions access."""
+        nodes = collect(body, lambda n: True) if nodes is None else nodes
+        self.vector_buffers = {id(n.buffer) for n in nodes if isinstance(n, (BufferLoad, BufferStore))
+                               and len(n.indices) == 1 and isinstance(n.indices[0], Ramp)}
 
     # -- functions ---------------------------------------------------------------------------
     def header(self) -> str:

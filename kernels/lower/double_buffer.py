@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Tuple
 from ..errors import LoweringError
 from ..tir import dtype as dt
 from ..tir.expr import GE, LT, Buffer, BufferLoad, FloorMod, IntImm, PrimExpr, Var, const
-from ..tir.functor import collect, rewrite, substitute
+from ..tir.functor import collect, rewrite, rewrite_stmts, substitute
 from ..tir.simplify import can_prove, simplify
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, IfThenElse, SeqStmt, Stmt, seq
 from .storage_sync import DOUBLE_BUFFER_WRITE
@@ -63,7 +63,7 @@ def _mark(n) -> Optional[Stmt]:
 
 def mark_double_buffer(stmt: Stmt) -> Stmt:
     """Wrap the producer of every double-buffered stage in ``attr double_buffer_scope``."""
-    return rewrite(stmt, _mark)
+    return rewrite_stmts(stmt, _mark)
 
 
 # -- injection (flat buffers) ------------------------------------------------------------------
@@ -200,10 +200,12 @@ def inject_double_buffer(stmt: Stmt) -> Stmt:
             return dataclasses.replace(n, extent=simplify(outside[id(n.buffer)].stride * 2))
         return None
 
-    return _strip_marks(rewrite(stmt, post))
+    return _strip_marks(rewrite_stmts(stmt, post))
 
 
 def _strip_marks(stmt: Stmt) -> Stmt:
     """Drop the markers of producers that needed no double buffering."""
-    return rewrite(stmt, lambda n: n.body if isinstance(n, AttrStmt) and n.attr_key == DOUBLE_BUFFER_SCOPE
-                   else None)
+    def strip(n):
+        return n.body if isinstance(n, AttrStmt) and n.attr_key == DOUBLE_BUFFER_SCOPE else None
+
+    return rewrite_stmts(stmt, strip)

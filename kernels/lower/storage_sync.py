@@ -139,7 +139,7 @@ class _Planner:
             self.varying.add(s.loop_var)
         items = list(s.body.seq) if isinstance(s.body, SeqStmt) else [s.body]
         body, acc = self.plan([self.visit(x) for x in items], s.loop_var)
-        if varying_loop and has_barrier(body):
+        if varying_loop and any(a.kind == SYNC for a in acc):
             raise BuildError(
                 f"a barrier (shared memory written by one thread and read by another) is needed inside "
                 f"loop {s.loop_var.name}, whose trip count {expr_str(s.extent)} differs between the "
@@ -154,7 +154,7 @@ class _Planner:
         other, acc2 = (None, []) if s.else_case is None else self.plan_block(s.else_case)
         acc = _reads(s.condition) + acc + acc2
         out = IfThenElse(s.condition, then, other)
-        if self.is_varying(s.condition) and (has_barrier(then) or (other is not None and has_barrier(other))):
+        if any(a.kind == SYNC for a in acc) and self.is_varying(s.condition):
             out = self.split_branch(s.condition, then, other)
         return out, acc
 

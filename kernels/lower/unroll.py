@@ -17,7 +17,7 @@ import dataclasses
 from typing import Dict
 
 from ..tir.expr import Buffer, BufferLoad, IntImm, const
-from ..tir.functor import collect, rewrite, substitute
+from ..tir.functor import collect, rewrite, rewrite_stmts, substitute
 from ..tir.simplify import simplify
 from ..tir.stmt import Allocate, For, ForKind, SeqStmt, Stmt, seq
 
@@ -78,4 +78,4 @@ def _unroll(n) -> Stmt:
 
 def unroll_loops(stmt: Stmt) -> Stmt:
     """Unroll every loop of kind ``unrolled`` that has a constant, small enough extent."""
-    return rewrite(stmt, _unroll)
+    return rewrite_stmts(stmt, _unroll)

@@ -65,7 +65,7 @@ from ..tir.expr import (
     const,
     node_kind,
 )
-from ..tir.functor import children, collect, rewrite, substitute
+from ..tir.functor import children, collect, rewrite_stmts, substitute
 from ..tir.modular import can_be_multiple, is_multiple
 from ..tir.printer import expr_str
 from ..tir.simplify import VectorFolder, simplify, skey, structural_equal
@@ -322,7 +322,7 @@ def vectorize_loop(f: For, target: str) -> Stmt:
 
 def vectorize_loops(stmt: Stmt, target: str) -> Stmt:
     """Rewrite every loop of kind ``vectorized`` (innermost first) for ``target``."""
-    return rewrite(stmt, lambda n: vectorize_loop(n, target)
+    return rewrite_stmts(stmt, lambda n: vectorize_loop(n, target)
                    if isinstance(n, For) and n.kind == ForKind.VECTORIZED else None)
 
 

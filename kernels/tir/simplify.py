@@ -263,6 +263,10 @@ def to_linear(e: PrimExpr) -> Linear:
 def _linear_into(e, scale, lin: Linear) -> None:
     if isinstance(e, IntImm):
         lin.const += e.value * scale
+        return
+    known = e.__dict__.get("_linear")  # the form of a simplifier output (see Simplifier._binary)
+    if known is not None:
+        lin.add(known, scale)
     elif isinstance(e, Add):
         _linear_into(e.a, scale, lin)
         _linear_into(e.b, scale, lin)
@@ -483,7 +487,10 @@ class Simplifier:
                 return None  # folding would overflow the type (see _fold_binary)
             if isinstance(e, Mul) and not (isinstance(a, IntImm) or isinstance(b, IntImm)):
                 return None
-            out = to_linear(e).to_expr()
+            lin = to_linear(e)
+            out = lin.to_expr()
+            if not isinstance(out, IntImm):  # remember it: enclosing sums reuse it, not re-walk it
+                object.__setattr__(out, "_linear", lin)
             return out
         if isinstance(e, (Add, Sub, Mul)):  # floats: only identities
             bv, av = const_value_of(b), const_value_of(a)
