@@ -230,27 +230,39 @@ class Linear:
         return not self.terms
 
     def to_expr(self) -> PrimExpr:
+        """The canonical expression: positive terms, then negative ones, then the constant. Each
+        node it builds remembers its linear form, so simplifying it again does not re-walk it."""
         pos, neg = [], []
         for c, t in self.terms.values():
             if c > 0:
-                pos.append(t if c == 1 else Mul(t, IntImm(self.dtype, c)))
+                pos.append((c, t, t if c == 1 else Mul(t, IntImm(self.dtype, c))))
             else:
-                neg.append(t if c == -1 else Mul(t, IntImm(self.dtype, -c)))
+                neg.append((c, t, t if c == -1 else Mul(t, IntImm(self.dtype, -c))))
         if not pos and not neg:
             return IntImm(self.dtype, self.const)
-        if pos:
-            out = pos[0]
-            for p in pos[1:]:
-                out = Add(out, p)
-        else:
-            out = None
-        for n in neg:
-            out = Sub(IntImm(self.dtype, 0), n) if out is None else Sub(out, n)
-        if self.const > 0:
-            out = Add(out, IntImm(self.dtype, self.const))
-        elif self.const < 0:
-            out = Sub(out, IntImm(self.dtype, -self.const))
+        acc = Linear(self.dtype)
+        out = None
+        for c, t, node in pos + neg:
+            if node is not t:
+                _remember(node, t, abs(c), self.dtype)
+            acc.add_term(t, c)
+            if out is None:
+                out = node if c > 0 else Sub(IntImm(self.dtype, 0), node)
+            else:
+                out = Add(out, node) if c > 0 else Sub(out, node)
+            if out is not t:
+                object.__setattr__(out, "_linear", acc.scaled(1))
+        if self.const:
+            out = Add(out, IntImm(self.dtype, self.const)) if self.const > 0 else \
+                Sub(out, IntImm(self.dtype, -self.const))
+            object.__setattr__(out, "_linear", self.scaled(1))
         return out
+
+
+def _remember(node: PrimExpr, term: PrimExpr, coef: int, dtype: str) -> None:
+    lin = Linear(dtype)
+    lin.add_term(term, coef)
+    object.__setattr__(node, "_linear", lin)
 
 
 def to_linear(e: PrimExpr) -> Linear:
@@ -487,11 +499,9 @@ class Simplifier:
                 return None  # folding would overflow the type (see _fold_binary)
             if isinstance(e, Mul) and not (isinstance(a, IntImm) or isinstance(b, IntImm)):
                 return None
-            lin = to_linear(e)
-            out = lin.to_expr()
-            if not isinstance(out, IntImm):  # remember it: enclosing sums reuse it, not re-walk it
-                object.__setattr__(out, "_linear", lin)
-            return out
+            if "_linear" in e.__dict__:
+                return None  # built by to_expr and unchanged since: already canonical
+            return to_linear(e).to_expr()
         if isinstance(e, (Add, Sub, Mul)):  # floats: only identities
             bv, av = const_value_of(b), const_value_of(a)
             if isinstance(e, Add) and bv == 0:
