@@ -453,6 +453,8 @@ class CFamilyCodegen:
             return 1
         if not (isinstance(idx.stride, IntImm) and idx.stride.value == 1):
             return 1
+        if buf.scope == "shared" and id(buf) not in self.vector_buffers:
+            return 1  # its declaration (printed before prepare() knew of it) is not aligned
         elem = dt.element_of(buf.dtype)
         for w in VECTOR_LANES.get(self.target, {}).get(elem, ()):
             if idx.lanes % w == 0 and self.vector_type(elem, w) is not None and (

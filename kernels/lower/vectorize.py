@@ -184,6 +184,8 @@ class _Lanes:
             return self.store(s)
         if isinstance(s, IfThenElse):
             c = self.expr(s.condition)
+            if isinstance(c, Broadcast):
+                c = c.value  # the same in every lane
             if dt.lanes(c.dtype) > 1:
                 raise _Scalar(f"condition {expr_str(s.condition)} differs between lanes")
             other = None if s.else_case is None else self.stmt(s.else_case)
