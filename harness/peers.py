@@ -163,6 +163,49 @@ def _torch_conv3x3(host_args: Sequence[np.ndarray], device_index: int = 0) -> Pe
     return PeerRun(launch, outputs)
 
 
+def _torch_add(host_args: Sequence[np.ndarray], device_index: int = 0) -> PeerRun:
+    """vector_add: C = A + B."""
+    import torch
+
+    a, b = _torch_in(host_args[0], device_index), _torch_in(host_args[1], device_index)
+    out = torch.empty_like(a)
+    return PeerRun(lambda: torch.add(a, b, out=out), _torch_outputs(out))
+
+
+def _torch_window_sum(host_args: Sequence[np.ndarray], device_index: int = 0) -> PeerRun:
+    """window_sum: B[i] = A[i] + A[i + 1] + A[i + 2] as two torch.add calls (one temporary)."""
+    import torch
+
+    a = _torch_in(host_args[0], device_index)
+    n = a.shape[0] - 2
+    tmp = torch.empty(n, dtype=a.dtype, device=a.device)
+    out = torch.empty(n, dtype=a.dtype, device=a.device)
+
+    def launch() -> None:
+        torch.add(a[:n], a[1:n + 1], out=tmp)
+        torch.add(tmp, a[2:], out=out)
+
+    return PeerRun(launch, _torch_outputs(out))
+
+
+def _torch_matmul_fp32(host_args: Sequence[np.ndarray], device_index: int = 0) -> PeerRun:
+    """matmul in float32 with TF32 off (the same arithmetic as the kernels)."""
+    import torch
+
+    a, b = _torch_in(host_args[0], device_index), _torch_in(host_args[1], device_index)
+    out = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+
+    def launch() -> None:
+        prev = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            torch.matmul(a, b, out=out)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = prev
+
+    return PeerRun(launch, _torch_outputs(out))
+
+
 def _cupy_sum_rows(host_args: Sequence[np.ndarray], device_index: int = 0) -> PeerRun:
     import cupy
 
@@ -251,3 +294,8 @@ def run_peer(
         return False, f"peer {name}: {message}", None
     sides = measure_sides(lambda: CudaTimer(device_index, mode="cold"), run, config or MeasureConfig())
     return True, "", (sides if (config and config.interleave) else sides[0][1])
+_register(Peer("torch.add", "torch", _torch_available, _torch_add, "elementwise add (vector_add)"))
+_register(Peer("torch.window_sum", "torch", _torch_available, _torch_window_sum,
+               "window sums as two torch.add calls (window_sum)"))
+_register(Peer("torch.matmul(tf32=off)", "torch", _torch_available, _torch_matmul_fp32,
+               "float32 matmul without TF32 (matmul)"))

@@ -12,10 +12,10 @@ from ..tir.expr import Buffer, IntImm, Var
 from ..tir.functor import collect
 from ..tir.printer import expr_str
 from ..tir.simplify import simplify, structural_equal
-from ..tir.stmt import Allocate, AttrStmt, For, LetStmt, SeqStmt, Stmt, seq
+from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, LetStmt, SeqStmt, Stmt, seq
 from .c import CCodegen
 from .c_family import CFamilyCodegen
-from .cuda import CUDACodegen, check_arch
+from .cuda import CUDACodegen
 from .opencl import OpenCLCodegen
 
 DIALECTS = {"c": CCodegen, "cuda": CUDACodegen, "opencl": OpenCLCodegen}
@@ -68,9 +68,13 @@ def _check_host_expr(e, shape_vars, what: str) -> None:
                              "whose extent does not depend on an enclosing unbound loop)")
 
 
-def _thread_extents(kernel: Stmt, shape_vars) -> Dict[str, object]:
+def _thread_attrs(nodes: List) -> List[AttrStmt]:
+    return [n for n in nodes if isinstance(n, AttrStmt) and n.attr_key == "thread_extent"]
+
+
+def _thread_extents(nodes: List, shape_vars) -> Dict[str, object]:
     found: Dict[str, object] = {}
-    for a in collect(kernel, lambda n: isinstance(n, AttrStmt) and n.attr_key == "thread_extent"):
+    for a in _thread_attrs(nodes):
         tag = a.node.thread_tag
         ext = simplify(a.value)
         prev = found.get(tag)
@@ -82,26 +86,50 @@ def _thread_extents(kernel: Stmt, shape_vars) -> Dict[str, object]:
     return found
 
 
-def _bound_vars(s: Stmt) -> set:
+def _bound_vars(nodes: List) -> set:
     out = set()
-    for n in collect(s, lambda n: isinstance(n, (For, LetStmt, AttrStmt))):
+    for n in nodes:
         if isinstance(n, For):
             out.add(n.loop_var)
         elif isinstance(n, LetStmt):
             out.add(n.var)
-        elif n.attr_key == "thread_extent":
+        elif isinstance(n, AttrStmt) and n.attr_key == "thread_extent":
             out.add(n.node.var)
     return out
 
 
-def _used_buffers(s: Stmt) -> List[Buffer]:
+def _used_buffers(nodes: List) -> List[Buffer]:
     seen, out = set(), []
-    for n in collect(s, lambda n: hasattr(n, "buffer") and isinstance(getattr(n, "buffer"), Buffer)):
-        b = n.buffer
+    for n in nodes:
+        b = getattr(n, "buffer", None)
+        if not isinstance(b, Buffer):
+            continue
         if id(b) not in seen:
             seen.add(id(b))
             out.append(b)
     return out
+
+
+def _launch_extents(cg: CFamilyCodegen, nodes: List, func: PrimFunc, shape_vars) -> Dict[str, object]:
+    """The thread extents of one printed function (a GPU kernel must bind threads, C must not);
+    ``nodes`` are all the function's IR nodes."""
+    if cg.device_kernels:
+        ext = _thread_extents(nodes, shape_vars)
+        if not ext:
+            stores = {n.buffer.name for n in nodes if isinstance(n, BufferStore)}
+            raise BuildError(
+                f"target {cg.target}: a loop nest of {func.name} (writing "
+                f"{', '.join(sorted(stores)) or '?'}) "
+                "is not bound to any "
+                "GPU thread; bind its loops with s[T].bind(axis, te.thread_axis('blockIdx.x')) "
+                "(did you forget to bind?)")
+        return ext
+    tb = _thread_attrs(nodes)
+    if tb:
+        raise BuildError(f"target {cg.target} cannot run loops bound to GPU threads "
+                         f"({tb[0].node.thread_tag}); build this schedule for cuda or opencl, or drop the "
+                         "bind() calls")
+    return {}
 
 
 def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
@@ -114,36 +142,19 @@ def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
     ws_size = {id(a.buffer): a.extent for a in allocs}
     for a in allocs:
         _check_host_expr(a.extent, shape_vars, f"size of buffer {a.buffer.name}")
-    if target == "c":
-        parts = [body]
-    else:
-        parts = list(body.seq) if isinstance(body, SeqStmt) else [body]
     cg_cls = DIALECTS[target]
     sources: List[str] = []
     helpers: List[str] = []
     headers: List[str] = []
     kernels: List[KernelSpec] = []
     uses_omp = False
-    for k, part in enumerate(parts):
+    for k, part in enumerate(cg_cls(shape_vars).split_functions(body)):
         cg: CFamilyCodegen = cg_cls(shape_vars)
-        name = func.name if target == "c" else f"{func.name}_kernel{k}"
-        if target != "c":
-            ext = _thread_extents(part, shape_vars)
-            if not ext:
-                raise BuildError(
-                    f"target {target}: a loop nest of {func.name} (writing "
-                    f"{', '.join(sorted({s.buffer.name for s in _stores(part)})) or '?'}) "
-                    "is not bound to any "
-                    "GPU thread; bind its loops with s[T].bind(axis, te.thread_axis('blockIdx.x')) "
-                    "(did you forget to bind?)")
-        else:
-            ext = {}
-            tb = collect(part, lambda n: isinstance(n, AttrStmt) and n.attr_key == "thread_extent")
-            if tb:
-                raise BuildError(f"target c cannot run loops bound to GPU threads ({tb[0].node.thread_tag}); "
-                                 "build this schedule for cuda or opencl, or drop the bind() calls")
+        name = cg.function_name(func.name, k)
+        nodes = collect(part, lambda n: True)  # one walk; the checks below filter it
+        ext = _launch_extents(cg, nodes, func, shape_vars)
         # parameters: argument buffers, workspaces, then shape variables (sorted)
-        used = _used_buffers(part)
+        used = _used_buffers(nodes)
         used_ids = {id(b) for b in used}
         params: List[str] = []
         decls: List[str] = []
@@ -153,13 +164,12 @@ def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
                 params.append(b.name)
                 decls.append(cg.param_decl("buffer", b, cname))
         for b in used:
-            if target != "c" and b.scope == "global" and not any(
+            if cg.device_kernels and b.scope == "global" and not any(
                     b is x for x in list(func.buffers) + workspaces):
                 raise BuildError(f"buffer {b.name}: global memory inside a loop nest cannot be allocated on "
                                  f"{target}; compute the stage at root or in shared/local scope")
-        bound = _bound_vars(part)
-        free = [v for v in collect(part, lambda n: isinstance(n, Var))
-                if v not in bound and v.dtype != "handle"]
+        bound = _bound_vars(nodes)
+        free = [v for v in nodes if isinstance(v, Var) and v not in bound and v.dtype != "handle"]
         for v in free:
             if v.name not in shape_vars or shape_vars[v.name] is not v:
                 raise BuildError(f"variable {v.name} is used in {name} but is neither a loop variable nor a "
@@ -169,15 +179,9 @@ def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
             cname = cg.names.get(v, vname)
             params.append(vname)
             decls.append(cg.param_decl("scalar", v, cname))
-        block_threads = None
-        bx = [ext.get(t) for t in _TAGS[3:]]
-        if target == "cuda" and all(x is None or isinstance(x, IntImm) for x in bx):
-            block_threads = 1
-            for x in bx:
-                block_threads *= x.value if x is not None else 1
+        block_threads = cg.launch_bounds([ext.get(t) for t in _TAGS[3:]])
         cg.lines = []
-        for a in collect(part, lambda n: isinstance(n, AttrStmt) and n.attr_key == "thread_extent"):
-            cg.thread_vars[a.node.var] = a.node.thread_tag  # a thread index means it anywhere in the kernel
+        cg.prepare(part, nodes)
         cg.stmt(part, 1)
         body_lines = cg.lines
         src = [cg.kernel_signature(name, decls, block_threads) + " {"]
@@ -205,10 +209,4 @@ def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
     wss = tuple(Workspace(b.name, b.dtype, lambda env, _e=ws_size[id(b)]: int(evaluate(_e, env)))
                 for b in workspaces)
     return FuncSpec(func.name, target, source, args, tuple(sorted(shape_vars)), wss, tuple(kernels),
-                    arch=check_arch(arch) if target == "cuda" else "", uses_openmp=uses_omp)
-
-
-def _stores(s: Stmt):
-    from ..tir.stmt import BufferStore
-
-    return collect(s, lambda n: isinstance(n, BufferStore))
+                    arch=cg_cls(shape_vars).build_arch(arch), uses_openmp=uses_omp)

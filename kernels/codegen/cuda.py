@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ..errors import BuildError
-from ..tir.expr import Call
+from ..tir.expr import Call, IntImm
 from .c_family import CFamilyCodegen
 
 HEADER = """#ifdef _WIN32
@@ -26,12 +28,16 @@ class CUDACodegen(CFamilyCodegen):
     target = "cuda"
     restrict = "__restrict__"
     shared_qualifier = "__shared__"
-    kernel_prefix = 'extern "C" __global__ void'
     helper_qualifier = "__device__ __forceinline__"
     int_types = {"int8": "signed char", "int16": "short", "int32": "int", "int64": "int64_t",
                  "uint8": "uchar", "uint16": "ushort", "uint32": "uint", "uint64": "uint64_t", "bool": "bool"}
     float_types = {"float16": "half", "float32": "float", "float64": "double"}
     hoist_shared = False
+    device_kernels = True
+    vector_type_names = {"float32": "float", "float64": "double", "float16": "half", "int8": "char",
+                         "uint8": "uchar", "int16": "short", "uint16": "ushort", "int32": "int",
+                         "uint32": "uint", "int64": "longlong", "uint64": "ulonglong"}
+    lane_names = (".x", ".y", ".z", ".w")
 
     def thread_index(self, tag: str) -> str:
         return f"((int){tag})"
@@ -70,6 +76,23 @@ class CUDACodegen(CFamilyCodegen):
     def kernel_signature(self, name: str, params, block_threads) -> str:
         lb = f"__launch_bounds__({block_threads}) " if block_threads else ""
         return f'extern "C" __global__ void {lb}{name}({", ".join(params)})'
+
+    def build_arch(self, arch: str) -> str:
+        return check_arch(arch)
+
+    def launch_bounds(self, block_extents) -> Optional[int]:
+        if not all(x is None or isinstance(x, IntImm) for x in block_extents):
+            return None
+        n = 1
+        for x in block_extents:
+            n *= x.value if x is not None else 1
+        return n
+
+    def vector_make(self, vtype: str, lanes) -> str:
+        return f"make_{vtype}({', '.join(lanes)})"
+
+    def aligned_array(self, qualifier: str, t: str, name: str, size: int, align: int) -> str:
+        return f"{qualifier} __align__({align}) {t} {name}[{size}];"
 
 
 def check_arch(arch: str) -> str:

@@ -18,6 +18,20 @@ class OpenCLCodegen(CFamilyCodegen):
                  "uint16": "ushort", "uint32": "uint", "uint64": "ulong", "bool": "bool"}
     float_types = {"float16": "half", "float32": "float", "float64": "double"}
     hoist_shared = True
+    device_kernels = True
+    vector_type_names = {"float32": "float", "float64": "double", "float16": "half", "int8": "char",
+                         "uint8": "uchar", "int16": "short", "uint16": "ushort", "int32": "int",
+                         "uint32": "uint", "int64": "long", "uint64": "ulong"}
+    lane_names = tuple(f".s{k:x}" for k in range(16))
+
+    def vector_load(self, vtype: str, lanes: int, ptr: str) -> str:
+        return f"vload{lanes}(0, {ptr})"
+
+    def vector_store_text(self, vtype: str, lanes: int, ptr: str, value: str) -> str:
+        return f"vstore{lanes}({value}, 0, {ptr});"
+
+    def vector_make(self, vtype: str, lanes) -> str:
+        return f"(({vtype})({', '.join(lanes)}))"
 
     def thread_index(self, tag: str) -> str:
         kind, dim = tag.split(".")

@@ -1,7 +1,9 @@
 """Schedule -> loop-nest IR, as an ordered list of named passes.
 
-``PASSES`` run in ``lower``; ``TARGET_PASSES`` run in ``build`` once the target is known. Each pass
-is a function and can be run and tested alone.
+``lower`` turns the schedule into TE-level IR (:func:`schedule_to_primfunc`: inlining, bound
+inference, loop nests) and then runs :data:`PASSES` in order; ``build`` runs :data:`TARGET_PASSES`
+once the target is known (:func:`lower_for_target`). Each pass is a :class:`Pass`: a name and a
+function ``PrimFunc -> PrimFunc`` that can be run and tested alone; the lists are what runs.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from ..errors import LoweringError, TVMError
 from ..te.schedule import Schedule
 from ..te.tensor import PlaceholderOp, Tensor
 from ..tir.expr import Buffer, IntImm, Var
+from ..tir.functor import collect
 from ..tir.printer import expr_str, stmt_str
 from ..tir.simplify import Simplifier, const_int_bound
 from ..tir.stmt import (
@@ -30,12 +33,15 @@ from ..tir.stmt import (
 )
 from .allreduce import lower_thread_allreduce
 from .bound import infer_bound
+from .double_buffer import inject_double_buffer, mark_double_buffer
 from .flatten import row_major_strides, storage_flatten
 from .intrin import lower_intrinsics
 from .loop_partition import partition_loops
 from .schedule_ops import check_attachments, inline_bodies, schedule_to_stmt
 from .storage_sync import insert_storage_sync
 from .te_stmt import ThreadAllReduce
+from .unroll import unroll_loops
+from .vectorize import vectorize_loops
 
 
 @dataclasses.dataclass
@@ -171,13 +177,19 @@ def _check_args(sch: Schedule, args) -> List[Tensor]:
     return tensors  # an argument the computation does not use is passed and left alone, as in TVM
 
 
-def _pass_lower(sch: Schedule, args, name: str) -> PrimFunc:
+# attributes of a TE-level function that storage flattening consumes
+_TENSOR_BUFFERS = "te.tensor_buffers"  # (op id, output index) -> argument Buffer
+_OP_ALIAS = "te.op_alias"  # (op id, output) -> the key of the buffer it is stored in
+
+
+def schedule_to_primfunc(sch: Schedule, args, name: str) -> PrimFunc:
+    """The schedule -> IR step: check the arguments, substitute inlined stages, infer bounds and
+    build the loop nests (TE-level IR: realize/store/load on tensors). :data:`PASSES` take it on."""
     tensors = _check_args(sch, args)
     check_attachments(sch)
     bodies = inline_bodies(sch)
     info = infer_bound(sch, bodies)
-    arg_ops = [t.op for t in tensors]
-    stmt = schedule_to_stmt(sch, info, bodies, arg_ops)
+    stmt = schedule_to_stmt(sch, info, bodies, [t.op for t in tensors])
     # every tensor is stored under one key: its stage's original op, or the buffer it shares
     alias = {}
     for st in sch.stages:
@@ -198,43 +210,93 @@ def _pass_lower(sch: Schedule, args, name: str) -> PrimFunc:
         buffers.append(buf)
         key = (id(t.op), t.value_index)
         arg_map[alias.get(key, key)] = buf
-    stmt = storage_flatten(stmt, arg_map, alias)
-    stmt = simplify_stmt(stmt)
-    return PrimFunc(name, tuple(tensors), tuple(buffers), stmt)
+    return PrimFunc(name, tuple(tensors), tuple(buffers), stmt,
+                    {_TENSOR_BUFFERS: arg_map, _OP_ALIAS: alias})
 
 
-#: the target-independent passes of ``lower`` (visible for tests and documentation)
-PASSES: List[Tuple[str, str]] = [
-    ("inline", "substitute compute_inline stages into their consumers"),
-    ("bound_inference", "ranges of every loop; regions of attached stages"),
-    ("schedule_ops", "loop nests, attachment, bound predicates, cross-thread reduction nodes"),
-    ("storage_flatten", "realized tensors -> flat buffers with (aligned) strides"),
-    ("simplify", "scoped arithmetic simplification, proven predicates removed"),
+def flatten_pass(func: PrimFunc) -> PrimFunc:
+    """Realized tensors become flat buffers with (aligned) strides; ``T[i, j]`` -> ``T[i * s + j]``."""
+    attrs = dict(func.attrs)
+    arg_map, alias = attrs.pop(_TENSOR_BUFFERS, None), attrs.pop(_OP_ALIAS, None)
+    if arg_map is None:
+        return func  # already flat (e.g. built from TensorIR)
+    return dataclasses.replace(func, body=storage_flatten(func.body, arg_map, alias), attrs=attrs)
+
+
+def simplify_pass(func: PrimFunc) -> PrimFunc:
+    """Scoped arithmetic simplification; proven branches removed."""
+    return func.with_body(simplify_stmt(func.body))
+
+
+def final_simplify_pass(func: PrimFunc, target: str) -> PrimFunc:
+    """The last simplification, knowing that sizes (shape variables) are non-negative."""
+    return func.with_body(simplify_stmt(func.body, shape_var_ranges(func)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Pass:
+    """One named step of lowering: ``run(func)`` (``run(func, target)`` for a target pass) returns
+    the rewritten :class:`PrimFunc`. Each pass can be run and tested alone."""
+
+    name: str
+    run: Callable[..., PrimFunc]
+    doc: str
+
+    def __call__(self, func: PrimFunc, *target) -> PrimFunc:
+        return self.run(func, *target)
+
+
+def _body(fn: Callable[[Stmt], Stmt]) -> Callable[[PrimFunc], PrimFunc]:
+    """A pass on the function's body as a pass on the function."""
+    return lambda f: f.with_body(fn(f.body))
+
+
+def _target_body(fn: Callable[[Stmt, str], Stmt]) -> Callable[[PrimFunc, str], PrimFunc]:
+    """A target pass on the function's body as a target pass on the function."""
+    return lambda f, t: f.with_body(fn(f.body, t))
+
+
+#: what ``lower`` runs, in order, on the function :func:`schedule_to_primfunc` builds
+PASSES: List[Pass] = [
+    Pass("mark_double_buffer", _body(mark_double_buffer),
+         "mark the producers of double-buffered stages (attr double_buffer_scope)"),
+    Pass("storage_flatten", flatten_pass, "realized tensors -> flat buffers with (aligned) strides"),
+    Pass("inject_double_buffer", _body(inject_double_buffer),
+         "double the marked buffers; prefetch the next tile while the current one is used"),
+    Pass("unroll", _body(unroll_loops), "unrolled loops of constant extent -> copies of their body"),
+    Pass("simplify", simplify_pass, "scoped arithmetic simplification, proven predicates removed"),
 ]
 
-#: passes ``build`` runs for a target, in order
-TARGET_PASSES: List[Tuple[str, Callable]] = [
-    ("lower_thread_allreduce", lambda s, t: lower_thread_allreduce(s, t)),
-    ("storage_sync", lambda s, t: insert_storage_sync(s) if t in ("cuda", "opencl") else s),
-    ("lower_intrinsics", lambda s, t: lower_intrinsics(s, t)),
-    ("loop_partition", lambda s, t: partition_loops(s)),
+#: what ``build`` runs, in order, once the target is known
+TARGET_PASSES: List[Pass] = [
+    Pass("lower_thread_allreduce", _target_body(lower_thread_allreduce),
+         "cross-thread reductions -> warp shuffles or shared-memory trees"),
+    Pass("lower_intrinsics", _target_body(lower_intrinsics), "tir.exp & co -> the target's math calls"),
+    Pass("vectorize", _target_body(vectorize_loops),
+         "vectorized loops -> vector loads/stores and lane-wise code (a plain loop on c)"),
+    Pass("storage_sync", _target_body(insert_storage_sync),
+         "barriers where shared memory is written then read, or read then overwritten (GPU targets)"),
+    Pass("loop_partition", _target_body(lambda s, t: partition_loops(s)),
+         "loops guarded by a bound check -> a guard-free main loop and a guarded tail"),
+    Pass("simplify", final_simplify_pass, "final simplification knowing that sizes are >= 0"),
 ]
 
 
 def lower(sch: Schedule, args=None, name: str = "main", binds=None, simple_mode: bool = False):
-    """Lower a schedule to an :class:`IRModule` holding one function."""
+    """Lower a schedule to an :class:`IRModule` holding one function: the schedule -> IR step
+    (:func:`schedule_to_primfunc`), then every pass of :data:`PASSES` in order."""
     if not isinstance(sch, Schedule):
         raise TVMError(f"lower expects a schedule (te.create_schedule(...)), got {sch!r}")
     if args is None:
         raise TVMError("lower needs the argument list, e.g. tvm.lower(s, [A, B])")
-    func = _pass_lower(sch, args, name if name != "default_function" else "main")
+    func = schedule_to_primfunc(sch, args, name if name != "default_function" else "main")
+    for p in PASSES:
+        func = p(func)
     return IRModule({func.name: func})
 
 
 def shape_var_ranges(func: PrimFunc) -> Dict[Var, tuple]:
     """Sizes are never negative: every variable in an argument's shape is >= 0."""
-    from ..tir.functor import collect
-
     out = {}
     for b in func.buffers:
         for d in b.shape:
@@ -244,8 +306,7 @@ def shape_var_ranges(func: PrimFunc) -> Dict[Var, tuple]:
 
 
 def lower_for_target(func: PrimFunc, target: str) -> PrimFunc:
-    body = func.body
-    for _name, fn in TARGET_PASSES:
-        body = fn(body, target)
-    # the final scoped simplification knows that sizes are non-negative
-    return func.with_body(simplify_stmt(body, shape_var_ranges(func)))
+    """Run every pass of :data:`TARGET_PASSES` in order for ``target``."""
+    for p in TARGET_PASSES:
+        func = p(func, target)
+    return func

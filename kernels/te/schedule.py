@@ -487,6 +487,26 @@ class Stage:
                 self.relations.append(Rebase(iv, new))
                 self.leaf_iter_vars[self.leaf_iter_vars.index(iv)] = new
 
+    double_buffered = False  # set by double_buffer()
+
+    def double_buffer(self) -> None:
+        """Keep two copies of this stage's buffer and fetch the next tile into one while the
+        current tile in the other is used (the stage must be computed at a loop)::
+
+            for k in range(K):                   A.shared[half 0] = fetch(0)
+                A.shared = fetch(k)              for k in range(K - 1):
+                compute(A.shared)        ->          A.shared[half (k+1) % 2] = fetch(k + 1)
+                                                     compute(A.shared[half k % 2])
+                                                 compute(A.shared[half (K-1) % 2])
+
+        One barrier per iteration then separates the fetch from the compute instead of two.
+        """
+        self._require_compute("double_buffer")
+        if self.is_output:
+            raise self._err("double_buffer", "an output stage cannot be double-buffered; use it on a "
+                                             "cache stage (s.cache_read(...)) computed at a loop")
+        self.double_buffered = True
+
 
 class Group:
     """Stages scheduled together (``Schedule.create_group``): ``compute_at`` / ``compute_root`` of

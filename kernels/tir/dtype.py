@@ -47,6 +47,8 @@ def normalize(dtype) -> str:
 
 
 def bits(dtype: str) -> int:
+    """Bits of one element (of one lane, for a vector type)."""
+    dtype = element_of(dtype)
     if dtype == "bool":
         return 1
     m = _DTYPE_RE.match(dtype)
@@ -88,3 +90,32 @@ def result_type(a: str, b: str) -> str:
     if b == "bool":
         return a
     return a if bits(a) >= bits(b) else b
+
+
+# -- vector types: "float32x4" is four lanes of float32 (what vectorized expressions carry) -----------
+
+_LANES_RE = re.compile(r"^([a-z]+\d*)x(\d+)$")
+
+
+def lanes(dtype: str) -> int:
+    """Number of lanes: 1 for a scalar type, 4 for ``"float32x4"``."""
+    if "x" not in dtype:
+        return 1
+    m = _LANES_RE.match(dtype)
+    return int(m.group(2)) if m else 1
+
+
+def element_of(dtype: str) -> str:
+    """The scalar type of one lane (``"float32x4"`` -> ``"float32"``; scalars map to themselves)."""
+    if "x" not in dtype:
+        return dtype
+    m = _LANES_RE.match(dtype)
+    return m.group(1) if m else dtype
+
+
+def with_lanes(dtype: str, n: int) -> str:
+    """The type of ``n`` lanes of ``dtype``'s element type (``n == 1`` gives the scalar type)."""
+    base = element_of(dtype)
+    if n < 1:
+        raise TVMError(f"a vector type needs at least one lane, got {n}")
+    return base if n == 1 else f"{base}x{n}"

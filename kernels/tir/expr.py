@@ -592,3 +592,47 @@ def const_value(e):
     if isinstance(e, (IntImm, FloatImm)):
         return e.value
     return None
+
+
+# -- vector expressions ---------------------------------------------------------------------------
+# The vectorize pass turns the body of a vectorized loop into expressions over all its lanes at
+# once: the loop variable becomes ``Ramp(min, 1, lanes)`` and loop-invariant values are broadcast.
+# Their dtype carries the lane count ("float32x4"); a BufferLoad whose index is a vector loads one
+# element per lane (contiguous when the index is a Ramp of stride 1).
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Ramp(PrimExpr):
+    """The integer vector ``base + k * stride`` for ``k = 0 .. lanes - 1``."""
+
+    base: PrimExpr
+    stride: PrimExpr
+    lanes: int
+    dtype: str = field(default="")
+
+    def __post_init__(self):
+        if dt.lanes(self.base.dtype) != 1 or dt.lanes(self.stride.dtype) != 1:
+            raise TVMError(f"ramp: base {self.base} and stride {self.stride} must be scalars")
+        if not dt.is_integer(self.base.dtype):
+            raise TVMError(f"ramp: base {self.base} must be an integer, not {self.base.dtype}")
+        if int(self.lanes) < 2:
+            raise TVMError(f"ramp: needs at least 2 lanes, got {self.lanes}")
+        if not self.dtype:
+            object.__setattr__(self, "dtype", dt.with_lanes(self.base.dtype, int(self.lanes)))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Broadcast(PrimExpr):
+    """The scalar ``value`` in every one of ``lanes`` lanes."""
+
+    value: PrimExpr
+    lanes: int
+    dtype: str = field(default="")
+
+    def __post_init__(self):
+        if dt.lanes(self.value.dtype) != 1:
+            raise TVMError(f"broadcast: value {self.value} must be a scalar, not {self.value.dtype}")
+        if int(self.lanes) < 2:
+            raise TVMError(f"broadcast: needs at least 2 lanes, got {self.lanes}")
+        if not self.dtype:
+            object.__setattr__(self, "dtype", dt.with_lanes(self.value.dtype, int(self.lanes)))

@@ -124,3 +124,9 @@ def buffers_of(node) -> list:
             seen.add(id(n.buffer))
             out.append(n.buffer)
     return out
+
+
+def rewrite_stmts(node, fn: Callable):
+    """:func:`rewrite` over statements only: expressions are kept as they are, unvisited (for passes
+    that restructure loops and branches; much cheaper on large bodies)."""
+    return rewrite(node, fn, lambda n: n if isinstance(n, PrimExpr) else None)

@@ -8,6 +8,7 @@ from . import dtype as dt
 from .expr import (
     And,
     BinaryOp,
+    Broadcast,
     Buffer,
     BufferLoad,
     Call,
@@ -22,6 +23,7 @@ from .expr import (
     Not,
     Or,
     ProducerLoad,
+    Ramp,
     Reduce,
     Select,
     StringImm,
@@ -91,6 +93,10 @@ def expr_str(e) -> str:
         return f"{e.producer.name}[{', '.join(expr_str(i) for i in e.indices)}]"
     if isinstance(e, Reduce):
         return reduce_str(e)
+    if isinstance(e, Ramp):
+        return f"ramp({expr_str(e.base)}, {expr_str(e.stride)}, {e.lanes})"
+    if isinstance(e, Broadcast):
+        return f"broadcast({expr_str(e.value)}, {e.lanes})"
     return repr(e)
 
 

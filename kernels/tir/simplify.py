@@ -22,6 +22,7 @@ from .expr import (
     Add,
     And,
     BinaryOp,
+    Broadcast,
     Call,
     Cast,
     Div,
@@ -35,16 +36,18 @@ from .expr import (
     Mod,
     Mul,
     Not,
-    node_kind,
     Or,
     PrimExpr,
+    Ramp,
     Select,
     StringImm,
     Sub,
     Var,
     const,
+    node_kind,
 )
 from .functor import rewrite
+from .modular import modular_set
 
 Bound = Tuple[Optional[int], Optional[int]]  # inclusive; None = unbounded
 Ranges = Dict[Var, Bound]
@@ -74,6 +77,10 @@ def skey(e) -> tuple:
         k = ("Select", skey(e.condition), skey(e.true_value), skey(e.false_value))
     elif isinstance(e, Call):
         k = ("Call", e.dtype, e.op.name) + tuple(skey(a) for a in e.args)
+    elif isinstance(e, Ramp):
+        k = ("Ramp", e.lanes, skey(e.base), skey(e.stride))
+    elif isinstance(e, Broadcast):
+        k = ("Broadcast", e.lanes, skey(e.value))
     elif type(e).__name__ == "BufferLoad":
         k = ("BufferLoad", id(e.buffer)) + tuple(skey(i) for i in e.indices)
     elif type(e).__name__ == "ProducerLoad":
@@ -126,6 +133,8 @@ def const_int_bound(e: PrimExpr, ranges: Optional[Ranges] = None) -> Bound:
     if isinstance(e, Mul):
         a, b = const_int_bound(e.a, ranges), const_int_bound(e.b, ranges)
         if None in a or None in b:
+            if a[0] is not None and b[0] is not None and a[0] >= 0 and b[0] >= 0:
+                return (a[0] * b[0], None if a[1] is None or b[1] is None else a[1] * b[1])
             # a constant non-negative factor keeps a half-open bound
             for x, y in ((a, b), (b, a)):
                 if x[0] is not None and x[0] == x[1]:
@@ -221,27 +230,39 @@ class Linear:
         return not self.terms
 
     def to_expr(self) -> PrimExpr:
+        """The canonical expression: positive terms, then negative ones, then the constant. Each
+        node it builds remembers its linear form, so simplifying it again does not re-walk it."""
         pos, neg = [], []
         for c, t in self.terms.values():
             if c > 0:
-                pos.append(t if c == 1 else Mul(t, IntImm(self.dtype, c)))
+                pos.append((c, t, t if c == 1 else Mul(t, IntImm(self.dtype, c))))
             else:
-                neg.append(t if c == -1 else Mul(t, IntImm(self.dtype, -c)))
+                neg.append((c, t, t if c == -1 else Mul(t, IntImm(self.dtype, -c))))
         if not pos and not neg:
             return IntImm(self.dtype, self.const)
-        if pos:
-            out = pos[0]
-            for p in pos[1:]:
-                out = Add(out, p)
-        else:
-            out = None
-        for n in neg:
-            out = Sub(IntImm(self.dtype, 0), n) if out is None else Sub(out, n)
-        if self.const > 0:
-            out = Add(out, IntImm(self.dtype, self.const))
-        elif self.const < 0:
-            out = Sub(out, IntImm(self.dtype, -self.const))
+        acc = Linear(self.dtype)
+        out = None
+        for c, t, node in pos + neg:
+            if node is not t:
+                _remember(node, t, abs(c), self.dtype)
+            acc.add_term(t, c)
+            if out is None:
+                out = node if c > 0 else Sub(IntImm(self.dtype, 0), node)
+            else:
+                out = Add(out, node) if c > 0 else Sub(out, node)
+            if out is not t:
+                object.__setattr__(out, "_linear", acc.scaled(1))
+        if self.const:
+            out = Add(out, IntImm(self.dtype, self.const)) if self.const > 0 else \
+                Sub(out, IntImm(self.dtype, -self.const))
+            object.__setattr__(out, "_linear", self.scaled(1))
         return out
+
+
+def _remember(node: PrimExpr, term: PrimExpr, coef: int, dtype: str) -> None:
+    lin = Linear(dtype)
+    lin.add_term(term, coef)
+    object.__setattr__(node, "_linear", lin)
 
 
 def to_linear(e: PrimExpr) -> Linear:
@@ -254,6 +275,10 @@ def to_linear(e: PrimExpr) -> Linear:
 def _linear_into(e, scale, lin: Linear) -> None:
     if isinstance(e, IntImm):
         lin.const += e.value * scale
+        return
+    known = e.__dict__.get("_linear")  # the form of a simplifier output (see Simplifier._binary)
+    if known is not None:
+        lin.add(known, scale)
     elif isinstance(e, Add):
         _linear_into(e.a, scale, lin)
         _linear_into(e.b, scale, lin)
@@ -387,6 +412,8 @@ class Simplifier:
     def _post(self, e):
         if not isinstance(e, PrimExpr):
             return None
+        if isinstance(e, (Ramp, Broadcast)) or (isinstance(e, BinaryOp) and dt.lanes(e.a.dtype) > 1):
+            return self._vector(e)
         if isinstance(e, BinaryOp):
             folded = _fold_binary(e)
             if folded is not None:
@@ -424,6 +451,44 @@ class Simplifier:
             return None
         return None
 
+    # -- vector expressions (Ramp / Broadcast), kept apart from the scalar rules ------------------
+    def _vector(self, e):
+        """Fold lane-wise arithmetic on ramps and broadcasts back into a ramp or a broadcast."""
+        if isinstance(e, Ramp):
+            return Broadcast(e.base, e.lanes) if const_value_of(e.stride) == 0 else None
+        if isinstance(e, Broadcast):
+            return None
+        a, b, kind, n = e.a, e.b, node_kind(e), dt.lanes(e.a.dtype)
+        if isinstance(a, Broadcast) and isinstance(b, Broadcast):
+            return Broadcast(self._scalar(kind(a.value, b.value)), n)
+        if kind in (Add, Sub):
+            if isinstance(a, Ramp) and isinstance(b, (Ramp, Broadcast)):
+                other = b.base if isinstance(b, Ramp) else b.value
+                stride = kind(a.stride, b.stride) if isinstance(b, Ramp) else a.stride
+                return self._ramp(kind(a.base, other), stride, n)
+            if isinstance(a, Broadcast) and isinstance(b, Ramp):
+                stride = b.stride if kind is Add else Sub(IntImm(b.stride.dtype, 0), b.stride)
+                return self._ramp(kind(a.value, b.base), stride, n)
+        if kind is Mul:
+            r, c = (a, b) if isinstance(a, Ramp) else (b, a)
+            if isinstance(r, Ramp) and isinstance(c, Broadcast):
+                return self._ramp(Mul(r.base, c.value), Mul(r.stride, c.value), n)
+        if kind in (FloorDiv, FloorMod) and isinstance(a, Ramp) and isinstance(b, Broadcast):
+            c, s = const_value_of(b.value), const_value_of(a.stride)
+            if isinstance(c, int) and isinstance(s, int) and c > 0 and s > 0 \
+                    and _ramp_in_block(a.base, s, n, c):
+                if kind is FloorDiv:  # every lane falls in the block of the first one
+                    return Broadcast(self._scalar(FloorDiv(a.base, b.value)), n)
+                return self._ramp(FloorMod(a.base, b.value), a.stride, n)
+        return None
+
+    def _ramp(self, base, stride, lanes: int) -> PrimExpr:
+        base, stride = self._scalar(base), self._scalar(stride)
+        return Broadcast(base, lanes) if const_value_of(stride) == 0 else Ramp(base, stride, lanes)
+
+    def _scalar(self, e: PrimExpr) -> PrimExpr:
+        return self(e)
+
     def _prove_cmp(self, diff: PrimExpr) -> Bound:
         return self.bound(diff)
 
@@ -434,8 +499,9 @@ class Simplifier:
                 return None  # folding would overflow the type (see _fold_binary)
             if isinstance(e, Mul) and not (isinstance(a, IntImm) or isinstance(b, IntImm)):
                 return None
-            out = to_linear(e).to_expr()
-            return out
+            if "_linear" in e.__dict__:
+                return None  # built by to_expr and unchanged since: already canonical
+            return to_linear(e).to_expr()
         if isinstance(e, (Add, Sub, Mul)):  # floats: only identities
             bv, av = const_value_of(b), const_value_of(a)
             if isinstance(e, Add) and bv == 0:
@@ -550,6 +616,36 @@ def _cancel_comparison(e, a: PrimExpr, b: PrimExpr, diff: "Linear"):
         (left if c > 0 else right).add_term(t, abs(c))
     right.const = -diff.const
     return node_kind(e)(left.to_expr(), right.to_expr()) if left.terms or right.terms else None
+
+
+class VectorFolder(Simplifier):
+    """Only the ramp/broadcast folding of one node whose operands are done, folding constants in
+    the scalar parts but leaving them otherwise as they are (the vectorizer builds expressions
+    bottom-up with it; a full simplification comes later)."""
+
+    def __call__(self, e: PrimExpr) -> PrimExpr:
+        out = self._vector(e)
+        return e if out is None else out
+
+    def _scalar(self, e: PrimExpr) -> PrimExpr:
+        if isinstance(e, BinaryOp):
+            folded = _fold_binary(e)
+            if folded is not None:
+                return folded
+            if isinstance(e, (Add, Sub)) and const_value_of(e.b) == 0:
+                return e.a
+        return e
+
+
+def _ramp_in_block(base: PrimExpr, stride: int, lanes: int, c: int) -> bool:
+    """Whether ``base + k * stride`` for ``k < lanes`` never crosses a multiple of ``c``."""
+    coeff, r = modular_set(base)
+    span = stride * (lanes - 1)
+    if coeff == 0 or coeff % c == 0:  # base's offset within its block is known exactly
+        return r % c + span < c
+    if c % coeff == 0:  # base sits at r (mod coeff); the block ends at a multiple of coeff
+        return r % coeff + span < coeff
+    return False
 
 
 def simplify(node, ranges: Optional[Ranges] = None):

@@ -213,13 +213,19 @@ def _unary_variants(fn):
         A, B = compute(dtype)
         return te.create_schedule(B.op), [A, B]
 
-    def bind(params, dtype, threads=64, vector=1):
+    def bind(params, dtype, threads=64):
         A, B = compute(dtype)
         s = te.create_schedule(B.op)
-        ax = B.op.axis[0]
-        if vector > 1:  # `vector` consecutive elements a thread, loaded and stored as one vector
-            ax, vec = s[B].split(ax, factor=vector)
-            s[B].vectorize(vec)
+        bx, tx = s[B].split(B.op.axis[0], factor=threads)
+        s[B].bind(bx, te.thread_axis("blockIdx.x"))
+        s[B].bind(tx, te.thread_axis("threadIdx.x"))
+        return s, [A, B]
+
+    def bind_vector(params, dtype, threads=256, vector=4):
+        A, B = compute(dtype)
+        s = te.create_schedule(B.op)
+        ax, vec = s[B].split(B.op.axis[0], factor=vector)
+        s[B].vectorize(vec)  # `vector` consecutive elements a thread: one vector load and store
         bx, tx = s[B].split(ax, factor=threads)
         s[B].bind(bx, te.thread_axis("blockIdx.x"))
         s[B].bind(tx, te.thread_axis("threadIdx.x"))
@@ -227,8 +233,9 @@ def _unary_variants(fn):
 
     return {
         "default": Variant("default", default, CPU, (), "one loop"),
-        "bind": Variant("bind", bind, GPU, (("threads", 64), ("vector", 1)),
-                        "one element per thread (tutorial), or `vector` consecutive ones"),
+        "bind": Variant("bind", bind, GPU, (("threads", 64),), "one element per thread (tutorial)"),
+        "bind_vector": Variant("bind_vector", bind_vector, GPU, (("threads", 256), ("vector", 4)),
+                               "`vector` consecutive elements per thread, as one vector"),
     }
 
 

@@ -87,7 +87,6 @@ def test_cuda_sources_compile(arch, wname, variant, params):
     tvm.build(s, args, f"cuda -arch={arch}")  # nvcc compiles the cubin (no GPU needed)
 
 
-@pytest.mark.xfail(strict=True, reason="storage sync still adds a barrier between the A and B fetches")
 def test_shared_matmul_cuda_source_stages_tiles_in_shared_memory():
     s, args = workloads.get("matmul").build("shared_blocked", {"n": 1024, "m": 1024, "k": 1024}, "float32")
     src = build_spec(s, args, "cuda -arch=sm_80").source

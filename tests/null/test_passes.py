@@ -18,10 +18,10 @@ def _func(variant="crossthread", **kw):
 
 
 def test_pass_lists_are_named_in_order():
-    assert [p[0] for p in PASSES] == ["inline", "bound_inference", "schedule_ops", "storage_flatten",
-                                      "simplify"]
-    assert [p[0] for p in TARGET_PASSES] == ["lower_thread_allreduce", "storage_sync", "lower_intrinsics",
-                                             "loop_partition"]
+    assert [p.name for p in PASSES] == ["mark_double_buffer", "storage_flatten", "inject_double_buffer",
+                                        "unroll", "simplify"]
+    assert [p.name for p in TARGET_PASSES] == ["lower_thread_allreduce", "lower_intrinsics", "vectorize",
+                                               "storage_sync", "loop_partition", "simplify"]
 
 
 @pytest.mark.parametrize("factor,rows,target,expect,absent", [

@@ -42,6 +42,7 @@ gpu_models = ["H100", "A100"]
 [[workload]]
 name = "exp"
 params = { n = 1000 }
+variants = ["default", "bind"]
 rtol = 1e-3
 regression_threshold = 0.1
 timeout_s = 5

@@ -1,0 +1,211 @@
+"""Double buffering (TVM's InjectDoubleBuffer): a stage computed at a loop gets two copies of its
+buffer, so the tile of iteration ``k + 1`` is fetched into one half while iteration ``k`` computes
+on the other, and one barrier per iteration separates them instead of two::
+
+    for k in range(K):                      A.shared[0:S] = fetch(0)
+        A.shared = fetch(k)                 for k in range(K - 1):
+        compute(A.shared)           ->          A.shared[((k+1) % 2) S:] = fetch(k + 1)   # idle half
+                                                compute(A.shared[(k % 2) S:])
+                                            compute(A.shared[((K-1) % 2) S:])
+
+Two passes: :func:`mark_double_buffer` (before storage flattening) wraps the producer of every stage
+marked with ``s[T].double_buffer()`` in ``attr double_buffer_scope``; :func:`inject_double_buffer`
+(after it) rewrites the innermost loop around each marked producer as above. The write into the
+idle half sits in ``attr double_buffer_write``, which tells the barrier pass (storage_sync.py) that
+it does not conflict with the reads of the same iteration. Each half is padded to 16 bytes so that
+vector accesses stay aligned in both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional, Tuple
+
+from ..errors import LoweringError
+from ..tir import dtype as dt
+from ..tir.expr import GE, LT, Buffer, BufferLoad, FloorMod, IntImm, PrimExpr, Var, const
+from ..tir.functor import collect, rewrite, rewrite_stmts, substitute
+from ..tir.simplify import can_prove, simplify
+from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, IfThenElse, SeqStmt, Stmt, seq
+from .storage_sync import DOUBLE_BUFFER_WRITE
+from .te_stmt import ProducerRealize, ProducerStore
+
+DOUBLE_BUFFER_SCOPE = "double_buffer_scope"
+#: each half starts at a multiple of this many bytes (a float4 / 16-byte vector access)
+HALF_ALIGN_BYTES = 16
+
+
+# -- marking (TE level) ------------------------------------------------------------------------
+
+
+def _stores_to(s: Stmt, tensors) -> bool:
+    ops = {id(t.op) for t in tensors}
+    return bool(collect(s, lambda n: isinstance(n, ProducerStore) and id(n.producer.op) in ops))
+
+
+def _mark(n) -> Optional[Stmt]:
+    if not isinstance(n, ProducerRealize) or not getattr(n.stage, "double_buffered", False):
+        return None
+    st = n.stage
+    if st.attach_type != "scope":
+        raise LoweringError(f"stage {st.name}: double_buffer: the stage is computed at the root; double "
+                            "buffering needs it computed at a loop of its consumer (s[T].compute_at(s[C], "
+                            "k_outer)), which then prefetches the next tile")
+    items = list(n.body.seq) if isinstance(n.body, SeqStmt) else [n.body]
+    out = []
+    for item in items:
+        if _stores_to(item, n.tensors):
+            for t in reversed(n.tensors):
+                item = AttrStmt(t, DOUBLE_BUFFER_SCOPE, st.name, item)
+        out.append(item)
+    return dataclasses.replace(n, body=seq(*out))
+
+
+def mark_double_buffer(stmt: Stmt) -> Stmt:
+    """Wrap the producer of every double-buffered stage in ``attr double_buffer_scope``."""
+    return rewrite_stmts(stmt, _mark)
+
+
+# -- injection (flat buffers) ------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Entry:
+    tensor: object  # the stage's output tensor (the attr's node)
+    stage: str
+    buffer: Buffer
+    extent: PrimExpr  # elements of one half before padding
+    loop_var: Var  # of the innermost loop around the producer
+    alloc_inside: bool  # whether the buffer is allocated inside that loop
+    stride: PrimExpr = None  # elements between the two halves
+
+
+def _find(stmt: Stmt) -> List[_Entry]:
+    found: List[_Entry] = []
+
+    def visit(s, outer: Tuple[Stmt, ...]):
+        if isinstance(s, AttrStmt) and s.attr_key == DOUBLE_BUFFER_SCOPE:
+            t, stage = s.node, s.value
+            allocs = [k for k, a in enumerate(outer) if isinstance(a, Allocate) and a.buffer.name == t.name]
+            loops = [k for k, f in enumerate(outer) if isinstance(f, For)]
+            if not allocs:
+                raise LoweringError(f"stage {stage}: double_buffer: no buffer of the stage is allocated "
+                                    "around its producer (is it an output or at global scope?)")
+            if not loops:
+                return  # its loop has a single iteration (and is gone): one tile, nothing to overlap
+            alloc, loop = outer[allocs[-1]], outer[loops[-1]]
+            if not (isinstance(loop.min, IntImm) and loop.min.value == 0):
+                raise LoweringError(f"stage {stage}: double_buffer: loop {loop.loop_var.name} starts at "
+                                    f"{loop.min}, not 0")
+            if any(e.buffer is alloc.buffer for e in found):
+                raise LoweringError(f"stage {stage}: double_buffer: the stage is produced at two places")
+            found.append(_Entry(t, stage, alloc.buffer, alloc.extent, loop.loop_var, allocs[-1] > loops[-1]))
+        for c in _stmt_children(s):
+            visit(c, outer + (s,))
+
+    visit(stmt, ())
+    return found
+
+
+def _stmt_children(s: Stmt):
+    for name in ("body", "then_case", "else_case"):
+        c = getattr(s, name, None)
+        if isinstance(c, Stmt):
+            yield c
+    for c in getattr(s, "seq", ()):
+        yield c
+
+
+def _half_stride(e: _Entry) -> PrimExpr:
+    ext = simplify(e.extent)
+    if not isinstance(ext, IntImm):
+        return ext
+    per = max(1, HALF_ALIGN_BYTES * 8 // max(8, dt.bits(e.buffer.dtype)))
+    return const(-(-ext.value // per) * per)
+
+
+def _offset(n, bufs: Dict[int, _Entry], half: PrimExpr):
+    """Loads and stores of the double-buffered ``bufs`` shifted into the half ``half``."""
+    if isinstance(n, (BufferLoad, BufferStore)) and id(n.buffer) in bufs:
+        e = bufs[id(n.buffer)]
+        return dataclasses.replace(n, indices=(n.indices[0] + half * e.stride,))
+    return None
+
+
+def _rewrite_loop(loop: For, entries: List[_Entry]) -> Stmt:
+    """The loop with its double-buffered producers prefetching, preceded by the first fetch."""
+    k, ext = loop.loop_var, loop.extent
+    bufs = {id(e.buffer): e for e in entries}
+    by_tensor = {id(e.tensor): e for e in entries}
+    prologue: List[Stmt] = []
+    cur = FloorMod(k, const(2, k.dtype))
+
+    def producer(a: AttrStmt) -> Stmt:
+        own, body = [], a
+        while isinstance(body, AttrStmt) and body.attr_key == DOUBLE_BUFFER_SCOPE:
+            own.append(by_tensor[id(body.node)])  # every output of a multi-output stage
+            body = body.body
+        owned = {id(e.buffer): e for e in own}
+        body = rewrite(body, lambda n: _offset(n, owned, cur))
+        reads = [n for n in collect(body, lambda n: isinstance(n, BufferLoad))
+                 if id(n.buffer) in bufs and id(n.buffer) not in owned]
+        if reads:
+            raise LoweringError(f"stage {own[0].stage}: double_buffer: its producer reads "
+                                f"{reads[0].buffer.name}, another double-buffered stage of the same loop")
+        prologue.append(substitute(body, {k: const(0, k.dtype)}))
+        nxt = substitute(body, {k: k + 1})
+        for e in own:
+            nxt = AttrStmt(e.buffer, DOUBLE_BUFFER_WRITE, 1, nxt)
+        return IfThenElse(LT(k + 1, ext), nxt)
+
+    def pre(n):
+        if isinstance(n, AttrStmt) and n.attr_key == DOUBLE_BUFFER_SCOPE and id(n.node) in by_tensor:
+            return producer(n)
+        if isinstance(n, Allocate) and id(n.buffer) in bufs:
+            return rewrite(n.body, post, pre)  # allocated around the loop instead
+        return None
+
+    def post(n):
+        return _offset(n, bufs, cur)
+
+    body = rewrite(loop.body, post, pre)
+    last = simplify(ext - 1)
+    out = seq(*prologue, dataclasses.replace(loop, extent=last, body=body), substitute(body, {k: last}))
+    if not can_prove(GE(ext, const(1, ext.dtype))):
+        out = IfThenElse(GE(ext, const(1, ext.dtype)), out)  # the first fetch needs one iteration
+    for e in reversed(entries):
+        if e.alloc_inside:
+            out = Allocate(e.buffer, simplify(e.stride * 2), out)
+    return out
+
+
+def inject_double_buffer(stmt: Stmt) -> Stmt:
+    """Rewrite the loops around the producers marked by :func:`mark_double_buffer` (innermost
+    loops first); buffers get two padded halves."""
+    entries = _find(stmt)
+    if not entries:
+        return _strip_marks(stmt)
+    by_loop: Dict[int, List[_Entry]] = {}
+    outside: Dict[int, _Entry] = {}
+    for e in entries:
+        e.stride = _half_stride(e)
+        by_loop.setdefault(id(e.loop_var), []).append(e)
+        if not e.alloc_inside:
+            outside[id(e.buffer)] = e
+
+    def post(n):
+        if isinstance(n, For) and id(n.loop_var) in by_loop:
+            return _rewrite_loop(n, by_loop[id(n.loop_var)])
+        if isinstance(n, Allocate) and id(n.buffer) in outside:
+            return dataclasses.replace(n, extent=simplify(outside[id(n.buffer)].stride * 2))
+        return None
+
+    return _strip_marks(rewrite_stmts(stmt, post))
+
+
+def _strip_marks(stmt: Stmt) -> Stmt:
+    """Drop the markers of producers that needed no double buffering."""
+    def strip(n):
+        return n.body if isinstance(n, AttrStmt) and n.attr_key == DOUBLE_BUFFER_SCOPE else None
+
+    return rewrite_stmts(stmt, strip)
