@@ -212,6 +212,9 @@ def infer_bound(sch: Schedule, bodies: Dict[Stage, List[PrimExpr]]) -> BoundInfo
             if p is not None and id(p) not in seen:
                 seen.add(id(p))
                 info.readers[p].append(c)
+    from .extern import add_extern_readers
+
+    add_extern_readers(sch, info)  # extern stages read their inputs whole
     for st in reversed(stages):
         op = st.op
         scope = infer_scope(st)
@@ -247,6 +250,9 @@ def _region(st: Stage, readers: List[Stage], info: BoundInfo, bodies, scope: str
             raise LoweringError(
                 f"stage {st.name} is computed at {st.attach_stage.name} but also read by {c.name}, which "
                 f"is outside that loop; compute {st.name} at root or at a loop enclosing both")
+        if not isinstance(c.op, ComputeOp):  # an extern stage reads the whole tensor
+            unknown = [True] * ndim
+            continue
         relax = _relaxed_dom(c, info, attach, scope)
         # values of the consumer's root variables, then of the access indices
         vals = root_values(c, info.dom)

@@ -31,6 +31,7 @@ from ..tir.functor import rewrite, substitute, vars_of
 from ..tir.simplify import can_prove, const_int_bound, simplify, structural_equal
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, IfThenElse, LetStmt, Stmt, ThreadIndex, seq
 from .bound import BoundInfo, eval_interval, root_values
+from .extern import extern_stmt, is_extern, realize_extern
 from .te_stmt import AttachMarker, ProducerRealize, ProducerStore, ThreadAllReduce
 
 
@@ -267,6 +268,8 @@ class ScheduleLowering:
     # -- attachment ---------------------------------------------------------------------------
     def stage_stmt(self, st: Stage) -> Stmt:
         self.placed.add(st)
+        if is_extern(st):  # no loops of its own: the statement te.extern's fcompute built
+            return extern_stmt(st)
         return self.place_attached(self.compute_stmt(st))
 
     def _attached_at(self, st: Stage, iv: IterVar) -> List[Stage]:
@@ -275,6 +278,8 @@ class ScheduleLowering:
 
     def realize(self, st: Stage, body: Stmt) -> Stmt:
         op = st.op
+        if is_extern(st):
+            return realize_extern(st, body, self.info.scope.get(st, "global"))
         mins = tuple(simplify(self.info.dom[iv].min) for iv in op.axis)
         exts = tuple(simplify(self.info.dom[iv].extent) for iv in op.axis)
         tensors = tuple(op.output(k) for k in range(op.num_outputs))
@@ -340,7 +345,8 @@ def inline_bodies(sch: Schedule) -> Dict[Stage, List[PrimExpr]]:
 def schedule_to_stmt(sch: Schedule, info: BoundInfo, bodies, arg_ops) -> Stmt:
     """The whole function body (before storage flattening)."""
     lw = ScheduleLowering(sch, info, bodies)
-    roots = [st for st in sch.stages if isinstance(st.op, ComputeOp) and st.attach_type == "root"]
+    roots = [st for st in sch.stages if (isinstance(st.op, ComputeOp) or is_extern(st))
+             and st.attach_type == "root"]
     stmt: Stmt = seq()
     for st in reversed(roots):
         nest = lw.stage_stmt(st)

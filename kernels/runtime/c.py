@@ -17,11 +17,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from kernels.errors import BuildError
+from kernels.errors import ArgumentError, BuildError
 from kernels.runtime.cache import compile_cached
 from kernels.runtime.config import get_config
 from kernels.runtime.device import Device
 from kernels.runtime.module import Launch, Module
+from kernels.runtime.ndarray import NDArray
 from kernels.runtime.spec import FuncSpec
 
 #: flags of every C build; ``-fopenmp`` is added for specs using OpenMP
@@ -86,12 +87,18 @@ class CModule(Module):
         The compiled shared library.
     """
 
-    def __init__(self, spec: FuncSpec, flags: Sequence[str] = ()) -> None:
+    def __init__(self, spec: FuncSpec, flags: Sequence[str] = (), library: Optional[Path] = None) -> None:
         super().__init__(spec, "cpu")
-        self.library_path = compile_c(spec.source, openmp=spec.uses_openmp, flags=flags)
-        self._library = ctypes.CDLL(str(self.library_path))
+        # a library saved by export_library is loaded as is
+        self.library_path = Path(library) if library is not None else compile_c(
+            spec.source, openmp=spec.uses_openmp, flags=flags)
+        try:
+            self._library = ctypes.CDLL(str(self.library_path))
+        except OSError as exc:
+            raise BuildError(f"{spec.name}: cannot load the shared library {self.library_path}: "
+                             f"{exc}") from None
         self._functions: List[Tuple[Any, Tuple[str, ...]]] = []
-        for kernel in spec.kernels:
+        for kernel in self.native_kernels:
             try:
                 func = getattr(self._library, kernel.name)
             except AttributeError:
@@ -111,16 +118,36 @@ class CModule(Module):
     def _allocate_workspace(self, device: Device, dtype: np.dtype, count: int) -> Any:
         return np.empty(count, dtype)
 
-    def _launcher(self, device: Device, env: Dict[str, int], buffers: Dict[str, Any]) -> Launch:
-        calls = []
+    def _native_launchers(self, device: Device, env: Dict[str, int], buffers: Dict[str, Any]
+                          ) -> List[Optional[Launch]]:
+        out: List[Optional[Launch]] = []
         for func, params in self._functions:
             values = [env[p] if self._param_kind[p] == "var" else buffers[p].ctypes.data for p in params]
-            calls.append((func, values))
-        keep_alive = buffers  # the closure holds the arrays the pointers point into
 
-        def launch() -> None:
-            assert keep_alive is not None
-            for func, values in calls:
-                func(*values)
+            def launch(_func=func, _values=values, _keep=buffers) -> None:
+                # _keep: the closure holds the arrays the pointers point into
+                _func(*_values)
 
-        return launch
+            out.append(launch)
+        return out
+
+    def _array_view(self, device: Device, handle: Any, dtype: np.dtype, shape: Tuple[int, ...],
+                    strides: Tuple[int, ...], offset: int, where: str) -> NDArray:
+        flat = _flat(handle, dtype, where)
+        if strides:
+            view = np.lib.stride_tricks.as_strided(flat[offset:], shape, tuple(s * dtype.itemsize
+                                                                              for s in strides))
+        else:
+            view = flat[offset:offset + int(np.prod(shape, dtype=np.int64))].reshape(shape)
+        return NDArray(tuple(shape), dtype.name, device, view)
+
+    def _pointer(self, device: Device, handle: Any, dtype: np.dtype, offset: int, where: str) -> Any:
+        flat = _flat(handle, dtype, where)
+        return ctypes.c_void_p(flat.ctypes.data + offset * dtype.itemsize)
+
+
+def _flat(handle: np.ndarray, dtype: np.dtype, where: str) -> np.ndarray:
+    """The C-contiguous store ``handle`` as a flat array of ``dtype`` (sharing memory)."""
+    if handle.dtype != dtype:
+        raise ArgumentError(f"{where}: the buffer holds {handle.dtype}, the call wants {dtype}")
+    return handle.reshape(-1)
