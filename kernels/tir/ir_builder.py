@@ -31,6 +31,7 @@ from . import dtype as dt
 from .buffer import Buffer as DeclBuffer
 from .buffer import check_dtype
 from .expr import Buffer, BufferLoad, Call, IntImm, Max, Op, PrimExpr, StringImm, Var, const, convert
+from .simplify import simplify
 from .stmt import (
     Allocate,
     AttrStmt,
@@ -108,7 +109,7 @@ class BufferVar:
             for dim, idx in zip(reversed(self._shape), reversed(index)):
                 flat = _index(idx, self._buffer.name) * size + flat
                 size = size * dim
-            return flat
+            return simplify(flat)
         return _index(index, self._buffer.name)
 
     def __getitem__(self, index) -> BufferLoad:
@@ -261,8 +262,6 @@ class IRBuilder:
             if not dt.is_integer(d.dtype):
                 raise TVMError(f"allocate {name}: size {d} is not an integer")
             size = size * d
-        from .simplify import simplify
-
         buf = Buffer(name, dtype, (simplify(size),), scope or "global")
         self.emit(lambda body: Allocate(buf, buf.shape[0], body))
         return BufferVar(self, buf, dims)
