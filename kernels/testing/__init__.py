@@ -122,7 +122,8 @@ def check_numerical_grads(function: Callable, input_values, grad_values, functio
         grad = np.asarray(grad)
         x = np.asarray(inputs[name])
         if grad.shape != x.shape:
-            raise AssertionError(f"gradient with respect to {name!r} has shape {grad.shape}, expected {x.shape}")
+            raise AssertionError(f"gradient with respect to {name!r} has shape {grad.shape}, "
+                                 f"expected {x.shape}")
         numeric = np.zeros(grad.shape, dtype=np.float64)
         wrong = []
         for j in range(grad.size):

@@ -176,7 +176,8 @@ def _outcomes(result) -> dict:
 
 def test_marks_and_parametrize_targets(pytester):
     pytester.makepyfile(test_marks=TEST_FILE)
-    result = pytester.inline_run("-p", "kernels.testing.plugin", "-W", "error::pytest.PytestUnknownMarkWarning")
+    result = pytester.inline_run("-p", "kernels.testing.plugin",
+                                 "-W", "error::pytest.PytestUnknownMarkWarning")
     got = _outcomes(result)
     assert got == {
         "test_all_targets[llvm]": "passed", "test_all_targets[cuda]": "skipped",
