@@ -67,8 +67,7 @@ class TargetKind(str):
         """list of str: the ``-option=value`` names this kind accepts."""
         return sorted(set(_KIND_INFO[self.name]["options"]) | set(_COMMON_OPTIONS))
 
-    def __repr__(self) -> str:
-        return f"TargetKind({self.name})"
+    __repr__ = str.__repr__  # messages show the backend as before: 'c', 'cuda', 'opencl'
 
 
 def _parse_value(kind: str, key: str, text: str, where: str) -> Any:

@@ -119,7 +119,8 @@ class PassContext:
             if key in _REFUSED:
                 raise TVMError(f"PassContext config {key!r}: {_REFUSED[key]}")
             if key.startswith("relay.") or key.startswith("relay_"):
-                raise TVMError(f"PassContext config {key!r}: " + out_of_scope("Relay"))
+                raise TVMError(f"PassContext config {key!r}: "
+                               + out_of_scope("tvm.relay (TVM's graph-level IR)"))
             if key not in CONFIG_KEYS:
                 raise TVMError(f"PassContext: unknown config key {key!r}; known keys are "
                                f"{', '.join(sorted(CONFIG_KEYS))}")

@@ -19,7 +19,7 @@ BUILTIN = {
     "tir.likely", "tir.call_pure_extern", "tir.call_extern", "tir.tvm_storage_sync",
     "tir.cuda.shfl_down", "tir.cuda.shfl", "tir.shift_left", "tir.shift_right", "tir.bitwise_and",
     "tir.bitwise_or", "tir.if_then_else", "tir.tvm_call_packed", "tir.tvm_stack_make_array",
-    "tir.address_of",
+    "tir.address_of", "tir.type_annotation",
 }
 
 #: float functions with the same name in C99 <math.h> (float: suffix f), CUDA and OpenCL C
