@@ -78,6 +78,18 @@ def compile_c(source: str, openmp: bool = False, flags: Sequence[str] = ()) -> P
     return library
 
 
+def compile_object(source: str, openmp: bool = False) -> Path:
+    """Compile C99 ``source`` into a position-independent object file (cached by content)."""
+    compiler = find_c_compiler()
+    if compiler is None:
+        raise BuildError(f"no C compiler: {get_config().cc!r} is not on PATH (set CC to a C compiler)")
+    flags = ["-O3", "-std=c99", "-fPIC", "-c"] + (["-fopenmp"] if openmp else [])
+    obj, _ = compile_cached(
+        "c-object", [compiler, compiler_version(compiler), *flags], source, "source.c", "out.o",
+        lambda src, out: [compiler, *flags, str(src), "-o", str(out)], "C compilation")
+    return obj
+
+
 class CModule(Module):
     """A module of the ``c`` target; accepts cpu NDArrays and C-contiguous numpy arrays.
 

@@ -62,12 +62,19 @@ class CUDAModule(Module):
         # a cubin built elsewhere (e.g. by a CPU build worker) is used as is
         self.binary = binary if binary is not None else compile_cuda(
             spec.source, target="cubin", arch=self.arch, options=options)
-        self.imported_modules = [DeviceModule("cuda", spec.source, binary=self.binary)]
+        self.imported_modules = [DeviceModule("cuda", spec.source, binary=self.binary, spec=spec,
+                                              arch=self.arch)]
         self._loaded: Dict[int, Tuple[Any, List[Any]]] = {}  # device index -> (module, kernels)
 
     def save(self, path: Any, fmt: str = "") -> None:
-        """Write the source, or the cubin when ``fmt`` is ``"cubin"`` or ``path`` ends in ``.cubin``."""
-        self.imported_modules[0].save(path, fmt)
+        """Write an object file for ``.o`` (the host stub), else the device code: the cubin
+        (``.cubin``), PTX (``.ptx``) or the source."""
+        from pathlib import Path
+
+        if (fmt or Path(path).suffix.lstrip(".")) in ("o", "obj"):
+            super().save(path, fmt)
+        else:
+            self.imported_modules[0].save(path, fmt)
 
     def _check_arch(self, device: Device) -> None:
         """A cubin for sm_XY runs on devices X.Z with Z >= Y ("a" variants only on X.Y)."""

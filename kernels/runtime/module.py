@@ -103,9 +103,12 @@ class DeviceModule:
         The compiled image (a CUDA cubin) when there is one.
     """
 
-    def __init__(self, type_key: str, source: str, binary: Optional[bytes] = None) -> None:
+    def __init__(self, type_key: str, source: str, binary: Optional[bytes] = None,
+                 spec: Optional[FuncSpec] = None, arch: str = "") -> None:
         self.type_key = type_key
         self.binary = binary
+        self.spec = spec
+        self.arch = arch
         self._source = source
         self.imported_modules: List[Any] = []
 
@@ -114,9 +117,16 @@ class DeviceModule:
         return self._source
 
     def save(self, path: Union[str, Path], fmt: str = "") -> None:
-        """Write the source, or the binary when ``fmt`` is ``"cubin"`` or ``path`` ends in ``.cubin``."""
+        """Write the device code: the cubin (``.cubin``), PTX (``.ptx``) or the source (``.cl`` or any
+        other name). ``.cubin``/``.ptx``/``.cl`` also get the module's description beside them
+        (``<stem>.tvm_meta.json``), so :func:`kernels.runtime.load_module` can load them back."""
         path = Path(path)
-        if (fmt == "cubin" or path.suffix == ".cubin") and self.binary is not None:
+        kind = fmt or path.suffix.lstrip(".")
+        if self.spec is not None and kind in ("cubin", "ptx", "cl"):
+            from kernels.runtime.serialize import save_device
+
+            save_device(self, path, kind)
+        elif kind == "cubin" and self.binary is not None:
             path.write_bytes(self.binary)
         else:
             path.write_text(self._source)
@@ -208,8 +218,41 @@ class Module:
         return self.spec.source
 
     def save(self, path: Union[str, Path], fmt: str = "") -> None:
-        """Write the module's source text to ``path``."""
+        """Write the module to ``path``: an object file for ``.o`` (see
+        :func:`kernels.runtime.serialize.save_object`; link it with ``tvm.contrib.cc.create_shared``),
+        else the source text."""
+        if (fmt or Path(path).suffix.lstrip(".")) in ("o", "obj"):
+            from kernels.runtime.serialize import save_object
+
+            save_object(self, path)
+            return
         Path(path).write_text(self.get_source(fmt))
+
+    def import_module(self, module: Any) -> None:
+        """Attach the device module ``module`` loaded separately (TVM's host/device split).
+
+        The loaded module already holds its device code, so this checks that ``module`` is this
+        module's device code and takes its binary (a cubin or PTX loaded from a file).
+
+        Raises
+        ------
+        ArgumentError
+            For a C module, or a device module of another kind or another source.
+        """
+        dev = module.imported_modules[0] if isinstance(module, Module) and module.imported_modules else module
+        if not isinstance(dev, DeviceModule):
+            raise ArgumentError(f"import_module: expected a device module (load_module of a .cubin, .ptx or "
+                                f".cl file), got {module!r}")
+        if self.type_key == "c" or not self.imported_modules:
+            raise ArgumentError(f"import_module: {self!r} has no device code to import ({dev!r})")
+        mine = self.imported_modules[0]
+        if dev.type_key != mine.type_key or dev.get_source() != mine.get_source():
+            raise ArgumentError(f"import_module: {dev!r} is not the device code of {self!r} (another "
+                                "target or another source)")
+        if dev.binary is not None and getattr(self, "binary", None) is not None and dev.binary != self.binary:
+            self.binary = dev.binary  # type: ignore[attr-defined]
+            mine.binary = dev.binary
+            getattr(self, "_loaded", {}).clear()
 
     def time_evaluator(
         self,

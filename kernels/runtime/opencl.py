@@ -38,7 +38,7 @@ class OpenCLModule(Module):
     def __init__(self, spec: FuncSpec, build_options: Tuple[str, ...] = ()) -> None:
         super().__init__(spec, "opencl")
         self.build_options = tuple(build_options)
-        self.imported_modules = [DeviceModule("opencl", spec.source)]
+        self.imported_modules = [DeviceModule("opencl", spec.source, spec=spec)]
         self._programs: Dict[int, Tuple[Any, List[Any]]] = {}
         if Device("opencl", 0).exist:
             self._kernels(0)

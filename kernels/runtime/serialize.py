@@ -1,18 +1,24 @@
-"""Saving built modules and loading them back (``export_library`` / ``tvm.runtime.load_module``).
+"""Saving built modules and loading them back (``export_library``, ``save``, ``load_module``).
 
 A saved module is its binary plus a JSON description of its :class:`~kernels.runtime.spec.FuncSpec`
 (arguments, shape variables, workspaces, kernels with their launch extents as expressions of the
-shape variables, packed calls):
+shape variables, packed calls, the source). The description sits beside the file as
+``<stem>.tvm_meta.json`` (TVM's name for a device module's metadata), or inside a tar:
 
-* ``mod.export_library("f.so")`` writes the binary to ``f.so`` -- the shared library (C), the
-  cubin (CUDA) or the OpenCL C source (OpenCL) -- and the description to ``f.tvm_meta.json``
-  beside it (TVM's name for a device module's metadata file);
-* ``mod.export_library("f.tar")`` writes one tar archive holding ``meta.json`` and the binary.
+* ``mod.export_library("f.so")`` writes the shared library (C), the cubin (CUDA) or the OpenCL C
+  source (OpenCL) to ``f.so``; ``mod.export_library("f.tar")`` writes one archive holding
+  ``meta.json`` and the binary;
+* TVM's two-step flow also works: ``mod.save("f.o")`` writes an object file (the compiled C code;
+  for GPU modules an empty host stub, the host side being Python) and
+  ``tvm.contrib.cc.create_shared("f.so", ["f.o"])`` links it; ``mod.imported_modules[0].save(
+  "f.cl" | "f.cubin" | "f.ptx")`` writes the device code. Each writes the same description, so
+  ``load_module("f.so")`` and ``load_module("f.ptx")`` both find it, and
+  ``host.import_module(device)`` joins them.
 
-``load_module(path)`` reads either form and returns a module that runs like the one saved: a C
-library is loaded as is (copied into the build cache, content-addressed), a cubin is loaded on the
-first call, an OpenCL program is built for the device. Packed functions are looked up by name when
-the loaded module is called, as they were for the original.
+``load_module(path)`` returns a module that runs like the one saved: a C library is loaded as is
+(copied into the build cache, content-addressed), a cubin or PTX is loaded on the first call, an
+OpenCL program is built for the device. Packed functions are looked up by name when the loaded
+module is called, as they were for the original.
 """
 
 from __future__ import annotations
@@ -136,17 +142,28 @@ def meta_path(path: Union[str, Path]) -> Path:
     return p.with_name(p.stem + META_SUFFIX) if p.suffix else p.with_name(p.name + META_SUFFIX)
 
 
+def _meta(spec: FuncSpec, binary: str) -> bytes:
+    data = spec_to_json(spec)
+    data["binary"] = binary
+    return json.dumps(data, indent=1).encode()
+
+
+#: what the file beside the description holds, per target, for export_library
+_EXPORTED = {"c": "shared-library", "cuda": "cubin", "opencl": "opencl-source"}
+
+
 def export_module(module: Any, path: Union[str, Path]) -> None:
     """Write ``module`` to ``path`` (see the module docstring)."""
     path = Path(path)
-    meta = json.dumps(spec_to_json(module.spec), indent=1).encode()
+    spec = module.spec
+    meta = _meta(spec, _EXPORTED.get(spec.target, ""))
     binary = _binary(module)
     if not path.parent.is_dir():
         raise TVMError(f"export_library: the folder {path.parent} does not exist")
     if path.suffix == ".tar":
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
-            for name, data in (("meta.json", meta), (BINARY_NAME[module.spec.target], binary)):
+            for name, data in (("meta.json", meta), (BINARY_NAME[spec.target], binary)):
                 info = tarfile.TarInfo(name)
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
@@ -154,6 +171,45 @@ def export_module(module: Any, path: Union[str, Path]) -> None:
         return
     write_atomic(path, binary)
     write_atomic(meta_path(path), meta)
+
+
+def save_object(module: Any, path: Union[str, Path]) -> None:
+    """``module.save("f.o")``: an object file for ``tvm.contrib.cc.create_shared`` (the compiled C
+    code; for GPU modules an empty host stub) plus the description beside it."""
+    from kernels.runtime.c import compile_object
+
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise TVMError(f"save: the folder {path.parent} does not exist")
+    spec = module.spec
+    if spec.target == "c":
+        source, openmp = spec.source, spec.uses_openmp
+    else:
+        tag = hashlib.sha256(spec.source.encode()).hexdigest()[:16]
+        source = (f"/* host stub of {spec.name}: its host side runs in Python */\n"
+                  f"int kbench_host_stub_{tag}(void) {{ return 0; }}\n")
+        openmp = False
+    write_atomic(path, compile_object(source, openmp=openmp).read_bytes())
+    write_atomic(meta_path(path), _meta(spec, "host-object"))
+
+
+def save_device(module: Any, path: Union[str, Path], fmt: str = "") -> None:
+    """``mod.imported_modules[0].save(path)``: the device code (``.cubin``, ``.ptx``, ``.cl``, else
+    the source) plus the description beside it."""
+    from kernels.contrib.nvcc import compile_cuda
+
+    path = Path(path)
+    kind = fmt or path.suffix.lstrip(".")
+    spec = module.spec
+    if kind == "cubin" and module.binary is not None:
+        data = bytes(module.binary)
+    elif kind == "ptx" and spec.target == "cuda":
+        arch = getattr(module, "arch", "") or spec.arch or None
+        data = bytes(compile_cuda(spec.source, target="ptx", arch=arch))
+    else:
+        data = spec.source.encode()
+    write_atomic(path, data)
+    write_atomic(meta_path(path), _meta(spec, "host-object"))
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -252,7 +308,7 @@ def _read_files(path: Path) -> Tuple[Dict[str, Any], bytes]:
     if not meta.exists():
         raise ModuleFormatError(f"load_module: no description {meta.name} beside {path}; kernels loads only "
                                 "modules saved by export_library (the library plus its .tvm_meta.json, "
-                                "or a .tar)")
+                                "or a .tar) or by save")
     try:
         data = json.loads(meta.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -260,35 +316,69 @@ def _read_files(path: Path) -> Tuple[Dict[str, Any], bytes]:
     return data, path.read_bytes()
 
 
+def _c_library(binary: bytes) -> Path:
+    """``binary`` (a shared library) in the build cache, content-addressed."""
+    key = hashlib.sha256(binary).hexdigest()[:32]
+    folder = get_config().cache_dir / "loaded" / key
+    folder.mkdir(parents=True, exist_ok=True)
+    lib = folder / "lib.so"
+    if not lib.exists():
+        write_atomic(lib, binary)
+    return lib
+
+
 def load_module(path: Union[str, Path], fmt: str = ""):
-    """Load a module saved by ``export_library`` (see the module docstring).
+    """Load a module saved by ``export_library`` or ``save`` (see the module docstring).
 
     Raises
     ------
     ModuleFormatError
-        When ``path`` is missing, was not written by ``export_library`` or is damaged.
+        When ``path`` is missing, was not written by kernels or is damaged.
     """
+    import dataclasses
+
     path = Path(path)
-    data, binary = _read_files(path)
+    data, blob = _read_files(path)
     spec = spec_from_json(data)
+    kind = fmt or path.suffix.lstrip(".")
+    stored = "" if kind == "tar" else str(data.get("binary", ""))
+    if kind in ("cubin", "ptx", "cl") or stored == "host-object" and spec.target != "c":
+        device_code = blob if kind in ("cubin", "ptx", "cl") else None
+        return _device_module(spec, kind, device_code, path)
     if spec.target == "c":
         from kernels.runtime.c import CModule
 
-        key = hashlib.sha256(binary).hexdigest()[:32]
-        folder = get_config().cache_dir / "loaded" / key
-        folder.mkdir(parents=True, exist_ok=True)
-        lib = folder / "lib.so"
-        if not lib.exists():
-            write_atomic(lib, binary)
-        return CModule(spec, library=lib)
+        return CModule(spec, library=_c_library(blob))
     if spec.target == "cuda":
         from kernels.runtime.cuda import CUDAModule
 
-        return CUDAModule(spec, binary=binary)
+        return CUDAModule(spec, binary=blob)
     if spec.target == "opencl":
-        import dataclasses
-
         from kernels.runtime.opencl import OpenCLModule
 
-        return OpenCLModule(dataclasses.replace(spec, source=binary.decode()))
+        return OpenCLModule(dataclasses.replace(spec, source=blob.decode()))
     raise ModuleFormatError(f"load_module: {path} is a module of unknown target {spec.target!r}")
+
+
+def _device_module(spec: FuncSpec, kind: str, code, path: Path):
+    """The module of a GPU spec from its device code file (or, for a host stub, its source)."""
+    import dataclasses
+
+    if spec.target == "c":
+        raise ModuleFormatError(f"load_module: {path} is device code, but the module it belongs to is a C "
+                                "module; load the shared library instead")
+    if spec.target == "opencl":
+        from kernels.runtime.opencl import OpenCLModule
+
+        if code is not None and kind != "cl":
+            raise ModuleFormatError(f"load_module: {path}: an OpenCL module's device code is its .cl source")
+        return OpenCLModule(spec if code is None else dataclasses.replace(spec, source=code.decode()))
+    from kernels.runtime.cuda import CUDAModule
+
+    if code is None:
+        return CUDAModule(spec)  # the host stub: the device code is compiled from the source (cached)
+    if kind == "cl":
+        raise ModuleFormatError(f"load_module: {path}: a CUDA module's device code is a .cubin or .ptx")
+    if kind == "ptx" and not code.endswith(b"\0"):
+        code = code + b"\0"  # the driver reads PTX as a NUL-terminated string
+    return CUDAModule(spec, binary=code)

@@ -112,6 +112,62 @@ def test_spec_description_round_trips():
         assert derived0(env) == derived1(env) == env["n"] - 2 and derived1.text == derived0.text
 
 
+@pytest.mark.parametrize("target", ["llvm", "opencl"])
+def test_save_object_create_shared_and_import_module(target):
+    """The getting-started tutorial's flow: save the host object (and the device code), link it
+    with contrib.cc.create_shared, load both and join them with import_module."""
+    from kernels.contrib import cc, utils
+
+    tgt = tvm.target.Target(target=target, host="llvm")
+    n = te.var("n")
+    A, B = te.placeholder((n,), name="A"), te.placeholder((n,), name="B")
+    C = te.compute(A.shape, lambda i: A[i] + B[i], name="C")
+    s = te.create_schedule(C.op)
+    if target == "opencl":
+        bx, tx = s[C].split(C.op.axis[0], factor=64)
+        s[C].bind(bx, te.thread_axis("blockIdx.x"))
+        s[C].bind(tx, te.thread_axis("threadIdx.x"))
+    fadd = tvm.build(s, [A, B, C], tgt, name="myadd")
+    dev = tvm.device(tgt.kind.name, 0)
+    temp = utils.tempdir()
+    fadd.save(temp.relpath("myadd.o"))
+    expected = {"myadd.o", "myadd.tvm_meta.json", "myadd.so"}
+    if target == "opencl":
+        fadd.imported_modules[0].save(temp.relpath("myadd.cl"))
+        expected.add("myadd.cl")
+    cc.create_shared(temp.relpath("myadd.so"), [temp.relpath("myadd.o")])
+    assert set(temp.listdir()) == expected
+    fadd1 = tvm.runtime.load_module(temp.relpath("myadd.so"))
+    if target == "opencl":
+        fadd1.import_module(tvm.runtime.load_module(temp.relpath("myadd.cl")))
+    a = np.random.default_rng(3).random(1000, dtype=np.float32)
+    b = np.random.default_rng(4).random(1000, dtype=np.float32)
+    c = tvm.nd.empty((1000,), "float32", dev)
+    fadd1(tvm.nd.array(a, dev), tvm.nd.array(b, dev), c)
+    np.testing.assert_allclose(c.numpy(), a.astype(np.float64) + b, rtol=1e-6)
+    temp.remove()
+    assert not __import__("os").path.exists(temp.temp_dir)
+
+
+def test_create_shared_links_c_objects_with_openmp(tmp_path):
+    from kernels.contrib import cc
+
+    A = te.placeholder((64,), name="A")
+    B = te.compute((64,), lambda i: A[i] * A[i], name="B")
+    s = te.create_schedule(B.op)
+    s[B].parallel(B.op.axis[0])
+    mod = tvm.build(s, [A, B], "c")
+    assert mod.spec.uses_openmp
+    mod.save(str(tmp_path / "sq.o"))
+    cc.create_shared(str(tmp_path / "libsq.so"), [str(tmp_path / "sq.o")])
+    assert (tmp_path / "libsq.tvm_meta.json").exists()  # the description follows the library's name
+    loaded = tvm.runtime.load_module(str(tmp_path / "libsq.so"))
+    a = np.arange(64, dtype="float32")
+    b = np.zeros(64, "float32")
+    loaded(a, b)
+    np.testing.assert_array_equal(b, a * a)
+
+
 def test_cuda_cubin_round_trip(tmp_path):
     from kernels.contrib.nvcc import find_nvcc
 
@@ -126,6 +182,13 @@ def test_cuda_cubin_round_trip(tmp_path):
     assert [k.name for k in loaded.spec.kernels] == [k.name for k in mod.spec.kernels]
     mod.export_library(str(tmp_path / "k.tar"))
     assert tvm.runtime.load_module(str(tmp_path / "k.tar")).binary == mod.binary
+    mod.imported_modules[0].save(str(tmp_path / "dev.ptx"))
+    ptx = (tmp_path / "dev.ptx").read_bytes()
+    assert b".visible .entry" in ptx and b"default_function_kernel0" in ptx
+    from_ptx = tvm.runtime.load_module(str(tmp_path / "dev.ptx"))
+    assert from_ptx.binary == ptx + b"\0"  # NUL-terminated for the driver
+    mod.save(str(tmp_path / "host.o"))  # the host stub; the device code comes from the description
+    assert (tmp_path / "host.o").read_bytes()[:4] == b"\x7fELF"
 
 
 @pytest.mark.gpu
@@ -134,3 +197,11 @@ def test_cuda_export_and_load_runs(tmp_path):
     mod.export_library(str(tmp_path / "k.tar"))
     loaded = tvm.runtime.load_module(str(tmp_path / "k.tar"))
     _check_shrink_and_sum(loaded, tvm.cuda(0))
+    mod.save(str(tmp_path / "k.o"))
+    mod.imported_modules[0].save(str(tmp_path / "k.ptx"))
+    from kernels.contrib import cc
+
+    cc.create_shared(str(tmp_path / "k.so"), [str(tmp_path / "k.o")])
+    host = tvm.runtime.load_module(str(tmp_path / "k.so"))
+    host.import_module(tvm.runtime.load_module(str(tmp_path / "k.ptx")))
+    _check_shrink_and_sum(host, tvm.cuda(0))

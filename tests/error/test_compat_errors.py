@@ -331,6 +331,32 @@ def test_export_library_errors(tmp_path):
         thawed.export_library(str(tmp_path / "t.so"))
 
 
+def test_import_module_and_create_shared_errors(tmp_path):
+    from kernels.contrib import cc
+
+    host = _small_module()
+    with pytest.raises(ArgumentError, match=r"import_module: expected a device module"):
+        host.import_module(3)
+    A = te.placeholder((4,), name="A")
+    B = te.compute((4,), lambda i: A[i] + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    s[B].bind(B.op.axis[0], te.thread_axis("threadIdx.x"))
+    gpu = tvm.build(s, [A, B], "opencl")
+    with pytest.raises(ArgumentError, match=r"import_module: Module\(c, default_function\) has no device "):
+        host.import_module(gpu.imported_modules[0])
+    s2 = te.create_schedule(B.op)
+    s2[B].bind(B.op.axis[0], te.thread_axis("blockIdx.x"))
+    other = tvm.build(s2, [A, B], "opencl")
+    with pytest.raises(ArgumentError, match=r"is not the device code of"):
+        gpu.import_module(other)
+    with pytest.raises(BuildError, match=r"create_shared: the object file .*none.o does not exist"):
+        cc.create_shared(str(tmp_path / "x.so"), [str(tmp_path / "none.o")])
+    host.save(str(tmp_path / "a.o"))
+    gpu.save(str(tmp_path / "b.o"))
+    with pytest.raises(BuildError, match=r"hold 2 kernels modules; a library loaded by load_module holds"):
+        cc.create_shared(str(tmp_path / "x.so"), [str(tmp_path / "a.o"), str(tmp_path / "b.o")])
+
+
 # -- math functions ---------------------------------------------------------------------------------
 
 
