@@ -28,7 +28,7 @@ OUT_OF_SCOPE: Dict[str, tuple] = {
     "relax": ("tvm.relax", ""),
     "micro": ("tvm.micro (microTVM)", ""),
     "rpc": ("tvm.rpc (remote devices)", "Run on a local device; kbench distributes with Ray."),
-    "driver": ("tvm.driver (tvmc and the driver API)", "Use kernels.lower and kernels.build."),
+    "driver.tvmc": ("tvm.driver.tvmc (TVM's command-line driver)", "Use kernels.lower and kernels.build."),
     "te.hybrid": ("tvm.te.hybrid (hybrid script)", "Write the computation with te.compute or te.extern "
                                                    "and tir.ir_builder."),
     "hybrid": ("tvm.hybrid (hybrid script)", "Write the computation with te.compute or te.extern."),
