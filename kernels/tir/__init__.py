@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import TVMError
+from ..errors import TVMError as _TVMError
 from . import dtype as _dt
 from . import ir_builder
 from .analysis import evaluate
@@ -45,7 +45,6 @@ from .expr import (
     const,
     convert,
 )
-from .expr import Buffer as FlatBuffer
 from .functor import rewrite, substitute
 from .op import (
     abs,
@@ -190,12 +189,12 @@ def _int_division(cls, name: str, a, b):
 
     a, b = _unify(a, b)
     if cls is Mod and not _dt.is_integer(a.dtype):
-        raise TVMError(f"{name}: arguments {a} and {b} have type {a.dtype}; {name} needs integers (use fmod "
+        raise _TVMError(f"{name}: arguments {a} and {b} have type {a.dtype}; {name} needs integers (use fmod "
                        "for floats)")
     out = cls(a, b)
     if isinstance(a, IntImm) and isinstance(b, IntImm):
         if b.value == 0:
-            raise TVMError(f"{name}: division by zero ({a} by {b})")
+            raise _TVMError(f"{name}: division by zero ({a} by {b})")
         return simplify(out)
     return out
 
