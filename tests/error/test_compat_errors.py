@@ -183,6 +183,18 @@ def test_extern_lowering_errors():
         tvm.lower(te.create_schedule(C4.op), [A, C4])
 
 
+def test_extern_stage_has_no_loops_to_schedule():
+    A = te.placeholder((8,), name="A")
+    C = te.extern((8,), [A], _copy, name="C")
+    D = te.compute((8,), lambda i: C[i] * 2.0, name="D")
+    s = te.create_schedule(D.op)
+    with pytest.raises(TVMError, match=r"stage C: compute_at: only computed tensors can be scheduled "
+                                       r"\(this is an extern op: it has no loops\)"):
+        s[C].compute_at(s[D], D.op.axis[0])
+    with pytest.raises(TVMError, match=r"stage C: compute_inline: .*extern op"):
+        s[C].compute_inline()
+
+
 def test_extern_input_attached_elsewhere():
     A = te.placeholder((8,), name="A")
     B = te.compute((8,), lambda i: A[i] + 1.0, name="B")
