@@ -493,3 +493,42 @@ def test_cuda_math(name):
         x = np.array([0.5, 1.5, 2.5, -2.5] * 16, "float32")
         got = _run_elementwise("cuda", "float32", [x], tir.nearbyint, "float32")
         np.testing.assert_array_equal(got, np.rint(x))
+
+
+def test_cuda_sources_of_math_and_packed_calls_compile():
+    """nvcc accepts the CUDA C of every math function and of an extern pipeline (no GPU needed)."""
+    from kernels.contrib.nvcc import find_nvcc
+
+    if find_nvcc() is None:
+        pytest.skip("no nvcc")
+    n = 64
+    X = te.placeholder((n,), name="X")
+    H = te.placeholder((n,), name="H", dtype="float16")
+    K = te.placeholder((n,), name="K", dtype="int64")
+
+    def body(i):
+        x = X[i]
+        acc = tir.const(0.0, "float32")
+        for name in sorted(UNARY):
+            acc = acc + getattr(tir, name)(x)
+        for name in sorted(BINARY):
+            acc = acc + getattr(te, name)(x, 2.0)
+        acc = acc + tir.ldexp(x, 3) + tir.exp(H[i]).astype("float32") + tir.fmod(H[i], H[i]).astype("float32")
+        bits = tir.popcount(K[i]) + tir.clz(K[i]).astype("int64") + tir.clz(i).astype("int64")
+        flags = (tir.isnan(x).astype("int32") + tir.isinf(H[i]).astype("int32")
+                 + tir.isfinite(x).astype("int32"))
+        return acc + bits.astype("float32") + flags.astype("float32")
+
+    Y = te.compute((n,), body, name="Y")
+    P = te.extern(Y.shape, [Y], lambda ins, outs: tvm.tir.call_packed("test.cuda_compile", ins[0], outs[0]),
+                  name="P")
+    Z = te.compute(P.shape, lambda i: P[i] + 1.0, name="Z")
+    s = te.create_schedule(Z.op)
+    _bind_1d(s, Y)
+    _bind_1d(s, Z)
+    mod = tvm.build(s, [X, H, K, Z], "cuda -arch=sm_80")
+    src = mod.imported_modules[0].get_source()
+    for fn in ("__popcll", "__clzll", "__clz", "nearbyintf", "fmodf", "isnan", "ldexpf", "__expf"):
+        assert fn in src, fn
+    assert [type(k).__name__ for k in mod.spec.kernels] == ["KernelSpec", "PackedCall", "KernelSpec"]
+    assert len(mod.binary) > 0
