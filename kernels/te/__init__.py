@@ -106,3 +106,13 @@ __all__ = [
     "size_var", "sum", "thread_axis", "var", "max_value", "min_value", "all", "any", "const", "div",
     "floordiv", "floormod", "indexdiv", "indexmod", "truncdiv", "truncmod",
 ]
+
+
+def __getattr__(name: str):
+    """``te.hybrid`` (hybrid script) raises an error naming the scope rule."""
+    from ..scope import message
+
+    msg = message(f"te.{name}")
+    if msg is not None:
+        raise AttributeError(msg)
+    raise AttributeError(f"module 'kernels.te' has no attribute {name!r}")

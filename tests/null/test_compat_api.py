@@ -435,3 +435,7 @@ def test_out_of_scope_attribute():
         tvm.relay  # noqa: B018
     with pytest.raises(AttributeError, match="has no attribute 'no_such_thing'"):
         tvm.no_such_thing  # noqa: B018
+    with pytest.raises(AttributeError, match=r"tvm\.te\.hybrid \(hybrid script\) is outside the scope"):
+        te.hybrid  # noqa: B018
+    with pytest.raises(AttributeError, match=r"tvm\.contrib\.cudnn .*outside the scope"):
+        tvm.contrib.cudnn  # noqa: B018
