@@ -114,21 +114,28 @@ Load = BufferLoad
 Store = BufferStore
 
 
+def _arg(a):
+    """A call argument: strings become ``StringImm`` (as TVM converts them), the rest expressions."""
+    return StringImm(a) if isinstance(a, str) else convert(a)
+
+
 def call_pure_extern(dtype: str, func_name: str, *args) -> Call:
     """Call an external pure function by name (printed as ``func_name(args)``)."""
     return Call(_dt.normalize(dtype), Op.get("tir.call_pure_extern"),
-                (StringImm(func_name),) + tuple(convert(a) for a in args))
+                (StringImm(func_name),) + tuple(_arg(a) for a in args))
 
 
 def call_extern(dtype: str, func_name: str, *args) -> Call:
+    """Call an external function by name (it may have side effects)."""
     return Call(_dt.normalize(dtype), Op.get("tir.call_extern"),
-                (StringImm(func_name),) + tuple(convert(a) for a in args))
+                (StringImm(func_name),) + tuple(_arg(a) for a in args))
 
 
 def call_intrin(dtype: str, op_name: str, *args) -> Call:
-    """Call an intrinsic (``tir.exp``...); lowering rules turn it into target code."""
+    """Call an intrinsic (``tir.exp``, ``tir.tvm_storage_sync``...); lowering rules turn it into
+    target code."""
     name = op_name if isinstance(op_name, str) else op_name.name
-    return Call(_dt.normalize(dtype), Op.get(name), tuple(convert(a) for a in args))
+    return Call(_dt.normalize(dtype), Op.get(name), tuple(_arg(a) for a in args))
 
 
 def likely(cond) -> Call:

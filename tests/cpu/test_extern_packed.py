@@ -81,6 +81,40 @@ def test_ir_builder_vector_add_symbolic_size(target):
         np.testing.assert_array_equal(c.numpy(), a + b)
 
 
+def _block_sums(n, threads):
+    def gen(ins, outs):
+        ib = tvm.tir.ir_builder.create()
+        bx, tx = te.thread_axis("blockIdx.x"), te.thread_axis("threadIdx.x")
+        ib.scope_attr(bx, "thread_extent", n // threads)
+        ib.scope_attr(tx, "thread_extent", threads)
+        sh = ib.allocate("float32", (threads,), name="sh", scope="shared")
+        a, o = ib.buffer_ptr(ins[0]), ib.buffer_ptr(outs[0])
+        sh[tx.var] = a[bx.var * threads + tx.var]
+        ib.emit(tvm.tir.call_intrin("int32", "tir.tvm_storage_sync", "shared"))
+        with ib.if_scope(tx.var == 0):
+            acc = ib.allocate("float32", (1,), name="acc", scope="local")
+            acc[0] = 0.0
+            with ib.for_range(0, threads, name="k") as k:
+                acc[0] = acc[0] + sh[k]
+            o[bx.var] = acc[0]
+        return ib.get()
+
+    return gen
+
+
+@pytest.mark.parametrize("target", ["opencl", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_ir_builder_shared_memory_and_barrier(target):
+    n, threads = 512, 64
+    A = te.placeholder((n,), name="A")
+    B = te.extern((n // threads,), [A], _block_sums(n, threads), name="B")
+    f = tvm.build(te.create_schedule(B.op), [A, B], target)
+    dev = _device(target)
+    a = np.random.default_rng(12).random(n).astype("float32")
+    b = tvm.nd.empty((n // threads,), "float32", dev)
+    f(tvm.nd.array(a, dev), b)
+    np.testing.assert_allclose(b.numpy(), a.astype(np.float64).reshape(-1, threads).sum(axis=1), rtol=1e-5)
+
+
 def _transpose_scale(ins, outs):
     """outs[0][j, i] = ins[0][i, j] * 2 through vload/vstore (elem_offset and strides applied)."""
     ib = tvm.tir.ir_builder.create()
