@@ -1,7 +1,7 @@
 """kernels.testing: comparisons, target selection, and the marks run as real pytest sessions.
 
-Here there is a C compiler and PoCL's OpenCL device but no CUDA GPU, so CUDA tests must show as
-skipped and llvm/OpenCL ones must run (and pass).
+The expected outcomes follow the machine: a test needing CUDA passes where a CUDA GPU exists and
+shows as skipped elsewhere (OpenCL likewise; PoCL provides it on CPUs), llvm tests always run.
 """
 
 from __future__ import annotations
@@ -14,6 +14,19 @@ import kernels.testing as kt
 from kernels import te
 
 pytest_plugins = ["pytester"]
+
+HAS_CUDA = tvm.cuda(0).exist
+HAS_OPENCL = tvm.opencl(0).exist
+
+
+def _when(present: bool) -> str:
+    return "passed" if present else "skipped"
+
+
+def _has_tensorcore() -> bool:
+    from kernels.contrib.nvcc import have_tensorcore
+
+    return HAS_CUDA and have_tensorcore(tvm.cuda(0).compute_version)
 
 # -- comparisons -----------------------------------------------------------------------------------
 
@@ -65,23 +78,25 @@ def test_check_bool_expr_is_true_runs_the_expression():
 def test_enabled_targets_here():
     got = dict(kt.enabled_targets())
     assert got["llvm"] == tvm.cpu(0)
-    assert got["opencl"] == tvm.opencl(0)  # PoCL
-    assert "cuda" not in got  # no CUDA device here
-    assert kt.device_enabled("llvm") and kt.device_enabled("opencl -device=intel_graphics")
-    assert not kt.device_enabled("cuda") and not kt.device_enabled("vulkan")
+    assert ("opencl" in got) == HAS_OPENCL and ("cuda" in got) == HAS_CUDA
+    if HAS_OPENCL:
+        assert got["opencl"] == tvm.opencl(0)
+    assert kt.device_enabled("llvm")
+    assert kt.device_enabled("opencl -device=intel_graphics") == HAS_OPENCL
+    assert kt.device_enabled("cuda") == HAS_CUDA and not kt.device_enabled("vulkan")
 
 
 def test_targets_from_the_environment(monkeypatch):
     from kernels.runtime.config import reload_config
 
-    monkeypatch.setenv("TVM_TEST_TARGETS", "opencl; cuda")
+    monkeypatch.setenv("TVM_TEST_TARGETS", "opencl; llvm")
     try:
         reload_config()
-        assert [t for t, _ in kt.enabled_targets()] == ["opencl"]
-        assert not kt.device_enabled("llvm")
-        monkeypatch.setenv("TVM_TEST_TARGETS", "cuda;vulkan")  # nothing runnable: llvm is used
+        assert [t for t, _ in kt.enabled_targets()] == ["opencl", "llvm"] if HAS_OPENCL else ["llvm"]
+        monkeypatch.setenv("TVM_TEST_TARGETS", "vulkan;metal")  # nothing runnable: llvm is used
         reload_config()
         assert [t for t, _ in kt.enabled_targets()] == ["llvm"]
+        assert not kt.device_enabled("opencl")
     finally:
         monkeypatch.delenv("TVM_TEST_TARGETS")
         reload_config()
@@ -131,7 +146,7 @@ def test_old_ctx_name(target, ctx):
 
 @tvm.testing.requires_cuda
 def test_needs_cuda():
-    raise AssertionError("must be skipped without a CUDA device")
+    _add_one("cuda", tvm.cuda(0))
 
 
 @tvm.testing.requires_opencl
@@ -162,7 +177,9 @@ def test_vulkan():
 
 @tvm.testing.requires_tensorcore
 def test_tensorcore():
-    raise AssertionError("must be skipped")
+    from kernels.contrib.nvcc import have_tensorcore
+
+    assert have_tensorcore(tvm.cuda(0).compute_version)
 '''
 
 
@@ -179,14 +196,16 @@ def test_marks_and_parametrize_targets(pytester):
     result = pytester.inline_run("-p", "kernels.testing.plugin",
                                  "-W", "error::pytest.PytestUnknownMarkWarning")
     got = _outcomes(result)
+    cuda, ocl = _when(HAS_CUDA), _when(HAS_OPENCL)
+    tensorcore = _when(_has_tensorcore())
     assert got == {
-        "test_all_targets[llvm]": "passed", "test_all_targets[cuda]": "skipped",
-        "test_all_targets[opencl]": "passed",
-        "test_two_targets[llvm]": "passed", "test_two_targets[opencl]": "passed",
+        "test_all_targets[llvm]": "passed", "test_all_targets[cuda]": cuda,
+        "test_all_targets[opencl]": ocl,
+        "test_two_targets[llvm]": "passed", "test_two_targets[opencl]": ocl,
         "test_old_ctx_name[llvm]": "passed",
-        "test_needs_cuda": "skipped", "test_needs_opencl": "passed", "test_needs_llvm": "passed",
-        "test_needs_gpu": "passed", "test_uses_gpu": "passed", "test_vulkan": "skipped",
-        "test_tensorcore": "skipped",
+        "test_needs_cuda": cuda, "test_needs_opencl": ocl, "test_needs_llvm": "passed",
+        "test_needs_gpu": _when(HAS_CUDA or HAS_OPENCL), "test_uses_gpu": "passed", "test_vulkan": "skipped",
+        "test_tensorcore": tensorcore,
     }
     items = {i.name: i for i in result.getcalls("pytest_collection_modifyitems")[0].items}
     assert items["test_needs_cuda"].get_closest_marker("gpu") is not None  # the project's NVIDIA mark
@@ -246,19 +265,21 @@ def test_plugin_auto_parametrizes_and_groups(pytester):
     pytester.makepyfile(test_plugin=PLUGIN_FILE)
     result = pytester.inline_run("-p", "kernels.testing.plugin")
     got = _outcomes(result)
+    cuda, ocl = _when(HAS_CUDA), _when(HAS_OPENCL)
     assert got == {
-        "test_auto_target[llvm]": "passed", "test_auto_target[cuda]": "skipped",
-        "test_auto_target[opencl]": "passed",
+        "test_auto_target[llvm]": "passed", "test_auto_target[cuda]": cuda,
+        "test_auto_target[opencl]": ocl,
         "test_excluded[llvm]": "passed",
-        "test_known_failing[llvm]": "passed", "test_known_failing[cuda]": "skipped",
-        "test_known_failing[opencl]": "skipped",  # xfailed shows as skipped in the report
+        "test_known_failing[llvm]": "passed", "test_known_failing[cuda]": cuda,
+        "test_known_failing[opencl]": "skipped",  # xfailed (or skipped) shows as skipped in the report
         "test_grouped[4-float32]": "passed", "test_grouped[8-int8]": "passed",
         # only size of the (size, dtype) group is used: its two values times scale's two
         "test_product[1-4]": "passed", "test_product[3-4]": "passed",
         "test_product[1-8]": "passed", "test_product[3-8]": "passed",
         "test_cached_a": "passed", "test_cached_b": "passed",
     }
-    result.assertoutcome(passed=12, skipped=3)  # skipped: two CUDA params and one xfail
+    skipped = 1 + 2 * (not HAS_CUDA) + (not HAS_OPENCL)  # the xfail, the CUDA params, the OpenCL one
+    result.assertoutcome(passed=15 - skipped, skipped=skipped)
 
 
 def test_parameters_without_plugin_say_so(pytester):
