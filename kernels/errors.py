@@ -1,9 +1,13 @@
-"""Error types of the compiler core. Every message names the thing at fault."""
+"""Error types of the compiler core. Every message names the thing at fault.
+
+:class:`TVMError` derives from :class:`RuntimeError`, as TVM's does, so code written for TVM
+(``pytest.raises(RuntimeError)``, ``except RuntimeError``) catches the core's errors too.
+"""
 
 from __future__ import annotations
 
 
-class TVMError(Exception):
+class TVMError(RuntimeError):
     """Base class of every error raised by the compiler core."""
 
 
@@ -23,5 +27,22 @@ class ArgumentError(TVMError, ValueError):
     """A call argument does not match the built function (ndim, shape, dtype, device)."""
 
 
-class DeviceError(TVMError, RuntimeError):
+class DeviceError(TVMError):
     """The requested device or backend is not available."""
+
+
+class PackedFuncError(TVMError, ValueError):
+    """A packed function is missing (TVM raises ValueError there), registered twice, or raised while
+    a module called it."""
+
+
+#: where the supported and unsupported parts of TVM's API are listed
+COMPAT_PAGE = "docs/TVM_COMPAT.md"
+
+
+def out_of_scope(what: str, instead: str = "") -> str:
+    """The message for a TVM feature that is deliberately not part of the compiler core."""
+    tail = f" {instead}" if instead else ""
+    return (f"{what} is outside the scope of kernels, kbench's TVM-compatible TE compiler, which covers "
+            f"TVM's tensor-expression layer (te, tir, runtime, target, testing) only.{tail} See "
+            f"{COMPAT_PAGE} for what is supported.")

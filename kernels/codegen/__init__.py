@@ -6,9 +6,8 @@ from typing import Dict, List, Tuple
 
 from ..errors import BuildError
 from ..lower import PrimFunc
-from ..runtime.spec import BufferArg, DerivedDim, FuncSpec, KernelSpec, Workspace
-from ..tir.analysis import evaluate
-from ..tir.expr import Buffer, IntImm, Var
+from ..runtime.spec import BufferArg, DerivedDim, FuncSpec, KernelSpec, LaunchDims, Workspace
+from ..tir.expr import Buffer, Call, IntImm, Var
 from ..tir.functor import collect
 from ..tir.printer import expr_str
 from ..tir.simplify import simplify, structural_equal
@@ -16,6 +15,7 @@ from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, LetStmt, SeqStmt, S
 from .c import CCodegen
 from .c_family import CFamilyCodegen
 from .cuda import CUDACodegen
+from .host import buffers_by_data, host_expr, packed_call, split_packed
 from .opencl import OpenCLCodegen
 
 DIALECTS = {"c": CCodegen, "cuda": CUDACodegen, "opencl": OpenCLCodegen}
@@ -57,7 +57,7 @@ def _dim(e, shape_vars) -> object:
     if isinstance(e, Var) and e.name in shape_vars:
         return e.name
     text = expr_str(e)
-    return DerivedDim(text, lambda env, _e=e: int(evaluate(_e, env)))
+    return DerivedDim(text, host_expr(e, f"dimension {text}"))
 
 
 def _check_host_expr(e, shape_vars, what: str) -> None:
@@ -142,15 +142,25 @@ def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
     ws_size = {id(a.buffer): a.extent for a in allocs}
     for a in allocs:
         _check_host_expr(a.extent, shape_vars, f"size of buffer {a.buffer.name}")
+    # packed calls run on the host between native parts: one function (C) or kernel (GPU) each
+    parts = split_packed(body, func.name, cg_cls_split(target, shape_vars))
+    natives = sum(1 for p in parts if not isinstance(p, Call))
+    host_buffers = buffers_by_data(list(func.buffers) + workspaces)
     cg_cls = DIALECTS[target]
     sources: List[str] = []
     helpers: List[str] = []
     headers: List[str] = []
     kernels: List[KernelSpec] = []
     uses_omp = False
-    for k, part in enumerate(cg_cls(shape_vars).split_functions(body)):
+    for k, part in enumerate(parts):
+        if isinstance(part, Call):
+            kernels.append(packed_call(part, host_buffers, shape_vars, func.name))
+            continue
         cg: CFamilyCodegen = cg_cls(shape_vars)
-        name = cg.function_name(func.name, k)
+        if not cg.device_kernels and natives > 1:
+            name = f"{func.name}_part{k}"
+        else:
+            name = cg.function_name(func.name, k)
         nodes = collect(part, lambda n: True)  # one walk; the checks below filter it
         ext = _launch_extents(cg, nodes, func, shape_vars)
         # parameters: argument buffers, workspaces, then shape variables (sorted)
@@ -198,15 +208,28 @@ def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
         uses_omp = uses_omp or cg.uses_openmp
 
         def launch(tags, _ext=ext):
-            def f(env):
-                return tuple(int(evaluate(_ext[t], env)) if t in _ext else 1 for t in tags)
-            return f
+            return LaunchDims(tuple(host_expr(_ext[t], f"thread extent of {t}") if t in _ext else 1
+                                    for t in tags))
 
         kernels.append(KernelSpec(name, tuple(params), launch(_TAGS[:3]), launch(_TAGS[3:])))
     source = "".join(headers) + ("\n".join(helpers) + "\n" if helpers else "") + "\n\n".join(sources) + "\n"
     args = tuple(BufferArg(b.name, b.dtype, tuple(_dim(d, shape_vars) for d in b.shape))
                  for b in func.buffers)
-    wss = tuple(Workspace(b.name, b.dtype, lambda env, _e=ws_size[id(b)]: int(evaluate(_e, env)))
+    wss = tuple(Workspace(b.name, b.dtype, _size_fn(host_expr(ws_size[id(b)], f"size of buffer {b.name}")))
                 for b in workspaces)
     return FuncSpec(func.name, target, source, args, tuple(sorted(shape_vars)), wss, tuple(kernels),
                     arch=cg_cls(shape_vars).build_arch(arch), uses_openmp=uses_omp)
+
+
+def cg_cls_split(target: str, shape_vars):
+    """The dialect's split of a body into the functions it prints."""
+    return DIALECTS[target](shape_vars).split_functions
+
+
+def _size_fn(size):
+    """A workspace size callable (a constant becomes a one-value expression, so it can be saved)."""
+    if isinstance(size, int):
+        from ..runtime.spec import HostExpr
+
+        return HostExpr(str(size), ("int", size))
+    return size

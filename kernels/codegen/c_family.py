@@ -278,6 +278,8 @@ class CFamilyCodegen:
             return f"{fn}({', '.join(self.expr(a) for a in e.args[1:])})"
         if name == "tir.likely":
             return self.expr(e.args[0])
+        if name == "tir.address_of":  # &buffer[index] (access_ptr of a bound buffer)
+            return f"(&{self.expr(e.args[0])})"
         if name == "tir.shift_left":
             return f"({self.expr(e.args[0])} << {self.expr(e.args[1])})"
         if name == "tir.shift_right":

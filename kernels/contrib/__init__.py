@@ -1,5 +1,17 @@
-"""Helpers around external tools (TVM's ``tvm.contrib``): :mod:`kernels.contrib.nvcc`."""
+"""Helpers around external tools (TVM's ``tvm.contrib``): :mod:`kernels.contrib.nvcc`,
+:mod:`kernels.contrib.cc` (linking saved objects) and :mod:`kernels.contrib.utils` (temporary
+folders). TVM's library bindings (cblas, cudnn, cublas...) are out of scope: importing them or
+reaching for them raises an error saying so."""
 
-from kernels.contrib import nvcc
+from kernels.contrib import cc, nvcc, utils
 
-__all__ = ["nvcc"]
+__all__ = ["cc", "nvcc", "utils"]
+
+
+def __getattr__(name: str):
+    from kernels.scope import message
+
+    msg = message(f"contrib.{name}")
+    if msg is not None:
+        raise AttributeError(msg)
+    raise AttributeError(f"module 'kernels.contrib' has no attribute {name!r}")

@@ -259,6 +259,9 @@ def infer_bound(sch: Schedule, bodies: Dict[Stage, List[PrimExpr]]) -> BoundInfo
             if p is not None and id(p) not in seen:
                 seen.add(id(p))
                 info.readers[p].append(c)
+    from .extern import add_extern_readers
+
+    add_extern_readers(sch, info)  # extern stages read their inputs whole
     for st in reversed(stages):
         op = st.op
         scope = infer_scope(st)
@@ -378,6 +381,13 @@ def _region(st: Stage, readers: List[Stage], info: BoundInfo, bodies, scope: str
     for c in readers:
         if c not in info.scope and c.attach_type != "inline":
             raise LoweringError(f"stage {st.name} is read by {c.name}, which is computed before it")
+        if not isinstance(c.op, ComputeOp):  # an extern stage reads the whole tensor, from root
+            if st.attach_type == "scope":
+                raise LoweringError(
+                    f"stage {st.name} is computed at {st.attach_stage.name} but also read by {c.name}, "
+                    f"which is outside that loop (an extern op runs at root); compute {st.name} at root")
+            unknown = [True] * ndim
+            continue
         relax = _relaxed_dom(c, info, st, scope)
         # values of the consumer's root variables, then of the access indices
         vals = root_values(c, info.dom, info.scope.get(c, "global"))

@@ -64,6 +64,8 @@ class _Flattener:
         return rewrite(s, lambda n: None, self._pre)
 
     def _pre(self, n):
+        if hasattr(n, "flatten_with"):  # statements binding buffers of their own (extern ops)
+            return n.flatten_with(self)
         if isinstance(n, ProducerRealize):
             created = []
             for t in n.tensors:

@@ -11,24 +11,34 @@ from ..errors import BuildError
 from ..ir import get_op_attrs, register_intrin_lowering
 from ..tir import call_pure_extern
 from ..tir import dtype as dt
-from ..tir.expr import Call, Cast, Div, Op, PrimExpr, Sub, const
+from ..tir.expr import EQ, NE, Call, Cast, Div, Op, PrimExpr, Select, Sub, const
 from ..tir.functor import rewrite
 
-#: calls the printers know directly
+#: calls the printers know directly (packed calls and stack arrays are split out by code generation)
 BUILTIN = {
     "tir.likely", "tir.call_pure_extern", "tir.call_extern", "tir.tvm_storage_sync",
     "tir.cuda.shfl_down", "tir.cuda.shfl", "tir.shift_left", "tir.shift_right", "tir.bitwise_and",
-    "tir.bitwise_or", "tir.if_then_else",
+    "tir.bitwise_or", "tir.if_then_else", "tir.tvm_call_packed", "tir.tvm_stack_make_array",
+    "tir.address_of", "tir.type_annotation",
 }
 
-_MATH = ["exp", "exp2", "exp10", "log", "log2", "log10", "sqrt", "tanh", "floor", "ceil", "round", "trunc",
-         "sin", "cos", "erf", "pow", "fabs"]
+#: float functions with the same name in C99 <math.h> (float: suffix f), CUDA and OpenCL C
+_MATH = ["exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "sqrt", "tanh", "floor", "ceil", "round",
+         "trunc", "nearbyint", "sin", "cos", "tan", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh",
+         "atanh", "erf", "pow", "fabs", "fmod", "atan2", "hypot", "copysign", "nextafter", "ldexp"]
+#: OpenCL spells some differently
+_OPENCL_NAMES = {"nearbyint": "rint"}
 
 
 def _via_float32(call: Call, target_rule):
     """float16 math: compute in float32 and convert back."""
-    args = tuple(Cast("float32", a) for a in call.args)
-    return Cast(call.dtype, target_rule(Call("float32", call.op, args)))
+    args = tuple(Cast("float32", a) if a.dtype == "float16" else a for a in call.args)
+    out = target_rule(Call("float32" if call.dtype == "float16" else call.dtype, call.op, args))
+    return Cast(call.dtype, out) if call.dtype == "float16" else out
+
+
+def _has_half(call: Call) -> bool:
+    return call.dtype == "float16" or any(a.dtype == "float16" for a in call.args)
 
 
 def _c_math(suffix_f32: str = "f", fast: dict | None = None):
@@ -36,7 +46,7 @@ def _c_math(suffix_f32: str = "f", fast: dict | None = None):
 
     def rule(call: Call):
         name = call.op.name[4:]
-        if call.dtype == "float16":
+        if _has_half(call):
             return _via_float32(call, rule)
         if call.dtype == "float32":
             fn = fast.get(name, name + suffix_f32)
@@ -50,10 +60,10 @@ def _c_math(suffix_f32: str = "f", fast: dict | None = None):
 
 def _opencl_math(call: Call):
     name = call.op.name[4:]
-    if call.dtype == "float16":
+    if _has_half(call):
         return _via_float32(call, _opencl_math)
     if dt.is_float(call.dtype):
-        return call_pure_extern(call.dtype, name, *call.args)
+        return call_pure_extern(call.dtype, _OPENCL_NAMES.get(name, name), *call.args)
     return call
 
 
@@ -72,6 +82,56 @@ def _exp10_default(call: Call):
     return Call(call.dtype, Op.get("tir.pow"), (const(10.0, call.dtype), call.args[0]))
 
 
+def _float_class(fn: str):
+    """isnan/isinf: the C99 / CUDA / OpenCL classification macro, compared with 0 to give bool."""
+
+    def rule(call: Call):
+        x = call.args[0]
+        if x.dtype == "float16":
+            x = Cast("float32", x)
+        return NE(call_pure_extern("int32", fn, x), const(0))
+
+    return rule
+
+
+def _unsigned(x: PrimExpr) -> PrimExpr:
+    """``x`` as the unsigned integer of 32 bits (64 for 64-bit types), zero-extended."""
+    bits = dt.bits(x.dtype)
+    if bits <= 32:
+        if dt.is_int(x.dtype) and bits < 32:
+            x = Cast(f"uint{bits}", x)
+        return Cast("uint32", x) if x.dtype != "uint32" else x
+    return Cast("uint64", x) if x.dtype != "uint64" else x
+
+
+def _popcount(fn32: str, fn64: str):
+    def rule(call: Call):
+        x = call.args[0]
+        u = _unsigned(x)
+        n = call_pure_extern("int32", fn64 if u.dtype == "uint64" else fn32, u)
+        return Cast(call.dtype, n) if call.dtype != "int32" else n
+
+    return rule
+
+
+def _clz(fn32: str, fn64: str, zero_defined: bool):
+    """Leading zeros of an 8..64-bit integer via the 32/64-bit builtin (C's is undefined for 0)."""
+
+    def rule(call: Call):
+        x = call.args[0]
+        bits = dt.bits(x.dtype)
+        u = _unsigned(x)
+        width = 64 if u.dtype == "uint64" else 32
+        n: PrimExpr = call_pure_extern("int32", fn64 if width == 64 else fn32, u)
+        if not zero_defined:
+            n = Select(EQ(u, const(0, u.dtype)), const(width), n)
+        if bits < width:
+            n = Sub(n, const(width - bits))
+        return n
+
+    return rule
+
+
 _cuda_rule = _c_math("f", {"exp": "__expf", "log": "__logf"})
 _c_rule = _c_math("f")
 
@@ -84,6 +144,15 @@ register_intrin_lowering("tir.rsqrt", target="cuda", f=_c_math("f"), level=10)
 register_intrin_lowering("tir.rsqrt", target="default", f=_rsqrt_default, level=10)
 register_intrin_lowering("tir.sigmoid", target="default", f=_sigmoid, level=10)
 register_intrin_lowering("tir.exp10", target="default", f=_exp10_default, level=10)
+for _name in ("isnan", "isinf"):
+    register_intrin_lowering(f"tir.{_name}", target="default", f=_float_class(_name), level=10)
+register_intrin_lowering("tir.popcount", target="c",
+                         f=_popcount("__builtin_popcount", "__builtin_popcountll"), level=10)
+register_intrin_lowering("tir.popcount", target="cuda", f=_popcount("__popc", "__popcll"), level=10)
+register_intrin_lowering("tir.popcount", target="opencl", f=_popcount("popcount", "popcount"), level=10)
+register_intrin_lowering("tir.clz", target="c", f=_clz("__builtin_clz", "__builtin_clzll", False), level=10)
+register_intrin_lowering("tir.clz", target="cuda", f=_clz("__clz", "__clzll", True), level=10)
+register_intrin_lowering("tir.clz", target="opencl", f=_clz("clz", "clz", True), level=10)
 
 _ALIASES = {"llvm": "c"}
 
@@ -100,6 +169,9 @@ def lower_call(call: Call, target: str, depth: int = 0) -> PrimExpr:
             raise BuildError(f"lowering {call.op.name} on {target} does not terminate (rules keep "
                              "rewriting into intrinsics)")
         return lower_intrinsics(out, target, depth + 1)
+    if call.op.name == "tir.tvm_access_ptr":
+        raise BuildError(f"{call}: access_ptr of a buffer that is not bound to any storage; only the buffers "
+                         "te.extern hands to fcompute (or that tensorize binds) can be addressed")
     raise BuildError(
         f"no lowering rule turns {call.op.name} (dtype {call.dtype}) into code for target {target}; "
         f"register one with register_intrin_lowering({call.op.name!r}, target={target!r}, f=..., level=...)")

@@ -41,6 +41,7 @@ from .bound import (
     root_values,
     thread_relaxed,
 )
+from .extern import extern_stmt, is_extern, realize_extern
 from .te_stmt import AttachMarker, ProducerRealize, ProducerStore, ThreadAllReduce
 
 
@@ -342,6 +343,8 @@ class ScheduleLowering:
     # -- attachment ---------------------------------------------------------------------------
     def stage_stmt(self, st: Stage) -> Stmt:
         self.placed.add(st)
+        if is_extern(st):  # no loops of its own: the statement te.extern's fcompute built
+            return extern_stmt(st)
         return self.place_attached(self.compute_stmt(st))
 
     def _attached_at(self, st: Stage, iv: IterVar) -> List[Stage]:
@@ -352,6 +355,8 @@ class ScheduleLowering:
         op = st.op
         if any(op is o or st.origin_op is o for o in self.arg_ops):
             return body  # an argument: it is stored into the caller's buffer, whatever its attach point
+        if is_extern(st):
+            return realize_extern(st, body, self.info.scope.get(st, "global"))
         if (id(st.origin_op), 0) in self.sch.storage_alias and not isinstance(op, ScanOp):
             return body  # a scan's init or update: stored in the scan's buffer
         if isinstance(op, ScanOp):  # every time step, from 0
@@ -479,7 +484,8 @@ def schedule_to_stmt(sch: Schedule, info: BoundInfo, bodies, arg_ops) -> Stmt:
     """The whole function body (before storage flattening)."""
     lw = ScheduleLowering(sch, info, bodies)
     lw.arg_ops = list(arg_ops)
-    roots = [st for st in sch.stages if isinstance(st.op, ComputeOp) and st.attach_type == "root"]
+    roots = [st for st in sch.stages if (isinstance(st.op, ComputeOp) or is_extern(st))
+             and st.attach_type == "root"]
     # a stage stored in another's buffer (a scan's init) makes that buffer live from its own nest on
     owner = {}
     for st in sch.stages:

@@ -14,12 +14,51 @@ from typing import Optional, Sequence
 
 from kernels.errors import BuildError
 from kernels.runtime import device, ndarray
-from kernels.runtime.device import Device, cl, cpu, cuda, enabled, gpu, opencl
+from kernels.runtime.container import Array, Map, String, convert
+from kernels.runtime.device import (
+    Device,
+    cl,
+    cpu,
+    cuda,
+    enabled,
+    ext_dev,
+    gpu,
+    hexagon,
+    metal,
+    opencl,
+    rocm,
+    vulkan,
+    webgpu,
+)
 from kernels.runtime.module import BenchmarkResult, DeviceModule, Function, Module
 from kernels.runtime.ndarray import NDArray, array, empty
+from kernels.runtime.packed import (
+    PackedFunc,
+    get_global_func,
+    list_global_func_names,
+    register_func,
+    remove_global_func,
+)
+from kernels.runtime.serialize import load_module
 from kernels.runtime.spec import FuncSpec
 
 __all__ = [
+    "Array",
+    "Map",
+    "PackedFunc",
+    "String",
+    "convert",
+    "ext_dev",
+    "get_global_func",
+    "hexagon",
+    "list_global_func_names",
+    "load_module",
+    "metal",
+    "register_func",
+    "remove_global_func",
+    "rocm",
+    "vulkan",
+    "webgpu",
     "BenchmarkResult",
     "Device",
     "DeviceModule",

@@ -17,11 +17,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from kernels.errors import BuildError
+from kernels.errors import ArgumentError, BuildError
 from kernels.runtime.cache import compile_cached
 from kernels.runtime.config import get_config
 from kernels.runtime.device import Device
 from kernels.runtime.module import Launch, Module
+from kernels.runtime.ndarray import NDArray
 from kernels.runtime.spec import FuncSpec
 
 #: flags of every C build; ``-fopenmp`` is added for specs using OpenMP
@@ -77,6 +78,18 @@ def compile_c(source: str, openmp: bool = False, flags: Sequence[str] = ()) -> P
     return library
 
 
+def compile_object(source: str, openmp: bool = False) -> Path:
+    """Compile C99 ``source`` into a position-independent object file (cached by content)."""
+    compiler = find_c_compiler()
+    if compiler is None:
+        raise BuildError(f"no C compiler: {get_config().cc!r} is not on PATH (set CC to a C compiler)")
+    flags = ["-O3", "-std=c99", "-fPIC", "-c"] + (["-fopenmp"] if openmp else [])
+    obj, _ = compile_cached(
+        "c-object", [compiler, compiler_version(compiler), *flags], source, "source.c", "out.o",
+        lambda src, out: [compiler, *flags, str(src), "-o", str(out)], "C compilation")
+    return obj
+
+
 class CModule(Module):
     """A module of the ``c`` target; accepts cpu NDArrays and C-contiguous numpy arrays.
 
@@ -86,12 +99,18 @@ class CModule(Module):
         The compiled shared library.
     """
 
-    def __init__(self, spec: FuncSpec, flags: Sequence[str] = ()) -> None:
+    def __init__(self, spec: FuncSpec, flags: Sequence[str] = (), library: Optional[Path] = None) -> None:
         super().__init__(spec, "cpu")
-        self.library_path = compile_c(spec.source, openmp=spec.uses_openmp, flags=flags)
-        self._library = ctypes.CDLL(str(self.library_path))
+        # a library saved by export_library is loaded as is
+        self.library_path = Path(library) if library is not None else compile_c(
+            spec.source, openmp=spec.uses_openmp, flags=flags)
+        try:
+            self._library = ctypes.CDLL(str(self.library_path))
+        except OSError as exc:
+            raise BuildError(f"{spec.name}: cannot load the shared library {self.library_path}: "
+                             f"{exc}") from None
         self._functions: List[Tuple[Any, Tuple[str, ...]]] = []
-        for kernel in spec.kernels:
+        for kernel in self.native_kernels:
             try:
                 func = getattr(self._library, kernel.name)
             except AttributeError:
@@ -111,16 +130,36 @@ class CModule(Module):
     def _allocate_workspace(self, device: Device, dtype: np.dtype, count: int) -> Any:
         return np.empty(count, dtype)
 
-    def _launcher(self, device: Device, env: Dict[str, int], buffers: Dict[str, Any]) -> Launch:
-        calls = []
+    def _native_launchers(self, device: Device, env: Dict[str, int], buffers: Dict[str, Any]
+                          ) -> List[Optional[Launch]]:
+        out: List[Optional[Launch]] = []
         for func, params in self._functions:
             values = [env[p] if self._param_kind[p] == "var" else buffers[p].ctypes.data for p in params]
-            calls.append((func, values))
-        keep_alive = buffers  # the closure holds the arrays the pointers point into
 
-        def launch() -> None:
-            assert keep_alive is not None
-            for func, values in calls:
-                func(*values)
+            def launch(_func=func, _values=values, _keep=buffers) -> None:
+                # _keep: the closure holds the arrays the pointers point into
+                _func(*_values)
 
-        return launch
+            out.append(launch)
+        return out
+
+    def _array_view(self, device: Device, handle: Any, dtype: np.dtype, shape: Tuple[int, ...],
+                    strides: Tuple[int, ...], offset: int, where: str) -> NDArray:
+        flat = _flat(handle, dtype, where)
+        if strides:
+            view = np.lib.stride_tricks.as_strided(flat[offset:], shape, tuple(s * dtype.itemsize
+                                                                              for s in strides))
+        else:
+            view = flat[offset:offset + int(np.prod(shape, dtype=np.int64))].reshape(shape)
+        return NDArray(tuple(shape), dtype.name, device, view)
+
+    def _pointer(self, device: Device, handle: Any, dtype: np.dtype, offset: int, where: str) -> Any:
+        flat = _flat(handle, dtype, where)
+        return ctypes.c_void_p(flat.ctypes.data + offset * dtype.itemsize)
+
+
+def _flat(handle: np.ndarray, dtype: np.dtype, where: str) -> np.ndarray:
+    """The C-contiguous store ``handle`` as a flat array of ``dtype`` (sharing memory)."""
+    if handle.dtype != dtype:
+        raise ArgumentError(f"{where}: the buffer holds {handle.dtype}, the call wants {dtype}")
+    return handle.reshape(-1)

@@ -9,6 +9,9 @@ KBENCH_CACHE_DIR
     libraries go under ``<root>/c`` and CUDA binaries under ``<root>/cuda``.
 CUDA_HOME, CUDA_PATH
     Where to look for ``bin/nvcc`` when ``nvcc`` is not on ``PATH``.
+TVM_TEST_TARGETS
+    The targets ``kernels.testing`` tests against, separated by ``;`` (TVM's variable; default
+    ``kernels.testing.DEFAULT_TEST_TARGETS``).
 
 The settings are read once (:func:`get_config`); :func:`reload_config` reads them again, which
 tests use after changing the environment.
@@ -35,11 +38,14 @@ class RuntimeConfig:
         Root folder of the build cache.
     cuda_home : str or None
         CUDA toolkit root used to find ``nvcc`` when it is not on ``PATH``.
+    test_targets : str
+        ``TVM_TEST_TARGETS`` ("" when unset).
     """
 
     cc: str
     cache_dir: Path
     cuda_home: Optional[str]
+    test_targets: str = ""
 
 
 def _read_environment() -> RuntimeConfig:
@@ -47,7 +53,8 @@ def _read_environment() -> RuntimeConfig:
     cache = os.environ.get("KBENCH_CACHE_DIR", "").strip()
     cache_dir = Path(cache).expanduser() if cache else Path.home() / ".cache" / "kbench"
     cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or None
-    return RuntimeConfig(cc=cc, cache_dir=cache_dir, cuda_home=cuda_home)
+    return RuntimeConfig(cc=cc, cache_dir=cache_dir, cuda_home=cuda_home,
+                         test_targets=os.environ.get("TVM_TEST_TARGETS", "").strip())
 
 
 @functools.lru_cache(maxsize=1)

@@ -14,9 +14,10 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from kernels.contrib.nvcc import DEFAULT_ARCH, compile_cuda, normalize_arch, parse_compute_version
-from kernels.errors import BuildError, DeviceError
+from kernels.errors import ArgumentError, BuildError, DeviceError
 from kernels.runtime.device import Device, cuda_context, cuda_driver, require
 from kernels.runtime.module import DeviceModule, Launch, Module, launch_dims
+from kernels.runtime.ndarray import NDArray
 from kernels.runtime.spec import FuncSpec
 
 # CUDA launch limits of every architecture the toolkit builds for (sm_75 and newer)
@@ -61,12 +62,19 @@ class CUDAModule(Module):
         # a cubin built elsewhere (e.g. by a CPU build worker) is used as is
         self.binary = binary if binary is not None else compile_cuda(
             spec.source, target="cubin", arch=self.arch, options=options)
-        self.imported_modules = [DeviceModule("cuda", spec.source, binary=self.binary)]
+        self.imported_modules = [DeviceModule("cuda", spec.source, binary=self.binary, spec=spec,
+                                              arch=self.arch)]
         self._loaded: Dict[int, Tuple[Any, List[Any]]] = {}  # device index -> (module, kernels)
 
     def save(self, path: Any, fmt: str = "") -> None:
-        """Write the source, or the cubin when ``fmt`` is ``"cubin"`` or ``path`` ends in ``.cubin``."""
-        self.imported_modules[0].save(path, fmt)
+        """Write an object file for ``.o`` (the host stub), else the device code: the cubin
+        (``.cubin``), PTX (``.ptx``) or the source."""
+        from pathlib import Path
+
+        if (fmt or Path(path).suffix.lstrip(".")) in ("o", "obj"):
+            super().save(path, fmt)
+        else:
+            self.imported_modules[0].save(path, fmt)
 
     def _check_arch(self, device: Device) -> None:
         """A cubin for sm_XY runs on devices X.Z with Z >= Y ("a" variants only on X.Y)."""
@@ -97,7 +105,7 @@ class CUDAModule(Module):
                 raise DeviceError(
                     f"{self.spec.name}: loading the {self.arch} cubin on {device!r} failed: {exc}"
                 ) from None
-            for kernel in self.spec.kernels:
+            for kernel in self.native_kernels:
                 try:
                     func = module.get_function(kernel.name)
                 except drv.Error as exc:
@@ -114,25 +122,27 @@ class CUDAModule(Module):
         with cuda_context(device.index):
             return cuda_driver().mem_alloc(max(count * dtype.itemsize, 1))
 
-    def _launcher(self, device: Device, env: Dict[str, int], buffers: Dict[str, Any]) -> Launch:
+    def _native_launchers(self, device: Device, env: Dict[str, int], buffers: Dict[str, Any]
+                          ) -> List[Optional[Launch]]:
         functions = self._functions(device)
         drv = cuda_driver()
         context = cuda_context(device.index)
-        steps = []
-        for kernel, func in zip(self.spec.kernels, functions):
+        steps: List[Optional[Tuple[str, Any, Any, Any, List[Any]]]] = []
+        for kernel, func in zip(self.native_kernels, functions):
             dims = launch_dims(kernel, env)
             if dims is None:  # an empty launch: nothing to run
+                steps.append(None)
                 continue
             grid, block = dims
             _check_limits(kernel.name, grid, block)
             values = [env[p] if self._param_kind[p] == "var" else int(buffers[p]) for p in kernel.params]
             steps.append((kernel.name, func, grid, block, values))
-        keep_alive = buffers  # the closure holds the allocations the pointers point into
+        keep_alive = buffers  # the closures hold the allocations the pointers point into
 
-        def launch() -> None:
+        def launch_all(todo) -> None:
             assert keep_alive is not None
             with context:
-                for name, func, grid, block, values in steps:
+                for name, func, grid, block, values in todo:
                     try:
                         func.prepared_call(grid, block, *values)
                     except drv.Error as exc:
@@ -141,7 +151,25 @@ class CUDAModule(Module):
                             f"failed: {exc}"
                         ) from None
 
-        return launch
+        if len(self.native_kernels) == len(self.spec.kernels):
+            # no packed call in between: one launch runs every kernel inside one context push
+            todo = [st for st in steps if st is not None]
+            return [lambda: launch_all(todo)] + [None] * (len(steps) - 1)
+        return [None if st is None else (lambda st=st: launch_all([st])) for st in steps]
+
+    def _array_view(self, device: Device, handle: Any, dtype: np.dtype, shape: Tuple[int, ...],
+                    strides: Tuple[int, ...], offset: int, where: str) -> NDArray:
+        compact, acc = [], 1
+        for n in reversed(shape):
+            compact.append(acc)
+            acc *= n
+        if strides and tuple(strides) != tuple(reversed(compact)):
+            raise ArgumentError(f"{where}: a CUDA array must be compact; strides {strides} for shape "
+                                f"{shape} cannot be passed")
+        return NDArray(tuple(shape), dtype.name, device, int(handle) + offset * dtype.itemsize)
+
+    def _pointer(self, device: Device, handle: Any, dtype: np.dtype, offset: int, where: str) -> Any:
+        return int(handle) + offset * dtype.itemsize
 
     def _time_launches(self, device: Device, launch: Launch, count: int) -> float:
         drv = cuda_driver()

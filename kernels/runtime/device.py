@@ -39,19 +39,38 @@ from kernels.errors import DeviceError
 #: the device kinds of the runtime
 DEVICE_TYPES = ("cpu", "cuda", "opencl")
 
+#: device kinds TVM knows but this runtime does not serve: they can be named (``tvm.device("vulkan")``,
+#: ``tvm.rocm()``) and report ``exist == False``, as an absent device does in TVM
+ABSENT_TYPES = ("vulkan", "metal", "vpi", "rocm", "ext_dev", "hexagon", "webgpu", "aocl", "sdaccel")
+
 # names (and TVM's integer codes) accepted for each kind
 _TYPE_ALIASES: Dict[Union[str, int], str] = {
     "cpu": "cpu",
     "llvm": "cpu",
     "c": "cpu",
+    "stackvm": "cpu",
     "cuda": "cuda",
+    "nvptx": "cuda",
     "gpu": "cuda",
     "opencl": "opencl",
     "cl": "opencl",
+    "aocl_sw_emu": "aocl",
     1: "cpu",
     2: "cuda",
     4: "opencl",
+    5: "aocl",
+    7: "vulkan",
+    8: "metal",
+    9: "vpi",
+    10: "rocm",
+    12: "ext_dev",
+    15: "webgpu",
+    16: "hexagon",
 }
+_TYPE_ALIASES.update({k: k for k in ABSENT_TYPES})
+#: TVM's integer code of each kind (``Device.device_type`` in TVM is this number)
+TYPE_CODES = {"cpu": 1, "cuda": 2, "opencl": 4, "aocl": 5, "sdaccel": 6, "vulkan": 7, "metal": 8, "vpi": 9,
+              "rocm": 10, "ext_dev": 12, "webgpu": 15, "hexagon": 16}
 
 _lock = threading.RLock()
 
@@ -74,7 +93,8 @@ class Device:
         key = device_type.lower() if isinstance(device_type, str) else device_type
         if key not in _TYPE_ALIASES:
             raise DeviceError(
-                f"unknown device type {device_type!r}; expected one of {', '.join(DEVICE_TYPES)}"
+                f"unknown device type {device_type!r}; expected one of {', '.join(DEVICE_TYPES)} "
+                f"(TVM's other kinds {', '.join(ABSENT_TYPES)} are accepted but never exist here)"
             )
         if isinstance(index, bool) or not isinstance(index, int) or index < 0:
             raise DeviceError(f"device index must be a non-negative int, got {index!r}")
@@ -101,7 +121,8 @@ class Device:
         """bool: whether the device can be used in this process.
 
         ``cpu`` always exists; ``opencl(i)`` needs pyopencl and at least ``i + 1`` OpenCL devices;
-        ``cuda(i)`` needs pycuda, a working driver (``cuInit``) and at least ``i + 1`` GPUs.
+        ``cuda(i)`` needs pycuda, a working driver (``cuInit``) and at least ``i + 1`` GPUs. The
+        kinds of :data:`ABSENT_TYPES` never exist. Asking never raises.
         """
         return unavailable_reason(self) is None
 
@@ -126,6 +147,7 @@ class Device:
             return str(_cuda_device(self._index).name())
         if self._type == "opencl":
             return str(_opencl_device(self._index).name).strip()
+        require(self)
         import platform
 
         return platform.processor() or platform.machine()
@@ -211,6 +233,36 @@ gpu = cuda
 cl = opencl
 
 
+def rocm(index: int = 0) -> Device:
+    """TVM's ``tvm.rocm(i)``: a kind this runtime does not serve (``exist`` is False)."""
+    return Device("rocm", index)
+
+
+def metal(index: int = 0) -> Device:
+    """TVM's ``tvm.metal(i)``: a kind this runtime does not serve (``exist`` is False)."""
+    return Device("metal", index)
+
+
+def vulkan(index: int = 0) -> Device:
+    """TVM's ``tvm.vulkan(i)``: a kind this runtime does not serve (``exist`` is False)."""
+    return Device("vulkan", index)
+
+
+def ext_dev(index: int = 0) -> Device:
+    """TVM's ``tvm.ext_dev(i)``: a kind this runtime does not serve (``exist`` is False)."""
+    return Device("ext_dev", index)
+
+
+def hexagon(index: int = 0) -> Device:
+    """TVM's ``tvm.hexagon(i)``: a kind this runtime does not serve (``exist`` is False)."""
+    return Device("hexagon", index)
+
+
+def webgpu(index: int = 0) -> Device:
+    """TVM's ``tvm.webgpu(i)``: a kind this runtime does not serve (``exist`` is False)."""
+    return Device("webgpu", index)
+
+
 def device(name: Union[str, int], index: int = 0) -> Device:
     """Return the device of kind ``name`` (``"cpu"``, ``"cuda"``, ``"gpu"``, ``"opencl"``, ...).
 
@@ -231,6 +283,9 @@ def unavailable_reason(dev: Device) -> Optional[str]:
     """Say why ``dev`` cannot be used, or return None when it can."""
     if dev.device_type == "cpu":
         return None
+    if dev.device_type in ABSENT_TYPES:
+        return (f"{dev.device_type} devices are not supported by kernels (its runtime serves "
+                f"{', '.join(DEVICE_TYPES)}; see docs/TVM_COMPAT.md)")
     if dev.device_type == "opencl":
         devices, reason = _opencl_devices()
         if reason is not None:

@@ -10,7 +10,11 @@ A :class:`Module` wraps one :class:`~kernels.runtime.spec.FuncSpec`. Calling it
    size stays the same);
 3. hands the bound buffers and shape variables to the backend (``c.py``, ``opencl.py``,
    ``cuda.py``), which launches the kernels in order. A GPU kernel whose grid or block has a zero
-   extent (an empty problem) is skipped rather than launched.
+   extent (an empty problem) is skipped rather than launched;
+4. runs the spec's packed calls (:class:`~kernels.runtime.spec.PackedCall`, from ``tir.call_packed``)
+   in order with the kernels: the registered Python function is looked up when the module is
+   called and receives NDArrays viewing the buffers (no copy), ints, floats and strings; the device
+   finishes the kernels queued before each call first.
 """
 
 from __future__ import annotations
@@ -24,10 +28,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from kernels.errors import ArgumentError, BuildError, DeviceError
+from kernels.errors import ArgumentError, BuildError, DeviceError, PackedFuncError
 from kernels.runtime.device import Device, unavailable_reason
 from kernels.runtime.ndarray import NDArray, from_numpy_nocopy, normalize_dtype
-from kernels.runtime.spec import DerivedDim, FuncSpec, KernelSpec, Workspace
+from kernels.runtime.spec import DerivedDim, FuncSpec, KernelSpec, PackedArg, PackedCall, Workspace
 
 #: the device kind each target runs on
 TARGET_DEVICE = {"c": "cpu", "opencl": "opencl", "cuda": "cuda"}
@@ -99,9 +103,12 @@ class DeviceModule:
         The compiled image (a CUDA cubin) when there is one.
     """
 
-    def __init__(self, type_key: str, source: str, binary: Optional[bytes] = None) -> None:
+    def __init__(self, type_key: str, source: str, binary: Optional[bytes] = None,
+                 spec: Optional[FuncSpec] = None, arch: str = "") -> None:
         self.type_key = type_key
         self.binary = binary
+        self.spec = spec
+        self.arch = arch
         self._source = source
         self.imported_modules: List[Any] = []
 
@@ -110,9 +117,16 @@ class DeviceModule:
         return self._source
 
     def save(self, path: Union[str, Path], fmt: str = "") -> None:
-        """Write the source, or the binary when ``fmt`` is ``"cubin"`` or ``path`` ends in ``.cubin``."""
+        """Write the device code: the cubin (``.cubin``), PTX (``.ptx``) or the source (``.cl`` or any
+        other name). ``.cubin``/``.ptx``/``.cl`` also get the module's description beside them
+        (``<stem>.tvm_meta.json``), so :func:`kernels.runtime.load_module` can load them back."""
         path = Path(path)
-        if (fmt == "cubin" or path.suffix == ".cubin") and self.binary is not None:
+        kind = fmt or path.suffix.lstrip(".")
+        if self.spec is not None and kind in ("cubin", "ptx", "cl"):
+            from kernels.runtime.serialize import save_device
+
+            save_device(self, path, kind)
+        elif kind == "cubin" and self.binary is not None:
             path.write_bytes(self.binary)
         else:
             path.write_text(self._source)
@@ -163,6 +177,8 @@ class Module:
         self.device_type = device_type
         self.imported_modules: List[Any] = []
         self._arg_dtypes = tuple(_canonical_dtype(a.dtype) for a in spec.args)
+        #: the kernels (GPU) or functions (C) of native code, in order; packed calls run between them
+        self.native_kernels: List[KernelSpec] = [k for k in spec.kernels if not isinstance(k, PackedCall)]
         self._param_kind = self._classify_params()
         self._workspaces: Dict[Tuple[Device, str], Tuple[int, Any]] = {}
 
@@ -202,8 +218,41 @@ class Module:
         return self.spec.source
 
     def save(self, path: Union[str, Path], fmt: str = "") -> None:
-        """Write the module's source text to ``path``."""
+        """Write the module to ``path``: an object file for ``.o`` (see
+        :func:`kernels.runtime.serialize.save_object`; link it with ``tvm.contrib.cc.create_shared``),
+        else the source text."""
+        if (fmt or Path(path).suffix.lstrip(".")) in ("o", "obj"):
+            from kernels.runtime.serialize import save_object
+
+            save_object(self, path)
+            return
         Path(path).write_text(self.get_source(fmt))
+
+    def import_module(self, module: Any) -> None:
+        """Attach the device module ``module`` loaded separately (TVM's host/device split).
+
+        The loaded module already holds its device code, so this checks that ``module`` is this
+        module's device code and takes its binary (a cubin or PTX loaded from a file).
+
+        Raises
+        ------
+        ArgumentError
+            For a C module, or a device module of another kind or another source.
+        """
+        dev = module.imported_modules[0] if isinstance(module, Module) and module.imported_modules else module
+        if not isinstance(dev, DeviceModule):
+            raise ArgumentError(f"import_module: expected a device module (load_module of a .cubin, .ptx or "
+                                f".cl file), got {module!r}")
+        if self.type_key == "c" or not self.imported_modules:
+            raise ArgumentError(f"import_module: {self!r} has no device code to import ({dev!r})")
+        mine = self.imported_modules[0]
+        if dev.type_key != mine.type_key or dev.get_source() != mine.get_source():
+            raise ArgumentError(f"import_module: {dev!r} is not the device code of {self!r} (another "
+                                "target or another source)")
+        if dev.binary is not None and getattr(self, "binary", None) is not None and dev.binary != self.binary:
+            self.binary = dev.binary  # type: ignore[attr-defined]
+            mine.binary = dev.binary
+            getattr(self, "_loaded", {}).clear()
 
     def time_evaluator(
         self,
@@ -278,11 +327,57 @@ class Module:
     def __repr__(self) -> str:
         return f"Module({self.type_key}, {self.spec.name})"
 
+    def export_library(self, file_name: Union[str, Path], fcompile: Any = None, **kwargs: Any) -> None:
+        """Save the module so :func:`kernels.runtime.load_module` can load it back.
+
+        ``file_name`` ending in ``.tar`` gives one archive; any other name gets the binary
+        (C: the shared library, CUDA: the cubin, OpenCL: the source) plus its description
+        ``<stem>.tvm_meta.json`` beside it. See :mod:`kernels.runtime.serialize`.
+        """
+        from kernels.runtime.serialize import export_module
+
+        if fcompile is not None or kwargs:
+            extra = ", ".join((["fcompile"] if fcompile is not None else []) + sorted(kwargs))
+            raise ArgumentError(f"export_library: {extra} is not supported; kernels writes the library it "
+                                "built (see docs/TVM_COMPAT.md)")
+        export_module(self, file_name)
+
     # -- backend hooks --------------------------------------------------------------------------
 
-    def _launcher(self, device: Device, env: Dict[str, int], buffers: Dict[str, Any]) -> Launch:
-        """Return a function launching every kernel with the bound ``buffers`` and ``env``."""
+    def _native_launchers(self, device: Device, env: Dict[str, int], buffers: Dict[str, Any]
+                          ) -> List[Optional[Launch]]:
+        """One launch per entry of :attr:`native_kernels` (None: nothing to launch)."""
         raise NotImplementedError
+
+    def _launcher(self, device: Device, env: Dict[str, int], buffers: Dict[str, Any],
+                  capacity: Optional[Dict[str, int]] = None) -> Launch:
+        """Return a function running every kernel and packed call with ``buffers`` and ``env``."""
+        natives = iter(self._native_launchers(device, env, buffers))
+        steps: List[Launch] = []
+        for entry in self.spec.kernels:
+            if isinstance(entry, PackedCall):
+                steps.append(self._packed_step(entry, device, env, buffers, capacity or {}))
+            else:
+                step = next(natives)
+                if step is not None:
+                    steps.append(step)
+        if len(steps) == 1:
+            return steps[0]
+
+        def launch() -> None:
+            for step in steps:
+                step()
+
+        return launch
+
+    def _array_view(self, device: Device, handle: Any, dtype: np.dtype, shape: Tuple[int, ...],
+                    strides: Tuple[int, ...], offset: int, where: str) -> NDArray:
+        """An NDArray on ``device`` viewing ``handle`` from element ``offset`` (no copy)."""
+        raise ArgumentError(f"{where}: packed calls cannot receive arrays on {device!r}")
+
+    def _pointer(self, device: Device, handle: Any, dtype: np.dtype, offset: int, where: str) -> Any:
+        """The raw address of element ``offset`` of ``handle`` as the packed function receives it."""
+        raise ArgumentError(f"{where}: packed calls cannot receive pointers on {device!r}")
 
     def _allocate_workspace(self, device: Device, dtype: np.dtype, count: int) -> Any:
         """Allocate room for ``count`` elements of ``dtype`` on ``device``."""
@@ -318,6 +413,12 @@ class Module:
             raise BuildError(f"{spec.name}: unknown target {spec.target!r}; expected one of c, opencl, cuda")
         if not spec.kernels:
             raise BuildError(f"{spec.name}: the spec has no kernel to run")
+        for entry in spec.kernels:
+            if isinstance(entry, PackedCall):
+                for a in entry.args:
+                    if a.kind not in ("array", "pointer", "int", "float", "str"):
+                        raise BuildError(f"{spec.name}: packed call {entry.name} has an argument of unknown "
+                                         f"kind {a.kind!r}")
         names = [a.name for a in spec.args]
         if len(set(names)) != len(names):
             raise BuildError(f"{spec.name}: argument names repeat: {names}")
@@ -347,9 +448,72 @@ class Module:
         arrays, device = self._check_arrays(args)
         env = self._bind_shapes(arrays)
         buffers: Dict[str, Any] = {a.name: x.handle for a, x in zip(self.spec.args, arrays)}
+        capacity: Dict[str, int] = {a.name: x.size for a, x in zip(self.spec.args, arrays)}
         for ws in self.spec.workspaces:
             buffers[ws.name] = self._workspace(device, ws, env)
-        return self._launcher(device, env, buffers), device
+            capacity[ws.name] = self._workspaces[(device, ws.name)][0]
+        if len(self.spec.kernels) == len(self.native_kernels):
+            return self._launcher(device, env, buffers), device
+        return self._launcher(device, env, buffers, capacity), device
+
+    # -- packed calls ---------------------------------------------------------------------------
+
+    def _packed_step(self, call: PackedCall, device: Device, env: Dict[str, int], buffers: Dict[str, Any],
+                     capacity: Dict[str, int]) -> Launch:
+        """Convert the arguments of ``call`` once and return the step calling the function."""
+        from kernels.runtime.packed import get_global_func, missing_message
+
+        func = get_global_func(call.name, allow_missing=True)
+        if func is None:
+            raise PackedFuncError(f"{self.spec.name}: {missing_message(call.name)}")
+        values = [self._packed_value(a, k, call.name, device, env, buffers, capacity)
+                  for k, a in enumerate(call.args, start=1)]
+        name = self.spec.name
+
+        def step() -> None:
+            self._synchronize(device)
+            try:
+                func(*values)
+            except Exception as exc:
+                raise PackedFuncError(f"{name}: packed function {call.name!r} raised "
+                                      f"{type(exc).__name__}: {exc}") from exc
+
+        return step
+
+    def _packed_value(self, a: PackedArg, k: int, fname: str, device: Device, env: Dict[str, int],
+                      buffers: Dict[str, Any], capacity: Dict[str, int]) -> Any:
+        where = f"{self.spec.name}: packed call {fname!r} argument {k}"
+
+        def value(x: Any) -> Any:
+            try:
+                return x(env) if callable(x) else x
+            except Exception as exc:
+                raise ArgumentError(f"{where}: {getattr(x, 'text', x)} cannot be evaluated with "
+                                    f"{_env_text(env)}: {exc}") from exc
+
+        if a.kind == "str":
+            return str(a.value)
+        if a.kind == "int":
+            return bool(value(a.value)) if a.dtype == "bool" else int(value(a.value))
+        if a.kind == "float":
+            return float(value(a.value))
+        dtype = np.dtype(_canonical_dtype(a.dtype))
+        offset = int(value(a.offset))
+        have = capacity.get(a.buffer)
+        if a.kind == "pointer":
+            if have is not None and not 0 <= offset <= have:
+                raise ArgumentError(f"{where}: element {offset} is outside {a.buffer} ({have} elements)")
+            return self._pointer(device, buffers[a.buffer], dtype, offset, where)
+        shape = tuple(int(value(d)) for d in a.shape)
+        strides = tuple(int(value(d)) for d in a.strides)
+        if strides:
+            span = 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if all(shape) else 0
+        else:
+            span = int(np.prod(shape, dtype=np.int64))
+        if offset < 0 or (have is not None and offset + span > have):
+            raise ArgumentError(f"{where}: a {shape} view from element {offset} does not fit in "
+                                f"{a.buffer} ({have} elements)")
+        return self._array_view(device, buffers[a.buffer], dtype, shape, strides, offset, where)
 
     def _check_arrays(self, args: Sequence[Any]) -> Tuple[List[NDArray], Device]:
         spec = self.spec

@@ -267,8 +267,9 @@ def _upload(device: Device, handle: Any, host: np.ndarray) -> None:
             cuda_driver().memcpy_htod(handle, host)
 
 
-def empty(shape: ShapeLike, dtype: Any = "float32", device: Optional[Device] = None) -> NDArray:
-    """Make an uninitialised array.
+def empty(shape: ShapeLike, dtype: Any = "float32", device: Optional[Device] = None,
+          mem_scope: Optional[str] = None) -> NDArray:
+    """Make an uninitialised array (TVM's ``tvm.nd.empty``).
 
     Parameters
     ----------
@@ -278,6 +279,8 @@ def empty(shape: ShapeLike, dtype: Any = "float32", device: Optional[Device] = N
         The element type.
     device : Device, optional
         Where to allocate it; ``cpu(0)`` by default.
+    mem_scope : str, optional
+        Only ``None`` or ``"global"`` (device memory) are supported.
 
     Returns
     -------
@@ -290,6 +293,9 @@ def empty(shape: ShapeLike, dtype: Any = "float32", device: Optional[Device] = N
     DeviceError
         When the device is not available.
     """
+    if mem_scope not in (None, "global"):
+        raise ArgumentError(f"empty: memory scope {mem_scope!r} is not supported; arrays live in the "
+                            "device's global memory")
     device = cpu(0) if device is None else _as_device(device)
     dims = _normalize_shape(shape)
     name = normalize_dtype(dtype)

@@ -13,13 +13,14 @@ workspaces as ``cl.Buffer``.
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from kernels.errors import BuildError, DeviceError
+from kernels.errors import ArgumentError, BuildError, DeviceError
 from kernels.runtime.device import Device, opencl_handle
 from kernels.runtime.module import DeviceModule, Launch, Module, launch_dims
+from kernels.runtime.ndarray import NDArray
 from kernels.runtime.spec import FuncSpec
 
 
@@ -37,7 +38,7 @@ class OpenCLModule(Module):
     def __init__(self, spec: FuncSpec, build_options: Tuple[str, ...] = ()) -> None:
         super().__init__(spec, "opencl")
         self.build_options = tuple(build_options)
-        self.imported_modules = [DeviceModule("opencl", spec.source)]
+        self.imported_modules = [DeviceModule("opencl", spec.source, spec=spec)]
         self._programs: Dict[int, Tuple[Any, List[Any]]] = {}
         if Device("opencl", 0).exist:
             self._kernels(0)
@@ -58,7 +59,7 @@ class OpenCLModule(Module):
                 f"({handle.device.name.strip()}):\n{_build_log(exc, handle)}"
             ) from None
         kernels = []
-        for kernel in self.spec.kernels:
+        for kernel in self.native_kernels:
             try:
                 kernels.append(cl.Kernel(program, kernel.name))
             except cl.Error as exc:
@@ -74,24 +75,25 @@ class OpenCLModule(Module):
         context = opencl_handle(device.index).context
         return cl.Buffer(context, cl.mem_flags.READ_WRITE, max(count * dtype.itemsize, 1))
 
-    def _launcher(self, device: Device, env: Dict[str, int], buffers: Dict[str, Any]) -> Launch:
+    def _native_launchers(self, device: Device, env: Dict[str, int], buffers: Dict[str, Any]
+                          ) -> List[Optional[Launch]]:
         import pyopencl as cl
 
         queue = opencl_handle(device.index).queue
-        steps = []
-        for spec_kernel, kernel in zip(self.spec.kernels, self._kernels(device.index)):
+        out: List[Optional[Launch]] = []
+        for spec_kernel, kernel in zip(self.native_kernels, self._kernels(device.index)):
             dims = launch_dims(spec_kernel, env)
             if dims is None:  # an empty launch: nothing to run
+                out.append(None)
                 continue
             grid, block = dims
             global_size = tuple(g * b for g, b in zip(grid, block))
             values = [
                 np.int32(env[p]) if self._param_kind[p] == "var" else buffers[p] for p in spec_kernel.params
             ]
-            steps.append((spec_kernel.name, kernel, values, global_size, block))
 
-        def launch() -> None:
-            for name, kernel, values, global_size, local_size in steps:
+            def launch(name=spec_kernel.name, kernel=kernel, values=values, global_size=global_size,
+                       local_size=block) -> None:
                 try:
                     kernel.set_args(*values)
                     cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
@@ -101,7 +103,32 @@ class OpenCLModule(Module):
                         f"on {device!r} failed: {exc}"
                     ) from None
 
-        return launch
+            out.append(launch)
+        return out
+
+    def _array_view(self, device: Device, handle: Any, dtype: np.dtype, shape: Tuple[int, ...],
+                    strides: Tuple[int, ...], offset: int, where: str) -> NDArray:
+        if strides and tuple(strides) != _compact(shape):
+            raise ArgumentError(f"{where}: an OpenCL array must be compact; strides {strides} for shape "
+                                f"{shape} cannot be passed")
+        return NDArray(tuple(shape), dtype.name, device, self._sub_buffer(handle, dtype, offset,
+                                                                          int(np.prod(shape)), where))
+
+    def _pointer(self, device: Device, handle: Any, dtype: np.dtype, offset: int, where: str) -> Any:
+        return self._sub_buffer(handle, dtype, offset, 0, where)
+
+    @staticmethod
+    def _sub_buffer(handle: Any, dtype: np.dtype, offset: int, count: int, where: str) -> Any:
+        if offset == 0:
+            return handle
+        import pyopencl as cl
+
+        try:
+            return handle.get_sub_region(offset * dtype.itemsize, max(count, 1) * dtype.itemsize)
+        except cl.Error as exc:
+            raise ArgumentError(f"{where}: cannot view an OpenCL buffer from element {offset} ({exc}); "
+                                "OpenCL sub-buffers must start at the device's base-address "
+                                "alignment") from None
 
     def _synchronize(self, device: Device) -> None:
         opencl_handle(device.index).queue.finish()
@@ -120,3 +147,11 @@ def _build_log(exc: Exception, handle: Any) -> str:
     """The compiler's log from a failed build (pyopencl puts it into the exception text)."""
     text = str(exc).strip()
     return text or "(the OpenCL compiler gave no log)"
+
+
+def _compact(shape: Tuple[int, ...]) -> Tuple[int, ...]:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))

@@ -8,10 +8,125 @@ sizes, derived dimensions) is a small callable taking the bound shape variables.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Tuple, Union
+from typing import Any, Callable, Mapping, Tuple, Union
 
 Env = Mapping[str, int]
+
+
+def _tdiv(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b >= 0) else -q
+    return a / b
+
+
+def _tmod(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return a - _tdiv(a, b) * b
+    return math.fmod(a, b)
+
+
+_HOST_OPS: Mapping[str, Callable[[Any, Any], Any]] = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": _tdiv,
+    "mod": _tmod,
+    "floordiv": lambda a, b: a // b,
+    "floormod": lambda a, b: a % b,
+    "min": min,
+    "max": max,
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != b,
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
+    "and": lambda a, b: bool(a) and bool(b),
+    "or": lambda a, b: bool(a) or bool(b),
+}
+
+
+def eval_host_tree(tree: Any, env: Env) -> Any:
+    """Evaluate a :class:`HostExpr` tree with shape variables from ``env``."""
+    tag = tree[0]
+    if tag == "int":
+        return int(tree[1])
+    if tag == "float":
+        return float(tree[1])
+    if tag == "var":
+        try:
+            return env[tree[1]]
+        except KeyError:
+            known = ", ".join(sorted(env))
+            raise KeyError(f"shape variable {tree[1]} has no value (known: {known})") from None
+    if tag == "cast":
+        v = eval_host_tree(tree[2], env)
+        if tree[1].startswith("float"):
+            return float(v)
+        return bool(v) if tree[1] == "bool" else int(v)
+    if tag == "not":
+        return not eval_host_tree(tree[1], env)
+    if tag == "select":
+        return eval_host_tree(tree[2] if eval_host_tree(tree[1], env) else tree[3], env)
+    fn = _HOST_OPS.get(tag)
+    if fn is None:
+        raise ValueError(f"unknown host expression node {tag!r}")
+    return fn(eval_host_tree(tree[1], env), eval_host_tree(tree[2], env))
+
+
+def check_host_tree(tree: Any) -> Any:
+    """``tree`` (nested lists from JSON, or tuples) as nested tuples, checked node by node."""
+    if not isinstance(tree, (list, tuple)) or not tree or not isinstance(tree[0], str):
+        raise ValueError(f"malformed host expression {tree!r}")
+    tag = tree[0]
+    if tag in ("int", "float", "var"):
+        if len(tree) != 2:
+            raise ValueError(f"malformed host expression {tree!r}")
+        ok = isinstance(tree[1], str) if tag == "var" else isinstance(tree[1], (int, float))
+        if not ok:
+            raise ValueError(f"malformed host expression {tree!r}")
+        return (tag, tree[1])
+    if tag == "cast":
+        if len(tree) != 3 or not isinstance(tree[1], str):
+            raise ValueError(f"malformed host expression {tree!r}")
+        return (tag, tree[1], check_host_tree(tree[2]))
+    arity = {"not": 1, "select": 3}.get(tag, 2 if tag in _HOST_OPS else -1)
+    if arity < 0 or len(tree) != arity + 1:
+        raise ValueError(f"malformed host expression {tree!r}")
+    return (tag,) + tuple(check_host_tree(t) for t in tree[1:])
+
+
+@dataclass(frozen=True)
+class HostExpr:
+    """An expression of shape variables evaluated on the host at call time (a launch extent, a
+    derived dimension, a workspace size, a scalar argument of a packed call).
+
+    ``tree`` is plain data (nested tuples of ``("var", name)``, ``("int", v)``, ``("float", v)``,
+    ``(op, a, b)``, ``("cast", dtype, x)``, ``("select", c, t, f)``, ``("not", x)``), so a built
+    module can be saved and loaded (:func:`kernels.runtime.serialize`).
+    """
+
+    text: str
+    tree: Tuple[Any, ...]
+    dtype: str = "int32"
+
+    def __call__(self, env: Env) -> Union[int, float]:
+        v = eval_host_tree(self.tree, env)
+        return float(v) if self.dtype.startswith("float") else int(v)
+
+
+@dataclass(frozen=True)
+class LaunchDims:
+    """Three launch extents (x, y, z), each an int or a :class:`HostExpr`; callable on ``env``."""
+
+    dims: Tuple[Union[int, HostExpr], ...]
+
+    def __call__(self, env: Env) -> Tuple[int, int, int]:
+        out = tuple(int(d(env)) if callable(d) else int(d) for d in self.dims)
+        return (out + (1, 1, 1))[:3]  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -63,6 +178,42 @@ class KernelSpec:
 
 
 @dataclass(frozen=True)
+class PackedArg:
+    """One argument of a :class:`PackedCall`.
+
+    ``kind`` is ``"array"`` (an NDArray viewing ``buffer`` -- an argument or workspace -- from
+    element ``offset`` with ``shape`` and, when not compact, ``strides``), ``"pointer"`` (the raw
+    address of ``buffer`` plus ``offset`` elements), ``"int"``/``"float"`` (``value`` is a number
+    or a :class:`HostExpr`) or ``"str"`` (``value`` is the string).
+    """
+
+    kind: str
+    buffer: str = ""
+    dtype: str = ""
+    shape: Tuple[Dim, ...] = ()
+    strides: Tuple[Dim, ...] = ()
+    offset: Union[int, HostExpr] = 0
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class PackedCall:
+    """A call of a registered function (``tvm.register_func``) between the native kernels.
+
+    The module looks ``name`` up when it is called, then calls it with the converted ``args`` in
+    order with the native kernels (after the device has finished the kernels before it).
+    """
+
+    name: str
+    args: Tuple[PackedArg, ...]
+
+    @property
+    def params(self) -> Tuple[str, ...]:
+        """The buffers (arguments, workspaces) the call reads, for argument checking."""
+        return tuple(dict.fromkeys(a.buffer for a in self.args if a.kind in ("array", "pointer")))
+
+
+@dataclass(frozen=True)
 class FuncSpec:
     """A built function: its source, arguments, shape variables, temporaries and kernels."""
 
@@ -72,6 +223,6 @@ class FuncSpec:
     args: Tuple[BufferArg, ...]
     shape_vars: Tuple[str, ...]  # every shape variable the kernels may take, bound from args
     workspaces: Tuple[Workspace, ...]
-    kernels: Tuple[KernelSpec, ...]  # launched in order
+    kernels: Tuple[Union[KernelSpec, PackedCall], ...]  # run in order
     arch: str = ""  # CUDA: "sm_90" etc.
     uses_openmp: bool = False  # C: link with -fopenmp

@@ -241,7 +241,8 @@ class Stage:
 
     def _require_compute(self, prim: str):
         if not isinstance(self.op, ComputeOp):
-            raise self._err(prim, "only computed tensors can be scheduled (this is a placeholder)")
+            what = "a placeholder" if isinstance(self.op, PlaceholderOp) else "an extern op: it has no loops"
+            raise self._err(prim, f"only computed tensors can be scheduled (this is {what})")
 
     def _leaf_pos(self, iv, prim: str) -> int:
         self._require_compute(prim)

@@ -410,6 +410,16 @@ class BufferLoad(PrimExpr):
         if not self.dtype:
             object.__setattr__(self, "dtype", self.buffer.dtype)
 
+    @property
+    def index(self) -> PrimExpr:
+        """The flat index (TVM's ``Load.index``) of a one-index load."""
+        return self.indices[0]
+
+    @property
+    def buffer_var(self) -> Var:
+        """The data pointer loaded from (TVM's ``Load.buffer_var``)."""
+        return self.buffer.data
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class ProducerLoad(PrimExpr):

@@ -32,6 +32,16 @@ class BufferStore(Stmt):
     value: PrimExpr
     indices: Tuple[PrimExpr, ...]
 
+    @property
+    def index(self) -> PrimExpr:
+        """The flat index (TVM's ``Store.index``) of a one-index store."""
+        return self.indices[0]
+
+    @property
+    def buffer_var(self):
+        """The data pointer stored to (TVM's ``Store.buffer_var``)."""
+        return self.buffer.data
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class For(Stmt):
