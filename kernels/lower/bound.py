@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from ..errors import LoweringError
-from ..te.schedule import Schedule, Stage, pass_down_domain, pass_up_index
+from ..te.schedule import Schedule, Stage, iter_flags, pass_down_domain, pass_up_index
 from ..te.tensor import ComputeOp, IterVar, Range
 from ..tir.expr import (
     Add,
@@ -184,7 +184,7 @@ def leaf_values(stage: Stage, dom: Dict[IterVar, Range], scope: str = "global"
         ext = simplify(r.extent)
         if isinstance(ext, IntImm) and ext.value == 1:
             vals[iv] = r.min
-        elif tag and not thread_relaxed(tag, scope):
+        elif tag and collapses(stage, iv, tag, scope):
             vals[iv] = r.min
         elif isinstance(r.min, IntImm) and r.min.value == 0:
             vals[iv] = base
@@ -287,14 +287,21 @@ def infer_bound(sch: Schedule, bodies: Dict[Stage, List[PrimExpr]]) -> BoundInfo
     return info
 
 
+def collapses(stage: Stage, iv: IterVar, tag: str, scope: str) -> bool:
+    """Whether leaf ``iv``, bound to thread ``tag``, takes its minimum (see leaf_values): a data axis
+    bound to a thread index its storage is not shared by. A reduction axis bound to a thread is a
+    cross-thread reduction and keeps the index."""
+    return not thread_relaxed(tag, scope) and iter_flags(stage).get(iv, 1) == 1
+
+
 def collapsed_leaves(stage: Stage, info: BoundInfo) -> List[IterVar]:
-    """Leaves of extent > 1 bound to a thread index that does not share the stage's storage."""
+    """Leaves of extent > 1 that collapse (see collapses)."""
     scope = info.scope.get(stage, "global")
     out = []
     for iv in stage.leaf_iter_vars:
         tag = _thread_tag(stage, iv)
         ext = simplify(info.dom[iv].extent)
-        if tag and not thread_relaxed(tag, scope) and not (isinstance(ext, IntImm) and ext.value == 1):
+        if tag and collapses(stage, iv, tag, scope) and not (isinstance(ext, IntImm) and ext.value == 1):
             out.append(iv)
     return out
 

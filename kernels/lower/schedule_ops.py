@@ -35,6 +35,7 @@ from .bound import (
     VIRTUAL_THREAD_TAGS,
     BoundInfo,
     attach_path,
+    collapses,
     enclosing_loops,
     eval_interval,
     leaf_var,
@@ -133,7 +134,7 @@ class ScheduleLowering:
                 if t.dom is not None and not structural_equal(simplify(t.dom.extent), ext):
                     raise LoweringError(f"stage {st.name}: axis {iv.var.name} has extent {ext} but is bound "
                                         f"to {t.thread_tag} declared with extent {t.dom.extent}")
-                if not thread_relaxed(t.thread_tag, self.info.scope.get(st, "global")):
+                if collapses(st, iv, t.thread_tag, self.info.scope.get(st, "global")):
                     # the buffer has one copy per value of the index, which the region already fixed:
                     # the axis takes its minimum (TVM's rule; bound inference checked what is read)
                     out.append(Loop(iv, t.var, ext, "none"))
@@ -284,18 +285,35 @@ class ScheduleLowering:
         common = [lp for lp in loops if not (flags.get(lp.iv, 1) & 2) or lp.kind == "thread"]
         normal = [lp for lp in loops if (flags.get(lp.iv, 1) & 2) and lp.kind != "thread"]
 
-        def const_ext(lp):
-            e = simplify(lp.extent)
+        root = _root_stage(st)
+
+        def const_ext(tag, ext, what):
+            # the kernel launches the index at its widest extent: every launched thread takes part
+            # (those past this stage's extent with the identity, through the thread guards)
+            e = simplify(self.launch.get((id(root), tag), ext))
             if not isinstance(e, IntImm):
                 raise LoweringError(f"stage {st.name}: cross-thread reduction needs constant thread extents; "
-                                    f"{lp.tag} (axis {lp.iv.var.name}) has extent {e}")
+                                    f"{tag} ({what}) has extent {e}")
             return e.value
 
-        rthreads = tuple((lp.var, lp.tag, const_ext(lp)) for lp in common
-                         if lp.kind == "thread" and flags.get(lp.iv, 1) & 2)
-        gthreads = tuple((lp.var, lp.tag, const_ext(lp)) for lp in common
-                         if lp.kind == "thread" and not flags.get(lp.iv, 1) & 2
-                         and lp.tag.startswith("threadIdx"))
+        rthreads = tuple((lp.var, lp.tag, const_ext(lp.tag, lp.extent, f"axis {lp.iv.var.name}"))
+                         for lp in common if lp.kind == "thread" and flags.get(lp.iv, 1) & 2)
+        # the reduction runs within each group of the other thread indices: this stage's own and those
+        # of the loops it is computed in
+        groups = [(lp.var, lp.tag, lp.extent, f"axis {lp.iv.var.name}") for lp in common
+                  if lp.kind == "thread" and not flags.get(lp.iv, 1) & 2]
+        for owner, iv in enclosing_loops(st):
+            tag = _thread_tag_of(owner, iv)
+            if tag:
+                groups.append((leaf_var(owner, iv), tag, self.info.dom[iv].extent,
+                               f"axis {iv.var.name} of {owner.name}"))
+        seen_tags = {t for _, t, _ in rthreads}
+        gthreads = []
+        for var, tag, ext, what in groups:
+            if tag.startswith("threadIdx") and tag not in seen_tags:
+                seen_tags.add(tag)
+                gthreads.append((var, tag, const_ext(tag, ext, what)))
+        gthreads = tuple(gthreads)
         dts = [t.dtype for t in outs]
         red_bufs = tuple(Buffer(f"red_buf{k}", d, (const(1),), "local") for k, d in enumerate(dts))
         all_preds = data_preds + red_preds

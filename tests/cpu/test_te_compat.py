@@ -324,3 +324,33 @@ def test_auto_inline(kind, rule, inlined):
     else:
         want = a[np.arange(n) % m][None, :] * b + c
     np.testing.assert_allclose(t2, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("target", gpu_target_params())
+@pytest.mark.parametrize("n, nthread", [(1025, 16), (64, 32), (70, 8)])
+def test_cross_thread_reduction_inside_a_thread_bound_stage(target, n, nthread):
+    """TVM's rfactor_elemwise_threads: B reduces across threadIdx.x while computed inside C's
+    threadIdx.y loop; each row (threadIdx.y) reduces on its own, and the output is written once."""
+    m = 10
+    A = te.placeholder((m, n), name="A")
+    k = te.reduce_axis((0, n))
+    B = te.compute((m,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    BB = te.compute((m,), lambda i: B[i] + 1.0, name="BB")
+    C = te.compute((m,), lambda i: BB[i] + 1.0, name="C")
+    s = te.create_schedule(C.op)
+    s[BB].compute_inline()
+    bx, ty = s[C].split(s[C].op.axis[0], factor=16)
+    _, kf = s[B].split(k, factor=nthread)
+    BF = s.rfactor(B, kf)
+    s[B].compute_at(s[C], ty)
+    s[C].bind(bx, te.thread_axis("blockIdx.x"))
+    s[C].bind(ty, te.thread_axis("threadIdx.y"))
+    tx = te.thread_axis("threadIdx.x")
+    s[B].bind(s[B].op.reduce_axis[0], tx)
+    s[BF].compute_at(s[B], s[B].op.reduce_axis[0])
+    s[B].set_store_predicate(tx.var.equal(0))
+    s[C].set_store_predicate(tx.var.equal(0))
+    f = tvm.build(s, [A, C], target)
+    a = _rand(m, n)
+    _, c = run(f, target, a, np.full(m, np.nan, "float32"))
+    np.testing.assert_allclose(c, a.astype(np.float64).sum(1) + 2.0, rtol=1e-4, atol=1e-4)
