@@ -221,21 +221,24 @@ def _unary_variants(fn):
         s[B].bind(tx, te.thread_axis("threadIdx.x"))
         return s, [A, B]
 
-    def bind_vector(params, dtype, threads=256, vector=4):
+    def bind_vector(params, dtype, threads=256, vector=4, items=1):
         A, B = compute(dtype)
         s = te.create_schedule(B.op)
         ax, vec = s[B].split(B.op.axis[0], factor=vector)
-        s[B].vectorize(vec)  # `vector` consecutive elements a thread: one vector load and store
-        bx, tx = s[B].split(ax, factor=threads)
-        s[B].bind(bx, te.thread_axis("blockIdx.x"))
+        s[B].vectorize(vec)  # `vector` consecutive elements: one vector load and store
+        ax, tx = s[B].split(ax, factor=threads)
+        if items > 1:  # `items` such vectors a thread, `threads * vector` elements apart
+            ax, item = s[B].split(ax, factor=items)
+            s[B].unroll(item)
+        s[B].bind(ax, te.thread_axis("blockIdx.x"))
         s[B].bind(tx, te.thread_axis("threadIdx.x"))
         return s, [A, B]
 
     return {
         "default": Variant("default", default, CPU, (), "one loop"),
         "bind": Variant("bind", bind, GPU, (("threads", 64),), "one element per thread (tutorial)"),
-        "bind_vector": Variant("bind_vector", bind_vector, GPU, (("threads", 256), ("vector", 4)),
-                               "`vector` consecutive elements per thread, as one vector"),
+        "bind_vector": Variant("bind_vector", bind_vector, GPU, (("threads", 256), ("vector", 4), ("items", 1)),
+                               "`items` vectors of `vector` consecutive elements per thread"),
     }
 
 
