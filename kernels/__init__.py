@@ -6,6 +6,7 @@ Use it as ``import kernels as tvm; from kernels import te``.
 from __future__ import annotations
 
 from . import contrib, errors, ir, runtime, target, te, testing, tir
+from . import script
 from .build_module import build
 from .errors import TVMError
 from .lower import lower
