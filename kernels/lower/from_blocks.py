@@ -396,11 +396,17 @@ def bind_threads(stmt: Stmt) -> Stmt:
 # -- 5. flattening -------------------------------------------------------------------------------------
 
 
+def _same_mod(x: PrimExpr, y: PrimExpr, c: int) -> bool:
+    """Whether ``x % c == y % c`` for all values: ``x - y`` is a multiple of ``c`` term by term."""
+    d = to_linear(simplify(x - y))
+    return d.const % c == 0 and all(coef % c == 0 for coef, _ in d.terms.values())
+
+
 def merge_div_mod(e: PrimExpr) -> PrimExpr:
-    """Fold ``(x // c) * (c * k) + (x % c) * k`` into ``x * k`` in a linear index expression."""
+    """Fold ``(y // c) * (c * k) + (x % c) * k`` into ``y * k`` when ``x % c == y % c`` (``y - x`` a
+    multiple of ``c``), which is what a flattened split-and-fused index looks like."""
     e = simplify(e)
-    if not any(isinstance(n, (FloorDiv, FloorMod)) for n in collect(e, lambda n: isinstance(n, (FloorDiv,
-                                                                                               FloorMod)))):
+    if not collect(e, lambda n: isinstance(n, FloorMod)):
         return e
     lin = to_linear(e)
     changed = True
@@ -408,21 +414,20 @@ def merge_div_mod(e: PrimExpr) -> PrimExpr:
         changed = False
         items = list(lin.terms.values())
         for coef_m, t_m in items:
-            if not (isinstance(t_m, FloorMod) and isinstance(t_m.b, IntImm)):
+            if not (isinstance(t_m, FloorMod) and isinstance(t_m.b, IntImm) and t_m.b.value > 0):
                 continue
             c = t_m.b.value
             for coef_d, t_d in items:
                 if (isinstance(t_d, FloorDiv) and isinstance(t_d.b, IntImm) and t_d.b.value == c
-                        and structural_equal(t_d.a, t_m.a) and coef_d == coef_m * c):
+                        and coef_d == coef_m * c and _same_mod(t_d.a, t_m.a, c)):
                     lin.add_term(t_m, -coef_m)
                     lin.add_term(t_d, -coef_d)
-                    lin.add(to_linear(simplify(t_m.a)), coef_m)
+                    lin.add(to_linear(simplify(t_d.a)), coef_m)
                     changed = True
                     break
             if changed:
                 break
-    out = simplify(lin.to_expr())
-    return out
+    return simplify(lin.to_expr())
 
 
 def flatten_buffers(stmt: Stmt, params: Tuple[Buffer, ...]) -> Stmt:

@@ -133,3 +133,10 @@ def indexdiv(a, b):
 
 def indexmod(a, b):
     return convert(a) % b
+
+# TensorIR: blocks, functions and modules of the script level, and their schedule
+from .block import Block, BlockRealize, BufferRegion, IterVar, Range
+from .function import IRModule, PrimFunc
+from .schedule import BlockRV, LoopRV, Schedule, ScheduleError, Trace
+from .structural import assert_structural_equal
+from .structural import structural_equal as structural_equal_ir
