@@ -875,8 +875,29 @@ def _default_env() -> Dict[str, Any]:
     return {"T": tir, "tvm": kernels, "I": ir}
 
 
-def parse_function(func) -> PrimFunc:
-    """Parse the source of the Python function ``func`` (what ``@T.prim_func`` does)."""
+def caller_locals(depth: int) -> Dict[str, Any]:
+    """The local variables of the code that defines a prim_func: the calling function (a factory's
+    sizes), or a class body and the function around it. Module-level code adds nothing (its names
+    are the function's globals)."""
+    import sys
+
+    frame = sys._getframe(depth + 1)
+    chain = []
+    while frame is not None and frame.f_code.co_name != "<module>":
+        chain.append(frame)
+        is_class_body = "__qualname__" in frame.f_locals and "__module__" in frame.f_locals
+        if not is_class_body:
+            break
+        frame = frame.f_back
+    out: Dict[str, Any] = {}
+    for fr in reversed(chain):
+        out.update(fr.f_locals)
+    return out
+
+
+def parse_function(func, outer: Optional[Dict[str, Any]] = None) -> PrimFunc:
+    """Parse the source of the Python function ``func`` (what ``@T.prim_func`` does); ``outer`` are
+    the defining code's local variables."""
     if isinstance(func, PrimFunc):
         return func
     if not inspect.isfunction(func):
@@ -898,6 +919,7 @@ def parse_function(func) -> PrimFunc:
         raise TVMError(f"@T.prim_func: no function definition found in the source of {func.__name__}")
     env = dict(_default_env())
     env.update(func.__globals__)
+    env.update(outer or {})
     try:
         env.update(inspect.getclosurevars(func).nonlocals)
     except (TypeError, ValueError):  # pragma: no cover

@@ -59,12 +59,17 @@ def _syntax(name: str, doc: str) -> Callable:
 
 
 def prim_func(func=None, **kwargs):
-    """Parse a Python function written in TVMScript into a :class:`~kernels.tir.function.PrimFunc`."""
-    from .parser import parse_function
+    """Parse a Python function written in TVMScript into a :class:`~kernels.tir.function.PrimFunc`.
+
+    Names the script uses resolve to its own variables, then to the local variables of the code that
+    defines it (a factory function's sizes, a class body), then to the function's globals.
+    """
+    from .parser import caller_locals, parse_function
 
     if func is None:
-        return lambda f: parse_function(f)
-    return parse_function(func)
+        outer = caller_locals(1)
+        return lambda f: parse_function(f, outer)
+    return parse_function(func, caller_locals(1))
 
 
 prim_func.__tvmscript__ = "prim_func"

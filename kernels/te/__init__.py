@@ -27,6 +27,7 @@ from .intrin import (
     tanh,
     trunc,
 )
+from .prim_func import create_prim_func
 from .schedule import Schedule, Stage, create_schedule
 from .tensor import (
     CommReducer,
@@ -53,5 +54,5 @@ __all__ = [
     "log10", "pow", "power", "round", "rsqrt", "sigmoid", "sin", "sqrt", "tanh", "trunc", "Schedule",
     "Stage", "create_schedule", "CommReducer", "ComputeOp", "IterVar", "Operation", "PlaceholderOp",
     "Range", "Tensor", "comm_reducer", "compute", "max", "min", "placeholder", "reduce_axis", "size_var",
-    "sum", "thread_axis", "var", "max_value", "min_value",
+    "sum", "thread_axis", "var", "max_value", "min_value", "create_prim_func",
 ]
