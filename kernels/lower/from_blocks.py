@@ -111,6 +111,12 @@ def _realize_size(b: Buffer) -> PrimExpr:
 def lower_blocks(stmt: Stmt) -> Stmt:
     """Remove blocks: bindings substituted, predicates as ``if``, allocations as ``Allocate``."""
     loops: List[For] = []
+    # storage_align annotates the block writing a buffer; the allocation may sit in another block
+    aligns: Dict[int, Tuple[Tuple[int, int, int], ...]] = {}
+    for b in walk(stmt):
+        if isinstance(b, Block):
+            for key, entries in _aligns(b).items():
+                aligns[key] = aligns.get(key, ()) + entries
 
     def visit(s: Stmt) -> Stmt:
         if isinstance(s, BlockRealize):
@@ -138,7 +144,6 @@ def lower_blocks(stmt: Stmt) -> Stmt:
         _check_cross_thread(blk, r, loops)
         body = visit(blk.body)
         body = substitute_stmt(body, {iv.var: v for iv, v in zip(blk.iter_vars, r.iter_values)})
-        aligns = _aligns(blk)
         for b in reversed(blk.alloc_buffers):
             body = Allocate(b, _realize_size(b), body)
             if id(b) in aligns:

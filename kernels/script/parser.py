@@ -74,6 +74,7 @@ _PY_BINOP = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mu
 _PY_CMP = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
            ast.Eq: operator.eq, ast.NotEq: operator.ne}
 _NUMBER = (bool, int, float)
+_HANDLED = object()  # a statement consumed while looking for let bindings
 
 
 def _script_name(obj) -> Optional[str]:
@@ -241,6 +242,8 @@ class _Parser:
         out: List[Stmt] = []
         for k, st in enumerate(stmts):
             let = self.let_binding(st)
+            if let is _HANDLED:
+                continue
             if let is not None:
                 var, value = let
                 self.push()
@@ -274,11 +277,11 @@ class _Parser:
             # n = T.var("int32") / T.int32(): a new symbolic variable named after its target
             v = Var(name, value.dtype)
             self.define(name, v)
-            return None
+            return _HANDLED
         if isinstance(value, PrimExpr):
             return Var(name, value.dtype), value
         self.define(name, value)  # a Python value for the rest of the script
-        return None
+        return _HANDLED
 
     def stmt(self, st: ast.stmt) -> Optional[Stmt]:
         if isinstance(st, ast.For):

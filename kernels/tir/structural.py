@@ -36,11 +36,15 @@ class _Equal:
             self.fail("variable types", f"{a.name}: {a.dtype}", f"{b.name}: {b.dtype}")
         self.vars[id(a)] = id(b)
 
-    def define_buffer(self, a: Buffer, b: Buffer) -> None:
+    def define_buffer(self, a: Buffer, b: Buffer, shape_vars: bool = False) -> None:
+        """Match two buffers at their definition; ``shape_vars``: a bare variable in the shape is
+        defined here too (a parameter's symbolic size)."""
         if a.dtype != b.dtype or a.scope != b.scope or len(a.shape) != len(b.shape):
             self.fail("buffers", f"{a.name}({a.dtype}, {a.scope}, ndim {len(a.shape)})",
                       f"{b.name}({b.dtype}, {b.scope}, ndim {len(b.shape)})")
         for x, y in zip(a.shape, b.shape):
+            if shape_vars and isinstance(x, Var) and isinstance(y, Var) and id(x) not in self.vars:
+                self.define_var(x, y)
             self.expr(x, y)
         self.bufs[id(a)] = id(b)
 
@@ -241,7 +245,7 @@ class _Equal:
             if (id(x) in bx) != (id(y) in by):
                 self.fail("buffer maps", x.name, y.name)
             if id(x) in bx:
-                self.define_buffer(bx[id(x)], by[id(y)])
+                self.define_buffer(bx[id(x)], by[id(y)], shape_vars=True)
         if dict(a.attrs) != dict(b.attrs):
             self.fail("function attributes", dict(a.attrs), dict(b.attrs))
         self.stmt(a.body, b.body)

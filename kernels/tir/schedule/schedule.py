@@ -226,7 +226,11 @@ class Schedule:
     @_traced("GetChildBlocks", list_output=True)
     def get_child_blocks(self, block_or_loop) -> List[BlockRV]:
         """The blocks directly under a block or a loop (not those nested in other blocks)."""
-        st = self._state(block_or_loop.func)
+        if isinstance(block_or_loop, str):
+            block_or_loop = self.get_block(block_or_loop)
+        if not isinstance(block_or_loop, (BlockRV, LoopRV)):
+            raise ScheduleError(f"get_child_blocks: expected a block or a loop, got {type(block_or_loop).__name__} "
+                                f"{block_or_loop!r}")
         node = self.get(block_or_loop)
         return [BlockRV(block_or_loop.func, r.block.sref, r.block.name_hint) for r in child_realizes(node)]
 
@@ -382,11 +386,15 @@ class Schedule:
         """Set annotation ``ann_key`` of a block (``T.block_attr``) or a loop (``annotations=``)."""
         if isinstance(block_or_loop, str):
             block_or_loop = self.get_block(block_or_loop)
+        if not isinstance(block_or_loop, (BlockRV, LoopRV)):
+            raise ScheduleError(f"annotate: expected a block or a loop, got {type(block_or_loop).__name__}")
         _ann.annotate(self._state(block_or_loop.func), block_or_loop, ann_key, ann_val)
 
     @_traced("Unannotate")
     def unannotate(self, block_or_loop, ann_key: str) -> None:
         """Remove annotation ``ann_key``."""
+        if isinstance(block_or_loop, str):
+            block_or_loop = self.get_block(block_or_loop)
         _ann.unannotate(self._state(block_or_loop.func), block_or_loop, ann_key)
 
     def __repr__(self) -> str:
