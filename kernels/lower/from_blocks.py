@@ -374,9 +374,10 @@ def bind_threads(stmt: Stmt) -> Stmt:
             if outer is not None:
                 tv, oext, oname = outer
                 if not structural_equal(simplify(oext), ext):
-                    raise LoweringError(f"loop {s.loop_var.name} is bound to {tag} with extent {ext}, inside loop "
-                                        f"{oname} bound to {tag} with extent {oext}; nested loops bound to one "
-                                        "thread must have equal extents")
+                    raise LoweringError(f"loop {s.loop_var.name} is bound to {tag} with extent {ext}, "
+                                        f"inside loop "
+                                        f"{oname} bound to {tag} with extent {oext}; nested loops bound "
+                                        "to one thread must have equal extents")
                 return visit(substitute_stmt(s.body, {s.loop_var: simplify(tv + s.min)}))
             tv = Var(tag, s.loop_var.dtype)
             body = substitute_stmt(s.body, {s.loop_var: simplify(tv + s.min)})
@@ -437,7 +438,8 @@ def merge_div_mod(e: PrimExpr) -> PrimExpr:
 
 def flatten_buffers(stmt: Stmt, params: Tuple[Buffer, ...]) -> Stmt:
     """Multi-dimensional accesses -> one flat index; allocations sized with their (aligned) strides."""
-    strides: Dict[int, Tuple[PrimExpr, ...]] = {id(b): (b.strides or row_major_strides(b.shape)) for b in params}
+    strides: Dict[int, Tuple[PrimExpr, ...]] = {id(b): (b.strides or row_major_strides(b.shape))
+                                                for b in params}
     flat: Dict[int, Buffer] = {id(b): b for b in params}
 
     def index(buf: Buffer, indices) -> Tuple[Buffer, Tuple[PrimExpr, ...]]:
@@ -536,8 +538,9 @@ def check_for_target(func: PrimFunc, target: str) -> None:
         what = f"block {', '.join(names)}" if names else "a loop nest"
         if target == "c" and bound:
             lp = bound[0]
-            raise LoweringError(f"{what}: loop {lp.loop_var.name} is bound to {loop_thread(lp)}; target c cannot "
-                                "run GPU thread bindings (build for cuda or opencl, or do not bind the loop)")
+            raise LoweringError(f"{what}: loop {lp.loop_var.name} is bound to {loop_thread(lp)}; target c "
+                                "cannot run GPU thread bindings (build for cuda or opencl, or do not bind "
+                                "the loop)")
         if target in ("cuda", "opencl") and not bound and names:
             raise LoweringError(f"{what} is not under any loop bound to a GPU thread; target {target} needs "
                                 'sch.bind(loop, "blockIdx.x") and sch.bind(loop, "threadIdx.x") '
@@ -560,7 +563,8 @@ def tir_function(inputs, target: str, name: str = "default_function") -> PrimFun
     if isinstance(inputs, IRModule):
         if len(inputs.functions) != 1:
             raise TVMError(f"build: the module has {len(inputs.functions)} functions "
-                           f"({', '.join(inputs.functions)}); build one at a time, e.g. tvm.build(mod['main'])")
+                           f"({', '.join(inputs.functions)}); build one at a time, e.g. "
+                           f"tvm.build(mod['main'])")
         func = next(iter(inputs.functions.values()))
     elif isinstance(inputs, PrimFunc):
         func = inputs

@@ -208,7 +208,8 @@ class _Parser:
         shape = args[0] if args else kwargs.pop("shape", None)
         dtype = args[1] if len(args) > 1 else kwargs.pop("dtype", "float32")
         scope = args[2] if len(args) > 2 else kwargs.pop("scope", "global")
-        for k in ("data", "strides", "elem_offset", "align", "offset_factor", "buffer_type", "axis_separators"):
+        for k in ("data", "strides", "elem_offset", "align", "offset_factor", "buffer_type",
+                  "axis_separators"):
             v = kwargs.pop(k, None)
             if k == "strides" and v not in (None, [], ()):
                 raise self.error(node, f"{what} {name}: explicit strides are not supported (storage_align "
@@ -262,7 +263,8 @@ class _Parser:
         if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None:
             dtype = _script_name(self.eval_quiet(st.annotation))
             if dtype not in _DTYPES:
-                raise self.error(st, f"let {st.target.id}: unsupported annotation {ast.unparse(st.annotation)}")
+                raise self.error(st, f"let {st.target.id}: unsupported annotation "
+                                     f"{ast.unparse(st.annotation)}")
             value = self.as_expr(self.eval(st.value), st, f"let {st.target.id}")
             if value.dtype != dtype:
                 value = const(value.value, dtype) if isinstance(value, (IntImm, FloatImm)) else value
@@ -316,7 +318,8 @@ class _Parser:
                 raise self.error(st, "T.func_attr must be at the top level of the function")
             attrs = self.eval(node.args[0]) if node.args else {}
             if not isinstance(attrs, dict):
-                raise self.error(st, "T.func_attr takes a dict, e.g. T.func_attr({\"global_symbol\": \"main\"})")
+                raise self.error(st, "T.func_attr takes a dict, e.g. T.func_attr({\"global_symbol\": "
+                                     "\"main\"})")
             self.attrs.update(attrs)
             return None
         if kind == "where":
@@ -403,7 +406,8 @@ class _Parser:
             if isinstance(value, (IntImm, FloatImm)):
                 value = const(value.value, buf.dtype)
             else:
-                raise self.error(node, f"store into {buf.name}: the value has type {value.dtype} but {buf.name} "
+                raise self.error(node, f"store into {buf.name}: the value has type {value.dtype} but "
+                                       f"{buf.name} "
                                        f"holds {buf.dtype}; convert it with T.Cast(\"{buf.dtype}\", ...)")
         return BufferStore(buf, value, idx)
 
@@ -423,7 +427,8 @@ class _Parser:
         if not isinstance(target, ast.Name) or not call.args:
             raise self.error(st, "use NAME = T.match_buffer(handle, shape, dtype)")
         handle = self.eval(call.args[0])
-        if not isinstance(handle, Var) or handle.dtype != "handle" or not any(p is handle for p in self.params):
+        is_param = any(p is handle for p in self.params)
+        if not isinstance(handle, Var) or handle.dtype != "handle" or not is_param:
             raise self.error(st, f"T.match_buffer: {ast.unparse(call.args[0])} is not a handle parameter")
         if any(v is handle for v, _ in self.buffer_map):
             raise self.error(st, f"T.match_buffer: parameter {handle.name} is already matched")
@@ -532,8 +537,8 @@ class _Parser:
                                          f"got {thread!r}")
             specs = [(names[0], lo, ext, _LOOP_KIND[kind], thread or "", ann)]
         else:
-            raise self.error(st, f"cannot loop over {ast.unparse(st.iter)}: use T.grid, T.serial, T.parallel, "
-                                 "T.vectorized, T.unroll, T.thread_binding or range")
+            raise self.error(st, f"cannot loop over {ast.unparse(st.iter)}: use T.grid, T.serial, "
+                                 "T.parallel, T.vectorized, T.unroll, T.thread_binding or range")
         self.push()
         made = []
         for name, lo, ext, fkind, thread, ann in specs:
@@ -568,9 +573,10 @@ class _Parser:
             return None
         if kind != "block":
             raise self.error(st, f"unsupported `with {ast.unparse(call)}`: only T.block(name) and T.init()")
-        if st.items[0].optional_vars is not None or (call.args and not isinstance(self.eval(call.args[0]), str)):
-            raise self.error(st, 'the old form `with T.block([extents], name) as [vi]` is not supported; write '
-                                 'with T.block("name"): vi = T.axis.spatial(extent, i)')
+        old_form = call.args and not isinstance(self.eval(call.args[0]), str)
+        if st.items[0].optional_vars is not None or old_form:
+            raise self.error(st, 'the old form `with T.block([extents], name) as [vi]` is not supported; '
+                                 'write with T.block("name"): vi = T.axis.spatial(extent, i)')
         name = self.eval(call.args[0]) if call.args else ""
         kw = {k.arg: self.eval(k.value) for k in call.keywords}
         name = kw.pop("name_hint", name)
@@ -655,8 +661,8 @@ class _Parser:
                 raise self.error(node, f"buffer {buf.name}: slices are only allowed in T.reads/T.writes")
             e = self.as_expr(self.eval(it), node, f"index of {buf.name}")
             if not dt.is_integer(e.dtype):
-                raise self.error(node, f"buffer {buf.name}: index {ast.unparse(it)} has type {e.dtype}; indices "
-                                       "must be integers")
+                raise self.error(node, f"buffer {buf.name}: index {ast.unparse(it)} has type {e.dtype}; "
+                                       "indices must be integers")
             out.append(e)
         if len(out) != len(buf.shape):
             raise self.error(node, f"buffer {buf.name} has {len(buf.shape)} dimensions but is indexed with "

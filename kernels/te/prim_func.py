@@ -88,8 +88,8 @@ def create_prim_func(ops: Sequence[Tensor], index_dtype_override=None) -> PrimFu
     for op in stages:
         for t in op.input_tensors:
             if isinstance(t.op, PlaceholderOp) and (id(t.op), t.value_index) not in bufs:
-                raise TVMError(f"create_prim_func: placeholder {t.name} is read by {op.name} but missing from the "
-                               "argument list")
+                raise TVMError(f"create_prim_func: placeholder {t.name} is read by {op.name} but missing "
+                               "from the argument list")
     body = seq(*[_stage(op, bufs) for op in stages])
     root = Block((), (), (), "root", body, None, tuple(allocs))
     attrs = {"global_symbol": "main", "tir.noalias": True}
@@ -115,8 +115,8 @@ def _stage(op: ComputeOp, bufs) -> Stmt:
             key = (id(n.producer.op), n.producer.value_index)
             b = bufs.get(key)
             if b is None:
-                raise TVMError(f"create_prim_func: tensor {n.producer.name} is read by {op.name} but is neither "
-                               "an argument nor computed")
+                raise TVMError(f"create_prim_func: tensor {n.producer.name} is read by {op.name} but is "
+                               "neither an argument nor computed")
             return BufferLoad(b, n.indices)
         return None
 

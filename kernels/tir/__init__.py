@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from . import dtype as _dt
 from .analysis import evaluate
+
+# TensorIR: blocks, functions and modules of the script level, and their schedule
+from .block import Block, BlockRealize, BufferRegion, IterVar, Range
 from .expr import (
     EQ,
     GE,
@@ -43,7 +46,9 @@ from .expr import (
     const,
     convert,
 )
+from .function import IRModule, PrimFunc
 from .functor import rewrite, substitute
+from .schedule import BlockRV, LoopRV, Schedule, ScheduleError, Trace
 from .simplify import can_prove, simplify, structural_equal
 from .stmt import (
     Allocate,
@@ -59,6 +64,8 @@ from .stmt import (
     Stmt,
     ThreadIndex,
 )
+from .structural import assert_structural_equal
+from .structural import structural_equal as structural_equal_ir
 
 
 def call_pure_extern(dtype: str, func_name: str, *args) -> Call:
@@ -133,10 +140,3 @@ def indexdiv(a, b):
 
 def indexmod(a, b):
     return convert(a) % b
-
-# TensorIR: blocks, functions and modules of the script level, and their schedule
-from .block import Block, BlockRealize, BufferRegion, IterVar, Range
-from .function import IRModule, PrimFunc
-from .schedule import BlockRV, LoopRV, Schedule, ScheduleError, Trace
-from .structural import assert_structural_equal
-from .structural import structural_equal as structural_equal_ir

@@ -123,7 +123,8 @@ class IRModule:
         name = getattr(name, "name_hint", name)
         f = self.functions.get(name)
         if f is None:
-            raise TVMError(f"the module has no function {name!r}; it has {', '.join(self.functions) or 'none'}")
+            raise TVMError(f"the module has no function {name!r}; it has "
+                           f"{', '.join(self.functions) or 'none'}")
         return f
 
     def __setitem__(self, name: str, func: PrimFunc) -> None:
@@ -182,4 +183,9 @@ def as_module(obj: Union["IRModule", PrimFunc]) -> IRModule:
         return obj
     if isinstance(obj, PrimFunc):
         return IRModule.from_expr(obj)
-    raise TVMError(f"expected an IRModule or a PrimFunc, got {type(obj).__name__}")
+    if type(obj).__module__.startswith("kernels.lower"):
+        raise TVMError("expected a TensorIR IRModule or PrimFunc (TVMScript, te.create_prim_func), got the "
+                       "lowered loop IR of a TE schedule (tvm.lower); schedule TE with "
+                       "te.create_schedule, or "
+                       "turn the computation into TensorIR with te.create_prim_func([A, B, C])")
+    raise TVMError(f"expected a TensorIR IRModule or PrimFunc, got {type(obj).__name__}")

@@ -103,6 +103,5 @@ def _isize(dtype: str) -> int:
 
 
 from . import tutorial
-from . import tensorir
 
 __all__ = ["Variant", "Workload", "WorkloadError", "REGISTRY", "register", "get", "names"]

@@ -6,8 +6,10 @@ module through the same backend as a TE schedule, so suites can time TE- and TIR
 one computation side by side. :func:`tir_variant` makes such a variant, :func:`add_variants` attaches
 variants to an existing workload (e.g. TIR variants to a TE workload of the same computation).
 
-Registered here: the GPU-acceleration notes' workloads (``vector_add_tir``, ``window_sum_tir``,
-``matmul_tir``) with the notes' schedules as variants.
+:func:`register_notes_workloads` registers the GPU-acceleration notes' workloads (``vector_add_tir``,
+``window_sum_tir``, ``matmul_tir``) with the notes' schedules as variants. Importing this module
+registers nothing: a suite that lists these workloads calls it first (every registered workload must
+appear in the tutorials suite, with its peers).
 """
 
 from __future__ import annotations
@@ -190,7 +192,15 @@ def blocking_with_shared(sch: Schedule, tile_local_y: int = 8, tile_local_x: int
 _MATMUL_KNOBS = (("tile_local_y", 8), ("tile_local_x", 8), ("tile_block_y", 8), ("tile_block_x", 8))
 
 
-def _register() -> None:
+NOTES_WORKLOADS = ("vector_add_tir", "window_sum_tir", "matmul_tir")
+
+
+def register_notes_workloads() -> None:
+    """Register the notes' TensorIR workloads (a no-op for those already registered)."""
+    if all(name in REGISTRY for name in NOTES_WORKLOADS):
+        return
+    for name in NOTES_WORKLOADS:
+        REGISTRY.pop(name, None)
     register(Workload(
         name="vector_add_tir",
         params=("n",),
@@ -228,14 +238,17 @@ def _register() -> None:
         params=("n",),
         dtypes=("float32", "float64"),
         variants={
-            "blocking": tir_variant("blocking", matmul_module, blocking, GPU, _MATMUL_KNOBS + (("tile_k", 4),),
+            "blocking": tir_variant("blocking", matmul_module, blocking, GPU,
+                                    _MATMUL_KNOBS + (("tile_k", 4),),
                                     "the notes' register tiling (C_local per thread)"),
             "blocking_with_shared": tir_variant(
-                "blocking_with_shared", matmul_module, blocking_with_shared, GPU, _MATMUL_KNOBS + (("tile_k", 8),),
+                "blocking_with_shared", matmul_module, blocking_with_shared, GPU,
+                _MATMUL_KNOBS + (("tile_k", 8),),
                 "the notes' register tiling plus A/B tiles in shared memory, vectorized cooperative fetch"),
         },
         make_args=lambda p, d, rng: [rng.uniform(size=(p["n"], p["n"])).astype(d),
-                                     rng.uniform(size=(p["n"], p["n"])).astype(d), _poison((p["n"], p["n"]), d)],
+                                     rng.uniform(size=(p["n"], p["n"])).astype(d),
+                                     _poison((p["n"], p["n"]), d)],
         reference=lambda a: [a[0].astype(np.float64) @ a[1].astype(np.float64)],
         outputs=(2,),
         flops=lambda p: float(2 * p["n"] ** 3),
@@ -244,5 +257,3 @@ def _register() -> None:
         tolerance={"float32": (1e-4, 1e-4)},
     ))
 
-
-_register()

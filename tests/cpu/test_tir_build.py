@@ -69,11 +69,14 @@ def test_window_sum_on_opencl(schedule, n):
     np.testing.assert_allclose(b, ref, rtol=1e-6)
     src = f.imported_modules[0].get_source()
     assert ("__local float A_shared" in src) == (schedule == "shared_coop")
+    # threads read what other threads of the block copied: a barrier separates the two
+    assert ("barrier(CLK_LOCAL_MEM_FENCE);" in src) == (schedule == "shared_coop")
 
 
 @pytest.mark.parametrize("schedule, knobs", [
     (notes.blocking, dict(tile_local_y=4, tile_local_x=4, tile_block_y=4, tile_block_x=8, tile_k=4)),
-    (notes.blocking_with_shared, dict(tile_local_y=2, tile_local_x=4, tile_block_y=8, tile_block_x=4, tile_k=8)),
+    (notes.blocking_with_shared,
+     dict(tile_local_y=2, tile_local_x=4, tile_block_y=8, tile_block_x=4, tile_k=8)),
 ])
 @pytest.mark.parametrize("n", [96, 70])
 @needs_opencl

@@ -12,8 +12,7 @@ from kernels.workloads import WorkloadError
 from kernels.workloads.tutorial import default_tolerance
 
 SIZES = {"row_sum": {"n": 37, "m": 45}, "conv2d_3x3": {"n": 19}, "product_reduce": {"n": 9, "m": 70},
-         "exp": {"n": 130}, "log": {"n": 130}, "vector_add_tir": {"n": 1000}, "window_sum_tir": {"n": 1000},
-         "matmul_tir": {"n": 100}}
+         "exp": {"n": 130}, "log": {"n": 130}}
 CASES = [(w, v, t) for w in workloads.names() for v, var in workloads.get(w).variants.items()
          for t in var.targets if t != "cuda"]
 

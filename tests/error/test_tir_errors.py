@@ -1,6 +1,8 @@
 """TensorIR programs that must fail clearly: every schedule primitive refuses bad input with a
 ScheduleError naming the primitive, the block and the loop; TVMScript that cannot be parsed stops
 with ``file:line: message``; builds refuse what the target cannot run."""
+# ruff: noqa: F821 - TVMScript annotations (T.Buffer[shape, "float32"]) hold dtype strings that
+# pyflakes reads as forward references
 
 from __future__ import annotations
 
@@ -68,7 +70,8 @@ def test_get_block_unknown_name():
 def test_get_loops_of_a_loop():
     sch = sched()
     i, _ = loops(sch, "B")
-    with pytest.raises(ScheduleError, match=r"^get_loops: expected a block \(BlockRV from get_block, or a block "
+    with pytest.raises(ScheduleError, match=r"^get_loops: expected a block \(BlockRV from get_block, or a "
+                                            r"block "
                                             r"name\), got LoopRV"):
         sch.get_loops(i)
 
@@ -111,7 +114,8 @@ def test_fuse_of_a_loop_with_two_children():
     sch = sched()
     i, k = loops(sch, "C")
     sch.compute_at(sch.get_block("B"), i)  # now i holds B's copy loop and loop k
-    with pytest.raises(ScheduleError, match=r"^fuse: loop k is not the only child of loop i; fused loops must be "
+    with pytest.raises(ScheduleError, match=r"^fuse: loop k is not the only child of loop i; fused loops "
+                                            r"must be "
                                             r"directly nested"):
         sch.fuse(i, k)
 
@@ -148,7 +152,8 @@ def test_bind_unknown_thread():
 def test_bind_reduction_loop_to_blocks():
     sch = sched()
     _, k = loops(sch, "C")
-    with pytest.raises(ScheduleError, match=r"^bind: loop k computes the reduction variable vk of block C; only "
+    with pytest.raises(ScheduleError, match=r"^bind: loop k computes the reduction variable vk of block "
+                                            r"C; only "
                                             r"loops over spatial block variables can be bound to blockIdx.x"):
         sch.bind(k, "blockIdx.x")
 
@@ -156,14 +161,16 @@ def test_bind_reduction_loop_to_blocks():
 def test_parallel_reduction_loop():
     sch = sched()
     _, k = loops(sch, "C")
-    with pytest.raises(ScheduleError, match=r"^parallel: loop k computes the reduction variable vk of block C"):
+    with pytest.raises(ScheduleError, match=r"^parallel: loop k computes the reduction variable vk of "
+                                            r"block C"):
         sch.parallel(k)
 
 
 def test_vectorize_reduction_loop():
     sch = sched()
     _, k = loops(sch, "C")
-    with pytest.raises(ScheduleError, match=r"^vectorize: loop k computes the reduction variable vk of block C"):
+    with pytest.raises(ScheduleError, match=r"^vectorize: loop k computes the reduction variable vk of "
+                                            r"block C"):
         sch.vectorize(k)
 
 
@@ -171,13 +178,15 @@ def test_unroll_of_a_loop_that_was_split():
     sch = sched()
     i, _ = loops(sch, "B")
     sch.split(i, [None, 4])
-    with pytest.raises(ScheduleError, match=r"^unroll: loop i no longer exists in the function \(it was split"):
+    with pytest.raises(ScheduleError, match=r"^unroll: loop i no longer exists in the function \(it was "
+                                            r"split"):
         sch.unroll(i)
 
 
 def test_cache_read_index_out_of_range():
     sch = sched()
-    with pytest.raises(ScheduleError, match=r"^cache_read: block C reads 1 buffer\(s\) \(B\); read_buffer_index 1 "
+    with pytest.raises(ScheduleError, match=r"^cache_read: block C reads 1 buffer\(s\) \(B\); "
+                                            r"read_buffer_index 1 "
                                             r"is out of range"):
         sch.cache_read(sch.get_block("C"), 1, "shared")
 
@@ -190,7 +199,8 @@ def test_cache_read_unknown_scope():
 
 def test_cache_write_index_out_of_range():
     sch = sched()
-    with pytest.raises(ScheduleError, match=r"^cache_write: block B writes 1 buffer\(s\) \(B\); write_buffer_index "
+    with pytest.raises(ScheduleError, match=r"^cache_write: block B writes 1 buffer\(s\) \(B\); "
+                                            r"write_buffer_index "
                                             r"-1 is out of range"):
         sch.cache_write(sch.get_block("B"), -1, "local")
 
@@ -215,7 +225,8 @@ def test_compute_at_with_a_consumer_outside_the_loop():
     cache = sch.cache_read(block, 0, "shared")
     other = sch.cache_read(block, 0, "local")  # C now reads A_shared_local; A_shared's consumer is that copy
     i = sch.get_loops(block)[0]
-    with pytest.raises(ScheduleError, match=r"^compute_at: consumer\(s\) A_shared_local of block A_shared are not "
+    with pytest.raises(ScheduleError, match=r"^compute_at: consumer\(s\) A_shared_local of block A_shared "
+                                            r"are not "
                                             r"under loop i"):
         sch.compute_at(cache, i)
     assert other is not None
@@ -238,7 +249,8 @@ def test_reverse_compute_at_with_a_producer_outside_the_loop():
     i0, i1 = sch.split(i, [None, 4])
     sch.compute_at(sch.cache_read(block, 0, "shared"), i1)
     ax = sch.get_loops(sch.get_block("A_shared"))[-1]
-    with pytest.raises(ScheduleError, match=r"^reverse_compute_at: producer\(s\) C of block C_local are not under "
+    with pytest.raises(ScheduleError, match=r"^reverse_compute_at: producer\(s\) C of block C_local are "
+                                            r"not under "
                                             r"loop ax0"):
         sch.reverse_compute_at(local, ax)
 
@@ -270,7 +282,8 @@ def test_decompose_reduction_below_a_reduction_loop():
     i, k = loops(sch, "C")
     k0, k1 = sch.split(k, [None, 4])
     with pytest.raises(ScheduleError, match=r"^decompose_reduction: loop k_1 must be above all the loops the "
-                                            r"reduction variables of block C use, but loop k_0 \(used by vk\)"):
+                                            r"reduction variables of block C use, but loop k_0 \(used by "
+                                            r"vk\)"):
         sch.decompose_reduction(sch.get_block("C"), k1)
 
 
@@ -295,7 +308,8 @@ def test_storage_align_bad_arguments(args, text):
 
 def test_storage_align_of_a_parameter():
     sch = sched()
-    with pytest.raises(ScheduleError, match=r"^storage_align: buffer C written by block C is a function parameter"):
+    with pytest.raises(ScheduleError, match=r"^storage_align: buffer C written by block C is a function "
+                                            r"parameter"):
         sch.storage_align(sch.get_block("C"), 0, 0, 32, 1)
 
 
@@ -303,7 +317,8 @@ def test_set_scope_and_annotate_bad_values():
     sch = sched()
     with pytest.raises(ScheduleError, match=r"^set_scope: unknown storage scope 'l2'"):
         sch.set_scope(sch.get_block("B"), 0, "l2")
-    with pytest.raises(ScheduleError, match=r"^annotate: annotation 'k' has a value of unsupported type object"):
+    with pytest.raises(ScheduleError, match=r"^annotate: annotation 'k' has a value of unsupported type "
+                                            r"object"):
         sch.annotate(sch.get_block("B"), "k", object())
     i, _ = loops(sch, "B")
     with pytest.raises(ScheduleError, match=r"^unannotate: loop i has no annotation 'x'"):
@@ -319,13 +334,14 @@ def test_unsupported_statement_names_file_and_line():
         def f(A: T.Buffer[(4,), "float32"]) -> None:
             while True:  # marker-while
                 pass
-    assert str(e.value) == (f"{HERE}:{line_of('marker-while')}: unsupported statement (While) in a prim_func: "
-                            "TVMScript supports for loops over T.grid/T.serial/..., with T.block/T.init, if, buffer "
-                            "stores, let bindings and T.* calls")
+    assert str(e.value) == (f"{HERE}:{line_of('marker-while')}: unsupported statement (While) in a "
+                            "prim_func: TVMScript supports for loops over T.grid/T.serial/..., with "
+                            "T.block/T.init, if, buffer stores, let bindings and T.* calls")
 
 
 def test_wrong_number_of_indices():
-    with pytest.raises(TVMScriptError, match=rf"^{HERE}:\d+: buffer A has 2 dimensions but is indexed with 1"):
+    with pytest.raises(TVMScriptError, match=rf"^{HERE}:\d+: buffer A has 2 dimensions but is indexed "
+                                             rf"with 1"):
         @T.prim_func
         def f(A: T.Buffer[(4, 4), "float32"]) -> None:
             for i in T.serial(4):
@@ -342,7 +358,8 @@ def test_unknown_name_and_bad_axis():
                 with T.block("A"):
                     vi = T.axis.remap("S", [i])
                     A[vi] = undefined_thing  # marker-name # noqa: F821
-    assert str(e.value) == f"{HERE}:{line_of('marker-name # noqa: F821')}: name 'undefined_thing' is not defined"
+    line = line_of("marker-name # noqa: F821")
+    assert str(e.value) == f"{HERE}:{line}: name 'undefined_thing' is not defined"
 
 
 def test_axis_outside_a_block_and_remap_of_a_non_loop():
@@ -361,7 +378,8 @@ def f(A: T.Buffer[(4,), "float32"]) -> None:
             vi = T.axis.remap("S", [i + 1])
             A[vi] = 0.0
 '''
-    with pytest.raises(TVMScriptError, match=r"^<tvmscript>:6: T.axis.remap: \(i \+ 1\) is not a loop variable"):
+    with pytest.raises(TVMScriptError, match=r"^<tvmscript>:6: T.axis.remap: \(i \+ 1\) is not a loop "
+                                             r"variable"):
         from_source(text)
 
 
@@ -374,7 +392,8 @@ def f(A: T.Buffer[(4,), "float32"], B: T.Buffer[(4,), "int32"]) -> None:
             vi = T.axis.remap("S", [i])
             A[vi] = B[vi]
 '''
-    with pytest.raises(TVMScriptError, match=r'^<tvmscript>:7: store into A: the value has type int32 but A holds '
+    with pytest.raises(TVMScriptError, match=r'^<tvmscript>:7: store into A: the value has type int32 but '
+                                             r'A holds '
                                              r'float32; convert it with T.Cast\("float32", ...\)'):
         from_source(text)
     text = '''
@@ -390,7 +409,8 @@ def f(A: T.Buffer[(4,), "float32"]) -> None:
 def test_parameter_without_annotation_and_unmatched_handle():
     with pytest.raises(TVMScriptError, match=r"^<tvmscript>:3: parameter A needs a type annotation"):
         from_source("\n@T.prim_func\ndef f(A) -> None:\n    pass\n")
-    with pytest.raises(TVMScriptError, match=r"^<tvmscript>:3: prim_func f: handle parameter a is never matched"):
+    with pytest.raises(TVMScriptError, match=r"^<tvmscript>:3: prim_func f: handle parameter a is never "
+                                             r"matched"):
         from_source("\n@T.prim_func\ndef f(a: T.handle) -> None:\n    pass\n")
 
 
@@ -405,13 +425,15 @@ def test_python_syntax_error_has_a_line():
 def test_build_for_c_with_thread_bindings():
     sch = tvm.tir.Schedule(notes.vector_add_module({"n": 256}))
     notes.bind_1d(sch, 64)
-    with pytest.raises(LoweringError, match=r"^block C: loop i_0 is bound to blockIdx.x; target c cannot run GPU "
+    with pytest.raises(LoweringError, match=r"^block C: loop i_0 is bound to blockIdx.x; target c cannot "
+                                            r"run GPU "
                                             r"thread bindings"):
         tvm.build(sch.mod, target="c")
 
 
 def test_build_for_a_gpu_without_bindings():
-    with pytest.raises(LoweringError, match=r"^block C is not under any loop bound to a GPU thread; target opencl "
+    with pytest.raises(LoweringError, match=r"^block C is not under any loop bound to a GPU thread; "
+                                            r"target opencl "
                                             r"needs sch.bind"):
         tvm.build(notes.vector_add_module({"n": 256}), target="opencl")
 
@@ -425,7 +447,8 @@ def test_build_of_a_cross_thread_reduction_is_refused():
     bi, bj = loops(sch, "B")
     sch.bind(bi, "blockIdx.x")
     sch.bind(bj, "threadIdx.x")
-    with pytest.raises(LoweringError, match=r"^block C: reduction variable vk is bound to loop k on threadIdx.x; "
+    with pytest.raises(LoweringError, match=r"^block C: reduction variable vk is bound to loop k on "
+                                            r"threadIdx.x; "
                                             r"cross-thread reductions are not lowered"):
         tvm.build(sch.mod, target="opencl")
     assert b is not None
@@ -439,7 +462,8 @@ def test_build_of_nested_loops_bound_to_one_thread_with_different_extents():
     sch.compute_at(cache, sch.get_loops(block)[-1])
     _, tx = sch.split(sch.get_loops(cache)[-1], [None, 64])
     sch.bind(tx, "threadIdx.x")
-    with pytest.raises(LoweringError, match=r"^loop ax0_1 is bound to threadIdx.x with extent 64, inside loop i_1 "
+    with pytest.raises(LoweringError, match=r"^loop ax0_1 is bound to threadIdx.x with extent 64, inside "
+                                            r"loop i_1 "
                                             r"bound to threadIdx.x with extent 128"):
         tvm.build(sch.mod, target="opencl")
 

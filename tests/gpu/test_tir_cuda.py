@@ -47,13 +47,22 @@ def _check(sch):
 def test_notes_unchanged_on_cuda(tmp_path):
     code = (ROOT / "tests" / "tutorials" / "gpu_acceleration.py").read_text()
     anchor = "from kernels.script import tir as T\n"
-    code = code.replace(anchor, anchor + _CHECK, 1).replace("\nsch.mod.show()\n", "\nsch.mod.show()\n_check(sch)\n")
+    code = code.replace(anchor, anchor + _CHECK, 1)
+    code = code.replace("\nsch.mod.show()\n", "\nsch.mod.show()\n_check(sch)\n")
     path = tmp_path / "gpu_acceleration.py"
     path.write_text(code)
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         runpy.run_path(str(path), run_name="__notes__")
     assert buf.getvalue().count("CHECKED") == 6
+
+
+@pytest.fixture()
+def notes_workloads():
+    notes.register_notes_workloads()
+    yield
+    for name in notes.NOTES_WORKLOADS:
+        workloads.REGISTRY.pop(name, None)
 
 
 @pytest.mark.parametrize("wname, variant, params", [
@@ -66,7 +75,7 @@ def test_notes_unchanged_on_cuda(tmp_path):
     ("matmul_tir", "blocking_with_shared", {"n": 1024}),
     ("matmul_tir", "blocking_with_shared", {"n": 300}),
 ])
-def test_notes_workloads_on_cuda(wname, variant, params):
+def test_notes_workloads_on_cuda(notes_workloads, wname, variant, params):
     w = workloads.get(wname)
     mod, _ = w.build(variant, params, "float32")
     f = tvm.build(mod, target="cuda")

@@ -1,5 +1,7 @@
 """Lowering TensorIR into the loop IR (kernels.lower.from_blocks): each pass, and the generated
 OpenCL/CUDA text of the notes' schedules (no device needed)."""
+# ruff: noqa: F821 - TVMScript annotations (T.Buffer[shape, "float32"]) hold dtype strings that
+# pyflakes reads as forward references
 
 from __future__ import annotations
 
@@ -33,8 +35,8 @@ def allocs(stmt):
 
 
 def test_passes_are_listed_in_order():
-    assert [n for n, _ in BLOCK_PASSES] == ["lower_init_block", "lower_blocks", "compact_buffers", "bind_threads",
-                                            "flatten_buffers", "simplify"]
+    assert [n for n, _ in BLOCK_PASSES] == ["lower_init_block", "lower_blocks", "compact_buffers",
+                                            "bind_threads", "flatten_buffers", "simplify"]
 
 
 def test_init_runs_at_the_first_reduction_step():

@@ -1,5 +1,7 @@
 """tir.Schedule primitives: the IR each produces (loops, bindings, predicates, blocks, buffers),
 handles that follow blocks through rewrites, and the trace (Python text, replay, JSON)."""
+# ruff: noqa: F821 - TVMScript annotations (T.Buffer[shape, "float32"]) hold dtype strings that
+# pyflakes reads as forward references
 
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ def elementwise(A: T.Buffer[(128, 96), "float32"], C: T.Buffer[(128, 96), "float
 
 
 def realize(sch, name) -> BlockRealize:
-    return next(s for s in walk(sch.mod["main"].body) if isinstance(s, BlockRealize) and s.block.name_hint == name)
+    return next(s for s in walk(sch.mod["main"].body)
+                if isinstance(s, BlockRealize) and s.block.name_hint == name)
 
 
 def bindings(sch, name):
@@ -158,7 +161,8 @@ def test_compute_inline_and_reverse_compute_inline():
     sch = tvm.tir.Schedule(elementwise)
     sch.compute_inline(sch.get_block("B"))
     assert not sch.get(sch.get_block("root")).alloc_buffers
-    assert [s.block.name_hint for s in walk(sch.mod["main"].body) if isinstance(s, BlockRealize)] == ["root", "C"]
+    names = [s.block.name_hint for s in walk(sch.mod["main"].body) if isinstance(s, BlockRealize)]
+    assert names == ["root", "C"]
     c = realize(sch, "C")
     assert expr_str(c.block.body.value) == "((A[vi, vj] * 2f32) + 1f32)"
     assert [x.buffer.name for x in c.block.reads] == ["A"]

@@ -1,6 +1,8 @@
 # The code blocks of the GPU-acceleration notes (../shared/seeds/004_*.txt) before "程序自动变换",
 # in order, with only the import lines changed (`import kernels as tvm`,
 # `from kernels.script import tir as T`). The notes lost the code's indentation; it is restored here.
+# ruff: noqa: F821 - TVMScript annotations (T.Buffer[shape, "float32"]) hold dtype strings that
+# pyflakes reads as forward references
 import kernels as tvm
 from kernels.script import tir as T
 

@@ -22,8 +22,9 @@ def _written(prim: str, st: ScheduleState, blk: Block, index: int) -> Buffer:
                             f"buffer_index {index!r} is out of range")
     buf = blk.writes[index].buffer
     if is_output_buffer(st.func, buf) or alloc_owner(st.func.body, buf) is None:
-        raise ScheduleError(f"{prim}: buffer {buf.name} written by block {blk.name_hint} is a function parameter; "
-                            f"{prim} applies to buffers the function allocates (alloc_buffer, cache stages)")
+        raise ScheduleError(f"{prim}: buffer {buf.name} written by block {blk.name_hint} is a function "
+                            f"parameter; {prim} applies to buffers the function allocates (alloc_buffer, "
+                            "cache stages)")
     return buf
 
 
@@ -38,7 +39,8 @@ def storage_align(st: ScheduleState, token: BlockToken, name: str, index: int, a
         raise ScheduleError(f"storage_align: axis {axis!r} is out of range for buffer {buf.name} of {ndim} "
                             f"dimension(s) (block {blk.name_hint})")
     if not isinstance(factor, int) or factor <= 0:
-        raise ScheduleError(f"storage_align: factor {factor!r} must be a positive integer (block {blk.name_hint})")
+        raise ScheduleError(f"storage_align: factor {factor!r} must be a positive integer (block "
+                            f"{blk.name_hint})")
     if not isinstance(offset, int) or not 0 <= offset < factor:
         raise ScheduleError(f"storage_align: offset {offset!r} must be in [0, factor) = [0, {factor}) "
                             f"(block {blk.name_hint})")
@@ -58,7 +60,8 @@ def set_scope(st: ScheduleState, token: BlockToken, name: str, index: int, scope
     r = st.realize(token, "set_scope", name)
     buf = _written("set_scope", st, r.block, index)
     if scope not in SCOPES:
-        raise ScheduleError(f"set_scope: unknown storage scope {scope!r}; expected one of {', '.join(SCOPES)}")
+        raise ScheduleError(f"set_scope: unknown storage scope {scope!r}; expected one of "
+                            f"{', '.join(SCOPES)}")
     nb = Buffer(buf.name, buf.dtype, buf.shape, scope, row_major_strides(buf.shape))
     st.set_body(ExprMutator(buffer_map={buf: nb})(st.func.body))
 
@@ -77,7 +80,8 @@ def annotate(st: ScheduleState, rv, key: str, value: Union[str, int, float, bool
     if not isinstance(key, str) or not key:
         raise ScheduleError(f"annotate: the annotation key must be a non-empty string, got {key!r}")
     if not isinstance(value, (str, int, float, bool, list, tuple, PrimExpr)):
-        raise ScheduleError(f"annotate: annotation {key!r} has a value of unsupported type {type(value).__name__}")
+        raise ScheduleError(f"annotate: annotation {key!r} has a value of unsupported type "
+                            f"{type(value).__name__}")
     node = _target(st, rv, "annotate")
     frozen = as_annotations({key: value})[0][1]
     anns = tuple((k, v) for k, v in node.annotations if k != key) + ((key, frozen),)

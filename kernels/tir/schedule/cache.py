@@ -66,7 +66,8 @@ def _names(st: ScheduleState):
 def copy_stage(name: str, src: Buffer, dst: Buffer, region: Sequence[Range]) -> Stmt:
     """Loops ``ax0..`` over ``region`` around a block ``name`` doing ``dst[v] = src[v]``."""
     loops = [Var(f"ax{k}") for k in range(len(region))]
-    ivs = tuple(IterVar(Range(const(0), s), Var(f"v{k}"), IterVarType.DataPar) for k, s in enumerate(src.shape))
+    ivs = tuple(IterVar(Range(const(0), s), Var(f"v{k}"), IterVarType.DataPar)
+                for k, s in enumerate(src.shape))
     vals = tuple(simplify(r.min + lv) for r, lv in zip(region, loops))
     idx = tuple(iv.var for iv in ivs)
     body = BufferStore(dst, BufferLoad(src, idx), idx)
@@ -144,7 +145,8 @@ def cache_read(st: ScheduleState, token: BlockToken, name: str, index: int, scop
     writers = [q for q in siblings if any(w.buffer is buf for w in q.block.writes)]
     if len(writers) > 1:
         raise ScheduleError(f"cache_read: buffer {buf.name} is written by several blocks "
-                            f"({', '.join(q.block.name_hint for q in writers)}); cache_read needs one producer")
+                            f"({', '.join(q.block.name_hint for q in writers)}); cache_read needs one "
+                            f"producer")
     if writers:
         wreg = next(w for w in writers[0].block.writes if w.buffer is buf)
         region = _relaxed_region(st, writers[0], wreg)
@@ -177,8 +179,8 @@ def cache_write(st: ScheduleState, token: BlockToken, name: str, index: int, sco
     _check_scope("cache_write", scope)
     if not isinstance(index, int) or not 0 <= index < len(blk.writes):
         names = ", ".join(x.buffer.name for x in blk.writes) or "none"
-        raise ScheduleError(f"cache_write: block {blk.name_hint} writes {len(blk.writes)} buffer(s) ({names}); "
-                            f"write_buffer_index {index!r} is out of range")
+        raise ScheduleError(f"cache_write: block {blk.name_hint} writes {len(blk.writes)} buffer(s) "
+                            f"({names}); write_buffer_index {index!r} is out of range")
     buf = blk.writes[index].buffer
     scope_blk = st.index.scope_block(r)
     scope_token = scope_blk.sref

@@ -69,8 +69,8 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
     if scope is None:
         raise ScheduleError(f"{prim}: block {blk.name_hint} is the root block")
     if idx.scope_block(lp) is not scope:
-        raise ScheduleError(f"{prim}: block {blk.name_hint} and loop {lp.loop_var.name} are not under the same "
-                            "block scope")
+        raise ScheduleError(f"{prim}: block {blk.name_hint} and loop {lp.loop_var.name} are not under the "
+                            "same block scope")
     if idx.is_ancestor(lp, r):
         raise ScheduleError(f"{prim}: loop {lp.loop_var.name} is an ancestor of block {blk.name_hint}; the "
                             "block must be moved under a loop of another loop nest")
@@ -78,7 +78,8 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
     if not reverse:
         for w in blk.writes:
             if is_output_buffer(st.func, w.buffer):
-                raise ScheduleError(f"compute_at: block {blk.name_hint} writes the output buffer {w.buffer.name}; "
+                raise ScheduleError(f"compute_at: block {blk.name_hint} writes the output buffer "
+                                    f"{w.buffer.name}; "
                                     "only intermediate stages (a cache or alloc_buffer) can be computed at a "
                                     "loop (use reverse_compute_at for a consumer)")
     elif is_reduction(blk):
@@ -89,8 +90,8 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
     missing = [q for q in required if not idx.is_ancestor(lp, q)]
     if missing:
         rel = "producer" if reverse else "consumer"
-        raise ScheduleError(f"{prim}: {rel}(s) {block_names(missing)} of block {blk.name_hint} are not under loop "
-                            f"{lp.loop_var.name}; all of them must be")
+        raise ScheduleError(f"{prim}: {rel}(s) {block_names(missing)} of block {blk.name_hint} are not "
+                            f"under loop {lp.loop_var.name}; all of them must be")
     items = body_items(lp.body)
 
     def positions(rs) -> List[int]:
@@ -99,8 +100,8 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
     last_prod = max(positions(prods), default=-1)
     first_cons = min(positions(cons), default=len(items))
     if last_prod >= first_cons:
-        raise ScheduleError(f"{prim}: under loop {lp.loop_var.name}, a producer of block {blk.name_hint} comes "
-                            "after one of its consumers; there is no place for the block")
+        raise ScheduleError(f"{prim}: under loop {lp.loop_var.name}, a producer of block {blk.name_hint} "
+                            "comes after one of its consumers; there is no place for the block")
     if index == -1:
         pos = first_cons
     elif index == -2:
@@ -108,7 +109,8 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
     elif last_prod < index <= first_cons:
         pos = index
     else:
-        raise ScheduleError(f"{prim}: index {index} for block {blk.name_hint} under loop {lp.loop_var.name} must "
+        raise ScheduleError(f"{prim}: index {index} for block {blk.name_hint} under loop "
+                            f"{lp.loop_var.name} must "
                             f"be -1, -2 or in [{last_prod + 1}, {first_cons}]")
     provided = blk.reads if reverse else blk.writes
     ivars = {id(iv.var): iv for iv in blk.iter_vars}
@@ -132,14 +134,15 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
             continue
         for d, rg in enumerate(reg.region):
             m = rg.min
-            if isinstance(m, Var) and id(m) in ivars and isinstance(rg.extent, IntImm) and rg.extent.value == 1:
+            point = isinstance(rg.extent, IntImm) and rg.extent.value == 1
+            if isinstance(m, Var) and id(m) in ivars and point:
                 want.setdefault(id(m), []).append(union_intervals([rr[d] for rr in req_regions]))
             elif not (vars_of(m) & {iv.var for iv in blk.iter_vars}):
                 continue
             else:
                 raise ScheduleError(f"{prim}: block {blk.name_hint} accesses {reg.buffer.name} at "
-                                    f"{expr_str(m)} in dimension {d}; the moved block must access each element "
-                                    "at its block variables (X[v0, v1])")
+                                    f"{expr_str(m)} in dimension {d}; the moved block must access each "
+                                    "element at its block variables (X[v0, v1])")
     outer_loops = idx.all_loops_above(lp) + [lp]
     ranges = loop_ranges(outer_loops)
     values: List[PrimExpr] = []

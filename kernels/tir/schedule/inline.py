@@ -44,7 +44,8 @@ def _index_vars(prim: str, blk: Block, indices, what: str) -> List[Var]:
     out = []
     for i in indices:
         if not isinstance(i, Var) or not any(i is v for v in ivars) or any(i is o for o in out):
-            raise ScheduleError(f"{prim}: block {blk.name_hint} {what} at [{', '.join(str(x) for x in indices)}]; "
+            raise ScheduleError(f"{prim}: block {blk.name_hint} {what} at "
+                                f"[{', '.join(str(x) for x in indices)}]; "
                                 "the indices must be distinct block variables")
         out.append(i)
     if len(out) != len(ivars):
@@ -115,8 +116,8 @@ def reverse_compute_inline(st: ScheduleState, token: BlockToken, name: str) -> N
     blk = r.block
     store = _single_store("reverse_compute_inline", blk)
     if not is_true(r.predicate):
-        raise ScheduleError(f"reverse_compute_inline: block {blk.name_hint} has a predicate (T.where); it cannot "
-                            "be inlined")
+        raise ScheduleError(f"reverse_compute_inline: block {blk.name_hint} has a predicate (T.where); it "
+                            "cannot be inlined")
     loads = [ld for ld in collect(store.value, lambda n: isinstance(n, BufferLoad))]
     ivars = {id(iv.var) for iv in blk.iter_vars}
     produced = []
@@ -129,22 +130,23 @@ def reverse_compute_inline(st: ScheduleState, token: BlockToken, name: str) -> N
             produced.append((ld, writers))
     bufs = {id(ld.buffer) for ld, _ in produced}
     if len(bufs) != 1:
-        raise ScheduleError(f"reverse_compute_inline: block {blk.name_hint} must read exactly one buffer produced "
-                            f"by another block, it reads {len(bufs)}")
+        raise ScheduleError(f"reverse_compute_inline: block {blk.name_hint} must read exactly one buffer "
+                            f"produced by another block, it reads {len(bufs)}")
     ld0, writers = produced[0]
     buf = ld0.buffer
     if len(writers) != 1:
         raise ScheduleError(f"reverse_compute_inline: buffer {buf.name} is written by several blocks")
     for ld, _ in produced:
         if any(a is not b for a, b in zip(ld.indices, ld0.indices)) or len(ld.indices) != len(ld0.indices):
-            raise ScheduleError(f"reverse_compute_inline: block {blk.name_hint} reads {buf.name} at different "
-                                "indices; it must read one element per block instance")
+            raise ScheduleError(f"reverse_compute_inline: block {blk.name_hint} reads {buf.name} at "
+                                "different indices; it must read one element per block instance")
     cvars = _index_vars("reverse_compute_inline", blk, ld0.indices, f"reads {buf.name}")
     del ivars
     prod_r = writers[0]
     pstore = _single_store("reverse_compute_inline", prod_r.block)
     if pstore.buffer is not buf:
-        raise ScheduleError(f"reverse_compute_inline: producer {prod_r.block.name_hint} does not store {buf.name}")
+        raise ScheduleError(f"reverse_compute_inline: producer {prod_r.block.name_hint} does not store "
+                            f"{buf.name}")
     _index_vars("reverse_compute_inline", prod_r.block, pstore.indices, f"stores {buf.name}")
     _intermediate("reverse_compute_inline", st, buf, prod_r.block)
     vmap: Dict[Var, PrimExpr] = dict(zip(cvars, pstore.indices))

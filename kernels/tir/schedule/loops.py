@@ -67,7 +67,8 @@ def split(st: ScheduleState, var: Var, factors: Sequence, preserve_unit_iters: b
     lp = st.loop(var, "split")
     _plain("split", lp)
     if not isinstance(factors, (list, tuple)) or not factors:
-        raise ScheduleError(f"split: factors of loop {lp.loop_var.name} must be a non-empty list, got {factors!r}")
+        raise ScheduleError(f"split: factors of loop {lp.loop_var.name} must be a non-empty list, got "
+                            f"{factors!r}")
     nones = [k for k, f in enumerate(factors) if f is None]
     if len(nones) > 1:
         raise ScheduleError(f"split: at most one factor may be None (inferred), got {list(factors)} for loop "
@@ -94,8 +95,8 @@ def split(st: ScheduleState, var: Var, factors: Sequence, preserve_unit_iters: b
     else:
         total = known
         if can_prove(total < ext):
-            raise ScheduleError(f"split: the factors {list(factors)} multiply to {expr_str(total)}, less than the "
-                                f"extent {expr_str(ext)} of loop {lp.loop_var.name}")
+            raise ScheduleError(f"split: the factors {list(factors)} multiply to {expr_str(total)}, less "
+                                f"than the extent {expr_str(ext)} of loop {lp.loop_var.name}")
     name = lp.loop_var.name
     new_vars = [Var(f"{name}_{k}", lp.loop_var.dtype) for k in range(len(vals))]
     keep = [preserve_unit_iters or not (isinstance(v, IntImm) and v.value == 1) for v in vals]
@@ -134,8 +135,8 @@ def fuse(st: ScheduleState, vars_: Sequence[Var], preserve_unit_iters: bool = Tr
                 raise ScheduleError(f"fuse: loop {inner.loop_var.name} is not the only child of loop "
                                     f"{outer.loop_var.name}; fused loops must be directly nested")
             raise ScheduleError(f"fuse: loop {inner.loop_var.name} is not directly inside loop "
-                                f"{outer.loop_var.name}; give the loops outermost first, each the only child of "
-                                "the previous")
+                                f"{outer.loop_var.name}; give the loops outermost first, each the only "
+                                "child of the previous")
     fused_ids = {id(lp.loop_var) for lp in loops}
     for lp in loops[1:]:
         if {id(v) for v in vars_of(lp.extent)} & fused_ids:
@@ -178,13 +179,14 @@ def reorder(st: ScheduleState, vars_: Sequence[Var]) -> None:
     top, bottom = by_depth[0], by_depth[-1]
     for lp in by_depth[:-1]:
         if not idx.is_ancestor(lp, bottom):
-            raise ScheduleError(f"reorder: loops {lp.loop_var.name} and {bottom.loop_var.name} are not nested in "
-                                "one another (they are in different loop nests or branches)")
+            raise ScheduleError(f"reorder: loops {lp.loop_var.name} and {bottom.loop_var.name} are not "
+                                "nested in one another (they are in different loop nests or branches)")
     chain: List[For] = [top]
     while chain[-1] is not bottom:
         cur = chain[-1]
         if not isinstance(cur.body, For):
-            raise ScheduleError(f"reorder: loop {cur.loop_var.name} has more than one child statement, so the loops "
+            raise ScheduleError(f"reorder: loop {cur.loop_var.name} has more than one child statement, so "
+                                f"the loops "
                                 f"from {top.loop_var.name} to {bottom.loop_var.name} are not a single chain")
         chain.append(cur.body)
     given = {id(lp) for lp in loops}
@@ -193,8 +195,8 @@ def reorder(st: ScheduleState, vars_: Sequence[Var]) -> None:
     for k, lp in enumerate(new_chain):
         later = {id(x.loop_var) for x in new_chain[k + 1:]}
         if {id(v) for v in vars_of(lp.extent)} & later or {id(v) for v in vars_of(lp.min)} & later:
-            raise ScheduleError(f"reorder: the extent of loop {lp.loop_var.name} depends on a loop that would "
-                                "move inside it")
+            raise ScheduleError(f"reorder: the extent of loop {lp.loop_var.name} depends on a loop that "
+                                "would move inside it")
     all_loop_vars = {id(x.loop_var) for x in idx.all_loops_above(bottom)} | {id(bottom.loop_var)}
     for r in child_realizes(bottom):
         check_iter_kinds("reorder", r.block)
@@ -226,7 +228,8 @@ def _check_parallelizable(st: ScheduleState, lp: For, prim: str, thread: str = "
             if iv.iter_type == IterVarType.CommReduce and thread.startswith("threadIdx"):
                 continue
             kind = "reduction" if iv.iter_type == IterVarType.CommReduce else "non-spatial"
-            raise ScheduleError(f"{prim}: loop {lp.loop_var.name} computes the {kind} variable {iv.var.name} of "
+            raise ScheduleError(f"{prim}: loop {lp.loop_var.name} computes the {kind} variable "
+                                f"{iv.var.name} of "
                                 f"block {blk.name_hint}; only loops over spatial block variables can be "
                                 f"{'bound to ' + thread if thread else prim + 'd'}")
         check_affine(prim, r, loop_vars)
@@ -243,8 +246,8 @@ def bind(st: ScheduleState, var: Var, thread: str) -> None:
     """Bind a loop to a GPU thread index (``blockIdx.x``, ``threadIdx.y`` ...)."""
     lp = st.loop(var, "bind")
     if not isinstance(thread, str) or thread not in THREAD_TAGS:
-        raise ScheduleError(f"bind: loop {lp.loop_var.name}{_blocks_text(lp)}: unknown thread {thread!r}; expected "
-                            f"one of {', '.join(THREAD_TAGS)}")
+        raise ScheduleError(f"bind: loop {lp.loop_var.name}{_blocks_text(lp)}: unknown thread {thread!r}; "
+                            f"expected one of {', '.join(THREAD_TAGS)}")
     _check_parallelizable(st, lp, "bind", thread)
     st.replace(lp, with_loop(lp, kind=THREAD_BINDING, thread_tag=thread))
 

@@ -31,7 +31,7 @@ from ..block import (
     substitute_stmt,
     with_loop,
 )
-from ..expr import And, IntImm, LT, PrimExpr, Var, const
+from ..expr import LT, And, IntImm, PrimExpr, Var, const
 from ..functor import vars_of
 from ..region import infer_regions
 from ..stmt import For, Stmt, seq
@@ -74,8 +74,8 @@ def decompose_reduction(st: ScheduleState, token: BlockToken, name: str, var: Va
             if higher is lp:
                 break
             if higher.loop_var in vars_of(v):
-                raise ScheduleError(f"decompose_reduction: loop {lp.loop_var.name} must be above all the loops "
-                                    f"the reduction variables of block {blk.name_hint} use, but loop "
+                raise ScheduleError(f"decompose_reduction: loop {lp.loop_var.name} must be above all the "
+                                    f"loops the reduction variables of block {blk.name_hint} use, but loop "
                                     f"{higher.loop_var.name} (used by {iv.var.name}) is above it")
     # the init block: spatial variables only
     init_ivs: List[IterVar] = []

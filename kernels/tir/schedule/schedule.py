@@ -13,7 +13,7 @@ import inspect
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from ...errors import ScheduleError
-from ..block import Block, BlockToken, THREAD_BINDING
+from ..block import THREAD_BINDING, Block, BlockToken
 from ..expr import PrimExpr, Var
 from ..function import IRModule, PrimFunc, as_module
 from ..stmt import For, ForKind
@@ -114,7 +114,7 @@ class Schedule:
         self._trace = Trace()
         self._depth = 0
 
-    # -- state ------------------------------------------------------------------------------------------
+    # -- state -------------------------------------------------------------------------------------------
     @property
     def mod(self) -> IRModule:
         """IRModule: the module as scheduled so far."""
@@ -170,7 +170,7 @@ class Schedule:
     def remove_rv(self, rand_var) -> None:
         """Accepted for compatibility (handles are plain objects)."""
 
-    # -- argument checks ----------------------------------------------------------------------------------
+    # -- argument checks ---------------------------------------------------------------------------------
     def _state(self, func: str) -> ScheduleState:
         return self._states[func]
 
@@ -191,20 +191,22 @@ class Schedule:
     def _same_func(self, prim: str, *rvs) -> ScheduleState:
         funcs = {rv.func for rv in rvs}
         if len(funcs) != 1:
-            raise ScheduleError(f"{prim}: the handles belong to different functions ({', '.join(sorted(funcs))})")
+            raise ScheduleError(f"{prim}: the handles belong to different functions "
+                                f"({', '.join(sorted(funcs))})")
         return self._state(funcs.pop())
 
     def _brv(self, func: str, token: BlockToken) -> BlockRV:
         r = self._state(func).index.realize[token]
         return BlockRV(func, token, r.block.name_hint)
 
-    # -- lookup ---------------------------------------------------------------------------------------------
+    # -- lookup ------------------------------------------------------------------------------------------
     @_traced("GetBlock")
     def get_block(self, name: str, func_name: Optional[str] = None) -> BlockRV:
         """The block called ``name`` (exactly one must exist)."""
         func = func_name or self._func
         if func not in self._states:
-            raise ScheduleError(f"get_block: the module has no function {func!r}; it has {', '.join(self._order)}")
+            raise ScheduleError(f"get_block: the module has no function {func!r}; it has "
+                                f"{', '.join(self._order)}")
         st = self._state(func)
         tokens = st.index.by_name.get(name, [])
         if not tokens:
@@ -229,7 +231,8 @@ class Schedule:
         if isinstance(block_or_loop, str):
             block_or_loop = self.get_block(block_or_loop)
         if not isinstance(block_or_loop, (BlockRV, LoopRV)):
-            raise ScheduleError(f"get_child_blocks: expected a block or a loop, got {type(block_or_loop).__name__} "
+            raise ScheduleError(f"get_child_blocks: expected a block or a loop, got "
+                                f"{type(block_or_loop).__name__} "
                                 f"{block_or_loop!r}")
         node = self.get(block_or_loop)
         return [BlockRV(block_or_loop.func, r.block.sref, r.block.name_hint) for r in child_realizes(node)]
@@ -252,7 +255,7 @@ class Schedule:
         return [BlockRV(b.func, q.block.sref, q.block.name_hint)
                 for q in consumers(st.index.scope_block(r), r)]
 
-    # -- loops ------------------------------------------------------------------------------------------------
+    # -- loops -------------------------------------------------------------------------------------------
     @_traced("Split", list_output=True)
     def split(self, loop, factors: Sequence[Optional[Union[int, PrimExpr]]],
               preserve_unit_iters: bool = True) -> List[LoopRV]:
@@ -307,14 +310,15 @@ class Schedule:
         lv = self._loop("bind", loop)
         _loops.bind(self._state(lv.func), lv.var, thread_axis)
 
-    # -- caches ----------------------------------------------------------------------------------------------
+    # -- caches ------------------------------------------------------------------------------------------
     @_traced("CacheRead")
     def cache_read(self, block, read_buffer_index: int, storage_scope: str,
                    consumer_blocks: Optional[Sequence] = None) -> BlockRV:
         """Read the ``read_buffer_index``-th buffer ``block`` reads through a copy in ``storage_scope``;
         returns the copy block (``A_shared``)."""
         b = self._block("cache_read", block)
-        toks = None if consumer_blocks is None else [self._block("cache_read", c).token for c in consumer_blocks]
+        toks = None if consumer_blocks is None else \
+            [self._block("cache_read", c).token for c in consumer_blocks]
         st = self._state(b.func)
         tok = _cache.cache_read(st, b.token, b.name, read_buffer_index, storage_scope, toks)
         return self._brv(b.func, tok)
@@ -329,7 +333,7 @@ class Schedule:
         tok = _cache.cache_write(st, b.token, b.name, write_buffer_index, storage_scope)
         return self._brv(b.func, tok)
 
-    # -- compute location ---------------------------------------------------------------------------------------
+    # -- compute location --------------------------------------------------------------------------------
     @_traced("ComputeAt")
     def compute_at(self, block, loop, preserve_unit_loops: bool = False, index: int = -1) -> None:
         """Move producer ``block`` under ``loop``, before its first consumer, over the region the
@@ -357,7 +361,7 @@ class Schedule:
         b = self._block("reverse_compute_inline", block)
         _inline.reverse_compute_inline(self._state(b.func), b.token, b.name)
 
-    # -- reduction ---------------------------------------------------------------------------------------------
+    # -- reduction ---------------------------------------------------------------------------------------
     @_traced("DecomposeReduction")
     def decompose_reduction(self, block, loop) -> BlockRV:
         """Split reduction ``block`` into ``<name>_init`` (before ``loop``) and ``<name>_update``;
@@ -367,7 +371,7 @@ class Schedule:
         tok = _red.decompose_reduction(st, b.token, b.name, lv.var)
         return self._brv(b.func, tok)
 
-    # -- annotations --------------------------------------------------------------------------------------------
+    # -- annotations -------------------------------------------------------------------------------------
     @_traced("StorageAlign")
     def storage_align(self, block, buffer_index: int, axis: int, factor: int, offset: int) -> None:
         """Pad the stride of ``axis`` of the ``buffer_index``-th buffer ``block`` writes so that
