@@ -352,8 +352,19 @@ def _plan(buf: Buffer, acc: List[_Access]) -> Tuple[Buffer, Tuple[PrimExpr, ...]
             continue
         shape.append(ext)
         offsets.append(lo)
-    nb = Buffer(buf.name, buf.dtype, tuple(shape), buf.scope, ())
+    nb = Buffer(buf.name, buf.dtype, tuple(shape), _storage_scope(buf), ())
     return nb, tuple(offsets), lca
+
+
+def _storage_scope(buf: Buffer) -> str:
+    """The scope the code generator allocates: dynamic shared memory of a known size is static shared
+    memory; warp memory needs a lowering of its own, which TensorIR does not have here."""
+    if buf.scope == "shared.dyn":
+        return "shared"
+    if buf.scope == "warp":
+        raise LoweringError(f"buffer {buf.name} is in warp memory, which the TensorIR lowering does not "
+                            "support; use shared or local")
+    return buf.scope
 
 
 # -- 4. thread bindings ----------------------------------------------------------------------------------

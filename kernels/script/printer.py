@@ -9,6 +9,9 @@ Python would otherwise parse a different tree, so ``from_source(script())`` give
 
 Names come from the IR (``i_0``, ``vi``, ``A_shared``); a definition that would shadow a visible
 name of another variable gets a numeric suffix, so sibling scopes may reuse names as TVM does.
+
+A lowered function (loop IR: ``T.launch_thread``, ``T.allocate``, flat indices) prints in the same
+syntax for reading; parsing covers the block level, which is what scheduling and the round trip need.
 """
 
 from __future__ import annotations

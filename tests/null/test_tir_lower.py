@@ -169,3 +169,23 @@ def test_te_and_tir_share_the_backend():
     notes.bind_1d(sch, 128)
     tir_src = build_spec(sch.mod, target="opencl").source
     assert te_src == tir_src
+
+
+def test_dynamic_shared_memory_is_allocated_as_shared_and_warp_is_refused():
+    import pytest
+
+    from kernels.errors import LoweringError
+
+    sch = tvm.tir.Schedule(notes.window_sum_module({"n": 256}))
+    notes.bind_1d(sch, 128)
+    block = sch.get_block("C")
+    cache = sch.cache_read(block, 0, "shared.dyn")
+    sch.compute_at(cache, sch.get_loops(block)[-1])
+    src = build_spec(sch.mod, target="opencl").source
+    assert "__local float A_shared_dyn[" in src and "barrier(CLK_LOCAL_MEM_FENCE);" in src
+    sch2 = tvm.tir.Schedule(notes.window_sum_module({"n": 256}))
+    notes.bind_1d(sch2, 128)
+    b2 = sch2.get_block("C")
+    sch2.compute_at(sch2.cache_read(b2, 0, "warp"), sch2.get_loops(b2)[-1])
+    with pytest.raises(LoweringError, match=r"^buffer A_warp is in warp memory, which the TensorIR "):
+        build_spec(sch2.mod, target="opencl")

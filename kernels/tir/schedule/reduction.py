@@ -31,7 +31,7 @@ from ..block import (
     substitute_stmt,
     with_loop,
 )
-from ..expr import LT, And, IntImm, PrimExpr, Var, const
+from ..expr import And, IntImm, PrimExpr, Var, const
 from ..functor import vars_of
 from ..region import infer_regions
 from ..stmt import For, Stmt, seq
@@ -39,7 +39,7 @@ from .state import ScheduleState, simplify_bindings
 
 
 def _keep_predicate(pred: PrimExpr, dropped: set) -> PrimExpr:
-    """The conjuncts ``lhs < rhs`` of ``pred`` whose left side uses no dropped loop."""
+    """The conjuncts of ``pred`` that use none of the dropped loops (the init block has no such loop)."""
     out: PrimExpr = const(True)
     stack = [pred]
     while stack:
@@ -47,9 +47,7 @@ def _keep_predicate(pred: PrimExpr, dropped: set) -> PrimExpr:
         if isinstance(p, And):
             stack += [p.b, p.a]
             continue
-        if isinstance(p, IntImm):
-            continue
-        if isinstance(p, LT) and vars_of(p.a) & dropped:
+        if isinstance(p, IntImm) or vars_of(p) & dropped:
             continue
         out = p if isinstance(out, IntImm) else And(out, p)
     return out
