@@ -82,10 +82,11 @@ def test_get_child_blocks_of_a_number():
 
 
 @pytest.mark.parametrize("factors, text", [
-    ([None, None], r"split: at most one factor may be None \(inferred\), got \[None, None\] for loop i"),
-    ([2, 8], r"split: the factors \[2, 8\] multiply to 16, less than the extent 32 of loop i"),
-    ([0, None], r"split: factor 0 of loop i must be positive"),
-    ([2.5, None], r"split: factor 2.5 of loop i is not an integer"),
+    ([None, None], r"split: at most one factor may be None \(inferred\), got \[None, None\] for loop i "
+                   r"\(block B\)"),
+    ([2, 8], r"split: the factors \[2, 8\] multiply to 16, less than the extent 32 of loop i \(block B\)"),
+    ([0, None], r"split: factor 0 of loop i \(block B\) must be positive"),
+    ([2.5, None], r"split: factor 2.5 of loop i \(block B\) is not an integer"),
 ])
 def test_split_bad_factors(factors, text):
     sch = sched()
@@ -98,7 +99,8 @@ def test_split_of_a_bound_loop():
     sch = sched()
     i, _ = loops(sch, "B")
     sch.bind(i, "blockIdx.x")
-    with pytest.raises(ScheduleError, match=r"^split: loop i \(bound to blockIdx.x\) is bound to a thread"):
+    with pytest.raises(ScheduleError, match=r"^split: loop i \(block B, bound to blockIdx.x\) is bound to a "
+                                            r"thread"):
         sch.split(i, [None, 4])
 
 
@@ -106,7 +108,7 @@ def test_fuse_of_loops_of_different_nests():
     sch = sched()
     i, _ = loops(sch, "B")
     _, k = loops(sch, "C")
-    with pytest.raises(ScheduleError, match=r"^fuse: loop k is not directly inside loop i"):
+    with pytest.raises(ScheduleError, match=r"^fuse: loop k \(block C\) is not directly inside loop i"):
         sch.fuse(i, k)
 
 
@@ -114,7 +116,8 @@ def test_fuse_of_a_loop_with_two_children():
     sch = sched()
     i, k = loops(sch, "C")
     sch.compute_at(sch.get_block("B"), i)  # now i holds B's copy loop and loop k
-    with pytest.raises(ScheduleError, match=r"^fuse: loop k is not the only child of loop i; fused loops "
+    with pytest.raises(ScheduleError, match=r"^fuse: loop k \(block C\) is not the only child of loop i; fused "
+                                            r"loops "
                                             r"must be "
                                             r"directly nested"):
         sch.fuse(i, k)
@@ -124,14 +127,15 @@ def test_reorder_of_loops_in_different_nests():
     sch = sched()
     i, _ = loops(sch, "B")
     _, k = loops(sch, "C")
-    with pytest.raises(ScheduleError, match=r"^reorder: loops i and k are not nested in one another"):
+    with pytest.raises(ScheduleError, match=r"^reorder: loop i \(block B\) and loop k \(block C\) are not "
+                                            r"nested in one another"):
         sch.reorder(k, i)
 
 
 def test_reorder_duplicate_loop():
     sch = sched()
     i, j = loops(sch, "B")
-    with pytest.raises(ScheduleError, match=r"^reorder: loop i is given twice"):
+    with pytest.raises(ScheduleError, match=r"^reorder: loop i \(block B\) is given twice"):
         sch.reorder(i, j, i)
 
 

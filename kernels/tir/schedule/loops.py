@@ -21,24 +21,35 @@ from ..printer import expr_str
 from ..simplify import can_prove, simplify
 from ..stmt import For, ForKind, Stmt
 from .analysis import block_names, check_affine, check_iter_kinds
-from .state import ScheduleState, child_realizes, loop_desc, simplify_bindings
+from .state import ScheduleState, child_realizes, simplify_bindings
 
 
 def _plain(prim: str, lp: For) -> None:
     if lp.kind == THREAD_BINDING:
-        raise ScheduleError(f"{prim}: loop {loop_desc(lp)} is bound to a thread; {prim} loops before binding "
+        raise ScheduleError(f"{prim}: {_ref(lp)} is bound to a thread; {prim} loops before binding "
                             "them")
     if lp.annotations:
         keys = ", ".join(k for k, _ in lp.annotations)
-        raise ScheduleError(f"{prim}: loop {lp.loop_var.name} has annotations ({keys}); {prim} loops before "
+        raise ScheduleError(f"{prim}: {_ref(lp)} has annotations ({keys}); {prim} loops before "
                             "annotating them")
     if not (isinstance(lp.min, IntImm) and lp.min.value == 0):
-        raise ScheduleError(f"{prim}: loop {lp.loop_var.name} starts at {expr_str(lp.min)}, not 0")
+        raise ScheduleError(f"{prim}: {_ref(lp)} starts at {expr_str(lp.min)}, not 0")
 
 
 def _blocks_text(lp: For) -> str:
     rs = child_realizes(lp)
     return f" (block {block_names(rs)})" if rs else ""
+
+
+def _ref(lp: For) -> str:
+    """``loop i (block B, bound to blockIdx.x)``: the loop, the blocks under it and its thread."""
+    from ..block import loop_thread
+
+    rs = child_realizes(lp)
+    parts = [f"block {block_names(rs)}"] if rs else []
+    if loop_thread(lp):
+        parts.append(f"bound to {loop_thread(lp)}")
+    return f"loop {lp.loop_var.name}" + (f" ({', '.join(parts)})" if parts else "")
 
 
 def _append_predicate(body: Stmt, cond: PrimExpr) -> Stmt:
@@ -67,12 +78,12 @@ def split(st: ScheduleState, var: Var, factors: Sequence, preserve_unit_iters: b
     lp = st.loop(var, "split")
     _plain("split", lp)
     if not isinstance(factors, (list, tuple)) or not factors:
-        raise ScheduleError(f"split: factors of loop {lp.loop_var.name} must be a non-empty list, got "
+        raise ScheduleError(f"split: factors of {_ref(lp)} must be a non-empty list, got "
                             f"{factors!r}")
     nones = [k for k, f in enumerate(factors) if f is None]
     if len(nones) > 1:
-        raise ScheduleError(f"split: at most one factor may be None (inferred), got {list(factors)} for loop "
-                            f"{lp.loop_var.name}")
+        raise ScheduleError(f"split: at most one factor may be None (inferred), got {list(factors)} for "
+                            f"{_ref(lp)}")
     vals: List[Optional[PrimExpr]] = []
     for f in factors:
         if f is None:
@@ -80,9 +91,9 @@ def split(st: ScheduleState, var: Var, factors: Sequence, preserve_unit_iters: b
             continue
         e = convert(int(f)) if isinstance(f, (int, IntImm)) and not isinstance(f, bool) else None
         if e is None:
-            raise ScheduleError(f"split: factor {f!r} of loop {lp.loop_var.name} is not an integer")
+            raise ScheduleError(f"split: factor {f!r} of {_ref(lp)} is not an integer")
         if e.value <= 0:
-            raise ScheduleError(f"split: factor {e.value} of loop {lp.loop_var.name} must be positive")
+            raise ScheduleError(f"split: factor {e.value} of {_ref(lp)} must be positive")
         vals.append(e)
     ext = simplify(lp.extent)
     known: PrimExpr = const(1)
@@ -96,7 +107,7 @@ def split(st: ScheduleState, var: Var, factors: Sequence, preserve_unit_iters: b
         total = known
         if can_prove(total < ext):
             raise ScheduleError(f"split: the factors {list(factors)} multiply to {expr_str(total)}, less "
-                                f"than the extent {expr_str(ext)} of loop {lp.loop_var.name}")
+                                f"than the extent {expr_str(ext)} of {_ref(lp)}")
     name = lp.loop_var.name
     new_vars = [Var(f"{name}_{k}", lp.loop_var.dtype) for k in range(len(vals))]
     keep = [preserve_unit_iters or not (isinstance(v, IntImm) and v.value == 1) for v in vals]
@@ -132,15 +143,15 @@ def fuse(st: ScheduleState, vars_: Sequence[Var], preserve_unit_iters: bool = Tr
     for outer, inner in zip(loops, loops[1:]):
         if outer.body is not inner:
             if st.index.is_ancestor(outer, inner):
-                raise ScheduleError(f"fuse: loop {inner.loop_var.name} is not the only child of loop "
+                raise ScheduleError(f"fuse: {_ref(inner)} is not the only child of loop "
                                     f"{outer.loop_var.name}; fused loops must be directly nested")
-            raise ScheduleError(f"fuse: loop {inner.loop_var.name} is not directly inside loop "
+            raise ScheduleError(f"fuse: {_ref(inner)} is not directly inside loop "
                                 f"{outer.loop_var.name}; give the loops outermost first, each the only "
                                 "child of the previous")
     fused_ids = {id(lp.loop_var) for lp in loops}
     for lp in loops[1:]:
         if {id(v) for v in vars_of(lp.extent)} & fused_ids:
-            raise ScheduleError(f"fuse: the extent of loop {lp.loop_var.name} depends on another fused loop")
+            raise ScheduleError(f"fuse: the extent of {_ref(lp)} depends on another fused loop")
     dtype = loops[0].loop_var.dtype
     fv = Var("_".join(lp.loop_var.name for lp in loops) + "_fused", dtype)
     exts = [simplify(lp.extent) for lp in loops]
@@ -170,7 +181,8 @@ def reorder(st: ScheduleState, vars_: Sequence[Var]) -> None:
     if len({id(x) for x in loops}) != len(loops):
         names = [lp.loop_var.name for lp in loops]
         dup = next(n for n in names if names.count(n) > 1)
-        raise ScheduleError(f"reorder: loop {dup} is given twice")
+        lp = next(x for x in loops if x.loop_var.name == dup)
+        raise ScheduleError(f"reorder: {_ref(lp)} is given twice")
     if len(loops) < 2:
         return
     idx = st.index
@@ -179,13 +191,13 @@ def reorder(st: ScheduleState, vars_: Sequence[Var]) -> None:
     top, bottom = by_depth[0], by_depth[-1]
     for lp in by_depth[:-1]:
         if not idx.is_ancestor(lp, bottom):
-            raise ScheduleError(f"reorder: loops {lp.loop_var.name} and {bottom.loop_var.name} are not "
-                                "nested in one another (they are in different loop nests or branches)")
+            raise ScheduleError(f"reorder: {_ref(lp)} and {_ref(bottom)} are not nested in one another (they "
+                                "are in different loop nests or branches)")
     chain: List[For] = [top]
     while chain[-1] is not bottom:
         cur = chain[-1]
         if not isinstance(cur.body, For):
-            raise ScheduleError(f"reorder: loop {cur.loop_var.name} has more than one child statement, so "
+            raise ScheduleError(f"reorder: {_ref(cur)} has more than one child statement, so "
                                 f"the loops "
                                 f"from {top.loop_var.name} to {bottom.loop_var.name} are not a single chain")
         chain.append(cur.body)
@@ -195,7 +207,7 @@ def reorder(st: ScheduleState, vars_: Sequence[Var]) -> None:
     for k, lp in enumerate(new_chain):
         later = {id(x.loop_var) for x in new_chain[k + 1:]}
         if {id(v) for v in vars_of(lp.extent)} & later or {id(v) for v in vars_of(lp.min)} & later:
-            raise ScheduleError(f"reorder: the extent of loop {lp.loop_var.name} depends on a loop that "
+            raise ScheduleError(f"reorder: the extent of {_ref(lp)} depends on a loop that "
                                 "would move inside it")
     all_loop_vars = {id(x.loop_var) for x in idx.all_loops_above(bottom)} | {id(bottom.loop_var)}
     for r in child_realizes(bottom):
@@ -246,7 +258,7 @@ def bind(st: ScheduleState, var: Var, thread: str) -> None:
     """Bind a loop to a GPU thread index (``blockIdx.x``, ``threadIdx.y`` ...)."""
     lp = st.loop(var, "bind")
     if not isinstance(thread, str) or thread not in THREAD_TAGS:
-        raise ScheduleError(f"bind: loop {lp.loop_var.name}{_blocks_text(lp)}: unknown thread {thread!r}; "
+        raise ScheduleError(f"bind: {_ref(lp)}: unknown thread {thread!r}; "
                             f"expected one of {', '.join(THREAD_TAGS)}")
     _check_parallelizable(st, lp, "bind", thread)
     st.replace(lp, with_loop(lp, kind=THREAD_BINDING, thread_tag=thread))
