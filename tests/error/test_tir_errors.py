@@ -116,10 +116,8 @@ def test_fuse_of_a_loop_with_two_children():
     sch = sched()
     i, k = loops(sch, "C")
     sch.compute_at(sch.get_block("B"), i)  # now i holds B's copy loop and loop k
-    with pytest.raises(ScheduleError, match=r"^fuse: loop k \(block C\) is not the only child of loop i; fused "
-                                            r"loops "
-                                            r"must be "
-                                            r"directly nested"):
+    with pytest.raises(ScheduleError, match=r"^fuse: loop k \(block C\) is not the only child of loop i; "
+                                            r"fused loops must be directly nested"):
         sch.fuse(i, k)
 
 
