@@ -151,11 +151,9 @@ class _Printer:
 
     def name(self, obj, hint: str) -> str:
         got = self.names.get(id(obj))
-        if got is None:  # a free variable: named where first seen, at function level
-            saved = self.scopes
-            self.scopes = [saved[0]] + saved[1:]
+        if got is None:  # a free variable: named where first seen, reserved for the whole function
             got = self.define(obj, hint)
-            self.scopes = saved
+            self.scopes[0].add(got)
         return got
 
     def push(self) -> None:

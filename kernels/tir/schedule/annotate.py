@@ -7,7 +7,7 @@ from typing import Any, Union
 
 from ...errors import ScheduleError
 from ..block import Block, BlockToken, ExprMutator, as_annotations, with_loop
-from ..expr import Buffer, PrimExpr, Var
+from ..expr import Buffer, PrimExpr
 from ..region import row_major_strides
 from .cache import SCOPES
 from .state import ScheduleState, alloc_owner, is_output_buffer
@@ -102,5 +102,3 @@ def unannotate(st: ScheduleState, rv, key: str) -> None:
     else:
         st.replace(node, with_loop(node, annotations=anns))
 
-
-__all__ = ["storage_align", "set_scope", "annotate", "unannotate", "Var"]

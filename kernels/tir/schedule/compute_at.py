@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from ...errors import ScheduleError
-from ..block import BlockRealize, BlockToken, Range, loop_thread, make_for, substitute_stmt
+from ..block import BlockRealize, BlockToken, loop_thread, make_for
 from ..expr import And, IntImm, PrimExpr, Var, const
 from ..functor import vars_of
 from ..printer import expr_str
@@ -199,5 +199,3 @@ def substitute_stmt_expr(e: PrimExpr, vmap) -> PrimExpr:
 
     return simplify(substitute(e, vmap))
 
-
-__all__ = ["compute_at", "Range", "substitute_stmt"]

@@ -13,7 +13,7 @@ import inspect
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from ...errors import ScheduleError
-from ..block import THREAD_BINDING, Block, BlockToken
+from ..block import Block, BlockToken
 from ..expr import PrimExpr, Var
 from ..function import IRModule, PrimFunc, as_module
 from ..stmt import For, ForKind
@@ -405,4 +405,4 @@ class Schedule:
         return f"Schedule({', '.join(self._order)})"
 
 
-__all__ = ["Schedule", "BlockRV", "LoopRV", "THREAD_BINDING"]
+__all__ = ["Schedule", "BlockRV", "LoopRV"]
