@@ -91,3 +91,7 @@ class Snapshot:
         _ATTRS.clear()
         _ATTRS.update(self._saved)
         return False
+
+
+# structural equality of IR (TVM's tvm.ir.structural_equal / assert_structural_equal)
+from .tir.structural import assert_structural_equal, structural_equal  # noqa: E402, F401
