@@ -340,8 +340,9 @@ class _Parser:
             setattr(ctx, kind, regions)
             return None
         if kind == "block_attr":
-            if ctx.is_root and len(self.blocks) == 1 and self.depth:
-                raise self.error(st, "T.block_attr must be directly in a block")
+            if ctx.is_root and self.depth:
+                raise self.error(st, "T.block_attr must be directly in a block (or at the top of the "
+                                     "function, for the root block)")
             ann = self.eval(node.args[0]) if node.args else {}
             if not isinstance(ann, dict):
                 raise self.error(st, "T.block_attr takes a dict")
