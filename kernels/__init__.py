@@ -20,6 +20,7 @@ from . import (  # noqa: E402
     errors,
     ir,
     runtime,
+    script,
     target,
     te,
     testing,
@@ -52,6 +53,7 @@ from .runtime import (  # noqa: E402
 )
 from .runtime import ndarray as nd  # noqa: E402
 from .runtime.module import Module  # noqa: E402
+from .tir.function import IRModule  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -62,7 +64,7 @@ __all__ = [
     "build", "lower", "te", "tir", "ir", "target", "testing", "runtime", "nd", "cpu", "cuda", "gpu",
     "opencl", "cl", "device", "Device", "NDArray", "Module", "TVMError", "errors", "error", "contrib",
     "transform", "register_func", "get_global_func", "convert", "load_module", "rocm", "metal", "vulkan",
-    "ext_dev", "hexagon", "webgpu", "context",
+    "ext_dev", "hexagon", "webgpu", "context", "script", "IRModule",
 ]
 
 

@@ -44,9 +44,23 @@ def resolve_target(target) -> Target:
     return Target(target)
 
 
+def is_tensor_ir(inputs) -> bool:
+    """Whether ``inputs`` is TensorIR (a script-level IRModule or PrimFunc, or a tir.Schedule)."""
+    from .tir import function as _tf
+
+    return isinstance(inputs, (_tf.IRModule, _tf.PrimFunc)) or isinstance(getattr(inputs, "mod", None),
+                                                                         _tf.IRModule)
+
+
 def build_spec(inputs, args=None, target=None, name: str = "default_function"):
     """Lower and generate code; returns the runtime's FuncSpec (no native compilation)."""
     tgt = resolve_target(target)
+    if is_tensor_ir(inputs):
+        from .lower.from_blocks import tir_function
+
+        func = lower_for_target(tir_function(inputs, tgt.kind, name), tgt.kind)
+        arch = tgt.arch or (_default_arch() if tgt.kind == "cuda" else "")
+        return generate(func, tgt.kind, arch)
     if isinstance(inputs, IRModule):
         func: PrimFunc = next(iter(inputs.functions.values()))
         func = PrimFunc(name if name != "default_function" else func.name, func.params, func.buffers,

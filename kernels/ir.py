@@ -126,3 +126,5 @@ def load_json(json_str: str):
     except (ValueError, KeyError, TypeError, pickle.UnpicklingError) as exc:
         raise TVMError(f"load_json: {exc}") from None
 
+# structural equality of IR (TVM's tvm.ir.structural_equal / assert_structural_equal)
+from .tir.structural import assert_structural_equal, structural_equal  # noqa: E402, F401

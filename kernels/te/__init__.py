@@ -63,6 +63,7 @@ from .intrin import (
     trunc,
 )
 from .scan import ScanOp, scan
+from .prim_func import create_prim_func
 from .schedule import Schedule, Stage, create_schedule
 from .tensor import (
     CommReducer,
@@ -107,6 +108,7 @@ __all__ = [
     "size_var", "sum", "thread_axis", "var", "max_value", "min_value", "all", "any", "const", "div",
     "floordiv", "floormod", "indexdiv", "indexmod", "truncdiv", "truncmod",
     "scan", "ScanOp",
+    "create_prim_func",
 ]
 
 

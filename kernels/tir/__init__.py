@@ -7,6 +7,9 @@ from . import dtype as _dt
 from . import ir_builder
 from .analysis import evaluate
 from .buffer import READ, WRITE, Buffer, address_of, bind_buffers, decl_buffer, type_annotation
+
+# TensorIR: blocks, functions and modules of the script level, and their schedule
+from .block import Block, BlockRealize, BufferRegion, IterVar, Range
 from .expr import (
     EQ,
     GE,
@@ -94,6 +97,8 @@ from .op import (
     tanh,
     trunc,
 )
+from .function import IRModule, PrimFunc
+from .schedule import BlockRV, LoopRV, Schedule, ScheduleError, Trace
 from .simplify import can_prove, simplify, structural_equal
 from .stmt import (
     Allocate,
@@ -109,6 +114,8 @@ from .stmt import (
     Stmt,
     ThreadIndex,
 )
+from .structural import assert_structural_equal
+from .structural import structural_equal as structural_equal_ir
 
 #: TVM's names of the flat load and store nodes
 Load = BufferLoad

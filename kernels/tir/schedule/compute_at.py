@@ -1,0 +1,201 @@
+"""compute_at and reverse_compute_at: move a block under a loop of another nest.
+
+``compute_at(block, loop)`` moves a producer under ``loop``, before its first consumer there, with
+a new loop nest (``ax0``, ``ax1`` ...) covering the region its consumers under ``loop`` read in one
+iteration of ``loop``. The consumers' loops below ``loop`` are relaxed over their ranges; the loops
+above stay fixed, except threads that share the buffer's memory (``threadIdx`` for ``shared``,
+every thread for ``global``), as TVM does. ``reverse_compute_at(block, loop)`` moves a consumer
+after its producers under ``loop`` over the region they write there::
+
+    for i_0 in T.thread_binding(8, thread="blockIdx.x"):        # compute_at(A_shared, i_1)
+        for i_1 in T.thread_binding(128, thread="threadIdx.x"):
+            for ax0 in T.serial(130):
+                with T.block("A_shared"):
+                    v0 = T.axis.spatial(1026, i_0 * 128 + ax0)
+            with T.block("C"): ...          # reads A_shared[vi : vi + 3], vi = i_0 * 128 + i_1
+
+Where the covering region may run past the block variable's domain, the moved block gets a
+``T.where`` predicate keeping it inside.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from ...errors import ScheduleError
+from ..block import BlockRealize, BlockToken, loop_thread, make_for
+from ..expr import And, IntImm, PrimExpr, Var, const
+from ..functor import vars_of
+from ..printer import expr_str
+from ..region import Interval, bound, loop_dom, union_intervals
+from ..simplify import can_prove, const_int_bound, simplify
+from ..stmt import For, ForKind, seq
+from .analysis import block_names, check_iter_kinds, consumers, is_reduction, producers
+from .state import ScheduleState, body_items, is_output_buffer, loop_ranges, remove_realize, simplify_bindings
+
+
+def _shares(scope: str, tag: str) -> bool:
+    if scope == "global":
+        return True
+    if scope in ("shared", "shared.dyn"):
+        return tag.startswith("threadIdx") or tag.startswith("vthread")
+    if scope == "warp":
+        return tag == "threadIdx.x"
+    return False
+
+
+def _relax_dom(st: ScheduleState, q: BlockRealize, lp: For, scope: Optional[str]) -> Dict[Var, Interval]:
+    dom: Dict[Var, Interval] = {}
+    for a in st.index.ancestors(q):
+        if a is lp:
+            break
+        if isinstance(a, For):
+            dom[a.loop_var] = loop_dom(a)
+    if scope is not None:
+        for a in [lp] + st.index.ancestors(lp):
+            if isinstance(a, For) and loop_thread(a) and _shares(scope, loop_thread(a)):
+                dom[a.loop_var] = loop_dom(a)
+    return dom
+
+
+def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preserve_unit_loops: bool,
+               index: int, reverse: bool) -> None:
+    prim = "reverse_compute_at" if reverse else "compute_at"
+    r = st.realize(token, prim, name)
+    blk = r.block
+    lp = st.loop(var, prim)
+    idx = st.index
+    scope = idx.scope_block(r)
+    if scope is None:
+        raise ScheduleError(f"{prim}: block {blk.name_hint} is the root block")
+    if idx.scope_block(lp) is not scope:
+        raise ScheduleError(f"{prim}: block {blk.name_hint} and loop {lp.loop_var.name} are not under the "
+                            "same block scope")
+    if idx.is_ancestor(lp, r):
+        raise ScheduleError(f"{prim}: loop {lp.loop_var.name} is an ancestor of block {blk.name_hint}; the "
+                            "block must be moved under a loop of another loop nest")
+    check_iter_kinds(prim, blk)
+    if not reverse:
+        for w in blk.writes:
+            if is_output_buffer(st.func, w.buffer):
+                raise ScheduleError(f"compute_at: block {blk.name_hint} writes the output buffer "
+                                    f"{w.buffer.name}; "
+                                    "only intermediate stages (a cache or alloc_buffer) can be computed at a "
+                                    "loop (use reverse_compute_at for a consumer)")
+    elif is_reduction(blk):
+        raise ScheduleError(f"reverse_compute_at: block {blk.name_hint} is a reduction block; only spatial "
+                            "blocks can be moved after their producers")
+    prods, cons = producers(scope, r), consumers(scope, r)
+    required = prods if reverse else cons
+    missing = [q for q in required if not idx.is_ancestor(lp, q)]
+    if missing:
+        rel = "producer" if reverse else "consumer"
+        raise ScheduleError(f"{prim}: {rel}(s) {block_names(missing)} of block {blk.name_hint} are not "
+                            f"under loop {lp.loop_var.name}; all of them must be")
+    items = body_items(lp.body)
+
+    def positions(rs) -> List[int]:
+        return [k for k, it in enumerate(items) if any(q is it or idx.is_ancestor(it, q) for q in rs)]
+
+    last_prod = max(positions(prods), default=-1)
+    first_cons = min(positions(cons), default=len(items))
+    if last_prod >= first_cons:
+        raise ScheduleError(f"{prim}: under loop {lp.loop_var.name}, a producer of block {blk.name_hint} "
+                            "comes after one of its consumers; there is no place for the block")
+    if index == -1:
+        pos = first_cons
+    elif index == -2:
+        pos = last_prod + 1
+    elif last_prod < index <= first_cons:
+        pos = index
+    else:
+        raise ScheduleError(f"{prim}: index {index} for block {blk.name_hint} under loop "
+                            f"{lp.loop_var.name} must "
+                            f"be -1, -2 or in [{last_prod + 1}, {first_cons}]")
+    provided = blk.reads if reverse else blk.writes
+    ivars = {id(iv.var): iv for iv in blk.iter_vars}
+    want: Dict[int, List[Optional[Interval]]] = {}
+    for reg in provided:
+        req_regions = []
+        for q in required:
+            qregs = q.block.writes if reverse else q.block.reads
+            vmap = {iv.var: v for iv, v in zip(q.block.iter_vars, q.iter_values)}
+            relax = _relax_dom(st, q, lp, None if reverse else reg.buffer.scope)
+            for qr in qregs:
+                if qr.buffer is not reg.buffer:
+                    continue
+                dims = []
+                for x in qr.region:
+                    lo = bound(substitute_stmt_expr(x.min, vmap), relax)[0]
+                    hi = bound(substitute_stmt_expr(simplify(x.min + x.extent - 1), vmap), relax)[1]
+                    dims.append(None if lo is None or hi is None else (lo, hi))
+                req_regions.append(dims)
+        if not req_regions:
+            continue
+        for d, rg in enumerate(reg.region):
+            m = rg.min
+            point = isinstance(rg.extent, IntImm) and rg.extent.value == 1
+            if isinstance(m, Var) and id(m) in ivars and point:
+                want.setdefault(id(m), []).append(union_intervals([rr[d] for rr in req_regions]))
+            elif not (vars_of(m) & {iv.var for iv in blk.iter_vars}):
+                continue
+            else:
+                raise ScheduleError(f"{prim}: block {blk.name_hint} accesses {reg.buffer.name} at "
+                                    f"{expr_str(m)} in dimension {d}; the moved block must access each "
+                                    "element at its block variables (X[v0, v1])")
+    outer_loops = idx.all_loops_above(lp) + [lp]
+    ranges = loop_ranges(outer_loops)
+    values: List[PrimExpr] = []
+    new_loops: List[tuple] = []
+    preds: List[PrimExpr] = []
+    for iv in blk.iter_vars:
+        dmin = iv.dom.min
+        dmax = simplify(iv.dom.min + iv.dom.extent - 1)
+        got = want.get(id(iv.var))
+        it = union_intervals(got) if got else None
+        if it is None:
+            lo, hi = dmin, dmax
+        else:
+            lo, hi = simplify(it[0], ranges), simplify(it[1], ranges)
+        ext = simplify(hi - lo + 1, ranges)
+        if not isinstance(ext, IntImm):
+            ub = const_int_bound(ext, ranges)[1]
+            if ub is not None and not reverse:
+                ext = const(ub)
+        if isinstance(ext, IntImm) and ext.value <= 0:
+            ext = const(1)
+        if isinstance(ext, IntImm) and ext.value == 1 and not preserve_unit_loops:
+            value = lo
+        else:
+            lv = Var(f"ax{len(new_loops)}", iv.var.dtype)
+            new_loops.append((lv, ext))
+            value = simplify(lo + lv)
+        values.append(value)
+        if not can_prove(simplify(lo >= dmin), ranges):
+            preds.append(value >= dmin)
+        last = simplify(lo + ext - 1)
+        if not can_prove(simplify(last <= dmax), ranges):
+            preds.append(value <= dmax)
+    pred: PrimExpr = const(True)
+    for p in preds:
+        pred = p if isinstance(pred, IntImm) else And(pred, p)
+    moved: object = BlockRealize(tuple(values), pred, blk)
+    for lv, ext in reversed(new_loops):
+        moved = make_for(lv, const(0, lv.dtype), ext, ForKind.SERIAL, moved)
+    new_items = items[:pos] + [moved] + items[pos:]
+    import dataclasses
+
+    new_lp = dataclasses.replace(lp, body=seq(*new_items))
+    new_lp = simplify_bindings(new_lp, idx.all_loops_above(lp))
+    body = remove_realize(st.func.body, idx, r)
+    from ..block import replace_stmt
+
+    body = replace_stmt(body, lp, new_lp)
+    st.set_body(body)
+
+
+def substitute_stmt_expr(e: PrimExpr, vmap) -> PrimExpr:
+    from ..functor import substitute
+
+    return simplify(substitute(e, vmap))
+

@@ -1,0 +1,408 @@
+"""``tir.Schedule``: TensorIR scheduling over block and loop handles (TVM v0.10-v0.12 API).
+
+A schedule holds the module being transformed (``sch.mod``), hands out handles (:class:`BlockRV`,
+:class:`LoopRV`) and records every primitive in ``sch.trace``. Each primitive checks its
+preconditions as TVM does and refuses with a :class:`~kernels.errors.ScheduleError` naming the
+primitive, the block and the loop; a refused primitive leaves the schedule unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+from ...errors import ScheduleError
+from ..block import Block, BlockToken
+from ..expr import PrimExpr, Var
+from ..function import IRModule, PrimFunc, as_module
+from ..stmt import For, ForKind
+from . import annotate as _ann
+from . import cache as _cache
+from . import compute_at as _ca
+from . import inline as _inline
+from . import loops as _loops
+from . import reduction as _red
+from .analysis import consumers, producers
+from .state import ScheduleState, child_realizes
+from .trace import Instruction, Trace
+
+
+class BlockRV:
+    """A handle to a block; it follows the block through the primitives that keep it."""
+
+    __slots__ = ("func", "token", "name")
+
+    def __init__(self, func: str, token: BlockToken, name: str):
+        self.func = func
+        self.token = token
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"BlockRV({self.name})"
+
+
+class LoopRV:
+    """A handle to a loop (its loop variable)."""
+
+    __slots__ = ("func", "var")
+
+    def __init__(self, func: str, var: Var):
+        self.func = func
+        self.var = var
+
+    def __repr__(self) -> str:
+        return f"LoopRV({self.var.name})"
+
+
+def _traced(kind: str, list_output: bool = False):
+    """Record a successful top-level call in the trace; undo a refused one."""
+
+    def deco(fn: Callable) -> Callable:
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapper(self: "Schedule", *args, **kwargs):
+            snapshot = {k: st.func for k, st in self._states.items()}
+            self._depth += 1
+            try:
+                result = fn(self, *args, **kwargs)
+            except Exception:
+                for k, f in snapshot.items():
+                    if self._states[k].func is not f:
+                        self._states[k] = ScheduleState(f)
+                raise
+            finally:
+                self._depth -= 1
+            if self._depth == 0:
+                ba = sig.bind(self, *args, **kwargs)
+                ba.apply_defaults()
+                bound = []
+                for pname, value in list(ba.arguments.items())[1:]:
+                    pkind = sig.parameters[pname].kind
+                    bound.append((f"*{pname}", list(value)) if pkind == inspect.Parameter.VAR_POSITIONAL
+                                 else (pname, value))
+                if kind == "GetBlock":  # record the function the name was looked up in
+                    bound = [("name", result.name), ("func_name", result.func)]
+                outs = tuple(result) if list_output else (() if result is None else (result,))
+                self._trace.append(Instruction(kind, fn.__name__, tuple(bound), outs, list_output))
+            return result
+
+        return wrapper
+
+    return deco
+
+
+class Schedule:
+    """The user-facing TensorIR schedule: ``sch = tvm.tir.Schedule(mod)``.
+
+    Parameters
+    ----------
+    mod : IRModule or PrimFunc
+        The module (or a function, scheduled as ``main``) to transform; it is not modified.
+    seed, debug_mask, error_render_level
+        Accepted for compatibility with TVM; scheduling here is deterministic and always checked.
+    """
+
+    def __init__(self, mod: Union[IRModule, PrimFunc], *, seed: Optional[int] = None,
+                 debug_mask: Union[str, int] = "none", error_render_level: str = "detail",
+                 enable_check: bool = True):
+        m = as_module(mod)
+        self._states: Dict[str, ScheduleState] = {k: ScheduleState(f) for k, f in m.functions.items()}
+        self._order = list(m.functions)
+        self._func = "main" if "main" in self._states else self._order[0]
+        self._trace = Trace()
+        self._depth = 0
+
+    # -- state -------------------------------------------------------------------------------------------
+    @property
+    def mod(self) -> IRModule:
+        """IRModule: the module as scheduled so far."""
+        return IRModule({k: self._states[k].func for k in self._order})
+
+    @property
+    def trace(self) -> Trace:
+        """Trace: the primitives applied so far."""
+        return Trace(self._trace.insts)
+
+    @property
+    def func_working_on(self) -> str:
+        return self._func
+
+    def work_on(self, func_name: str) -> None:
+        """Make ``func_name`` the default function of :meth:`get_block`."""
+        if func_name not in self._states:
+            raise ScheduleError(f"work_on: the module has no function {func_name!r}; it has "
+                                f"{', '.join(self._order)}")
+        self._func = func_name
+
+    def copy(self) -> "Schedule":
+        """An independent schedule in the same state (handles stay valid in both)."""
+        out = Schedule.__new__(Schedule)
+        out._states = {k: ScheduleState(st.func) for k, st in self._states.items()}
+        out._order = list(self._order)
+        out._func = self._func
+        out._trace = Trace(self._trace.insts)
+        out._depth = 0
+        return out
+
+    def seed(self, seed: int) -> None:
+        """Accepted for compatibility (no primitive here samples)."""
+
+    def get(self, rv) -> Union[Block, For]:
+        """The block or loop a handle refers to now."""
+        if isinstance(rv, BlockRV):
+            return self._state(rv.func).realize(rv.token, "get", rv.name).block
+        if isinstance(rv, LoopRV):
+            return self._state(rv.func).loop(rv.var, "get")
+        raise ScheduleError(f"get: expected a BlockRV or a LoopRV, got {type(rv).__name__}")
+
+    def show(self, rand_var=None) -> None:
+        """Print what a handle refers to, or (without one) the trace and the module."""
+        if rand_var is not None:
+            from ...script.printer import stmt_script
+
+            print(stmt_script(self.get(rand_var)))
+            return
+        print(self.trace)
+        self.mod.show()
+
+    def remove_rv(self, rand_var) -> None:
+        """Accepted for compatibility (handles are plain objects)."""
+
+    # -- argument checks ---------------------------------------------------------------------------------
+    def _state(self, func: str) -> ScheduleState:
+        return self._states[func]
+
+    def _block(self, prim: str, rv) -> BlockRV:
+        if isinstance(rv, str):
+            return self.get_block(rv)
+        if not isinstance(rv, BlockRV):
+            raise ScheduleError(f"{prim}: expected a block (BlockRV from get_block, or a block name), got "
+                                f"{type(rv).__name__} {rv!r}")
+        return rv
+
+    def _loop(self, prim: str, rv) -> LoopRV:
+        if not isinstance(rv, LoopRV):
+            raise ScheduleError(f"{prim}: expected a loop (LoopRV from get_loops, split or fuse), got "
+                                f"{type(rv).__name__} {rv!r}")
+        return rv
+
+    def _same_func(self, prim: str, *rvs) -> ScheduleState:
+        funcs = {rv.func for rv in rvs}
+        if len(funcs) != 1:
+            raise ScheduleError(f"{prim}: the handles belong to different functions "
+                                f"({', '.join(sorted(funcs))})")
+        return self._state(funcs.pop())
+
+    def _brv(self, func: str, token: BlockToken) -> BlockRV:
+        r = self._state(func).index.realize[token]
+        return BlockRV(func, token, r.block.name_hint)
+
+    # -- lookup ------------------------------------------------------------------------------------------
+    @_traced("GetBlock")
+    def get_block(self, name: str, func_name: Optional[str] = None) -> BlockRV:
+        """The block called ``name`` (exactly one must exist)."""
+        func = func_name or self._func
+        if func not in self._states:
+            raise ScheduleError(f"get_block: the module has no function {func!r}; it has "
+                                f"{', '.join(self._order)}")
+        st = self._state(func)
+        tokens = st.index.by_name.get(name, [])
+        if not tokens:
+            known = sorted(n for n in st.index.by_name if n != "root")
+            raise ScheduleError(f"get_block: no block named {name!r} in function {func}; its blocks are "
+                                f"{', '.join(known) or 'none'}")
+        if len(tokens) > 1:
+            raise ScheduleError(f"get_block: {len(tokens)} blocks are named {name!r} in function {func}")
+        return BlockRV(func, tokens[0], name)
+
+    @_traced("GetLoops", list_output=True)
+    def get_loops(self, block) -> List[LoopRV]:
+        """The loops above ``block`` in its scope, outermost first."""
+        b = self._block("get_loops", block)
+        st = self._state(b.func)
+        r = st.realize(b.token, "get_loops", b.name)
+        return [LoopRV(b.func, lp.loop_var) for lp in st.index.loops_above(r)]
+
+    @_traced("GetChildBlocks", list_output=True)
+    def get_child_blocks(self, block_or_loop) -> List[BlockRV]:
+        """The blocks directly under a block or a loop (not those nested in other blocks)."""
+        if isinstance(block_or_loop, str):
+            block_or_loop = self.get_block(block_or_loop)
+        if not isinstance(block_or_loop, (BlockRV, LoopRV)):
+            raise ScheduleError(f"get_child_blocks: expected a block or a loop, got "
+                                f"{type(block_or_loop).__name__} "
+                                f"{block_or_loop!r}")
+        node = self.get(block_or_loop)
+        return [BlockRV(block_or_loop.func, r.block.sref, r.block.name_hint) for r in child_realizes(node)]
+
+    @_traced("GetProducers", list_output=True)
+    def get_producers(self, block) -> List[BlockRV]:
+        """The blocks of the same scope that write what ``block`` reads."""
+        b = self._block("get_producers", block)
+        st = self._state(b.func)
+        r = st.realize(b.token, "get_producers", b.name)
+        return [BlockRV(b.func, q.block.sref, q.block.name_hint)
+                for q in producers(st.index.scope_block(r), r)]
+
+    @_traced("GetConsumers", list_output=True)
+    def get_consumers(self, block) -> List[BlockRV]:
+        """The blocks of the same scope that read what ``block`` writes."""
+        b = self._block("get_consumers", block)
+        st = self._state(b.func)
+        r = st.realize(b.token, "get_consumers", b.name)
+        return [BlockRV(b.func, q.block.sref, q.block.name_hint)
+                for q in consumers(st.index.scope_block(r), r)]
+
+    # -- loops -------------------------------------------------------------------------------------------
+    @_traced("Split", list_output=True)
+    def split(self, loop, factors: Sequence[Optional[Union[int, PrimExpr]]],
+              preserve_unit_iters: bool = True) -> List[LoopRV]:
+        """Split ``loop`` into nested loops of the given extents; one factor may be None (inferred).
+
+        ``split(i, [None, 128])`` on ``for i in range(1024)`` gives ``i_0`` (8) and ``i_1`` (128) with
+        ``vi = i_0 * 128 + i_1``; a product larger than the extent adds ``T.where(... < 1024)``.
+        """
+        lv = self._loop("split", loop)
+        out = _loops.split(self._state(lv.func), lv.var, factors, preserve_unit_iters)
+        return [LoopRV(lv.func, v) for v in out]
+
+    @_traced("Fuse")
+    def fuse(self, *loops, preserve_unit_iters: bool = True) -> LoopRV:
+        """Fuse directly nested loops (outermost first) into one: ``i_j_fused`` with ``i = f // n_j``,
+        ``j = f % n_j``."""
+        lvs = [self._loop("fuse", x) for x in loops]
+        st = self._same_func("fuse", *lvs) if lvs else self._state(self._func)
+        return LoopRV(lvs[0].func if lvs else self._func,
+                      _loops.fuse(st, [x.var for x in lvs], preserve_unit_iters))
+
+    @_traced("Reorder")
+    def reorder(self, *ordered_loops) -> None:
+        """Reorder loops of one chain: ``reorder(i0, j0, i1, j1)`` puts them in that order in the
+        positions they occupy."""
+        lvs = [self._loop("reorder", x) for x in ordered_loops]
+        if not lvs:
+            return
+        _loops.reorder(self._same_func("reorder", *lvs), [x.var for x in lvs])
+
+    @_traced("Parallel")
+    def parallel(self, loop) -> None:
+        """Run ``loop`` on CPU threads (its blocks' variables on it must be spatial)."""
+        lv = self._loop("parallel", loop)
+        _loops.set_kind(self._state(lv.func), lv.var, ForKind.PARALLEL, "parallel")
+
+    @_traced("Vectorize")
+    def vectorize(self, loop) -> None:
+        """Vectorize ``loop`` (its blocks' variables on it must be spatial)."""
+        lv = self._loop("vectorize", loop)
+        _loops.set_kind(self._state(lv.func), lv.var, ForKind.VECTORIZED, "vectorize")
+
+    @_traced("Unroll")
+    def unroll(self, loop) -> None:
+        """Unroll ``loop``."""
+        lv = self._loop("unroll", loop)
+        _loops.set_kind(self._state(lv.func), lv.var, ForKind.UNROLLED, "unroll")
+
+    @_traced("Bind")
+    def bind(self, loop, thread_axis: str) -> None:
+        """Bind ``loop`` to a GPU thread index: ``bind(i0, "blockIdx.x")``."""
+        lv = self._loop("bind", loop)
+        _loops.bind(self._state(lv.func), lv.var, thread_axis)
+
+    # -- caches ------------------------------------------------------------------------------------------
+    @_traced("CacheRead")
+    def cache_read(self, block, read_buffer_index: int, storage_scope: str,
+                   consumer_blocks: Optional[Sequence] = None) -> BlockRV:
+        """Read the ``read_buffer_index``-th buffer ``block`` reads through a copy in ``storage_scope``;
+        returns the copy block (``A_shared``)."""
+        b = self._block("cache_read", block)
+        toks = None if consumer_blocks is None else \
+            [self._block("cache_read", c).token for c in consumer_blocks]
+        st = self._state(b.func)
+        tok = _cache.cache_read(st, b.token, b.name, read_buffer_index, storage_scope, toks)
+        return self._brv(b.func, tok)
+
+    @_traced("CacheWrite")
+    def cache_write(self, block, write_buffer_index: int, storage_scope: str,
+                    consumer_blocks: Optional[Sequence] = None) -> BlockRV:
+        """Make ``block`` write a copy in ``storage_scope`` and copy it back after; returns the copy-back
+        block (``C_local``)."""
+        b = self._block("cache_write", block)
+        st = self._state(b.func)
+        tok = _cache.cache_write(st, b.token, b.name, write_buffer_index, storage_scope)
+        return self._brv(b.func, tok)
+
+    # -- compute location --------------------------------------------------------------------------------
+    @_traced("ComputeAt")
+    def compute_at(self, block, loop, preserve_unit_loops: bool = False, index: int = -1) -> None:
+        """Move producer ``block`` under ``loop``, before its first consumer, over the region the
+        consumers there read."""
+        b, lv = self._block("compute_at", block), self._loop("compute_at", loop)
+        _ca.compute_at(self._same_func("compute_at", b, lv), b.token, b.name, lv.var, preserve_unit_loops,
+                       index, reverse=False)
+
+    @_traced("ReverseComputeAt")
+    def reverse_compute_at(self, block, loop, preserve_unit_loops: bool = False, index: int = -1) -> None:
+        """Move consumer ``block`` under ``loop``, after its producers, over the region they write there."""
+        b, lv = self._block("reverse_compute_at", block), self._loop("reverse_compute_at", loop)
+        _ca.compute_at(self._same_func("reverse_compute_at", b, lv), b.token, b.name, lv.var,
+                       preserve_unit_loops, index, reverse=True)
+
+    @_traced("ComputeInline")
+    def compute_inline(self, block) -> None:
+        """Substitute an elementwise ``block`` into its consumers and remove it."""
+        b = self._block("compute_inline", block)
+        _inline.compute_inline(self._state(b.func), b.token, b.name)
+
+    @_traced("ReverseComputeInline")
+    def reverse_compute_inline(self, block) -> None:
+        """Fold an elementwise consumer ``block`` into its producer and remove it."""
+        b = self._block("reverse_compute_inline", block)
+        _inline.reverse_compute_inline(self._state(b.func), b.token, b.name)
+
+    # -- reduction ---------------------------------------------------------------------------------------
+    @_traced("DecomposeReduction")
+    def decompose_reduction(self, block, loop) -> BlockRV:
+        """Split reduction ``block`` into ``<name>_init`` (before ``loop``) and ``<name>_update``;
+        returns the init block."""
+        b, lv = self._block("decompose_reduction", block), self._loop("decompose_reduction", loop)
+        st = self._same_func("decompose_reduction", b, lv)
+        tok = _red.decompose_reduction(st, b.token, b.name, lv.var)
+        return self._brv(b.func, tok)
+
+    # -- annotations -------------------------------------------------------------------------------------
+    @_traced("StorageAlign")
+    def storage_align(self, block, buffer_index: int, axis: int, factor: int, offset: int) -> None:
+        """Pad the stride of ``axis`` of the ``buffer_index``-th buffer ``block`` writes so that
+        ``stride % factor == offset``."""
+        b = self._block("storage_align", block)
+        _ann.storage_align(self._state(b.func), b.token, b.name, buffer_index, axis, factor, offset)
+
+    @_traced("SetScope")
+    def set_scope(self, block, buffer_index: int, storage_scope: str) -> None:
+        """Move the ``buffer_index``-th buffer ``block`` writes to ``storage_scope``."""
+        b = self._block("set_scope", block)
+        _ann.set_scope(self._state(b.func), b.token, b.name, buffer_index, storage_scope)
+
+    @_traced("Annotate")
+    def annotate(self, block_or_loop, ann_key: str, ann_val: Any) -> None:
+        """Set annotation ``ann_key`` of a block (``T.block_attr``) or a loop (``annotations=``)."""
+        if isinstance(block_or_loop, str):
+            block_or_loop = self.get_block(block_or_loop)
+        if not isinstance(block_or_loop, (BlockRV, LoopRV)):
+            raise ScheduleError(f"annotate: expected a block or a loop, got {type(block_or_loop).__name__}")
+        _ann.annotate(self._state(block_or_loop.func), block_or_loop, ann_key, ann_val)
+
+    @_traced("Unannotate")
+    def unannotate(self, block_or_loop, ann_key: str) -> None:
+        """Remove annotation ``ann_key``."""
+        if isinstance(block_or_loop, str):
+            block_or_loop = self.get_block(block_or_loop)
+        _ann.unannotate(self._state(block_or_loop.func), block_or_loop, ann_key)
+
+    def __repr__(self) -> str:
+        return f"Schedule({', '.join(self._order)})"
+
+
+__all__ = ["Schedule", "BlockRV", "LoopRV"]

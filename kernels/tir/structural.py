@@ -1,0 +1,285 @@
+"""Structural equality of IR: same tree up to the names of variables and buffers.
+
+Variables and buffers are matched where they are defined (function parameters, buffer maps,
+loops, block variables, let bindings, allocations), as TVM's ``structural_equal`` does, so a
+module and the module parsed back from its printed TVMScript compare equal. Block names, types,
+constants, loop kinds, thread tags, scopes and annotations must agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ..errors import TVMError
+from .block import Block, BlockRealize, BufferRegion, IterVar, Range, loop_thread
+from .expr import BinaryOp, Buffer, PrimExpr, Var, node_kind
+from .function import IRModule, PrimFunc
+from .stmt import Stmt
+
+
+class _Mismatch(Exception):
+    pass
+
+
+class _Equal:
+    def __init__(self, map_free_vars: bool):
+        self.map_free = map_free_vars
+        self.vars: Dict[int, int] = {}
+        self.bufs: Dict[int, int] = {}
+        self.path: List[str] = []
+
+    def fail(self, what: str, a, b):
+        raise _Mismatch(f"{' / '.join(self.path) or 'top'}: {what} differ: {a!r} vs {b!r}")
+
+    def define_var(self, a: Var, b: Var) -> None:
+        if a.dtype != b.dtype:
+            self.fail("variable types", f"{a.name}: {a.dtype}", f"{b.name}: {b.dtype}")
+        self.vars[id(a)] = id(b)
+
+    def define_buffer(self, a: Buffer, b: Buffer, shape_vars: bool = False) -> None:
+        """Match two buffers at their definition; ``shape_vars``: a bare variable in the shape is
+        defined here too (a parameter's symbolic size)."""
+        if a.dtype != b.dtype or a.scope != b.scope or len(a.shape) != len(b.shape):
+            self.fail("buffers", f"{a.name}({a.dtype}, {a.scope}, ndim {len(a.shape)})",
+                      f"{b.name}({b.dtype}, {b.scope}, ndim {len(b.shape)})")
+        for x, y in zip(a.shape, b.shape):
+            if shape_vars and isinstance(x, Var) and isinstance(y, Var) and id(x) not in self.vars:
+                self.define_var(x, y)
+            self.expr(x, y)
+        self.bufs[id(a)] = id(b)
+
+    def buffer(self, a: Buffer, b: Buffer) -> None:
+        got = self.bufs.get(id(a))
+        if got is None:
+            if a is b:
+                return
+            if self.map_free:
+                self.define_buffer(a, b)
+                return
+            self.fail("free buffers", a.name, b.name)
+        if got != id(b):
+            self.fail("buffers", a.name, b.name)
+
+    def expr(self, a, b) -> None:
+        if a is b and not isinstance(a, Var):
+            return
+        if isinstance(a, Var) and isinstance(b, Var):
+            got = self.vars.get(id(a))
+            if got is None:
+                if a is b:
+                    return
+                if self.map_free:
+                    self.define_var(a, b)
+                    return
+                self.fail("free variables", a.name, b.name)
+            if got != id(b):
+                self.fail("variables", a.name, b.name)
+            return
+        if not isinstance(a, PrimExpr) or not isinstance(b, PrimExpr):
+            if a != b:
+                self.fail("values", a, b)
+            return
+        if node_kind(a) is not node_kind(b) or a.dtype != b.dtype:
+            self.fail("expressions", a, b)
+        if isinstance(a, BinaryOp):
+            self.expr(a.a, b.a)
+            self.expr(a.b, b.b)
+            return
+        name = type(a).__name__
+        if name in ("IntImm", "FloatImm", "StringImm"):
+            if a.value != b.value and not (a.value != a.value and b.value != b.value):
+                self.fail("constants", a, b)
+            return
+        if name == "BufferLoad":
+            self.buffer(a.buffer, b.buffer)
+            self.exprs(a.indices, b.indices)
+            return
+        if name == "Call":
+            if a.op.name != b.op.name:
+                self.fail("calls", a.op.name, b.op.name)
+            self.exprs(a.args, b.args)
+            return
+        if name == "Cast":
+            self.expr(a.value, b.value)
+            return
+        if name == "Not":
+            self.expr(a.a, b.a)
+            return
+        if name == "Select":
+            self.exprs((a.condition, a.true_value, a.false_value), (b.condition, b.true_value, b.false_value))
+            return
+        if name == "Let":
+            self.expr(a.value, b.value)
+            self.define_var(a.var, b.var)
+            self.expr(a.body, b.body)
+            return
+        self.fail("expressions", a, b)
+
+    def exprs(self, xs, ys) -> None:
+        if len(xs) != len(ys):
+            self.fail("lengths", len(xs), len(ys))
+        for x, y in zip(xs, ys):
+            self.expr(x, y)
+
+    def range(self, a: Range, b: Range) -> None:
+        self.expr(a.min, b.min)
+        self.expr(a.extent, b.extent)
+
+    def region(self, a: BufferRegion, b: BufferRegion) -> None:
+        self.buffer(a.buffer, b.buffer)
+        if len(a.region) != len(b.region):
+            self.fail("region ranks", len(a.region), len(b.region))
+        for x, y in zip(a.region, b.region):
+            self.range(x, y)
+
+    def value(self, a: Any, b: Any) -> None:
+        if isinstance(a, PrimExpr) or isinstance(b, PrimExpr):
+            self.expr(a, b)
+        elif isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+            if len(a) != len(b):
+                self.fail("values", a, b)
+            for x, y in zip(a, b):
+                self.value(x, y)
+        elif a != b:
+            self.fail("values", a, b)
+
+    def stmt(self, a: Optional[Stmt], b: Optional[Stmt]) -> None:
+        if a is None or b is None:
+            if a is not b:
+                self.fail("statements", a, b)
+            return
+        if type(a) is not type(b):
+            self.fail("statements", type(a).__name__, type(b).__name__)
+        name = type(a).__name__
+        if name == "SeqStmt":
+            if len(a.seq) != len(b.seq):
+                self.fail("sequence lengths", len(a.seq), len(b.seq))
+            for k, (x, y) in enumerate(zip(a.seq, b.seq)):
+                self.path.append(f"[{k}]")
+                self.stmt(x, y)
+                self.path.pop()
+        elif name in ("For", "ThreadBindingFor"):
+            self.path.append(f"for {a.loop_var.name}")
+            self.expr(a.min, b.min)
+            self.expr(a.extent, b.extent)
+            if a.kind != b.kind or loop_thread(a) != loop_thread(b):
+                self.fail("loop kinds", (a.kind, loop_thread(a)), (b.kind, loop_thread(b)))
+            self.value(a.annotations, b.annotations)
+            self.define_var(a.loop_var, b.loop_var)
+            self.stmt(a.body, b.body)
+            self.path.pop()
+        elif isinstance(a, BlockRealize):
+            self.exprs(a.iter_values, b.iter_values)
+            self.expr(a.predicate, b.predicate)
+            self.stmt(a.block, b.block)
+        elif isinstance(a, Block):
+            self.block(a, b)
+        elif name == "BufferStore":
+            self.buffer(a.buffer, b.buffer)
+            self.expr(a.value, b.value)
+            self.exprs(a.indices, b.indices)
+        elif name == "IfThenElse":
+            self.expr(a.condition, b.condition)
+            self.stmt(a.then_case, b.then_case)
+            self.stmt(a.else_case, b.else_case)
+        elif name == "LetStmt":
+            self.expr(a.value, b.value)
+            self.define_var(a.var, b.var)
+            self.stmt(a.body, b.body)
+        elif name == "Evaluate":
+            self.expr(a.value, b.value)
+        elif name == "Allocate":
+            self.define_buffer(a.buffer, b.buffer)
+            self.expr(a.extent, b.extent)
+            self.stmt(a.body, b.body)
+        elif name == "AttrStmt":
+            if a.attr_key != b.attr_key:
+                self.fail("attribute keys", a.attr_key, b.attr_key)
+            if a.attr_key == "thread_extent":
+                if a.node.thread_tag != b.node.thread_tag:
+                    self.fail("thread tags", a.node.thread_tag, b.node.thread_tag)
+                self.define_var(a.node.var, b.node.var)
+            self.value(a.value, b.value)
+            self.stmt(a.body, b.body)
+        elif name == "NoOp":
+            pass
+        else:
+            self.fail("statements", name, type(b).__name__)
+
+    def block(self, a: Block, b: Block) -> None:
+        self.path.append(f'block "{a.name_hint}"')
+        if a.name_hint != b.name_hint:
+            self.fail("block names", a.name_hint, b.name_hint)
+        if len(a.iter_vars) != len(b.iter_vars):
+            self.fail("numbers of block variables", len(a.iter_vars), len(b.iter_vars))
+        for x, y in zip(a.iter_vars, b.iter_vars):
+            self.iter_var(x, y)
+        for x, y in zip(a.alloc_buffers, b.alloc_buffers):
+            self.define_buffer(x, y)
+        if len(a.alloc_buffers) != len(b.alloc_buffers):
+            self.fail("allocations", [x.name for x in a.alloc_buffers], [x.name for x in b.alloc_buffers])
+        for what, xs, ys in (("reads", a.reads, b.reads), ("writes", a.writes, b.writes)):
+            if len(xs) != len(ys):
+                self.fail(what, list(xs), list(ys))
+            for x, y in zip(xs, ys):
+                self.region(x, y)
+        self.value(a.annotations, b.annotations)
+        self.stmt(a.init, b.init)
+        self.stmt(a.body, b.body)
+        self.path.pop()
+
+    def iter_var(self, a: IterVar, b: IterVar) -> None:
+        if a.iter_type != b.iter_type:
+            self.fail("block variable kinds", a, b)
+        self.range(a.dom, b.dom)
+        self.define_var(a.var, b.var)
+
+    def func(self, a: PrimFunc, b: PrimFunc) -> None:
+        self.path.append(f"func {a.name}")
+        if len(a.params) != len(b.params):
+            self.fail("numbers of parameters", len(a.params), len(b.params))
+        for x, y in zip(a.params, b.params):
+            self.define_var(x, y)
+        bx, by = dict((id(v), buf) for v, buf in a.buffer_map), dict((id(v), buf) for v, buf in b.buffer_map)
+        for x, y in zip(a.params, b.params):
+            if (id(x) in bx) != (id(y) in by):
+                self.fail("buffer maps", x.name, y.name)
+            if id(x) in bx:
+                self.define_buffer(bx[id(x)], by[id(y)], shape_vars=True)
+        if dict(a.attrs) != dict(b.attrs):
+            self.fail("function attributes", dict(a.attrs), dict(b.attrs))
+        self.stmt(a.body, b.body)
+        self.path.pop()
+
+    def top(self, a, b) -> None:
+        if isinstance(a, IRModule) and isinstance(b, IRModule):
+            if list(a.functions) != list(b.functions):
+                self.fail("module functions", list(a.functions), list(b.functions))
+            for name in a.functions:
+                self.func(a[name], b[name])
+        elif isinstance(a, PrimFunc) and isinstance(b, PrimFunc):
+            self.func(a, b)
+        elif isinstance(a, Stmt) and isinstance(b, Stmt):
+            self.stmt(a, b)
+        elif isinstance(a, PrimExpr) and isinstance(b, PrimExpr):
+            self.expr(a, b)
+        else:
+            self.fail("node types", type(a).__name__, type(b).__name__)
+
+
+def structural_equal(a, b, map_free_vars: bool = False) -> bool:
+    """Whether ``a`` and ``b`` (modules, functions, statements or expressions) are the same IR up to
+    the names of the variables and buffers they define."""
+    try:
+        _Equal(map_free_vars).top(a, b)
+    except _Mismatch:
+        return False
+    return True
+
+
+def assert_structural_equal(a, b, map_free_vars: bool = False) -> None:
+    """Raise :class:`~kernels.errors.TVMError` naming the first difference when ``a`` and ``b`` differ."""
+    try:
+        _Equal(map_free_vars).top(a, b)
+    except _Mismatch as exc:
+        raise TVMError(f"structural mismatch at {exc}") from None

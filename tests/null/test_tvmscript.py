@@ -1,0 +1,251 @@
+"""TVMScript: parsing (@T.prim_func, @ir_module, from_source), printing, and the round trip
+print -> parse -> structurally equal IR."""
+# ruff: noqa: F821 - TVMScript annotations (T.Buffer[shape, "float32"]) hold dtype strings that
+# pyflakes reads as forward references
+
+from __future__ import annotations
+
+import pytest
+
+import kernels as tvm
+from kernels import te
+from kernels.script import from_source
+from kernels.script import tir as T
+from kernels.tir import Block, BlockRealize, IterVar
+from kernels.tir.block import THREAD_BINDING, IterVarType, loop_thread, walk
+from kernels.tir.expr import Call, FloatImm, IntImm, Max, Select, Var
+from kernels.tir.function import IRModule, PrimFunc
+from kernels.tir.stmt import BufferStore, For, IfThenElse, LetStmt
+from kernels.tir.structural import assert_structural_equal, structural_equal
+from kernels.workloads import tensorir as notes
+
+
+@tvm.script.ir_module
+class Matmul:
+    @T.prim_func
+    def main(A: T.Buffer[(16, 16), "float32"], B: T.Buffer[(16, 16), "float32"],
+             C: T.Buffer[(16, 16), "float32"]) -> None:
+        T.func_attr({"global_symbol": "main", "tir.noalias": True})
+        for i, j, k in T.grid(16, 16, 16):
+            with T.block("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = 0.0
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+
+@T.prim_func
+def everything(a: T.handle, b: T.handle) -> None:
+    """A function using most of the syntax."""
+    n = T.var("int32")
+    A = T.match_buffer(a, (n, 8), "float32")
+    B = T.match_buffer(b, [n], dtype="float32")
+    S = T.alloc_buffer((8,), "float32", scope="shared")
+    for i in T.thread_binding(0, n, thread="blockIdx.x"):
+        for j in T.thread_binding(8, thread="threadIdx.x"):
+            with T.block("S"):
+                vi = T.axis.spatial(n, i)
+                vj = T.axis.S(8, j)
+                T.reads(A[vi, vj])
+                T.writes(S[vj])
+                T.block_attr({"note": "copy", "level": 2})
+                S[vj] = T.max(A[vi, vj], T.float32(0))
+        for k in T.serial(8, annotations={"pragma_unroll_explicit": 1}):
+            with T.block("B"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                T.where(i < n)
+                with T.init():
+                    B[vi] = T.float32(-1e30)
+                x: T.float32 = S[vk] * 2.0 - 1.0
+                if vk % 2 == 0:
+                    B[vi] = T.max(B[vi], T.exp(x) + T.Cast("float32", vk))
+                else:
+                    B[vi] = T.Select(x > 0.5, B[vi] + x, T.if_then_else(vk < 3, B[vi], -x))
+
+
+def test_ir_module_class_and_function_names():
+    assert isinstance(Matmul, IRModule) and list(Matmul.functions) == ["main"]
+    f = Matmul["main"]
+    assert isinstance(f, PrimFunc) and f.name == "main"
+    assert [b.name for b in f.buffers] == ["A", "B", "C"]
+    assert all(b.shape[0].value == 16 and b.dtype == "float32" for b in f.buffers)
+    assert dict(f.attrs) == {"global_symbol": "main", "tir.noalias": True}
+
+
+def test_matmul_block_structure():
+    f = Matmul["main"]
+    loops = [s for s in walk(f.body) if isinstance(s, For)]
+    assert [lp.loop_var.name for lp in loops] == ["i", "j", "k"]
+    (r,) = [s for s in walk(f.body) if isinstance(s, BlockRealize) and s.block.name_hint == "C"]
+    assert [iv.iter_type for iv in r.block.iter_vars] == [IterVarType.DataPar, IterVarType.DataPar,
+                                                         IterVarType.CommReduce]
+    assert all(v is lp.loop_var for v, lp in zip(r.iter_values, loops))
+    # a reduction block does not list its output among the reads (TVM's inference)
+    assert [x.buffer.name for x in r.block.reads] == ["A", "B"]
+    assert [x.buffer.name for x in r.block.writes] == ["C"]
+    # 0.0 is a float32 constant, as the buffer
+    assert isinstance(r.block.init, BufferStore) and isinstance(r.block.init.value, FloatImm)
+    assert r.block.init.value.dtype == "float32"
+
+
+def test_everything_parses_to_the_expected_nodes():
+    f = everything
+    assert f.name == "everything" and len(f.params) == 2 and all(p.dtype == "handle" for p in f.params)
+    A, B = f.buffers
+    assert isinstance(A.shape[0], Var) and A.shape[0] is B.shape[0] and A.shape[1].value == 8
+    root = f.body.block
+    assert root.name_hint == "root" and [b.name for b in root.alloc_buffers] == ["S"]
+    assert root.alloc_buffers[0].scope == "shared"
+    bound = [s for s in walk(f.body) if isinstance(s, For) and s.kind == THREAD_BINDING]
+    assert [loop_thread(s) for s in bound] == ["blockIdx.x", "threadIdx.x"]
+    blocks = {s.block.name_hint: s for s in walk(f.body) if isinstance(s, BlockRealize)}
+    assert dict(blocks["S"].block.annotations) == {"note": "copy", "level": 2}
+    assert isinstance(blocks["S"].block.body.value, Max)
+    kloop = next(s for s in walk(f.body) if isinstance(s, For) and s.loop_var.name == "k")
+    assert dict(kloop.annotations) == {"pragma_unroll_explicit": 1}
+    rb = blocks["B"]
+    assert rb.predicate.dtype == "bool" and not isinstance(rb.predicate, IntImm)
+    assert isinstance(rb.block.body, LetStmt) and rb.block.body.var.dtype == "float32"
+    assert isinstance(rb.block.body.body, IfThenElse)
+    other = rb.block.body.body.else_case.value
+    assert isinstance(other, Select) and isinstance(other.false_value, Call)
+    assert other.false_value.op.name == "tir.if_then_else"
+
+
+@pytest.mark.parametrize("obj", ["matmul", "everything", "notes", "prim"])
+def test_round_trip_is_structurally_equal(obj):
+    if obj == "matmul":
+        mods = [Matmul]
+    elif obj == "everything":
+        mods = [everything]
+    elif obj == "prim":
+        n = te.var("n")
+        A = te.placeholder((n, 12), name="A")
+        k = te.reduce_axis((2, 12), name="k")
+        R = te.compute((n,), lambda i: te.max(A[i, k] * 2.0, axis=k, where=k < 9), name="R")
+        S = te.compute((n,), lambda i: R[i] + 1.0, name="S")
+        mods = [te.create_prim_func([A, S])]
+    else:
+        mods = []
+        for factory, sched, params in [(notes.vector_add_module, notes.bind_1d, {"n": 1000}),
+                                       (notes.window_sum_module, notes.window_sum_shared_coop, {"n": 1000}),
+                                       (notes.matmul_module, notes.blocking, {"n": 128}),
+                                       (notes.matmul_module, notes.blocking_with_shared, {"n": 100})]:
+            sch = tvm.tir.Schedule(factory(params))
+            sched(sch)
+            mods.append(sch.mod)
+    for m in mods:
+        text = m.script()
+        back = from_source(text)
+        assert type(back) is type(m)
+        assert_structural_equal(m, back)
+        assert back.script() == text
+
+
+def test_structural_equal_detects_differences():
+    a = Matmul
+    b = from_source(a.script().replace("T.float32(0)", "T.float32(1)"))
+    c = from_source(a.script().replace('T.block("C")', 'T.block("D")'))
+    d = from_source(a.script().replace("A[vi, vk] * B[vk, vj]", "A[vi, vk] * B[vj, vk]"))
+    assert structural_equal(a, from_source(a.script()))
+    for other in (b, c, d):
+        assert not structural_equal(a, other)
+    with pytest.raises(tvm.TVMError, match=r'block "C".*block names differ'):
+        assert_structural_equal(a, c)
+
+
+def test_printer_uses_the_notes_layout():
+    text = Matmul.script()
+    assert text.splitlines()[:4] == ["@tvm.script.ir_module", "class Module:", "    @T.prim_func",
+                                     '    def main(A: T.Buffer[(16, 16), "float32"], B: T.Buffer[(16, 16), '
+                                     '"float32"], C: T.Buffer[(16, 16), "float32"]) -> None:']
+    assert '        # with T.block("root")' in text
+    assert "        for i, j, k in T.grid(16, 16, 16):" in text
+    assert '                vi, vj, vk = T.axis.remap("SSR", [i, j, k])' in text
+    assert "                    C[vi, vj] = T.float32(0)" in text
+    s = everything.script()
+    assert 'for i in T.thread_binding(n, thread="blockIdx.x"):' in s
+    assert "A = T.match_buffer(a, [n, 8], dtype=\"float32\")" in s
+    assert 'S = T.alloc_buffer([8], dtype="float32", scope="shared")' in s
+    assert 'T.serial(8, annotations={"pragma_unroll_explicit": 1})' in s
+    assert "x: T.float32 = S[vk] * T.float32(2) - T.float32(1)" in s
+    assert "T.float32(-1e+30)" in s
+
+
+def test_printer_parenthesises_only_where_python_needs_it():
+    i, j, k = Var("i"), Var("j"), Var("k")
+    from kernels.script import expr_script
+
+    assert expr_script(i * 128 + j) == "i * 128 + j"
+    assert expr_script(i + (j + k)) == "i + (j + k)"
+    assert expr_script((i + j) * k) == "(i + j) * k"
+    assert expr_script(i - (j - k)) == "i - (j - k)"
+    assert expr_script(i // 8 * 8) == "i // 8 * 8"
+    assert expr_script(i % (j * 2)) == "i % (j * 2)"
+    assert expr_script((i < j).__and__(j < k)) == "i < j and j < k"
+    assert expr_script(IntImm("int64", 5)) == "T.int64(5)"
+    assert expr_script(FloatImm("float16", 0.5)) == "T.float16(0.5)"
+
+
+def test_shadowing_names_get_suffixes_and_siblings_share_names():
+    # two blocks in sequence both call their variable vi; nested scopes never reuse a visible name
+    text = Matmul.script()
+    sch = tvm.tir.Schedule(Matmul)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.decompose_reduction(sch.get_block("C"), k)
+    text = sch.mod.script()
+    assert text.count("vi, vj = T.axis.remap") + text.count("vi = T.axis.spatial") >= 1
+    back = from_source(text)
+    assert_structural_equal(sch.mod, back)
+
+
+def test_from_source_of_a_lone_function_and_errors():
+    f = from_source(everything.script())
+    assert isinstance(f, PrimFunc) and f.name == "everything"
+    assert_structural_equal(f, everything)
+    with pytest.raises(tvm.TVMError, match=r"^<tvmscript>:1: no @ir_module class or @T.prim_func"):
+        from_source("x = 1\n")
+
+
+def test_python_values_from_the_defining_scope():
+    def make(n, dtype, scale):
+        @T.prim_func
+        def f(A: T.Buffer[(n,), dtype]) -> None:
+            for i in T.serial(n // 2):
+                with T.block("A"):
+                    vi = T.axis.spatial(n // 2, i)
+                    A[vi] = A[vi] * scale
+        return f
+
+    f = make(10, "float64", 3)
+    (b,) = f.buffers
+    assert b.dtype == "float64" and b.shape[0].value == 10
+    loop = next(s for s in walk(f.body) if isinstance(s, For))
+    assert loop.extent.value == 5
+    store = next(s for s in walk(f.body) if isinstance(s, BufferStore))
+    assert store.value.b.dtype == "float64" and store.value.b.value == 3
+
+
+def test_typed_constants_and_helpers_outside_a_function():
+    assert T.float32(0).dtype == "float32" and T.int64(3).value == 3
+    assert isinstance(T.int32(), Var)
+    b = T.Buffer((4, 8), "float16")
+    assert b.dtype == "float16" and [s.value for s in b.shape] == [4, 8] and b.strides[0].value == 8
+    with pytest.raises(tvm.TVMError, match=r"T.grid is TVMScript syntax"):
+        T.grid(4)
+
+
+def test_iter_var_domains_with_offsets_print_as_ranges():
+    @T.prim_func
+    def f(A: T.Buffer[(10,), "float32"]) -> None:
+        for i in T.serial(2, 10):
+            with T.block("A"):
+                vi = T.axis.spatial((2, 10), i)
+                A[vi] = A[vi - 2]
+
+    text = f.script()
+    assert "for i in T.serial(2, 10):" in text and "vi = T.axis.spatial((2, 10), i)" in text
+    blk = next(s for s in walk(f.body) if isinstance(s, Block) and s.name_hint == "A")
+    iv: IterVar = blk.iter_vars[0]
+    assert iv.dom.min.value == 2 and iv.dom.extent.value == 8
+    assert_structural_equal(f, from_source(text))
