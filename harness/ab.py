@@ -46,6 +46,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kernels.target import arch_of_model
+
+from .errors import ConfigError, ExitCode
 from .model import Case
 
 #: the two sides, in the order the store gets their runs
@@ -54,7 +57,7 @@ SIDES = (("base", 0.0), ("head", 0.0))
 EXPORT_TIMEOUT_S = 1800.0
 
 
-class BaseTreeError(ValueError):
+class BaseTreeError(ConfigError):
     """The base tree is not usable: no ``kernels/`` package, or its build process failed."""
 
 
@@ -74,8 +77,8 @@ class ABSummary:
     seconds: float = 0.0
 
     @property
-    def exit_code(self) -> int:
-        return 0 if self.judgement is None else int(self.judgement.exit_code)
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK if self.judgement is None else self.judgement.exit_code
 
 
 def _head_root() -> Path:
@@ -143,8 +146,6 @@ def export_base(base_tree: Path, items: Sequence[dict], imports: Sequence[str] =
 def _arch_of(case: Case, models: Sequence[str]) -> str | None:
     """The CUDA architecture to build ``case`` for: its GPU model's, else that of the cluster's only
     model; None lets the base build pick its default (as this checkout's workers do)."""
-    from .dispatch import arch_of_model
-
     if case.target != "cuda":
         return None
     model = case.gpu_model or (models[0] if len(set(models)) == 1 else "")
@@ -162,7 +163,7 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
     ------
     BaseTreeError
         ``base_tree`` has no ``kernels/`` or its build process failed as a whole.
-    harness.suite.SuiteError, ValueError, harness.dispatch.DispatchError
+    harness.suite.SuiteError, harness.errors.UsageError, harness.dispatch.DispatchError
         As ``kbench run`` (a bad suite, ``--fail-on``, or executor).
     """
     from . import dispatch, judge

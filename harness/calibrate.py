@@ -41,7 +41,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .model import Verdict
+from .errors import UsageError
+from .model import DEFAULT_THRESHOLD, Verdict
 
 
 @dataclass
@@ -58,7 +59,7 @@ class Calibration:
     observed_ratios: list[float] = field(default_factory=list)  # C/B ratio of medians per comparison
     ci_halfwidths: list[float] = field(default_factory=list)  # relative 95 % CI half-width, per result
     interleave: str = "samples"
-    threshold: float = 0.03  # the suite's (smallest) practical threshold
+    threshold: float = DEFAULT_THRESHOLD  # the suite's (smallest) practical threshold
     seconds: float = 0.0
 
     @staticmethod
@@ -122,7 +123,7 @@ def calibrate(suite_path: str, db: Path, *, trials: int = 3, slowdown: float = 0
 
     Raises
     ------
-    ValueError
+    harness.errors.UsageError
         ``trials`` or ``rounds`` < 1, ``slowdown`` not in (0, 1], an unknown ``interleave``.
     """
     import time
@@ -134,13 +135,13 @@ def calibrate(suite_path: str, db: Path, *, trials: int = 3, slowdown: float = 0
     from .suite import load_suite
 
     if trials < 1:
-        raise ValueError(f"--trials must be at least 1, got {trials}")
+        raise UsageError(f"--trials must be at least 1, got {trials}")
     if rounds < 1:
-        raise ValueError(f"--rounds must be at least 1, got {rounds}")
+        raise UsageError(f"--rounds must be at least 1, got {rounds}")
     if not 0 < slowdown <= 1:
-        raise ValueError(f"--slowdown must be a fraction in (0, 1], got {slowdown}")
+        raise UsageError(f"--slowdown must be a fraction in (0, 1], got {slowdown}")
     if interleave not in ("samples", "runs"):
-        raise ValueError(f"--interleave must be 'samples' or 'runs', got {interleave!r}")
+        raise UsageError(f"--interleave must be 'samples' or 'runs', got {interleave!r}")
     emit = on_event or (lambda kind, payload: None)
     suite = load_suite(suite_path)
     t0 = time.time()

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import NoReturn
 
 from harness import __version__
+from harness.errors import ExitCode, KbenchError
 
-EXIT_USAGE = 4
+EXIT_USAGE = int(ExitCode.USAGE)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -166,7 +167,11 @@ def _build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``kbench`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = _build_parser()
+    try:
+        parser = _build_parser()  # reads the settings (KBENCH_DB, ...) for the defaults it shows
+    except KbenchError as exc:
+        print(f"kbench: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)

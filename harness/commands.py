@@ -3,6 +3,7 @@ store.py and suite.py."""
 
 from __future__ import annotations
 
+import traceback
 from pathlib import Path
 from typing import List
 
@@ -18,7 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from .run import EXIT_USAGE
+from .errors import ExitCode, UsageError
 
 err = Console(stderr=True)
 # a wide console when piped (CI logs), so case keys are not folded
@@ -26,22 +27,28 @@ out = Console(width=None if Console().is_terminal else 200)
 
 
 def dispatch(args, argv: List[str]) -> int:
-    from .ab import BaseTreeError
-    from .dispatch import DispatchError
-    from .store import StoreError
+    from .errors import ExitCode, KbenchError
     from .suite import SuiteError
 
     try:
         handlers = {"run": cmd_run, "list": cmd_list, "show": cmd_show, "export": cmd_export,
                     "compare": cmd_compare, "report": cmd_report, "baseline": cmd_baseline,
                     "calibrate": cmd_calibrate, "ab": cmd_ab}
-        return handlers[args.command](args, argv)
+        return int(handlers[args.command](args, argv))
     except SuiteError as exc:  # errors unwrapped: a file:line or a path stays on one line for grep
         err.print(f"[red]{escape(str(exc))}[/red]", highlight=False, soft_wrap=True)
-        return EXIT_USAGE
-    except (FileNotFoundError, ValueError, StoreError, DispatchError, BaseTreeError) as exc:
+        return int(exc.exit_code)
+    except KbenchError as exc:
         err.print(f"[red]kbench {args.command}: {escape(str(exc))}[/red]", highlight=False, soft_wrap=True)
-        return EXIT_USAGE
+        return int(exc.exit_code)
+    except OSError as exc:  # a file the user named cannot be read or written
+        err.print(f"[red]kbench {args.command}: {escape(str(exc))}[/red]", highlight=False, soft_wrap=True)
+        return int(ExitCode.USAGE)
+    except Exception:  # a bug in kbench: its traceback, and an exit code no user error has
+        err.print(f"[red]kbench {args.command}: internal error (a bug in kbench; please report it with "
+                  "the traceback below)[/red]", highlight=False, soft_wrap=True)
+        err.print(escape(traceback.format_exc()), highlight=False, soft_wrap=True)
+        return int(ExitCode.INTERNAL)
 
 
 def _fmt_time(s) -> str:
@@ -218,7 +225,7 @@ def cmd_report(args, argv) -> int:
     judgement = None
     with Store.open(args.db, create=False) as st:
         if st.get_run(args.run_id) is None:
-            raise ValueError(f"no run {args.run_id} in {args.db}")
+            raise UsageError(f"no run {args.run_id} in {args.db}")
         if args.baseline:
             judgement = judge.judge(st, args.run_id, args.baseline)
     if judgement:
@@ -240,13 +247,13 @@ def cmd_baseline(args, argv) -> int:
         elif args.action == "show":
             b = st.get_baseline(args.name)
             if b is None:
-                raise ValueError(f"no baseline named {args.name!r} in {args.db}")
+                raise UsageError(f"no baseline named {args.name!r} in {args.db}")
             run = st.get_run(b["run_id"])
             out.print(f"{escape(b['name'])}: run {b['run_id']} of suite {escape(run['suite_name'])}, "
                       f"commit {run['git_commit']}, started {run['started_at']}, {run['n_results']} results; "
                       f"set {b['set_at']} {escape(b['note'])}")
         elif not st.delete_baseline(args.name):
-            raise ValueError(f"no baseline named {args.name!r} in {args.db}")
+            raise UsageError(f"no baseline named {args.name!r} in {args.db}")
         else:
             out.print(f"deleted baseline {escape(args.name)}")
     return 0
@@ -335,7 +342,7 @@ def cmd_show(args, argv) -> int:
     with Store.open(args.db) as st:
         if st.get_run(args.run_id) is None:
             err.print(f"[red]kbench show: no run {args.run_id} in {args.db}[/red]")
-            return EXIT_USAGE
+            return ExitCode.USAGE
     _print_run_table(args.db, args.run_id)
     return 0
 

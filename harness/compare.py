@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.model import Verdict
+from harness.errors import ExitCode, UsageError
+from harness.model import DEFAULT_THRESHOLD, Verdict
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,8 +42,6 @@ __all__ = [
     "parse_fail_on", "widen_ci",
 ]
 
-#: default practical threshold (3 %): DESIGN.md 7, "per suite, default 3 %"
-DEFAULT_THRESHOLD = 0.03
 #: default significance level for the (BH-corrected) Mann-Whitney test
 DEFAULT_ALPHA = 0.05
 
@@ -643,7 +642,7 @@ def compare_frames(new: pd.DataFrame, base: pd.DataFrame, *, threshold: float = 
     return [v for _, v in sorted(verdicts.items(), key=order)]
 
 
-def exit_code(verdicts: Iterable[Verdict]) -> int:
+def exit_code(verdicts: Iterable[Verdict]) -> ExitCode:
     """The process exit code for a set of verdicts (DESIGN.md 7).
 
     2 if any case is WRONG (correctness first; an already-failing case counts too), else 1 if
@@ -652,12 +651,12 @@ def exit_code(verdicts: Iterable[Verdict]) -> int:
     """
     seen = {v.verdict for v in verdicts}
     if "WRONG" in seen:
-        return 2
+        return ExitCode.WRONG
     if "SLOWER" in seen:
-        return 1
+        return ExitCode.SLOWER
     if "AMBIGUOUS" in seen:
-        return 3
-    return 0
+        return ExitCode.INCONCLUSIVE
+    return ExitCode.OK
 
 
 _FAIL_ON_FORMS = "'median:N%' (e.g. 'median:3%'), 'ambiguous', 'wrong'; comma-separated"
@@ -681,12 +680,12 @@ def parse_fail_on(text: str) -> dict[str, Any]:
 
     Raises
     ------
-    ValueError
+    harness.errors.UsageError
         On an empty spec, an unknown or malformed rule (the message names it and lists the
         accepted forms), a non-positive threshold or a repeated median rule.
     """
     if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"empty --fail-on spec; accepted rules: {_FAIL_ON_FORMS}")
+        raise UsageError(f"empty --fail-on spec; accepted rules: {_FAIL_ON_FORMS}")
     spec: dict[str, Any] = {"fail_ambiguous": False, "fail_wrong": True}
     for raw in text.split(","):
         rule = raw.strip().lower()
@@ -698,13 +697,13 @@ def parse_fail_on(text: str) -> dict[str, Any]:
         m = _MEDIAN_RULE.fullmatch(rule)
         if m is None:
             what = "empty rule" if not rule else f"bad rule {raw.strip()!r}"
-            raise ValueError(f"--fail-on {text!r}: {what}; accepted rules: {_FAIL_ON_FORMS}")
+            raise UsageError(f"--fail-on {text!r}: {what}; accepted rules: {_FAIL_ON_FORMS}")
         value = float(m["num"]) / 100.0
         if value <= 0:
-            raise ValueError(f"--fail-on {text!r}: rule {raw.strip()!r} needs a threshold above 0 %;"
+            raise UsageError(f"--fail-on {text!r}: rule {raw.strip()!r} needs a threshold above 0 %;"
                              f" accepted rules: {_FAIL_ON_FORMS}")
         if "threshold" in spec:
-            raise ValueError(f"--fail-on {text!r}: rule {raw.strip()!r} repeats the median threshold;"
+            raise UsageError(f"--fail-on {text!r}: rule {raw.strip()!r} repeats the median threshold;"
                              f" accepted rules: {_FAIL_ON_FORMS}")
         spec["threshold"] = value
     return spec

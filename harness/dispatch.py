@@ -40,7 +40,7 @@ Ray (:class:`RayExecutor`)
   one that becomes unsatisfiable mid-run (its last node left) is recorded ``crashed`` for the
   cases still waiting after ``unplaceable_s``.
 * **CUDA builds on CPU workers.** With ``prebuild`` (default), the CUDA cases of each GPU batch whose
-  model has a known architecture (:data:`GPU_ARCHS`) are compiled by a CPU task (GPUs hidden)
+  model has a known architecture (:data:`kernels.target.GPU_ARCHS`) are compiled by a CPU task (GPUs hidden)
   through :func:`harness.build.build_artifact`, submitted with the run; the runner receives the cubins
   and does not call nvcc. A case whose prebuild fails is simply rebuilt on the GPU worker, which
   records the ``build_error`` with the compiler output.
@@ -104,6 +104,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernels.target import GPU_ARCHS, arch_of_model
+
+from .errors import ConfigError
 from .model import Case, MeasureConfig, Result
 
 log = logging.getLogger(__name__)
@@ -119,28 +122,12 @@ ACCELERATOR_RESOURCE_PREFIX = "accelerator_type:"
 #: how often one case may lose its node (not charged as a crash) before that counts as a crash
 MAX_NODE_LOSSES = 5
 
-#: CUDA architecture of GPU models, for building on CPU workers before the GPU task starts
-GPU_ARCHS: dict[str, str] = {
-    "B200": "sm_100", "B100": "sm_100", "GB200": "sm_100",
-    "H100": "sm_90", "H200": "sm_90", "H800": "sm_90", "H20": "sm_90", "GH200": "sm_90",
-    "L4": "sm_89", "L40": "sm_89", "L40S": "sm_89", "RTX-4090": "sm_89",
-    "A10": "sm_86", "A10G": "sm_86", "A40": "sm_86", "A6000": "sm_86", "RTX-3090": "sm_86",
-    "A100": "sm_80", "A800": "sm_80", "A30": "sm_80",
-    "T4": "sm_75",
-}
-
-def arch_of_model(model: str) -> str | None:
-    """The CUDA architecture of a GPU model name as the cluster spells it ("H100", "a100-80gb"),
-    from :data:`GPU_ARCHS`; None for a model it does not know."""
-    key = model.upper()
-    return GPU_ARCHS.get(key) or GPU_ARCHS.get(key.split("-")[0])
-
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _MAX_MESSAGE = 4000
 
 
-class DispatchError(RuntimeError):
+class DispatchError(ConfigError):
     """A configuration problem of the executor: an unknown executor kind, Ray missing, or cases no
     node of the cluster can run (e.g. a GPU model the cluster lacks)."""
 

@@ -18,11 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .model import Verdict
-from .store import Store, StoreError, UnknownRun
-
-#: default practical threshold when neither the suite nor --fail-on gives one (DESIGN.md 7)
-DEFAULT_THRESHOLD = 0.03
+from .errors import ExitCode, StoreError, UsageError
+from .model import DEFAULT_THRESHOLD, Verdict
+from .store import Store, UnknownRun
 
 
 @dataclass(frozen=True)
@@ -31,7 +29,7 @@ class Judgement:
 
     verdicts: tuple[Verdict, ...]
     baseline_label: str  # e.g. "run 3", "runs 1,3,5", "baseline nightly (run 3)", "recent history"
-    exit_code: int
+    exit_code: ExitCode
     gate: str | None = None  # the --fail-on spec that applied, if any
 
     def counts(self) -> dict[str, int]:
@@ -46,27 +44,27 @@ def parse_runs(store: Store, spec: str, what: str) -> tuple[tuple[int, ...], str
 
     Raises
     ------
-    ValueError
+    harness.errors.UsageError
         Naming ``what`` (e.g. "--baseline") when the spec names no run or baseline in the store.
     """
     text = str(spec).strip()
     if not text:
-        raise ValueError(f"{what}: empty run spec (give a run id, ids like 1,3,5, or a baseline name)")
+        raise UsageError(f"{what}: empty run spec (give a run id, ids like 1,3,5, or a baseline name)")
     parts = [p.strip() for p in text.split(",")]
     if all(p.isdigit() for p in parts):
         ids = tuple(int(p) for p in parts)
         for rid in ids:
             if store.get_run(rid) is None:
-                raise ValueError(f"{what}: no run {rid} in {store.path}")
+                raise UsageError(f"{what}: no run {rid} in {store.path}")
         label = f"run {ids[0]}" if len(ids) == 1 else f"runs {','.join(map(str, ids))}"
         return ids, label
     if len(parts) > 1:
-        raise ValueError(f"{what}: {text!r} mixes run ids and names; "
+        raise UsageError(f"{what}: {text!r} mixes run ids and names; "
                          "give run ids like 1,3,5 or one baseline name")
     base = store.get_baseline(text)
     if base is None:
         names = ", ".join(b["name"] for b in store.list_baselines()) or "none"
-        raise ValueError(f"{what}: {text!r} is neither a run id nor a named baseline in {store.path} "
+        raise UsageError(f"{what}: {text!r} is neither a run id nor a named baseline in {store.path} "
                          f"(named baselines: {names})")
     return (int(base["run_id"]),), f"baseline {text} (run {base['run_id']})"
 
@@ -120,7 +118,7 @@ def judge(store: Store, new_spec: str | int, baseline: str = "auto", *, fail_on:
     else:
         base_ids, label = parse_runs(store, str(baseline), "baseline")
         if set(base_ids) & set(new_ids):
-            raise ValueError(f"baseline {baseline!r} and the new run share run ids "
+            raise UsageError(f"baseline {baseline!r} and the new run share run ids "
                              f"{sorted(set(base_ids) & set(new_ids))}")
     if threshold is None and thresholds is None:
         threshold, thresholds = suite_thresholds(store, new_ids[-1])
@@ -168,8 +166,8 @@ def _judgement(verdicts: Sequence[Verdict], label: str, fail_on: str | None) -> 
     from . import compare
 
     code = compare.exit_code(verdicts)
-    if code == 3 and fail_on and not compare.parse_fail_on(fail_on)["fail_ambiguous"]:
-        code = 0
+    if code == ExitCode.INCONCLUSIVE and fail_on and not compare.parse_fail_on(fail_on)["fail_ambiguous"]:
+        code = ExitCode.OK
     return Judgement(tuple(verdicts), label, code, fail_on)
 
 

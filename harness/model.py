@@ -8,6 +8,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
+#: the practical threshold of the verdicts when neither the suite nor ``--fail-on`` gives one: a
+#: change of the median by less than 3 % is not worth a red build (docs/ARCHITECTURE.md, "Verdicts")
+DEFAULT_THRESHOLD = 0.03
+
 #: outcomes a case can end with (DESIGN.md 8)
 OUTCOMES = ("ok", "wrong", "timeout", "crashed", "build_error")
 
@@ -174,7 +178,7 @@ class Verdict:
     ratio_ci: Optional[Tuple[float, float]] = None
     p_value: Optional[float] = None
     q_value: Optional[float] = None
-    threshold: float = 0.03
+    threshold: float = DEFAULT_THRESHOLD
     n_new: int = 0
     n_base: int = 0
     new_result_id: Optional[int] = None

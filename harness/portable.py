@@ -29,10 +29,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .errors import ConfigError
+
 FORMAT = "kbench-portable-spec/1"
 
 
-class PortableSpecError(ValueError):
+class PortableSpecError(ConfigError):
     """Malformed portable spec data, or a thawed spec called with shapes it was not frozen for."""
 
 

@@ -8,10 +8,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Collection, Dict, List, Optional, Sequence
 
+from .errors import ExitCode, UsageError
 from .model import Case, MeasureConfig, Result
-
-# DESIGN.md 7 exit codes
-EXIT_OK, EXIT_SPEED, EXIT_WRONG, EXIT_INCONCLUSIVE, EXIT_USAGE = 0, 1, 2, 3, 4
 
 
 @dataclass
@@ -32,9 +30,9 @@ class RunSummary:
     phases: Dict[str, float] = field(default_factory=dict)
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         bad = sum(self.counts[o] for o in ("wrong", "timeout", "crashed", "build_error"))
-        return EXIT_WRONG if bad else EXIT_OK
+        return ExitCode.WRONG if bad else ExitCode.OK
 
 
 def _available_targets(gpus: float) -> set:
@@ -112,10 +110,10 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
             # before any run is stored: a base tree that cannot build leaves nothing behind
             side_specs = side_specs_for(cases) if side_specs_for is not None and cases else None
             if resume is not None and config.interleave:
-                raise ValueError("--resume cannot continue a run of interleaved sides")
+                raise UsageError("--resume cannot continue a run of interleaved sides")
             if resume is not None:
                 if st.get_run(resume) is None:
-                    raise ValueError(f"--resume {resume}: no such run in {db}")
+                    raise UsageError(f"--resume {resume}: no such run in {db}")
                 run_id = resume
                 cases = planmod.missing(cases, st.resume_run(run_id))
             elif not config.interleave:

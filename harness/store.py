@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness import __version__
 from harness import env as _env
+from harness.errors import StoreError
 from harness.model import OUTCOMES, Case, Result, Timing
 
 if TYPE_CHECKING:
@@ -59,10 +60,6 @@ RUN_STATUSES = ("running", "done", "failed", "interrupted")
 
 #: default store file (relative to the current directory)
 DEFAULT_DB = "kbench.db"
-
-
-class StoreError(Exception):
-    """The result store cannot do what was asked (bad file, newer schema, failed write...)."""
 
 
 class DuplicateResult(StoreError):

@@ -62,15 +62,15 @@ try:
 except ModuleNotFoundError:  # Python 3.10: the same parser as a package (tomli; pyproject marker)
     import tomli as tomllib
 
-from .model import Case, MeasureConfig, pairs
+from .errors import ConfigError, ExitCode
+from .model import DEFAULT_THRESHOLD, Case, MeasureConfig, pairs
 
-#: exit code of the CLI for a malformed suite (DESIGN.md 7: usage or configuration error)
-EXIT_CONFIG = 4
+#: exit code of the CLI for a malformed suite (a usage or configuration error)
+EXIT_CONFIG = ExitCode.USAGE
 
 #: the targets a suite may name
 TARGETS = ("c", "opencl", "cuda")
 
-DEFAULT_THRESHOLD = 0.03
 DEFAULT_TIMEOUT_S = 120.0
 
 TOP_KEYS = ("suite", "measure", "workload")
@@ -83,7 +83,7 @@ MEASURE_MODES = ("cold", "hot")
 Where = tuple[Any, ...]  # ("workload", 2, "params", "n"): a table path, an index after an array name
 
 
-class SuiteError(Exception):
+class SuiteError(ConfigError):
     """A malformed suite (or a plan that cannot be made from it).
 
     Attributes

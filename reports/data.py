@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from harness.model import VERDICTS, Verdict
+from harness.model import DEFAULT_THRESHOLD, VERDICTS, Verdict
 from harness.store import NOT_HISTORY
 
 if TYPE_CHECKING:
@@ -315,7 +315,7 @@ def outcome_counts(data: ReportData) -> dict[str, int]:
 def threshold_pct(data: ReportData) -> float:
     """The practical threshold of most verdicts, in percent (3.0 when there are none)."""
     c = Counter(v.threshold for v in data.verdicts if v.threshold is not None)
-    return 100.0 * (c.most_common(1)[0][0] if c else 0.03)
+    return 100.0 * (c.most_common(1)[0][0] if c else DEFAULT_THRESHOLD)
 
 
 def _cases(n: int) -> str:
