@@ -6,7 +6,7 @@ temperature, other tenants), which the samples of either run do not show, so the
 difference that may not be there (docs/PERF.md: calibration). ``kbench ab`` instead times each case
 as two *sides* in one loop, a sample of one, then of the other, in alternating order
 (harness.measure.measure_interleaved): the drift falls on both sides alike, and the verdicts use the
-rule for interleaved sides (harness.compare.judge).
+rule for interleaved sides (harness.stats.verdicts.judge).
 
 How the two trees meet in one process:
 
@@ -174,7 +174,7 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
     t0 = time.time()
     root = check_base_tree(base_tree)
     if fail_on:
-        from .compare import parse_fail_on
+        from .stats import parse_fail_on
 
         parse_fail_on(fail_on)  # a bad gate is a usage error before anything runs
     emit = on_event or (lambda kind, payload: None)

@@ -11,7 +11,7 @@ How the sides share the machine (``interleave``):
 - ``"samples"`` (the default): each case is timed once as all three sides in one loop, one
   sample of each side per round in a rotated order (harness.measure.measure_interleaved); the
   sides are stored as three runs. Drift of the machine (other tenants, clocks, thermals) falls on
-  all sides alike, and the verdicts use the interleaved decision rule (harness.compare.judge).
+  all sides alike, and the verdicts use the interleaved decision rule (harness.stats.verdicts.judge).
 - ``"runs"``: ``rounds`` rounds (default 3), each a run of the whole suite per side in a rotated
   order (ABC, BCA, CAB), each with 1/rounds of the suite's measuring time; a side's verdict pools
   its rounds. This is how ``ci/pr.sh`` interleaves two checkouts, and what a comparison of two

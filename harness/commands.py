@@ -107,7 +107,7 @@ def cmd_run(args, argv) -> int:
     progress, on_event = _progress()
 
     if args.fail_on:
-        from .compare import parse_fail_on
+        from .stats import parse_fail_on
 
         parse_fail_on(args.fail_on)  # a bad gate is a usage error before anything runs
     with progress:
@@ -196,11 +196,16 @@ def _print_verdicts(judgement) -> None:
 
 
 def _write_outputs(db, run_id: int, judgement, out_dir: Path) -> None:
-    from . import judge
+    """The HTML report and the CI outputs of run ``run_id`` into ``out_dir`` (see reports/)."""
+    import reports
+    from reports.data import collect
+
     from .store import Store
 
     with Store.open(db, create=False) as st:
-        paths = judge.write_outputs(st, run_id, judgement, Path(out_dir))
+        data = collect(st, run_id, verdicts=judgement.verdicts if judgement else (),
+                       baseline_label=judgement.baseline_label if judgement else None)
+    paths = reports.write_all(data, Path(out_dir))
     for kind, path in paths.items():
         out.print(f"{kind}: {path}")
 

@@ -1,6 +1,6 @@
 """Judging runs against baselines (DESIGN.md 7): which results a baseline means, the verdicts, the
 one automatic re-measure of AMBIGUOUS cases, and the exit code. The statistics live in
-:mod:`harness.compare`; this module only finds the samples to feed them.
+:mod:`harness.stats`; this module only finds the samples to feed them.
 
 Baseline specs (``kbench run --baseline X``, ``kbench report RUN --baseline X``, ``kbench compare BASE NEW``):
 
@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import stats
 from .errors import ExitCode, StoreError, UsageError
 from .model import DEFAULT_THRESHOLD, Verdict
 from .store import Store, UnknownRun
@@ -109,9 +110,7 @@ def judge(store: Store, new_spec: str | int, baseline: str = "auto", *, fail_on:
     The practical threshold is, in order: ``--fail-on median:N%``, ``threshold``/``thresholds``
     given by the caller, the suite file's thresholds, 3 %.
     """
-    from . import compare
-
-    gates = compare.parse_fail_on(fail_on) if fail_on else {}
+    gates = stats.parse_fail_on(fail_on) if fail_on else {}
     new_ids, _ = parse_runs(store, str(new_spec), "new run")
     if str(baseline).strip().lower() == "auto":
         base_ids, label = None, "recent history (same case, same device fingerprint)"
@@ -125,7 +124,7 @@ def judge(store: Store, new_spec: str | int, baseline: str = "auto", *, fail_on:
     if "threshold" in gates:
         threshold, thresholds = gates["threshold"], None
     new, base = _frames(store, new_ids, base_ids)
-    verdicts = compare.compare_frames(new, base, threshold=threshold or DEFAULT_THRESHOLD,
+    verdicts = stats.compare_frames(new, base, threshold=threshold or DEFAULT_THRESHOLD,
                                       thresholds=thresholds or None, seed=seed,
                                       run_sd=history_spread(store, new, min(new_ids)))
     return _judgement(verdicts, label, fail_on)
@@ -138,10 +137,8 @@ HISTORY_RUNS = 10
 def history_spread(store: Store, new, before_run: int) -> dict:
     """Per case key of the frame ``new``: the run-to-run spread of its medians on the same device
     fingerprint over its last :data:`HISTORY_RUNS` ordinary runs before ``before_run``
-    (harness.compare.history_sd; cases with fewer than three such runs are left out). This is what
-    the verdicts between separate runs add to their CI (harness.compare.widen_ci)."""
-    from . import compare
-
+    (harness.stats.history_sd; cases with fewer than three such runs are left out). This is what
+    the verdicts between separate runs add to their CI (harness.stats.widen_ci)."""
     if new is None or len(new) == 0:
         return {}
     keys = sorted(set(new["case_key"]))
@@ -150,10 +147,10 @@ def history_spread(store: Store, new, before_run: int) -> dict:
         return {}
     hist = store.results_frame(result_ids=ids)
     envs = dict(zip(new["case_key"], new["env_id"]))
-    out: dict[str, compare.Spread] = {}
+    out: dict[str, stats.Spread] = {}
     for key, group in hist.groupby("case_key"):
         same = group[group["env_id"] == envs.get(key)]
-        sd = compare.history_sd(same["median_s"].tolist())
+        sd = stats.history_sd(same["median_s"].tolist())
         if sd is not None:
             out[str(key)] = sd
     return out
@@ -163,10 +160,8 @@ def _judgement(verdicts: Sequence[Verdict], label: str, fail_on: str | None) -> 
     """Exit code per DESIGN.md 7. Under an explicit ``--fail-on`` gate an inconclusive result (3)
     fails only when the gate lists ``ambiguous``; otherwise the gate passes it (exit 0) while the
     verdicts still show AMBIGUOUS."""
-    from . import compare
-
-    code = compare.exit_code(verdicts)
-    if code == ExitCode.INCONCLUSIVE and fail_on and not compare.parse_fail_on(fail_on)["fail_ambiguous"]:
+    code = stats.exit_code(verdicts)
+    if code == ExitCode.INCONCLUSIVE and fail_on and not stats.parse_fail_on(fail_on)["fail_ambiguous"]:
         code = ExitCode.OK
     return Judgement(tuple(verdicts), label, code, fail_on)
 
@@ -216,16 +211,5 @@ def _spec(run_ids: Sequence[int]) -> str:
     return ",".join(str(int(i)) for i in run_ids)
 
 
-def write_outputs(store: Store, run_id: int, judgement: Judgement | None, out_dir: Path) -> dict[str, Path]:
-    """The HTML report and the CI outputs of run ``run_id`` into ``out_dir`` (see reports/)."""
-    import reports
-    from reports.data import collect
-
-    verdicts = judgement.verdicts if judgement else ()
-    label = judgement.baseline_label if judgement else None
-    data = collect(store, run_id, verdicts=verdicts, baseline_label=label)
-    return reports.write_all(data, out_dir)
-
-
 __all__ = ["DEFAULT_THRESHOLD", "Judgement", "judge", "judge_pooled", "parse_runs", "remeasure_ambiguous",
-           "suite_thresholds", "write_outputs", "StoreError", "UnknownRun"]
+           "suite_thresholds", "StoreError", "UnknownRun"]

@@ -55,6 +55,7 @@ from typing import Any, Callable, Collection, Dict, List, Mapping, Optional, Seq
 import numpy as np
 
 from harness.model import MeasureConfig, Timing
+from harness.stats.intervals import median_ci
 
 __all__ = [
     "Launch",
@@ -98,53 +99,6 @@ DEFAULT_CACHE_BYTES = 32 << 20
 
 # ---------------------------------------------------------------------------------------------
 # statistics
-
-
-def median_ci(samples: Sequence[float], confidence: float = 0.95) -> Tuple[float, float, float]:
-    """The sample median and a distribution-free confidence interval for the true median.
-
-    Method (order statistics): let ``x(1) <= ... <= x(n)`` be the sorted samples and ``m`` the
-    population median. Each sample falls below ``m`` with probability 1/2, independently, so the
-    number ``B`` of samples below ``m`` is Binomial(n, 1/2). The ``l``-th smallest sample lies
-    above ``m`` exactly when fewer than ``l`` samples are below it: ``P(x(l) > m) = P(B <= l-1)``;
-    by symmetry ``P(x(n+1-l) < m)`` is the same. Taking ``l`` as the largest rank with
-    ``P(B <= l-1) < alpha/2`` (``alpha = 1 - confidence``), i.e. ``l = binom.ppf(alpha/2, n, 1/2)``
-    (the smallest ``k`` with ``P(B <= k) >= alpha/2``), the interval ``[x(l), x(n+1-l)]`` covers
-    ``m`` with probability ``1 - 2 P(B <= l-1) >= confidence`` whatever the distribution
-    (continuous). Example: n = 10, alpha/2 = 0.025: P(B <= 1) = 11/1024 = 0.0107 < 0.025 <=
-    P(B <= 2) = 56/1024 = 0.0547, so l = 2 and the interval is (x(2), x(9)), coverage 97.9 %.
-
-    For n < 6 no pair of order statistics reaches 95 % (even (x(1), x(n)) covers only
-    1 - 2^(1-n)); the interval is then (x(1), x(n)), the widest there is, and is narrower than
-    nominal. :func:`should_stop` never uses it below ``min_samples`` (10 by default).
-
-    Parameters
-    ----------
-    samples : sequence of float
-        At least one sample.
-    confidence : float
-        The coverage wanted, in (0, 1).
-
-    Returns
-    -------
-    (median, lo, hi) : tuple of float
-    """
-    x = np.sort(np.asarray(samples, dtype=np.float64).ravel())
-    n = x.size
-    if n == 0:
-        raise ValueError("median_ci needs at least one sample")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    med = float(np.median(x))
-    if n == 1:
-        return med, float(x[0]), float(x[0])
-    from scipy.stats import binom
-
-    alpha = 1.0 - confidence
-    lo_rank = int(binom.ppf(alpha / 2.0, n, 0.5))  # 1-based rank l
-    lo_rank = min(max(lo_rank, 1), (n + 1) // 2)
-    hi_rank = n + 1 - lo_rank
-    return med, float(x[lo_rank - 1]), float(x[hi_rank - 1])
 
 
 def should_stop(
@@ -929,7 +883,7 @@ def measure_interleaved(timers: Sequence[Timer], launch: Launches,
     the other differ by more than their samples' spread says, and a verdict between them sees a
     change that is not there; interleaving gives each side the same mixture of the machine's
     states, so the sides' samples are exchangeable when nothing changed (the verdicts use that:
-    harness.compare). One side (``measure``) is the plain loop.
+    harness.stats.verdicts). One side (``measure``) is the plain loop.
     """
     if len(timers) != len(configs) or not timers:
         raise ValueError("measure_interleaved needs one config per timer, and at least one timer")

@@ -185,7 +185,7 @@ class Verdict:
     base_result_ids: Tuple[int, ...] = ()
     base_run_ids: Tuple[int, ...] = ()
     remeasured: bool = False
-    interleaved: bool = False  # both sides timed in one loop, sample by sample (harness.compare.judge)
+    interleaved: bool = False  # both sides timed in one loop, sample by sample (harness.stats.verdicts.judge)
     # separate runs: the run-to-run spread (SD of log medians) added to the CI (harness.compare)
     run_sd: Optional[float] = None
     message: str = ""

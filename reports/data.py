@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from harness.model import DEFAULT_THRESHOLD, VERDICTS, Verdict
+from harness.stats import detect_steps
 from harness.store import NOT_HISTORY
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class ReportData:
         Every stored result of the run's case keys in runs up to and including this one, ordered
         by run; columns :data:`HISTORY_COLUMNS`.
     steps : dict
-        case_key -> list of ``harness.compare.Step(index, before, after, ratio)`` found in that
+        case_key -> list of ``harness.stats.Step(index, before, after, ratio)`` found in that
         case's history of medians on the run's device. ``index`` counts positions in
         :func:`case_history` (ok results only, in run order).
     baseline_samples : dict
@@ -175,12 +176,6 @@ def _baseline_samples(store: Store, verdicts: Sequence[Verdict]) -> dict[str, di
 
 
 def _steps(data: ReportData) -> dict[str, list[Any]]:
-    try:  # step detection lives with the statistics (DESIGN.md 7); reports work without it
-        from harness.compare import detect_steps
-    except ImportError:
-        data.notes.append("Step detection is not available (harness.compare.detect_steps is missing),"
-                          " so trend charts mark no steps.")
-        return {}
     out: dict[str, list[Any]] = {}
     for row in data.results.itertuples(index=False):
         hist = case_history(data, row.case_key, row.device)
