@@ -86,11 +86,13 @@ class MeasureConfig:
     warmup_min: int = 3
     clock_floor: float = 0.75  # discard samples taken below this fraction of the max SM clock
     mode: str = "cold"  # "cold" (L2 flushed before each sample) or "hot" (CUDA graph of many launches)
+    # when the samples have converged: a criterion of harness.measure.stopping.CRITERIA by name
+    stopping: str = "median-ci"
     seed: int = 0
     # calibration only (`kbench calibrate`): dependent work added inside every timed sample, as a
     # fraction of the case's own time per launch (0.05 = the case gets 5 % slower); 0 = none
     slowdown: float = 0.0
-    # interleaved sides (harness.measure.measure_interleaved): ((name, slowdown), ...); each case is
+    # interleaved sides (harness.measure.loop.measure_interleaved): ((name, slowdown), ...); each case is
     # timed once per side, sample by sample in rotation, and yields one result per side (the
     # driver stores each side in its own run). Empty = one plain side. Set by `kbench calibrate`.
     interleave: Tuple[Tuple[str, float], ...] = ()

@@ -63,6 +63,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as a package (tomli;
     import tomli as tomllib
 
 from .errors import ConfigError, ExitCode
+from .measure.stopping import CRITERIA as STOPPING_CRITERIA
 from .model import DEFAULT_THRESHOLD, Case, MeasureConfig, pairs
 
 #: exit code of the CLI for a malformed suite (a usage or configuration error)
@@ -817,6 +818,8 @@ _MEASURE_RULES = {
     "warmup_min": (lambda v: v >= 0, "non-negative"),
     "clock_floor": (lambda v: 0 <= v <= 1, "a fraction in [0, 1]"),
     "mode": (lambda v: v in MEASURE_MODES, f"one of {', '.join(MEASURE_MODES)}"),
+    "stopping": (lambda v: v in STOPPING_CRITERIA, "the name of a stopping criterion "
+                 f"({', '.join(sorted(STOPPING_CRITERIA))})"),
     "seed": (lambda v: v >= 0, "a non-negative integer"),
     # an injected slowdown belongs to `kbench calibrate` (its runs are never baselines), not to a suite
     "slowdown": (lambda v: v == 0, "0 in a suite (kbench calibrate --slowdown injects one)"),

@@ -21,6 +21,7 @@ import kernels as tvm
 from kernels.contrib import nvcc
 from kernels.workloads import get as get_workload
 
+from . import measure
 from .build import Artifact, CaseBuildError, load_module
 from .model import Case, MeasureConfig, Result
 
@@ -43,8 +44,6 @@ def _device(target: str):
 
 
 def _timer(target: str, device):
-    from . import measure
-
     if target == "cuda":
         return measure.CudaTimer(device.index)
     if target == "opencl":
@@ -75,44 +74,6 @@ def _env(target: str) -> tuple:
 
     fp = _fingerprint(target)
     return fingerprint_id(fp), (("env", fp),)
-
-
-_PEAKS: Dict[str, dict] = {}
-
-
-def _peaks(target: str) -> dict:
-    """Measured copy-bandwidth and matmul peaks of this worker's device. They take seconds to measure,
-    so they are kept on disk per environment fingerprint (GPU UUID, driver, clocks ...) and every later
-    task on the same device reuses them."""
-    import json
-
-    from kernels.runtime.config import get_config
-
-    from . import measure
-
-    if target in _PEAKS:
-        return _PEAKS[target]
-    env_id, _ = _env(target)
-    path = get_config().cache_dir / "peaks" / f"{env_id}.json"
-    try:
-        _PEAKS[target] = json.loads(path.read_text())
-        return _PEAKS[target]
-    except (OSError, ValueError):
-        pass
-    try:
-        peaks = measure.measure_peaks_cuda(0) if target == "cuda" else measure.measure_peaks_cpu()
-    except Exception:
-        peaks = {}
-    _PEAKS[target] = peaks
-    if peaks:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(peaks, default=str))
-            os.replace(tmp, path)
-        except OSError:
-            pass
-    return peaks
 
 
 PEER_PREFIX = "peer:"
@@ -146,9 +107,8 @@ def peer_cases(cases: Sequence[Case], peers: Sequence[tuple]) -> list:
 
 def _ok(case: Case, timing, flops: float, nbytes: float, target: str, **fields) -> Result:
     """The ``ok`` Result of a timed case, with its derived rates."""
-    from . import measure
-
-    d = measure.derived(timing, flops, nbytes, _peaks(target), dtype=case.dtype)
+    peaks = measure.device_peaks(target, _env(target)[0])
+    d = measure.derived(timing, flops, nbytes, peaks, dtype=case.dtype)
     return Result(case, "ok", timing=timing, gbps=d.get("gbps"), gflops=d.get("gflops"),
                   pct_peak_bw=d.get("pct_peak_bw"), pct_peak_flops=d.get("pct_peak_flops"),
                   device=_device_name(target), **fields)
@@ -230,7 +190,6 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
     reference on its own; a side that fails to build or is wrong is recorded so and not timed, and
     the remaining sides are timed together.
     """
-    from . import measure
     from .check import check_outputs
 
     worker = worker_label()
@@ -308,7 +267,7 @@ def prepare(target: str, imports: Sequence[str] = (), peer_libraries: Sequence[s
     apply_runtime_defaults()
     for mod in imports:
         importlib.import_module(mod)
-    _peaks(target)
+    measure.device_peaks(target, _env(target)[0])
     for lib in peer_libraries:
         importlib.import_module(lib)
 
