@@ -13,9 +13,9 @@ How the two trees meet in one process:
 1. The suite is planned here (this checkout's suite file and workload registry; peers are left
    out, both sides would time the same library).
 2. The base tree's compiler core builds every case in a process of its own: ``python -m
-   harness.portable export`` with a folder on ``PYTHONPATH`` that links ``kernels/`` to the base
+   harness.execute.portable export`` with a folder on ``PYTHONPATH`` that links ``kernels/`` to the base
    tree's and ``harness/`` to this checkout's (only the compiler core differs between the sides).
-   Each case's generated function comes back as data (harness.portable: the source and its launch
+   Each case's generated function comes back as data (harness.execute.portable: the source and its launch
    description at the case's shapes).
 3. The workers build this checkout's side as ``kbench run`` does and the base side from that data,
    both with this checkout's runtime (compiler flags, launch code), check each against the float64
@@ -35,11 +35,7 @@ of separate runs.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -48,19 +44,12 @@ from typing import Any
 
 from kernels.target import arch_of_model
 
-from .errors import ConfigError, ExitCode
+from .errors import ExitCode
+from .execute.portable import BaseTreeError, check_base_tree, export_base
 from .model import Case
 
 #: the two sides, in the order the store gets their runs
 SIDES = (("base", 0.0), ("head", 0.0))
-#: how long the base tree's export may take (it lowers every case, and may call nvcc)
-EXPORT_TIMEOUT_S = 1800.0
-
-
-class BaseTreeError(ConfigError):
-    """The base tree is not usable: no ``kernels/`` package, or its build process failed."""
-
-
 @dataclass
 class ABSummary:
     """What ``kbench ab`` did: the two runs, the verdicts and how the base tree's build went."""
@@ -79,68 +68,6 @@ class ABSummary:
     @property
     def exit_code(self) -> ExitCode:
         return ExitCode.OK if self.judgement is None else self.judgement.exit_code
-
-
-def _head_root() -> Path:
-    """This checkout: the folder holding the ``harness`` package in use."""
-    return Path(__file__).resolve().parent.parent
-
-
-def check_base_tree(base_tree: str | os.PathLike) -> Path:
-    """``base_tree`` resolved, after checking it holds a ``kernels`` package.
-
-    Raises
-    ------
-    BaseTreeError
-        Naming ``--base-tree`` and what is missing.
-    """
-    root = Path(base_tree).expanduser()
-    if not root.is_dir():
-        raise BaseTreeError(f"--base-tree {base_tree}: no such directory")
-    if not (root / "kernels" / "__init__.py").is_file():
-        raise BaseTreeError(f"--base-tree {base_tree}: no kernels/ package there (expected "
-                            f"{root / 'kernels' / '__init__.py'}); give the root of a kbench checkout")
-    return root.resolve()
-
-
-def export_base(base_tree: Path, items: Sequence[dict], imports: Sequence[str] = (),
-                python: str = sys.executable, timeout_s: float = EXPORT_TIMEOUT_S) -> tuple[dict, str]:
-    """Build ``items`` (``{"case": Case JSON, "arch": ...}``) with the base tree's compiler core in a
-    process of its own; returns ({case key: frozen spec | {"error": ...}}, where kernels came from).
-
-    Raises
-    ------
-    BaseTreeError
-        The process failed, timed out, or imported ``kernels`` from somewhere else than the base tree.
-    """
-    with tempfile.TemporaryDirectory(prefix="kbench-ab-") as tmp:
-        shim = Path(tmp) / "path"
-        shim.mkdir()
-        (shim / "kernels").symlink_to(base_tree / "kernels", target_is_directory=True)
-        (shim / "harness").symlink_to(_head_root() / "harness", target_is_directory=True)
-        request, answer = Path(tmp) / "request.json", Path(tmp) / "answer.json"
-        request.write_text(json.dumps({"items": list(items), "imports": list(imports)}))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(shim), env.get("PYTHONPATH", "")) if p)
-        env["CUDA_VISIBLE_DEVICES"] = ""  # lowering needs no GPU (the workers compile for theirs)
-        try:
-            proc = subprocess.run([python, "-m", "harness.portable", "export", str(request), str(answer)],
-                                  cwd=shim, env=env, capture_output=True, text=True, timeout=timeout_s,
-                                  check=False)
-        except subprocess.TimeoutExpired:
-            raise BaseTreeError(f"--base-tree {base_tree}: building the cases with its kernels/ took over "
-                                f"{timeout_s:g} s") from None
-        if proc.returncode != 0 or not answer.is_file():
-            tail = "\n".join((proc.stderr or proc.stdout or "").strip().splitlines()[-12:])
-            raise BaseTreeError(f"--base-tree {base_tree}: its kernels/ could not build the cases with this "
-                                f"harness (exit {proc.returncode}):\n{tail}\n(ci/pr.sh --mode runs compares "
-                                "two checkouts that differ beyond kernels/)")
-        data = json.loads(answer.read_text())
-        where = Path(str(data.get("kernels_path") or "")).resolve()  # through the link, while it exists
-    if not where.is_relative_to(base_tree):
-        raise BaseTreeError(f"--base-tree {base_tree}: the build process imported kernels from {where}, "
-                            "not from the base tree (an installed kbench shadows it?)")
-    return dict(data.get("specs") or {}), str(where.parent)
 
 
 def _arch_of(case: Case, models: Sequence[str]) -> str | None:
@@ -163,10 +90,11 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
     ------
     BaseTreeError
         ``base_tree`` has no ``kernels/`` or its build process failed as a whole.
-    harness.suite.SuiteError, harness.errors.UsageError, harness.dispatch.DispatchError
+    harness.suite.SuiteError, harness.errors.UsageError, harness.execute.DispatchError
         As ``kbench run`` (a bad suite, ``--fail-on``, or executor).
     """
-    from . import dispatch, judge
+    from . import judge
+    from .execute import make_executor
     from .config import apply_runtime_defaults
     from .run import run_suite
     from .suite import load_suite
@@ -183,7 +111,7 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
     overrides = {**(measure_overrides or {}), "interleave": SIDES}
     summary = ABSummary(0, 0, 0, base_tree=str(root))
     specs: dict[str, Any] = {}
-    executor = dispatch.make_executor(executor_kind, address=address, imports=tuple(suite.imports))
+    executor = make_executor(executor_kind, address=address, imports=tuple(suite.imports))
     try:
         models = executor.gpu_models()
 

@@ -128,7 +128,8 @@ def calibrate(suite_path: str, db: Path, *, trials: int = 3, slowdown: float = 0
     """
     import time
 
-    from . import dispatch, judge
+    from . import judge
+    from .execute import make_executor
     from .config import apply_runtime_defaults
     from .run import run_suite
     from .store import Store
@@ -154,7 +155,7 @@ def calibrate(suite_path: str, db: Path, *, trials: int = 3, slowdown: float = 0
     base.update(measure_overrides or {})
     slowed = {"A": 0.0, "B": 0.0, "C": slowdown}
     apply_runtime_defaults()
-    executor = dispatch.make_executor(executor_kind, address=address, imports=tuple(suite.imports))
+    executor = make_executor(executor_kind, address=address, imports=tuple(suite.imports))
     try:
         def one(label: str, names: str, **kw: Any) -> dict[str, list[int]]:
             """The sides ``names`` timed once, interleaved as asked: side -> its run ids."""

@@ -1,4 +1,5 @@
-"""Device, host and software fingerprint of the machine that measured a result.
+"""Device, host and software fingerprint of the machine that measured a result, and the commit of the
+code under test.
 
 A fingerprint is a flat ``dict`` (JSON-friendly: str, int, float or None values). Its *stable*
 subset (:data:`STABLE_FIELDS`) names the hardware and software a timing depends on; its sha256
@@ -19,6 +20,7 @@ import json
 import os
 import platform
 import socket
+import subprocess
 from typing import Any
 
 from harness import __version__
@@ -109,6 +111,27 @@ def fingerprint_id(fp: dict[str, Any]) -> str:
     stable = {name: fp.get(name) for name in STABLE_FIELDS}
     text = json.dumps(stable, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def git_commit(path: str | os.PathLike[str] = ".") -> str | None:
+    """``git rev-parse HEAD`` of the checkout at ``path``, plus "-dirty" when tracked files changed.
+
+    Returns None outside a git work tree or without git.
+    """
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(["git", "-C", str(path), *args], check=False, capture_output=True,
+                                  text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    head = git("rev-parse", "--verify", "HEAD")
+    if not head:
+        return None
+    # untracked files (a kbench.db, reports) do not make the code under test dirty
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return f"{head}-dirty" if status else head
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,4 +263,5 @@ def _gpu_info(index: int) -> dict[str, Any]:
     return info
 
 
-__all__ = ["FIELDS", "FINGERPRINT_VERSION", "INFO_FIELDS", "STABLE_FIELDS", "fingerprint", "fingerprint_id"]
+__all__ = ["FIELDS", "FINGERPRINT_VERSION", "INFO_FIELDS", "STABLE_FIELDS", "fingerprint", "fingerprint_id",
+           "git_commit"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Optional, Tuple
 
 #: the practical threshold of the verdicts when neither the suite nor ``--fail-on`` gives one: a
@@ -17,6 +17,9 @@ OUTCOMES = ("ok", "wrong", "timeout", "crashed", "build_error")
 
 Pairs = Tuple[Tuple[str, Any], ...]
 
+#: how a peer case's variant starts (:meth:`Case.as_peer`)
+PEER_VARIANT_PREFIX = "peer:"
+
 
 def pairs(d: Dict[str, Any]) -> Pairs:
     """A dict as a sorted tuple of pairs (hashable, order-independent)."""
@@ -27,7 +30,9 @@ def pairs(d: Dict[str, Any]) -> Pairs:
 class Case:
     """One thing to build and time: a workload variant at one shape, dtype and target.
 
-    ``gpu_model`` names the GPU model the case must run on ("" = any, CPU targets: "").
+    ``gpu_model`` names the GPU model the case must run on ("" = any, CPU targets: ""). ``peer`` names
+    a library implementation timed instead of a build of ``kernels`` (harness.execute.peers, e.g.
+    ``"torch.sum(dim=1)"``; "" for a kernels build); :meth:`as_peer` makes such a case.
     """
 
     suite: str
@@ -41,6 +46,7 @@ class Case:
     atol: float = 1e-5
     timeout_s: float = 120.0
     gpu_model: str = ""
+    peer: str = ""
 
     @property
     def key(self) -> str:
@@ -58,19 +64,30 @@ class Case:
     def knob_dict(self) -> Dict[str, Any]:
         return dict(self.knobs)
 
+    def as_peer(self, name: str) -> "Case":
+        """The case of library peer ``name`` at this case's shape, dtype and GPU (a CUDA case; its
+        variant reads ``peer:<name>`` in keys and reports, e.g. ``row_sum/peer:torch.sum(dim=1)``)."""
+        return replace(self, variant=f"{PEER_VARIANT_PREFIX}{name}", knobs=(), target="cuda", peer=name)
+
     def to_json(self) -> str:
-        return json.dumps({
+        d = {
             "suite": self.suite, "workload": self.workload, "variant": self.variant,
             "params": list(map(list, self.params)), "knobs": list(map(list, self.knobs)),
             "dtype": self.dtype, "target": self.target, "rtol": self.rtol, "atol": self.atol,
             "timeout_s": self.timeout_s, "gpu_model": self.gpu_model,
-        }, sort_keys=True)
+        }
+        if self.peer:  # kernels builds keep the JSON (and so the stored case rows) they always had
+            d["peer"] = self.peer
+        return json.dumps(d, sort_keys=True)
 
     @staticmethod
     def from_json(text: str) -> "Case":
         d = json.loads(text)
         d["params"] = tuple(tuple(x) for x in d["params"])
         d["knobs"] = tuple(tuple(x) for x in d["knobs"])
+        if "peer" not in d and str(d.get("variant", "")).startswith(PEER_VARIANT_PREFIX):
+            # stored before Case.peer existed (schema version 3 and older): the variant names the peer
+            d["peer"] = d["variant"][len(PEER_VARIANT_PREFIX):]
         return Case(**d)
 
 
@@ -188,7 +205,7 @@ class Verdict:
     base_run_ids: Tuple[int, ...] = ()
     remeasured: bool = False
     interleaved: bool = False  # both sides timed in one loop, sample by sample (harness.stats.verdicts.judge)
-    # separate runs: the run-to-run spread (SD of log medians) added to the CI (harness.compare)
+    # separate runs: the run-to-run spread (SD of log medians) added to the CI (harness.stats.frames)
     run_sd: Optional[float] = None
     message: str = ""
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Collection, Dict, List, Optional, Sequence
 
+from .env import git_commit
 from .errors import ExitCode, UsageError
 from .model import Case, MeasureConfig, Result
 
@@ -72,8 +73,8 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
 
     ``with_peers=False`` leaves out the suite's peer cases. ``side_specs_for(cases)``, called once the
     cases are planned, returns per case key the sides built by another source tree (``kbench ab``,
-    harness.portable), which the workers run instead of this checkout's build."""
-    from . import dispatch
+    harness.execute.portable), which the workers run instead of this checkout's build."""
+    from .execute import make_executor
     from . import plan as planmod
     from . import store as storemod
     from .config import apply_runtime_defaults
@@ -91,7 +92,7 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
     with storemod.Store.open(db) as st:
         own = executor is None
         if own:
-            executor = dispatch.make_executor(executor_kind, address=address, imports=tuple(suite.imports))
+            executor = make_executor(executor_kind, address=address, imports=tuple(suite.imports))
         phases["executor"] = time.time() - t0
         try:
             models = executor.gpu_models()
@@ -100,10 +101,8 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
             if targets:
                 avail &= set(targets)
             cases = [c for c in planmod.plan(suite, models, compare_all=compare_gpus) if c.target in avail]
-            from .worker import peer_cases
-
             if with_peers:
-                cases += peer_cases(cases, suite.peers)
+                cases += planmod.peer_cases(cases, suite.peers)
             if only_keys is not None:
                 cases = [c for c in cases if c.key in only_keys]
             skipped = sorted({c.target for c in suite.cases} - avail)
@@ -118,12 +117,12 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
                 cases = planmod.missing(cases, st.resume_run(run_id))
             elif not config.interleave:
                 run_id = st.begin_run(suite, list(argv), executor_kind, config,
-                                      git_commit=storemod.git_commit(),
+                                      git_commit=git_commit(),
                                       kind=kind, parent_run=parent_run)
             side_runs: Dict[str, int] = {}
             for name, _slow in config.interleave:
                 side_runs[str(name)] = st.begin_run(
-                    suite, list(argv), executor_kind, config, git_commit=storemod.git_commit(), kind=kind,
+                    suite, list(argv), executor_kind, config, git_commit=git_commit(), kind=kind,
                     parent_run=next(iter(side_runs.values()), parent_run))
             if side_runs:
                 run_id = next(iter(side_runs.values()))
@@ -137,7 +136,7 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
                 extra.pop("interleaved", None)
                 timing = r.timing
                 if side and timing is not None:
-                    # harness.compare recognises sides timed together by this group (the first run)
+                    # harness.stats.frames recognises sides timed together by this group (the first run)
                     marks = (("interleave_group", run_id), ("interleave_side", side))
                     timing = replace(timing, telemetry=tuple(sorted(timing.telemetry + marks)))
                 st.record_result(into, replace(r, extra=tuple(extra.items()), timing=timing), env)

@@ -94,7 +94,7 @@ def collect(store: Store, run_id: int, verdicts: Iterable[Verdict] = (),
     run_id : int
         The run to report on.
     verdicts : iterable of harness.model.Verdict
-        The run judged against a baseline (``harness.compare``); empty for a run on its own.
+        The run judged against a baseline (``harness.stats``); empty for a run on its own.
     baseline_label : str, optional
         What the verdicts compared with ("run 3", "baseline nightly"); default derived from the
         verdicts' ``base_run_ids``.

@@ -8,7 +8,7 @@ import pytest
 
 import kernels as tvm
 import kernels.runtime.device
-from harness.check import check_outputs, poisoned_unwritten
+from harness.execute.check import check_outputs, poisoned_unwritten
 from harness.measure import (
     STOP_REASONS,
     CpuTimer,

@@ -1,4 +1,4 @@
-"""harness.portable on real C and OpenCL builds, and worker.run_case with a side built from another
+"""harness.execute.portable on real C and OpenCL builds, and worker.run_case with a side built from another
 tree's frozen spec (what ``kbench ab`` hands the workers): each side is compiled by this runtime,
 checked against the float64 reference on its own and timed in the same loop."""
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import kernels as tvm
-from harness import worker
+from harness.execute import worker
 from harness.model import Case, MeasureConfig
-from harness.portable import export_cases, thaw
+from harness.execute.portable import export_cases, thaw
 from kernels.runtime import build_module
 from kernels.workloads import get
 

@@ -1,4 +1,4 @@
-"""harness.measure statistics and loop, harness.check messages, derived rates (no device needed)."""
+"""harness.measure statistics and loop, harness.execute.check messages, derived rates (no device needed)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from harness.check import check_outputs, poisoned_unwritten
+from harness.execute.check import check_outputs, poisoned_unwritten
 from harness.errors import UsageError
 from harness.measure import (
     STOP_REASONS,

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from harness import __version__, env, store
+from harness.store import schema
 from harness.model import OUTCOMES, Case, MeasureConfig, Result, Timing
 from harness.store import DuplicateResult, Store, StoreError, UnknownRun
 
@@ -142,9 +143,9 @@ NEXT = store.SCHEMA_VERSION + 1
 
 def _add_v2(monkeypatch, statements):
     """Append a fake migration to version NEXT (the real latest version + 1)."""
-    migrations = list(store.MIGRATIONS) + [store._sql(*statements)]
-    monkeypatch.setattr(store, "MIGRATIONS", migrations)
-    monkeypatch.setattr(store, "SCHEMA_VERSION", NEXT)
+    migrations = list(store.MIGRATIONS) + [schema._sql(*statements)]
+    monkeypatch.setattr(schema, "MIGRATIONS", migrations)
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", NEXT)
 
 
 def test_older_version_is_migrated_forward_keeping_rows(db, monkeypatch):
@@ -486,7 +487,7 @@ def test_export_errors(db, tmp_path, monkeypatch):
 
 
 def test_git_commit(tmp_path):
-    assert store.git_commit(tmp_path) is None  # not a work tree
+    assert env.git_commit(tmp_path) is None  # not a work tree
     repo = tmp_path / "repo"
     repo.mkdir()
 
@@ -498,16 +499,16 @@ def test_git_commit(tmp_path):
         git("init", "-q")
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("git not available")
-    assert store.git_commit(repo) is None  # no commit yet
+    assert env.git_commit(repo) is None  # no commit yet
     (repo / "a.txt").write_text("1")
     git("add", "a.txt")
     git("commit", "-q", "-m", "one")
-    head = store.git_commit(repo)
+    head = env.git_commit(repo)
     assert head is not None and len(head) == 40 and not head.endswith("-dirty")
     (repo / "kbench.db").write_text("untracked output")
-    assert store.git_commit(repo) == head
+    assert env.git_commit(repo) == head
     (repo / "a.txt").write_text("2")
-    assert store.git_commit(repo) == head + "-dirty"
+    assert env.git_commit(repo) == head + "-dirty"
 
 
 # -- schema version 2: run kinds and named baselines --------------------------------------------
@@ -516,7 +517,7 @@ def test_git_commit(tmp_path):
 def _v1_file(path):
     """A store as kbench with schema version 1 wrote it: one finished run with a result."""
     with sqlite3.connect(path) as conn:
-        store.MIGRATIONS[0](conn)
+        schema.MIGRATIONS[0](conn)
         conn.execute("INSERT INTO schema_version VALUES (1, '2026-01-01', '0.1.0')")
         conn.execute("INSERT INTO runs (started_at, status, suite_name, kbench_version, argv, executor,"
                      " measure_config) VALUES ('2026-01-01', 'done', 'old', '0.1.0', '[]', 'local', '{}')")
@@ -583,7 +584,7 @@ def test_latest_results_skips_calibration_failed_and_newer_runs(db):
 
 
 def test_v2_store_migrates_to_v3_keeping_every_row_and_reference(db, monkeypatch):
-    monkeypatch.setattr(store, "MIGRATIONS", store.MIGRATIONS[:2])  # what kbench with schema 2 wrote
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:2])  # what kbench with schema 2 wrote
     with Store.open(db) as s:
         parent = s.begin_run(FakeSuite(), ["kbench", "run"], "local", MeasureConfig())
         rid = s.record_result(parent, make_result(make_case()), env=fake_fp())

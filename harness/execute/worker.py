@@ -18,12 +18,19 @@ from typing import Dict, Iterator, Optional, Sequence
 import numpy as np
 
 import kernels as tvm
+from harness import measure
+from harness.config import apply_runtime_defaults
+from harness.env import fingerprint, fingerprint_id
+from harness.model import Case, MeasureConfig, Result
 from kernels.contrib import nvcc
+from kernels.errors import TVMError
+from kernels.runtime import build_module
 from kernels.workloads import get as get_workload
 
-from . import measure
 from .build import Artifact, CaseBuildError, load_module
-from .model import Case, MeasureConfig, Result
+from .check import check_outputs
+from .peers import run_peer
+from .portable import PortableSpecError, thaw
 
 
 def worker_label() -> str:
@@ -56,8 +63,6 @@ _FP: Dict[str, dict] = {}
 
 def _fingerprint(target: str) -> dict:
     """This worker's environment fingerprint (computed once per process and device kind)."""
-    from .env import fingerprint
-
     kind = "cuda" if target == "cuda" else "cpu"
     if kind not in _FP:
         _FP[kind] = fingerprint(kind)
@@ -70,13 +75,8 @@ def _device_name(target: str) -> str:
 
 
 def _env(target: str) -> tuple:
-    from .env import fingerprint_id
-
     fp = _fingerprint(target)
     return fingerprint_id(fp), (("env", fp),)
-
-
-PEER_PREFIX = "peer:"
 
 
 def _host_args(w, case: Case, config: MeasureConfig) -> list:
@@ -84,25 +84,6 @@ def _host_args(w, case: Case, config: MeasureConfig) -> list:
     the case key (the same data on every worker and rerun), outputs poisoned."""
     rng = np.random.default_rng((config.seed << 32) ^ zlib.crc32(case.key.encode()))
     return w.make_args(case.param_dict, case.dtype, rng)
-
-
-def peer_cases(cases: Sequence[Case], peers: Sequence[tuple]) -> list:
-    """One case per (workload, peer) and distinct shape/dtype/GPU of that workload's CUDA cases:
-    the peer library's kernel timed in the same run, e.g. ``row_sum/peer:torch.sum(dim=1)``."""
-    wanted = {}
-    for w, p in peers:
-        wanted.setdefault(w, []).append(p)
-    out, seen = [], set()
-    for c in cases:
-        if c.target != "cuda" or c.workload not in wanted:
-            continue
-        for p in wanted[c.workload]:
-            pc = Case(c.suite, c.workload, PEER_PREFIX + p, c.params, (), c.dtype, "cuda", c.rtol, c.atol,
-                      c.timeout_s, c.gpu_model)
-            if pc.key not in seen:
-                seen.add(pc.key)
-                out.append(pc)
-    return out
 
 
 def _ok(case: Case, timing, flops: float, nbytes: float, target: str, **fields) -> Result:
@@ -126,9 +107,7 @@ def _with_sides(config: MeasureConfig, per_side: Dict[str, Result]) -> Result:
 
 
 def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
-    from .peers import run_peer
-
-    name = case.variant[len(PEER_PREFIX):]
+    name = case.peer
     try:
         w = get_workload(case.workload)
         params = case.param_dict
@@ -150,7 +129,7 @@ def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
 
 def _build(case: Case, artifact: Optional[Artifact], side_spec: Optional[dict]):
     """(module, build seconds, nvcc calls) of this checkout's build of ``case`` (using ``artifact``'s
-    cubin when given), or of ``side_spec``, another source tree's frozen build (harness.portable),
+    cubin when given), or of ``side_spec``, another source tree's frozen build (harness.execute.portable),
     compiled by this checkout's runtime (CUDA: for the architecture this checkout's side is built
     for: the artifact's, else this GPU's). Raises CaseBuildError."""
     t0 = time.perf_counter()
@@ -158,11 +137,6 @@ def _build(case: Case, artifact: Optional[Artifact], side_spec: Optional[dict]):
     if side_spec is None:
         module = load_module(case, artifact)
     else:
-        from kernels.errors import TVMError
-        from kernels.runtime import build_module
-
-        from .portable import PortableSpecError, thaw
-
         try:
             spec = thaw(side_spec)
             if spec.target == "cuda":  # compiled for what this checkout's side runs as, on this GPU
@@ -186,14 +160,12 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
     With ``config.interleave`` the case is timed as several sides in one loop
     (harness.measure.measure_sides) and every side gets its own Result (see :func:`_with_sides`).
     A side named in ``side_specs`` runs another source tree's build of the case (``kbench ab``,
-    harness.portable); the others run this checkout's. Each distinct build is checked against the
+    harness.execute.portable); the others run this checkout's. Each distinct build is checked against the
     reference on its own; a side that fails to build or is wrong is recorded so and not timed, and
     the remaining sides are timed together.
     """
-    from .check import check_outputs
-
     worker = worker_label()
-    if case.variant.startswith(PEER_PREFIX):
+    if case.peer:
         return _run_peer(case, config, worker)
     names = [name for name, _ in config.interleave] or [""]
     side_specs = side_specs or {}
@@ -262,8 +234,6 @@ def prepare(target: str, imports: Sequence[str] = (), peer_libraries: Sequence[s
     fingerprint and peaks (CUDA context included) and the peer libraries (e.g. torch, seconds to
     import). GPU runners call it as they start, while the CPU workers still build; a failure here
     is left for the first case to report."""
-    from .config import apply_runtime_defaults
-
     apply_runtime_defaults()
     for mod in imports:
         importlib.import_module(mod)
@@ -278,8 +248,6 @@ def run_cases(cases: Sequence[Case], config: MeasureConfig, imports: Sequence[st
     """Run cases in order, yielding each result as soon as it is known. ``artifacts``: prebuilt
     cubins by case key; ``side_specs``: per case key, the sides built by another source tree
     (see :func:`run_case`)."""
-    from .config import apply_runtime_defaults
-
     apply_runtime_defaults()
     for mod in imports:
         importlib.import_module(mod)

@@ -19,7 +19,7 @@ from kernels.runtime import build_module
 from kernels.runtime.spec import FuncSpec
 from kernels.workloads import get as get_workload
 
-from .model import Case
+from harness.model import Case
 
 
 class CaseBuildError(Exception):
