@@ -92,8 +92,31 @@ class Case:
 
 
 @dataclass(frozen=True)
+class Side:
+    """One side of a case timed as several *sides* in one loop, sample by sample in rotation
+    (harness.measure.loop.measure_interleaved): ``kbench ab``'s base and head builds, ``kbench
+    calibrate``'s A, B and slowed C. ``name`` labels the side's results and its run; ``slowdown``
+    injects dependent work into its samples (a fraction of the case's own time; calibration only).
+    Which build a side times is the caller's (``side_specs`` of harness.execute.worker.run_cases)."""
+
+    name: str
+    slowdown: float = 0.0
+
+    @staticmethod
+    def of(value: Any) -> "Side":
+        """A Side from a Side, a ``(name, slowdown)`` pair or a ``{"name", "slowdown"}`` dict (a
+        MeasureConfig read back from JSON)."""
+        if isinstance(value, Side):
+            return value
+        if isinstance(value, dict):
+            return Side(str(value["name"]), float(value.get("slowdown", 0.0)))
+        name, slowdown = value
+        return Side(str(name), float(slowdown))
+
+
+@dataclass(frozen=True)
 class MeasureConfig:
-    """Stopping rule and modes of the timing methodology (DESIGN.md 6)."""
+    """Stopping rule and modes of the timing methodology (docs/ARCHITECTURE.md, "Measuring")."""
 
     max_rel_ci: float = 0.005  # stop when the 95 % CI half-width of the median / median <= this
     min_samples: int = 10
@@ -109,14 +132,19 @@ class MeasureConfig:
     # calibration only (`kbench calibrate`): dependent work added inside every timed sample, as a
     # fraction of the case's own time per launch (0.05 = the case gets 5 % slower); 0 = none
     slowdown: float = 0.0
-    # interleaved sides (harness.measure.loop.measure_interleaved): ((name, slowdown), ...); each case is
-    # timed once per side, sample by sample in rotation, and yields one result per side (the
-    # driver stores each side in its own run). Empty = one plain side. Set by `kbench calibrate`.
-    interleave: Tuple[Tuple[str, float], ...] = ()
+    # interleaved sides (Side): each case is timed once per side, sample by sample in rotation, and
+    # yields one result per side (the driver stores each side in its own run). Empty = one plain
+    # side. Set by `kbench calibrate` and `kbench ab`, never by a suite.
+    interleave: Tuple[Side, ...] = ()
 
     def __post_init__(self):
-        # a config read back from JSON (the store) has lists where the fields hold tuples
-        object.__setattr__(self, "interleave", tuple((str(n), float(s)) for n, s in self.interleave))
+        # sides may be given as (name, slowdown) pairs, or read back from JSON as dicts
+        object.__setattr__(self, "interleave", tuple(Side.of(v) for v in self.interleave))
+
+    @property
+    def side_names(self) -> Tuple[str, ...]:
+        """The names of the interleaved sides, in order (``()`` without sides)."""
+        return tuple(side.name for side in self.interleave)
 
 
 @dataclass(frozen=True)
@@ -136,7 +164,14 @@ class Timing:
 
 @dataclass(frozen=True)
 class Result:
-    """The outcome of one case in one run on one device."""
+    """The outcome of one case in one run on one device.
+
+    A case timed as interleaved sides (``MeasureConfig.interleave``) comes back from the worker as one
+    Result per side, each with its ``side``, carried in ``sides`` of the Result the executor hands on
+    (whose own fields are the first side's); the driver stores each in its side's run and gives them
+    all the ``interleave_group`` that marks them as timed together. A case that failed as a whole
+    (a timeout, a crash) has no ``sides``: its one Result stands for every side.
+    """
 
     case: Case
     outcome: str  # one of OUTCOMES
@@ -150,11 +185,24 @@ class Result:
     env_id: str = ""  # fingerprint id (harness.env)
     worker: str = ""  # node / process that measured it
     build_s: float = 0.0
-    extra: Tuple[Tuple[str, Any], ...] = field(default=())
+    nvcc_calls: int = 0  # nvcc invocations its build made (0: the binary came from the cache, or no CUDA)
+    environment: Optional[Dict[str, Any]] = None  # the measuring worker's fingerprint (env_id is its id)
+    side: str = ""  # the interleaved side (Side.name) this result is of; "" when not interleaved
+    interleave_group: Optional[int] = None  # set by the driver: results sharing it were timed in one loop
+    sides: Tuple["Result", ...] = ()  # the worker's answer for interleaved sides: one Result per side
+    extra: Tuple[Tuple[str, Any], ...] = field(default=())  # free-form pairs, stored as JSON
 
     def __post_init__(self):
         if self.outcome not in OUTCOMES:
             raise ValueError(f"outcome {self.outcome!r} is not one of {OUTCOMES}")
+
+    def for_side(self, name: str) -> "Result":
+        """This case's Result for side ``name``: the worker's for that side, else (a case that failed
+        as a whole) this Result, labelled with the side."""
+        for r in self.sides:
+            if r.side == name:
+                return r
+        return replace(self, side=name, sides=())
 
 
 def content_hash(*parts: str) -> str:

@@ -74,9 +74,10 @@ def _device_name(target: str) -> str:
     return str(fp.get("gpu_name") or fp.get("cpu_model") or target)
 
 
-def _env(target: str) -> tuple:
+def _env(target: str) -> tuple[str, dict]:
+    """(environment id, fingerprint) of this worker's device for ``target``."""
     fp = _fingerprint(target)
-    return fingerprint_id(fp), (("env", fp),)
+    return fingerprint_id(fp), fp
 
 
 def _host_args(w, case: Case, config: MeasureConfig) -> list:
@@ -96,14 +97,13 @@ def _ok(case: Case, timing, flops: float, nbytes: float, target: str, **fields) 
 
 
 def _with_sides(config: MeasureConfig, per_side: Dict[str, Result]) -> Result:
-    """The Result of a case timed as the sides of ``config.interleave``: the first side's, carrying
-    every side's as ``extra["interleaved"]`` (``((side, Result), ...)``; harness.run stores each in
-    its side's run). Without sides: the one Result."""
+    """The Result of a case timed as the sides of ``config.interleave``: one Result per side, each
+    labelled with its side, in ``sides`` of the first side's (harness.model.Result; harness.run
+    stores each in its side's run). Without sides: the one Result."""
     if not config.interleave:
         return per_side[""]
-    ordered = tuple((name, per_side[name]) for name, _ in config.interleave)
-    first = ordered[0][1]
-    return replace(first, extra=first.extra + (("interleaved", ordered),))
+    ordered = tuple(replace(per_side[name], side=name) for name in config.side_names)
+    return replace(ordered[0], sides=ordered)
 
 
 def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
@@ -114,24 +114,24 @@ def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
         host = _host_args(w, case, config)
         inputs = [a for i, a in enumerate(host) if i not in w.outputs]
         ok, msg, timing = run_peer(name, inputs, w.reference(host), case.rtol, case.atol, config)
-        env_id, env_extra = _env(case.target)
+        env_id, fp = _env(case.target)
         if ok is None:
-            return Result(case, "build_error", message=msg, worker=worker, env_id=env_id, extra=env_extra)
+            return Result(case, "build_error", message=msg, worker=worker, env_id=env_id, environment=fp)
         if not ok:
-            return Result(case, "wrong", message=msg, worker=worker, env_id=env_id, extra=env_extra)
+            return Result(case, "wrong", message=msg, worker=worker, env_id=env_id, environment=fp)
         sides = timing if config.interleave else [("", timing)]
         flops, nbytes = w.flops(params), w.bytes(params, case.dtype)
         return _with_sides(config, {side: _ok(case, t, flops, nbytes, "cuda", env_id=env_id, worker=worker,
-                                              extra=env_extra) for side, t in sides})
+                                              environment=fp) for side, t in sides})
     except Exception as exc:
         return Result(case, "crashed", message=f"{type(exc).__name__}: {exc}", worker=worker)
 
 
 def _build(case: Case, artifact: Optional[Artifact], side_spec: Optional[dict]):
     """(module, build seconds, nvcc calls) of this checkout's build of ``case`` (using ``artifact``'s
-    cubin when given), or of ``side_spec``, another source tree's frozen build (harness.execute.portable),
-    compiled by this checkout's runtime (CUDA: for the architecture this checkout's side is built
-    for: the artifact's, else this GPU's). Raises CaseBuildError."""
+    cubin when given), or of ``side_spec``, another source tree's frozen build
+    (harness.execute.portable), compiled by this checkout's runtime (CUDA: for the architecture this
+    checkout's side is built for: the artifact's, else this GPU's). Raises CaseBuildError."""
     t0 = time.perf_counter()
     before = nvcc.STATS["nvcc_calls"]
     if side_spec is None:
@@ -158,23 +158,23 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
     """Build, check and time one case. Failures become outcomes, never exceptions.
 
     With ``config.interleave`` the case is timed as several sides in one loop
-    (harness.measure.measure_sides) and every side gets its own Result (see :func:`_with_sides`).
+    (harness.measure.loop.measure_sides) and every side gets its own Result (see :func:`_with_sides`).
     A side named in ``side_specs`` runs another source tree's build of the case (``kbench ab``,
-    harness.execute.portable); the others run this checkout's. Each distinct build is checked against the
-    reference on its own; a side that fails to build or is wrong is recorded so and not timed, and
+    harness.execute.portable); the others run this checkout's. Each distinct build is checked against
+    the reference on its own; a side that fails to build or is wrong is recorded so and not timed, and
     the remaining sides are timed together.
     """
     worker = worker_label()
     if case.peer:
         return _run_peer(case, config, worker)
-    names = [name for name, _ in config.interleave] or [""]
+    names = list(config.side_names) or [""]
     side_specs = side_specs or {}
     builds: Dict[str, tuple] = {}  # side -> (module, build_s, nvcc calls) | (None, message, 0)
     own = None
     for name in names:
         spec = side_specs.get(name)
-        if spec is None and own is not None:
-            builds[name] = own
+        if spec is None and own is not None:  # one build for several sides: its nvcc calls count once
+            builds[name] = (own[0], own[1], 0)
             continue
         try:
             builds[name] = _build(case, artifact, spec)
@@ -194,9 +194,9 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
         host = _host_args(w, case, config)
         dev = _device(case.target)
         nd = [tvm.nd.array(a, dev) for a in host]
-        env_id, env_extra = _env(case.target)
+        env_id, fp = _env(case.target)
         for n in results:  # sides that did not build: on the same device as the others (verdicts pair them)
-            results[n] = replace(results[n], device=_device_name(case.target), env_id=env_id, extra=env_extra)
+            results[n] = replace(results[n], device=_device_name(case.target), env_id=env_id, environment=fp)
         checked: Dict[int, tuple] = {}  # id(module) -> (ok, message)
         for n in built:
             module = builds[n][0]
@@ -210,7 +210,7 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
             ok, msg = checked[id(module)]
             if not ok:
                 results[n] = Result(case, "wrong", message=msg, worker=worker, build_s=build_s[n],
-                                    extra=(("nvcc_calls", builds[n][2]),) + env_extra,
+                                    nvcc_calls=builds[n][2], environment=fp,
                                     device=_device_name(case.target), env_id=env_id)
         timed = [n for n in built if n not in results]
         if timed:
@@ -220,7 +220,7 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
             flops, nbytes = w.flops(params), w.bytes(params, case.dtype)
             for n, timing in sides:
                 results[n] = _ok(case, timing, flops, nbytes, case.target, env_id=env_id, worker=worker,
-                                 build_s=build_s[n], extra=(("nvcc_calls", builds[n][2]),) + env_extra)
+                                 build_s=build_s[n], nvcc_calls=builds[n][2], environment=fp)
         return _with_sides(config, results)
     except Exception as exc:
         tb = traceback.format_exc(limit=3)

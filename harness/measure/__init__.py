@@ -8,25 +8,40 @@ protocol, host and OpenCL timers), :mod:`~harness.measure.cuda_timer` (CUDA even
 PTX), :mod:`~harness.measure.nvml` (clocks and telemetry), :mod:`~harness.measure.peaks` (GB/s,
 GFLOP/s and the device peaks they are a percentage of).
 
+The names below are importable from this package (``from harness.measure import CudaTimer``); each
+loads its module on first use, so that ``harness.measure.nvml`` (which the environment fingerprint
+needs) does not bring the timers and the compiler runtime with it.
+
 >>> timing = measure(CudaTimer(0), launch, MeasureConfig())          # doctest: +SKIP
 """
 
-from harness.measure.cuda_timer import FLUSHES, CudaTimer, hot_rotation_count, l2_cache_bytes
-from harness.measure.loop import measure, measure_interleaved, measure_sides, module_launcher
-from harness.measure.peaks import derived, device_peaks, measure_peaks_cpu, measure_peaks_cuda
-from harness.measure.stopping import (
-    CRITERIA,
-    STOP_REASONS,
-    ConvergenceCriterion,
-    register_criterion,
-    should_stop,
-)
-from harness.measure.timers import MODES, CpuTimer, Launch, OpenCLTimer, Timer
-from harness.stats.intervals import median_ci
+from __future__ import annotations
 
-__all__ = [
-    "CRITERIA", "FLUSHES", "MODES", "STOP_REASONS", "ConvergenceCriterion", "CpuTimer", "CudaTimer", "Launch",
-    "OpenCLTimer", "Timer", "derived", "device_peaks", "hot_rotation_count", "l2_cache_bytes", "measure",
-    "measure_interleaved", "measure_peaks_cpu", "measure_peaks_cuda", "measure_sides", "median_ci",
-    "module_launcher", "register_criterion", "should_stop",
-]
+import importlib
+from typing import Any
+
+#: public name -> the module of this package that defines it
+_EXPORTS = {
+    "FLUSHES": "cuda_timer", "CudaTimer": "cuda_timer", "hot_rotation_count": "cuda_timer",
+    "l2_cache_bytes": "cuda_timer",
+    "measure": "loop", "measure_interleaved": "loop", "measure_sides": "loop", "module_launcher": "loop",
+    "derived": "peaks", "device_peaks": "peaks", "measure_peaks_cpu": "peaks", "measure_peaks_cuda": "peaks",
+    "CRITERIA": "stopping", "STOP_REASONS": "stopping", "ConvergenceCriterion": "stopping",
+    "register_criterion": "stopping", "should_stop": "stopping",
+    "MODES": "timers", "CpuTimer": "timers", "Launch": "timers", "OpenCLTimer": "timers", "Timer": "timers",
+}
+
+__all__ = sorted([*_EXPORTS, "median_ci"])
+
+
+def __getattr__(name: str) -> Any:
+    """The public names of the package's modules, each loaded on first use (PEP 562)."""
+    if name == "median_ci":
+        module = importlib.import_module("harness.stats.intervals")
+    elif name in _EXPORTS:
+        module = importlib.import_module(f"harness.measure.{_EXPORTS[name]}")
+    else:
+        raise AttributeError(f"module 'harness.measure' has no attribute {name!r}")
+    value = getattr(module, name)
+    globals()[name] = value
+    return value

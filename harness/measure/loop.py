@@ -228,11 +228,11 @@ def measure_sides(make_timer: Callable[[], Timer], launch: Launches, config: Mea
     ``[("", measure(make_timer(), launch, config))]`` when there are no sides."""
     if not config.interleave:
         return [("", measure(make_timer(), launch, config))]
-    chosen = [(str(name), float(slow)) for name, slow in config.interleave if name not in skip]
+    chosen = [side for side in config.interleave if side.name not in skip]
     if not chosen:
         return []
-    names = [name for name, _ in chosen]
-    configs = [replace(config, slowdown=slow, interleave=()) for _, slow in chosen]
+    names = [side.name for side in chosen]
+    configs = [replace(config, slowdown=side.slowdown, interleave=()) for side in chosen]
     launches = [(side_launches or {}).get(name, launch) for name in names]
     timings = measure_interleaved([make_timer() for _ in names], launch, configs, side_launches=launches)
     return list(zip(names, timings))

@@ -60,16 +60,9 @@ def _ordered_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _interleave_group(row: Mapping[str, Any]) -> Any:
-    """The ``interleave_group`` of a row's telemetry (sides timed together share it), or None."""
-    tel = _value(row, "telemetry")
-    if isinstance(tel, str):
-        import json
-
-        try:
-            tel = json.loads(tel)
-        except ValueError:
-            return None
-    return tel.get("interleave_group") if isinstance(tel, Mapping) else None
+    """The row's ``interleave_group`` (results timed in one loop share it; harness.store), or None."""
+    group = _value(row, "interleave_group")
+    return None if group is None else int(group)
 
 
 def _interleaved(new_rows: Sequence[Mapping[str, Any]], base_rows: Sequence[Mapping[str, Any]]) -> bool:
@@ -138,8 +131,8 @@ def compare_frames(new: pd.DataFrame, base: pd.DataFrame, *, threshold: float = 
           "baseline was <outcome>" (a fix, not a regression);
         - both ``ok``: :func:`judge` on the pooled samples, the p-values of all judged cases
           corrected together with :func:`benjamini_hochberg` and the verdicts decided on the
-          q-values (``interleaved`` when every row of both sides carries an ``interleave_group``
-          in its telemetry and both sides cover the same groups); a side without any sample is
+          q-values (``interleaved`` when every row of both sides has an ``interleave_group``
+          and both sides cover the same groups); a side without any sample is
           AMBIGUOUS and left out of the correction. For sides that are separate runs (not
           interleaved) the CI is widened by the run-to-run spread (:func:`widen_ci`): the larger
           of ``run_sd[case_key]`` and the spread between the runs pooled on either side;

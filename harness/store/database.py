@@ -41,11 +41,11 @@ class UnknownRun(StoreError):
     """No run with this id in the store."""
 
 
-
 _RESULT_COLUMNS = (
     "run_id", "case_key", "env_id", "outcome", "message", "median_s", "ci_low_s", "ci_high_s",
     "n_samples", "discarded", "gbps", "gflops", "pct_peak_bw", "pct_peak_flops", "device", "worker",
     "mode", "stop_reason", "build_s", "telemetry", "extra", "case_json", "created_at",
+    "nvcc_calls", "side", "interleave_group",
 )
 
 # frame columns: (SQL expression, column name); env_* columns are appended from the env JSON
@@ -81,6 +81,9 @@ _FRAME_COLUMNS = (
     ("r.mode", "mode"),
     ("r.stop_reason", "stop_reason"),
     ("r.build_s", "build_s"),
+    ("r.nvcc_calls", "nvcc_calls"),
+    ("r.side", "side"),
+    ("r.interleave_group", "interleave_group"),
     ("r.env_id", "env_id"),
     ("r.telemetry", "telemetry"),
     ("r.extra", "extra"),
@@ -89,7 +92,8 @@ _FRAME_COLUMNS = (
 )
 _FLOAT_COLUMNS = ("median_s", "ci_low_s", "ci_high_s", "gbps", "gflops", "pct_peak_bw",
                   "pct_peak_flops", "build_s")
-_COUNT_COLUMNS = ("n_samples", "discarded")  # nullable integers (NULL when nothing was timed)
+# nullable integers (NULL when nothing was timed, when not interleaved, or stored before schema 4)
+_COUNT_COLUMNS = ("n_samples", "discarded", "nvcc_calls", "interleave_group")
 
 # results_frame filters: keyword -> SQL column
 _FILTERS = {
@@ -206,7 +210,10 @@ class Store:
         Parameters
         ----------
         suite
-            Any object with ``name`` and (optionally None) ``path`` and ``sha256`` attributes.
+            Any object with ``name`` and (optionally None) ``path`` and ``sha256`` attributes; its
+            practical thresholds are stored with the run when it has them (``regression_threshold``
+            and ``thresholds``, pairs of workload and threshold: :class:`harness.suite.Suite`), so the
+            run is judged with the thresholds it was made with.
         argv : sequence of str
             The command line, stored as JSON.
         executor : str
@@ -230,17 +237,20 @@ class Store:
         mc = measure_config
         if dataclasses.is_dataclass(mc) and not isinstance(mc, type):
             mc = dataclasses.asdict(mc)
+        threshold = getattr(suite, "regression_threshold", None)
+        overrides = dict(getattr(suite, "thresholds", None) or ())
         row = (now(), "running", str(name), None if path is None else str(path),
                getattr(suite, "sha256", None), git_commit, __version__,
                _dumps(list(argv), "argv"), str(executor), _dumps(mc or {}, "measure_config"), kind,
-               parent_run)
+               parent_run, _float(threshold),
+               None if threshold is None else _dumps(overrides, "thresholds"))
         with self._write("begin a run") as conn:
             if parent_run is not None:
                 self._check_run(conn, parent_run)
             cur = conn.execute(
                 "INSERT INTO runs (started_at, status, suite_name, suite_path, suite_sha256,"
-                " git_commit, kbench_version, argv, executor, measure_config, kind, parent_run)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                " git_commit, kbench_version, argv, executor, measure_config, kind, parent_run,"
+                " regression_threshold, thresholds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
             return int(cur.lastrowid)
 
     def finish_run(self, run_id: int, status: str) -> None:
@@ -286,6 +296,7 @@ class Store:
             run = dict(zip(names, row))
             run["argv"] = json.loads(run["argv"])
             run["measure_config"] = json.loads(run["measure_config"])
+            run["thresholds"] = None if run["thresholds"] is None else json.loads(run["thresholds"])
             counts = dict(conn.execute(
                 "SELECT outcome, COUNT(*) FROM results WHERE run_id = ? GROUP BY outcome ORDER BY outcome",
                 (run["id"],)).fetchall())
@@ -386,8 +397,9 @@ class Store:
     def record_result(self, run_id: int, result: Result, env: dict[str, Any] | None = None) -> int:
         """Store ``result`` of run ``run_id`` in one transaction; return the result id.
 
-        The case row (first sighting wins), the environment ``env`` (when given), the result row
-        and all its raw samples are written together or not at all.
+        The case row (first sighting wins), the environment ``env`` (default: the result's own
+        ``environment``, the fingerprint of the worker that measured it), the result row and all its
+        raw samples are written together or not at all.
 
         Raises
         ------
@@ -427,7 +439,12 @@ class Store:
             "extra": _dumps(dict(result.extra), f"{key}: extra"),
             "case_json": case.to_json(),
             "created_at": now(),
+            "nvcc_calls": int(result.nvcc_calls),
+            "side": result.side,
+            "interleave_group": result.interleave_group,
         }
+        if env is None:
+            env = result.environment
         try:
             with self._transaction() as conn:
                 self._check_run(conn, run_id)
@@ -488,7 +505,7 @@ class Store:
         """The results of run ``run_id`` as :class:`harness.model.Result` objects (in insert order).
 
         Samples, clocks, telemetry and extra come back as stored; JSON turns tuples inside
-        telemetry/extra values into lists.
+        telemetry/extra values into lists. ``environment`` is the stored fingerprint of ``env_id``.
         """
         conn = self._reader()
         self._check_run(conn, run_id)
@@ -496,6 +513,7 @@ class Store:
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, r)) for r in cur.fetchall()]
         samples = self._samples_by_result([r["id"] for r in rows if r["n_samples"] is not None])
+        environments = {e: self.get_environment(e) for e in {r["env_id"] for r in rows} if e}
         out = []
         for r in rows:
             timing = None
@@ -514,7 +532,9 @@ class Store:
                 case=Case.from_json(r["case_json"]), outcome=r["outcome"], message=r["message"],
                 timing=timing, gbps=r["gbps"], gflops=r["gflops"], pct_peak_bw=r["pct_peak_bw"],
                 pct_peak_flops=r["pct_peak_flops"], device=r["device"], env_id=r["env_id"] or "",
-                worker=r["worker"], build_s=r["build_s"], extra=tuple(json.loads(r["extra"]).items()),
+                worker=r["worker"], build_s=r["build_s"], nvcc_calls=r["nvcc_calls"] or 0,
+                environment=environments.get(r["env_id"]), side=r["side"],
+                interleave_group=r["interleave_group"], extra=tuple(json.loads(r["extra"]).items()),
             ))
         return out
 

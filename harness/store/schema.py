@@ -5,24 +5,27 @@ The schema is versioned: :data:`SCHEMA_VERSION` and an ordered list :data:`MIGRA
 without kbench tables). :func:`migrate` brings an older file forward in one transaction and refuses
 a file written by a newer kbench. Migrations only add: old rows are never rewritten.
 
-Schema (version 3)::
+Schema (version 4)::
 
     schema_version(version PK, applied_at, kbench_version)       one row per applied migration
     runs(id PK, started_at, ended_at, status, suite_name, suite_path, suite_sha256, git_commit,
          kbench_version, argv JSON, executor, measure_config JSON,
-         kind ('run' | 'calibration' | 'remeasure' | 'ab' [v3]), parent_run FK NULL)  [kind: v2]
+         kind ('run' | 'calibration' | 'remeasure' | 'ab' [v3]), parent_run FK NULL,  [kind: v2]
+         regression_threshold NULL, thresholds JSON NULL)                         [v4]
     baselines(name PK, run_id FK, set_at, note)                                   [v2]
     environments(id PK = harness.env.fingerprint_id, json, first_seen)
     cases(key PK, workload, variant, params JSON, knobs JSON, dtype, target, gpu_model, case_json)
     results(id PK, run_id FK, case_key FK, env_id FK NULL, outcome, message, median_s, ci_low_s,
             ci_high_s, n_samples, discarded, gbps, gflops, pct_peak_bw, pct_peak_flops, device,
             worker, mode, stop_reason, build_s, telemetry JSON, extra JSON, case_json, created_at,
+            nvcc_calls NULL, side, interleave_group FK NULL,                      [v4]
             UNIQUE(run_id, case_key))
     samples(result_id FK, idx, value_s, sm_clock_mhz, PK(result_id, idx))
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -172,18 +175,61 @@ def _v3_run_kind_ab(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE runs_v3 RENAME TO runs")
 
 
+_V4_STATEMENTS = (
+    # the practical thresholds the run was made with (the suite's, and per workload where its suite
+    # overrides it, as JSON {workload: threshold}); NULL for runs stored before version 4
+    "ALTER TABLE runs ADD COLUMN regression_threshold REAL",
+    "ALTER TABLE runs ADD COLUMN thresholds TEXT",
+    # nvcc invocations the result's build made; its interleaved side ('' when not interleaved) and the
+    # group of results timed in one loop with it (the first side's run; NULL when not interleaved)
+    "ALTER TABLE results ADD COLUMN nvcc_calls INTEGER",
+    "ALTER TABLE results ADD COLUMN side TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE results ADD COLUMN interleave_group INTEGER REFERENCES runs(id)",
+    "CREATE INDEX results_by_interleave_group ON results(interleave_group)",
+)
+
+
+def _v4_typed_results(conn: sqlite3.Connection) -> None:
+    """Version 4: what results carried in their JSON columns gets columns of its own (nvcc calls, the
+    interleaved side and its group), and runs keep their practical thresholds. Older results get the
+    new columns filled from the JSON they hold (``extra.nvcc_calls``, ``telemetry.interleave_group`` and
+    ``telemetry.interleave_side``); nothing they stored changes. Older runs keep NULL thresholds:
+    harness.judge then reads their suite file, if it still has the content they were made from."""
+    for statement in _V4_STATEMENTS:
+        conn.execute(statement)
+    rows = conn.execute("SELECT id, telemetry, extra FROM results WHERE telemetry LIKE '%interleave_group%'"
+                        " OR extra LIKE '%nvcc_calls%'").fetchall()
+    for result_id, telemetry, extra in rows:
+        tel = _json_object(telemetry)
+        calls = _json_object(extra).get("nvcc_calls")
+        group = tel.get("interleave_group")
+        conn.execute("UPDATE results SET nvcc_calls = ?, interleave_group = ?, side = ? WHERE id = ?",
+                     (int(calls) if isinstance(calls, int) else None,
+                      int(group) if isinstance(group, int) else None,
+                      str(tel.get("interleave_side") or "") if group is not None else "", result_id))
+
+
+def _json_object(text: str | None) -> dict:
+    """A JSON object column's value as a dict ({} for NULL or anything else)."""
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _sql(*_V1_STATEMENTS),  # 0 -> 1: the first layout
     _sql(*_V2_STATEMENTS),  # 1 -> 2: run kinds, re-measure parents, named baselines
     _v3_run_kind_ab,  # 2 -> 3: run kind "ab"
+    _v4_typed_results,  # 3 -> 4: thresholds of runs; nvcc calls, sides and interleave groups of results
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 assert SCHEMA_VERSION == len(MIGRATIONS), "SCHEMA_VERSION must equal len(MIGRATIONS)"
 assert set(_V1_OUTCOMES) == set(OUTCOMES), (
     "harness.model.OUTCOMES changed: add a store migration that widens results.outcome's CHECK")
-
 
 
 def read_version(conn: sqlite3.Connection) -> int:

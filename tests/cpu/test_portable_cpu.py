@@ -65,7 +65,7 @@ def test_run_case_times_both_sides_in_one_loop(target):
     case = _case(target)
     frozen = export_cases([{"case": case.to_json(), "arch": None}])[case.key]
     r = worker.run_case(case, CFG, side_specs={"base": frozen})
-    sides = dict(dict(r.extra)["interleaved"])
+    sides = {x.side: x for x in r.sides}
     assert set(sides) == {"base", "head"}
     for side in sides.values():
         assert side.outcome == "ok", side.message
@@ -81,7 +81,7 @@ def test_a_wrong_base_build_is_recorded_and_the_head_still_timed(target):
     assert "exp" in frozen["source"]
     frozen["source"] = re.sub(r"\bexpf?\(", lambda m: "1.5f * " + m.group(0), frozen["source"])  # a bug
     r = worker.run_case(case, CFG, side_specs={"base": frozen})
-    sides = dict(dict(r.extra)["interleaved"])
+    sides = {x.side: x for x in r.sides}
     assert sides["base"].outcome == "wrong" and "elements differ" in sides["base"].message
     assert sides["base"].timing is None
     assert sides["head"].outcome == "ok" and sides["head"].timing.samples
@@ -93,8 +93,8 @@ def test_a_base_that_does_not_compile_is_a_build_error_of_that_side():
     frozen = export_cases([{"case": case.to_json(), "arch": None}])[case.key]
     frozen["source"] += "\nthis is not C;\n"
     r = worker.run_case(case, CFG, side_specs={"base": frozen})
-    sides = dict(dict(r.extra)["interleaved"])
+    sides = {x.side: x for x in r.sides}
     assert sides["base"].outcome == "build_error" and "other source tree" in sides["base"].message
     assert sides["head"].outcome == "ok"
     r = worker.run_case(case, CFG, side_specs={"base": {"error": "KeyError: no variant"}})
-    assert dict(dict(r.extra)["interleaved"])["base"].message.endswith("KeyError: no variant")
+    assert {x.side: x for x in r.sides}["base"].message.endswith("KeyError: no variant")

@@ -77,14 +77,13 @@ def test_ab_finds_the_slower_tree_both_ways(tmp_path, exp_suite):
     assert kind_b == kind_h == "ab" and parent_b is None and parent_h == base
     assert all(k == "ab" for _, k, _ in more)  # re-measure runs, if any, are ab runs too
     con = sqlite3.connect(db)
-    rows = con.execute("SELECT run_id, case_key, outcome, telemetry FROM results WHERE run_id IN (?, ?)",
-                       (base, head)).fetchall()
-    assert sorted((rid, o) for rid, _, o, _ in rows) == [(base, "ok")] * 2 + [(head, "ok")] * 2
-    for *_, tel in rows:  # every result knows the loop it was timed in and its side
-        t = json.loads(tel)
-        assert t["interleave_group"] == base and t["interleave_side"] in ("base", "head")
-        assert t["interleaved_sides"] == 2
-    exp = {rid: med for rid, key, _, _ in rows for med in
+    rows = con.execute("SELECT run_id, case_key, outcome, telemetry, interleave_group, side FROM results"
+                       " WHERE run_id IN (?, ?)", (base, head)).fetchall()
+    assert sorted((rid, o) for rid, _, o, *_ in rows) == [(base, "ok")] * 2 + [(head, "ok")] * 2
+    for rid, _, _, tel, group, side in rows:  # every result knows the loop it was timed in and its side
+        assert group == base and side == ("base" if rid == base else "head")
+        assert json.loads(tel)["interleaved_sides"] == 2
+    exp = {rid: med for rid, key, *_ in rows for med in
            con.execute("SELECT median_s FROM results WHERE run_id = ? AND case_key = ?",
                        (rid, key)).fetchone()
            if key.startswith("exp/")}

@@ -148,9 +148,12 @@ def test_calibrate_reports_false_alarms_and_detection(tmp_path, suite, interleav
         # and the two later runs name the first as their parent
         runs = con.execute("select id, parent_run from runs order by id limit 3").fetchall()
         assert [p for _, p in runs] == [None, runs[0][0], runs[0][0]]
-        groups = {json.loads(t)["interleave_group"] for (t,) in con.execute(
-            "select telemetry from results where run_id in (?, ?, ?)", [i for i, _ in runs])}
+        groups = {g for (g,) in con.execute(
+            "select interleave_group from results where run_id in (?, ?, ?)", [i for i, _ in runs])}
         assert groups == {runs[0][0]}
+        sides = {(rid, side) for rid, side in con.execute(
+            "select run_id, side from results where run_id in (?, ?, ?)", [i for i, _ in runs])}
+        assert sides == {(runs[0][0], "A"), (runs[1][0], "B"), (runs[2][0], "C")}
     # calibration runs never serve as a baseline
     r = kbench("baseline", "set", "x", "1", "--db", db)
     assert r.returncode == 4 and "calibration run" in r.stderr

@@ -552,9 +552,9 @@ def _suite_verdicts(rng, cases: int, n: int, sigma: float, scale: float, interle
     """One suite of ``cases`` cases judged together (BH over the suite), lognormal samples."""
     base, new = [], []
     for c in range(cases):
-        tel = '{"interleave_group": 1}' if interleaved else None
-        base.append({**_row(f"c{c}", 1, samples=_lognormal(rng, n, sigma)), "telemetry": tel})
-        new.append({**_row(f"c{c}", 2, samples=_lognormal(rng, n, sigma, scale)), "telemetry": tel})
+        group = 1 if interleaved else None
+        base.append({**_row(f"c{c}", 1, samples=_lognormal(rng, n, sigma)), "interleave_group": group})
+        new.append({**_row(f"c{c}", 2, samples=_lognormal(rng, n, sigma, scale)), "interleave_group": group})
     return [v.verdict for v in compare_frames(_frame(new), _frame(base), n_boot=500)]
 
 
@@ -576,20 +576,20 @@ def test_compare_frames_knows_interleaved_rows_by_their_group():
     rng = np.random.default_rng(3)
     a, b = _lognormal(rng, 400, 0.02), _lognormal(rng, 400, 0.02, 1.035)
 
-    def verdict(base_tel, new_tels):
-        base = _frame([{**_row("k", 1, samples=a), "telemetry": base_tel}])
-        new = _frame([{**_row("k", 2 + i, samples=b[i::len(new_tels)]), "telemetry": t}
-                      for i, t in enumerate(new_tels)])
+    def verdict(base_group, new_groups):
+        base = _frame([{**_row("k", 1, samples=a), "interleave_group": base_group}])
+        new = _frame([{**_row("k", 2 + i, samples=b[i::len(new_groups)]), "interleave_group": g}
+                      for i, g in enumerate(new_groups)])
         (v,) = compare_frames(new, base)
         return v
 
-    together = verdict('{"interleave_group": 7}', ['{"interleave_group": 7}'])
+    together = verdict(7, [7])
     assert together.interleaved and together.verdict == "SLOWER", together
-    apart = verdict('{"interleave_group": 7}', ['{"interleave_group": 8}'])  # different loops
+    apart = verdict(7, [8])  # different loops
     assert not apart.interleaved
-    assert verdict(None, ['{"interleave_group": 7}']).interleaved is False
+    assert verdict(None, [7]).interleaved is False
     # a new side pooled from a loop the baseline was not part of is not interleaved
-    assert not verdict('{"interleave_group": 7}', ['{"interleave_group": 7}', '{"x": 1}']).interleaved
+    assert not verdict(7, [7, None]).interleaved
 
 
 # ---------------------------------------------------------------------------------------------
@@ -635,10 +635,9 @@ def test_compare_frames_adds_history_spread_to_separate_runs_only():
     assert spread.ratio_ci[0] < 1.0 < spread.ratio_ci[1]
     assert spread.ratio == tight.ratio  # the point estimate is the same
     # sides timed in one loop share the machine's drift: no run spread is added
-    tel = '{"interleave_group": 5}'
     (inter,) = compare_frames(_frame([{**_row("k", 2, samples=[x * 1.05 for x in _times(2)]),
-                                       "telemetry": tel}]),
-                              _frame([{**_row("k", 1, samples=_times(1)), "telemetry": tel}]),
+                                       "interleave_group": 5}]),
+                              _frame([{**_row("k", 1, samples=_times(1)), "interleave_group": 5}]),
                               run_sd={"k": stats.Spread(0.02, 9)})
     assert inter.verdict == "SLOWER" and inter.run_sd is None
 

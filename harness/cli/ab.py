@@ -5,7 +5,7 @@ the same GPU. Two runs made one after the other also see the machine drift betwe
 temperature, other tenants), which the samples of either run do not show, so their verdicts trust a
 difference that may not be there (docs/PERF.md: calibration). ``kbench ab`` instead times each case
 as two *sides* in one loop, a sample of one, then of the other, in alternating order
-(harness.measure.measure_interleaved): the drift falls on both sides alike, and the verdicts use the
+(harness.measure.loop.measure_interleaved): the drift falls on both sides alike, and the verdicts use the
 rule for interleaved sides (harness.stats.verdicts.judge).
 
 How the two trees meet in one process:
@@ -22,7 +22,7 @@ How the two trees meet in one process:
    reference, and time the two together. Each side is stored as a run of kind ``ab`` (never a
    baseline, never history), the base side's run first.
 4. The head side is judged against the base side; AMBIGUOUS cases are timed once more as both sides
-   and judged on everything (harness.judge.judge_pooled). Exit codes as ``kbench compare``.
+   and judged on everything (harness.judge.remeasure_ambiguous). Exit codes as ``kbench compare``.
 
 The inputs and the float64 reference of every case come from this checkout's workload registry, so
 both sides are checked against the same answer (a change of a reference shows on both sides).
@@ -35,6 +35,7 @@ of separate runs.
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -42,14 +43,74 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
+from harness.errors import ExitCode
+from harness.model import Case, Side
+from harness.stats import parse_fail_on
 from kernels.target import arch_of_model
 
-from .errors import ExitCode
-from .execute.portable import BaseTreeError, check_base_tree, export_base
-from .model import Case
+from .common import (
+    db_arg,
+    err,
+    execution,
+    execution_args,
+    out,
+    print_verdicts,
+    progress_display,
+    write_outputs,
+)
 
 #: the two sides, in the order the store gets their runs
-SIDES = (("base", 0.0), ("head", 0.0))
+SIDES = (Side("base"), Side("head"))
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    abp = commands.add_parser("ab", help="this checkout against another source tree, timed in one loop")
+    abp.add_argument("suite", help="suite file (TOML) of this checkout")
+    abp.add_argument("--base-tree", required=True, metavar="DIR",
+                     help="root of the other checkout (e.g. a git worktree of main); its kernels/ builds "
+                          "the base side")
+    execution_args(abp)
+    abp.add_argument("--fail-on", metavar="SPEC", help='gate, as for kbench run (e.g. "median:3%%")')
+    abp.add_argument("--out", type=Path, metavar="DIR",
+                     help="write the HTML report and CI outputs (Markdown, JUnit, JSON, CSV) here")
+    abp.add_argument("--no-remeasure", action="store_true",
+                     help="do not time AMBIGUOUS cases a second time")
+    db_arg(abp)
+    abp.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace, argv: list[str]) -> int:
+    targets, overrides = execution(args)
+    progress, on_event = progress_display("cases built twice + checked + measured (base/head)")
+
+    def events(kind, payload):
+        if kind == "export":
+            err.print(f"building {payload} case(s) with the base tree's kernels/ "
+                      f"({escape(str(args.base_tree))})")
+        elif kind == "run":
+            err.print(escape(str(payload)))
+        else:
+            on_event(kind, payload)
+
+    with progress:
+        summary = ab(args.suite, args.base_tree, args.db, args.executor, args.address, targets=targets,
+                     measure_overrides=overrides, argv=argv, fail_on=args.fail_on,
+                     remeasure=not args.no_remeasure, on_event=events)
+    print_verdicts(summary.judgement)
+    counts = "; ".join(f"{side} " + ", ".join(f"{k} {v}" for k, v in sorted(c.items()))
+                       for side, c in summary.counts.items())
+    out.print(f"kbench ab: {summary.cases} cases; {counts}; base tree built with {summary.base_kernels} "
+              f"({summary.export_s:.1f} s, {summary.export_errors} case(s) it could not build); "
+              f"{summary.seconds:.1f} s")
+    out.print(f"runs: base {summary.base_run}, head {summary.head_run} (kind ab) "
+              f"in {Path(args.db).resolve()}")
+    if args.out:
+        write_outputs(args.db, summary.head_run, summary.judgement, args.out)
+    return int(summary.exit_code)
+
+
 @dataclass
 class ABSummary:
     """What ``kbench ab`` did: the two runs, the verdicts and how the base tree's build went."""
@@ -93,22 +154,22 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
     harness.suite.SuiteError, harness.errors.UsageError, harness.execute.DispatchError
         As ``kbench run`` (a bad suite, ``--fail-on``, or executor).
     """
-    from . import judge
-    from .execute import make_executor
-    from .config import apply_runtime_defaults
-    from .run import run_suite
-    from .suite import load_suite
+    # the pipeline (the compiler, Ray) loads only when the command runs: `kbench --help` stays quick
+    from harness import judge
+    from harness.config import apply_runtime_defaults
+    from harness.execute import make_executor
+    from harness.execute.portable import check_base_tree, export_base
+    from harness.run import RunRequest, rerun_keys, run_suite
+    from harness.store import Store
+    from harness.suite import load_suite
 
     t0 = time.time()
     root = check_base_tree(base_tree)
     if fail_on:
-        from .stats import parse_fail_on
-
         parse_fail_on(fail_on)  # a bad gate is a usage error before anything runs
     emit = on_event or (lambda kind, payload: None)
     suite = load_suite(suite_path)
     apply_runtime_defaults()
-    overrides = {**(measure_overrides or {}), "interleave": SIDES}
     summary = ABSummary(0, 0, 0, base_tree=str(root))
     specs: dict[str, Any] = {}
     executor = make_executor(executor_kind, address=address, imports=tuple(suite.imports))
@@ -129,29 +190,27 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
             return {c.key: {"base": specs.get(c.key, {"error": "the base tree's build returned nothing"})}
                     for c in cases}
 
-        def one(label: str, **kw: Any) -> tuple[int, int]:
-            emit("run", label)
-            run = run_suite(suite_path, db, executor_kind, address, targets=targets, argv=argv,
-                            on_event=on_event, measure_overrides=overrides, kind="ab", executor=executor,
-                            with_peers=False, side_specs_for=side_specs_for, **kw)
-            if not summary.base_run:
-                summary.cases = run.planned
-            return run.side_runs["head"], run.side_runs["base"]
+        request = RunRequest(suite_path, Path(db), executor_kind, address,
+                             targets=tuple(targets) if targets else None, argv=tuple(argv),
+                             measure={**(measure_overrides or {}), "interleave": SIDES}, kind="ab",
+                             with_peers=False)
+        emit("run", "base and head, interleaved sample by sample")
+        first = run_suite(request, on_event=on_event, executor=executor, side_specs_for=side_specs_for)
+        summary.cases = first.planned
+        summary.head_run, summary.base_run = first.side_runs["head"], first.side_runs["base"]
 
-        summary.head_run, summary.base_run = one("base and head, interleaved sample by sample")
+        def announce(kind: str, payload: object) -> None:
+            if kind == "planned":
+                emit("run", f"re-measure of {payload.planned} AMBIGUOUS case(s)")
+            (on_event or (lambda k, p: None))(kind, payload)
 
-        def rerun(keys: set[str]) -> tuple[list[int], list[int]]:
-            head, base = one(f"re-measure of {len(keys)} AMBIGUOUS case(s)", only_keys=keys,
-                             parent_run=summary.base_run)
-            return [head], [base]
-
-        judgement = judge.judge_pooled(Path(db), [summary.head_run], [summary.base_run],
-                                       rerun if remeasure else None, fail_on=fail_on)
+        again = rerun_keys(request, parent_run=summary.base_run, on_event=announce, executor=executor,
+                           side_specs_for=side_specs_for) if remeasure else None
+        judgement = judge.judge_runs(Path(db), [summary.head_run], [summary.base_run], fail_on=fail_on)
+        judgement = judge.remeasure_ambiguous(Path(db), judgement, again, new_side="head", base_side="base")
         summary.judgement = replace(judgement, baseline_label=f"base tree {root} (run {summary.base_run})")
     finally:
         executor.close()
-    from .store import Store
-
     with Store.open(db, create=False) as st:
         for side, rid in (("base", summary.base_run), ("head", summary.head_run)):
             frame = st.results_frame(rid)
@@ -160,4 +219,3 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
     return summary
 
 
-__all__ = ["ABSummary", "BaseTreeError", "SIDES", "ab", "check_base_tree", "export_base"]
