@@ -37,9 +37,15 @@ class ExitCode(IntEnum):
 
 
 class KbenchError(Exception):
-    """The base of the harness's own errors; ``exit_code`` is what ``kbench`` exits with."""
+    """The base of the harness's own errors; ``exit_code`` is what ``kbench`` exits with.
+
+    ``kbench CMD`` prints the message as ``kbench CMD: MESSAGE``, or as it is when
+    ``names_its_place`` (a message that starts with the ``file:line`` at fault, which stays first on
+    its line for editors and grep).
+    """
 
     exit_code: ExitCode = ExitCode.USAGE
+    names_its_place: bool = False
 
 
 class UsageError(KbenchError, ValueError):

@@ -97,6 +97,8 @@ class SuiteError(ConfigError):
         What is wrong, naming the table, the key and what would be accepted.
     """
 
+    names_its_place = True  # printed as file:line: message
+
     def __init__(self, path: str, line: int | None, message: str):
         super().__init__(path, line, message)
         self.path = str(path)

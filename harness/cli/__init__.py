@@ -23,7 +23,6 @@ from rich.markup import escape
 
 from harness import __version__
 from harness.errors import ExitCode, KbenchError
-from harness.suite import SuiteError
 
 from .common import Parser, err
 
@@ -68,11 +67,9 @@ def run_handler(args: argparse.Namespace, argv: list[str]) -> int:
     (its message, exit 4); anything else is a bug in kbench (its traceback, exit 70)."""
     try:
         return int(args.handler(args, argv))
-    except SuiteError as exc:  # errors unwrapped: a file:line or a path stays on one line for grep
-        err.print(f"[red]{escape(str(exc))}[/red]", highlight=False, soft_wrap=True)
-        return int(exc.exit_code)
-    except KbenchError as exc:
-        err.print(f"[red]kbench {args.command}: {escape(str(exc))}[/red]", highlight=False, soft_wrap=True)
+    except KbenchError as exc:  # one line: a file:line or a path stays whole for grep
+        where = "" if exc.names_its_place else f"kbench {args.command}: "
+        err.print(f"[red]{escape(where + str(exc))}[/red]", highlight=False, soft_wrap=True)
         return int(exc.exit_code)
     except OSError as exc:
         err.print(f"[red]kbench {args.command}: {escape(str(exc))}[/red]", highlight=False, soft_wrap=True)

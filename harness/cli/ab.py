@@ -47,8 +47,6 @@ from rich.markup import escape
 
 from harness.errors import ExitCode
 from harness.model import Case, Side
-from harness.stats import parse_fail_on
-from kernels.target import arch_of_model
 
 from .common import (
     db_arg,
@@ -134,6 +132,9 @@ class ABSummary:
 def _arch_of(case: Case, models: Sequence[str]) -> str | None:
     """The CUDA architecture to build ``case`` for: its GPU model's, else that of the cluster's only
     model; None lets the base build pick its default (as this checkout's workers do)."""
+    # the compiler core (the GPU-model-to-arch table's package) loads only when ab builds a case
+    from kernels.target import arch_of_model
+
     if case.target != "cuda":
         return None
     model = case.gpu_model or (models[0] if len(set(models)) == 1 else "")
@@ -160,6 +161,7 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
     from harness.execute import make_executor
     from harness.execute.portable import check_base_tree, export_base
     from harness.run import RunRequest, rerun_keys, run_suite
+    from harness.stats import parse_fail_on
     from harness.store import Store
     from harness.suite import load_suite
 

@@ -6,10 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness import judge
 from harness.errors import ExitCode
-from harness.run import RunRequest, rerun_keys, run_suite
-from harness.stats import parse_fail_on
 
 from .common import (
     db_arg,
@@ -46,6 +43,11 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    # the pipeline (compiler, Ray, statistics) loads when the command runs: `kbench --help` stays quick
+    from harness import judge
+    from harness.run import RunRequest, rerun_keys, run_suite
+    from harness.stats import parse_fail_on
+
     targets, overrides = execution(args)
     if args.fail_on:
         parse_fail_on(args.fail_on)  # a bad gate is a usage error before anything runs

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from harness import judge
 from harness.errors import UsageError
 from harness.store import Store
 
@@ -50,6 +49,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def compare(args: argparse.Namespace, argv: list[str]) -> int:
+    # the statistics load when a command judges: `kbench --help` stays quick
+    from harness import judge
+
     with Store.open(args.db, create=False) as st:
         judgement = judge.judge(st, args.new, args.base, fail_on=args.fail_on)
     print_verdicts(judgement)
@@ -59,6 +61,9 @@ def compare(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def report(args: argparse.Namespace, argv: list[str]) -> int:
+    # the statistics load when a command judges: `kbench --help` stays quick
+    from harness import judge
+
     judgement = None
     with Store.open(args.db, create=False) as st:
         if st.get_run(args.run_id) is None:
