@@ -20,7 +20,7 @@ import pandas as pd
 
 from harness.model import DEFAULT_THRESHOLD, VERDICTS, Verdict
 from harness.stats import detect_steps
-from harness.store import NOT_HISTORY
+from harness.store import NOT_HISTORY, UnknownRun
 
 if TYPE_CHECKING:
     from harness.store import Store
@@ -108,8 +108,6 @@ def collect(store: Store, run_id: int, verdicts: Iterable[Verdict] = (),
     harness.store.UnknownRun
         No run ``run_id`` in the store.
     """
-    from harness.store import UnknownRun
-
     run = store.get_run(run_id)
     if run is None:
         raise UnknownRun(f"no run {run_id} in {store.path}")
