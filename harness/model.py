@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Tuple
 #: change of the median by less than 3 % is not worth a red build (docs/ARCHITECTURE.md, "Verdicts")
 DEFAULT_THRESHOLD = 0.03
 
-#: outcomes a case can end with (DESIGN.md 8)
+#: outcomes a case can end with (docs/ARCHITECTURE.md, "A case from suite to report")
 OUTCOMES = ("ok", "wrong", "timeout", "crashed", "build_error")
 
 Pairs = Tuple[Tuple[str, Any], ...]
@@ -213,10 +213,10 @@ def content_hash(*parts: str) -> str:
     return h.hexdigest()[:32]
 
 
-#: verdicts of one case against its baseline (DESIGN.md 7). SAME/FASTER/SLOWER/AMBIGUOUS judge
-#: speed; WRONG is a case whose new outcome is not ``ok`` (``base_outcome`` tells a correctness
-#: regression, was ok, from a case that was already failing); NEW has no baseline; MISSING is a
-#: baseline case the new run lacks.
+#: verdicts of one case against its baseline (docs/ARCHITECTURE.md, "Verdicts"). SAME/FASTER/SLOWER/
+#: AMBIGUOUS judge speed; WRONG is a case whose new outcome is not ``ok`` (``base_outcome`` tells a
+#: correctness regression, was ok, from a case that was already failing); NEW has no baseline;
+#: MISSING is a baseline case the new run lacks.
 VERDICTS = ("SAME", "FASTER", "SLOWER", "AMBIGUOUS", "WRONG", "NEW", "MISSING")
 
 

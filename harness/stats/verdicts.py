@@ -99,13 +99,13 @@ def judge(base: Sequence[float], new: Sequence[float], *, threshold: float = DEF
     ====  ========================================  ==========  ==================================
 
     With ``interleaved=True`` (the two sides were timed in one loop, sample by sample in rotation:
-    harness.measure.measure_interleaved) rows 2 and 3 ask for evidence and the *point* ratio
+    harness.measure.loop.measure_interleaved) rows 2 and 3 ask for evidence and the *point* ratio
     beyond the threshold (rows 2i/3i). Why the difference: samples of two runs made one after the
     other miss the drift of the machine between the runs (other tenants, clocks, thermals), so
     their test and CI are too confident and only a CI wholly past the threshold is trusted;
     interleaved sides see the same drift, their samples are exchangeable when nothing changed, the
-    test's error rate holds, and the DESIGN.md 7 rule (evidence and a practical change) applies as
-    written. Measured with ``kbench calibrate`` (docs/PERF.md).
+    test's error rate holds, and the rule of docs/ARCHITECTURE.md, "Verdicts" (evidence and a
+    practical change) applies as written. Measured with ``kbench calibrate`` (docs/PERF.md).
 
     Why this width of the AMBIGUOUS zone: requiring the whole CI beyond the threshold for
     SLOWER/FASTER keeps false alarms far under 1 % in A/A comparisons; calling every CI that merely
@@ -150,7 +150,7 @@ def judge(base: Sequence[float], new: Sequence[float], *, threshold: float = DEF
 
 
 def exit_code(verdicts: Iterable[Verdict]) -> ExitCode:
-    """The process exit code for a set of verdicts (DESIGN.md 7).
+    """The process exit code for a set of verdicts (harness.errors.ExitCode).
 
     2 if any case is WRONG (correctness first; an already-failing case counts too), else 1 if
     any is SLOWER, else 3 if any is AMBIGUOUS (inconclusive), else 0. Whether 3 fails a gate is

@@ -21,14 +21,7 @@ CFG = MeasureConfig(max_time_s=0.3, min_time_s=0.02, min_samples=20,
                     interleave=(("base", 0.0), ("head", 0.0)))
 
 
-def _opencl_ok() -> bool:
-    try:
-        return tvm.opencl(0).exist
-    except Exception:
-        return False
-
-
-TARGETS = ["c", pytest.param("opencl", marks=pytest.mark.skipif(not _opencl_ok(), reason="no OpenCL device"))]
+TARGETS = ["c", pytest.param("opencl", marks=pytest.mark.opencl)]
 
 
 def _case(target: str, workload: str = "row_sum") -> Case:

@@ -63,6 +63,7 @@ def _runs(db: Path) -> list:
     return sqlite3.connect(db).execute("SELECT id, kind, parent_run FROM runs ORDER BY id").fetchall()
 
 
+@pytest.mark.slow
 def test_ab_finds_the_slower_tree_both_ways(tmp_path, exp_suite):
     slow = _tree(tmp_path / "slow", COMPUTE, SLOW, packages=("kernels", "harness", "reports"))
     db, out = tmp_path / "k.db", tmp_path / "out"
@@ -102,6 +103,7 @@ def test_ab_finds_the_slower_tree_both_ways(tmp_path, exp_suite):
     assert "<failure" in (out2 / f"run{head2}-junit.xml").read_text()
 
 
+@pytest.mark.slow
 def test_ab_head_bug_is_wrong_and_base_bug_is_a_fix(tmp_path, exp_suite):
     buggy = _tree(tmp_path / "buggy", COMPUTE, WRONG, packages=("kernels", "harness", "reports"))
     r = _kbench_from(buggy, "ab", exp_suite, "--base-tree", ROOT, "--executor", "local", "--db",
@@ -118,6 +120,7 @@ def test_ab_head_bug_is_wrong_and_base_bug_is_a_fix(tmp_path, exp_suite):
     assert "NEW" in r.stdout and "WRONG" not in r.stdout
 
 
+@pytest.mark.slow
 def test_ab_case_the_base_tree_lacks_is_new(tmp_path, exp_suite):
     base = _tree(tmp_path / "base", VARIANT, "")
     r = kbench("ab", exp_suite, "--base-tree", base, "--executor", "local", "--db", tmp_path / "k.db")
@@ -130,6 +133,7 @@ def test_ab_case_the_base_tree_lacks_is_new(tmp_path, exp_suite):
     assert "NEW" in line
 
 
+@pytest.mark.slow
 def test_ab_on_the_embedded_ray(tmp_path, exp_suite):
     """The same comparison dispatched through kbench's own Ray (the base tree's builds travel with
     each batch to the worker processes)."""

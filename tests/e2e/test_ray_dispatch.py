@@ -19,12 +19,14 @@ from collections import Counter
 import pytest
 
 ray = pytest.importorskip("ray", reason="the Ray dispatch tests need ray (pip install 'kbench[test]')")
-from ray.cluster_utils import Cluster
+from ray.cluster_utils import Cluster  # noqa: E402  (after the importorskip above)
 
-from harness.execute import DispatchError, make_executor
-from harness.execute.local import LocalExecutor
-from harness.execute.ray_executor import RayExecutor
-from harness.model import Case, MeasureConfig
+from harness.execute import DispatchError, make_executor  # noqa: E402
+from harness.execute.local import LocalExecutor  # noqa: E402
+from harness.execute.ray_executor import RayExecutor  # noqa: E402
+from harness.model import Case, MeasureConfig  # noqa: E402
+
+pytestmark = pytest.mark.slow  # a Ray cluster of several nodes for the module
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:  # the driver (LocalExecutor) imports the planted workloads too

@@ -14,6 +14,7 @@ ray = pytest.importorskip("ray")
 from harness.execute.ray_executor import RayExecutor  # noqa: E402
 
 
+@pytest.mark.slow
 def test_cpu_batches_without_a_runtime_env_see_no_gpu(tmp_path, monkeypatch):
     if ray.is_initialized():  # another module's cluster: this test needs an embedded one
         ray.shutdown()
