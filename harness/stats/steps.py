@@ -12,9 +12,15 @@ from typing import Any
 
 import numpy as np
 
+from harness.model import DEFAULT_THRESHOLD
+
 from .intervals import finite
 
-__all__ = ["Step", "detect_steps", "first_bad", "lookback_zscore"]
+__all__ = ["MIN_STEP", "Step", "detect_steps", "first_bad", "lookback_zscore"]
+
+#: the smallest relative change of level kept as a step: a change the verdicts would call SAME
+#: (within the practical threshold) is no step worth naming a commit for
+MIN_STEP = DEFAULT_THRESHOLD
 
 
 def lookback_zscore(history: Sequence[float], value: float, *, window: int = 20,
@@ -100,7 +106,7 @@ def _default_penalty(x: np.ndarray) -> float:
 
 
 def detect_steps(values: Sequence[float], *, min_size: int = 3, penalty: float | None = None,
-                 rel_threshold: float = 0.03) -> list[Step]:
+                 rel_threshold: float = MIN_STEP) -> list[Step]:
     """asv-style step detection on a series of medians (one point per run, oldest first).
 
     Fits a piecewise-constant model by optimal partitioning: dynamic programming over all
@@ -178,7 +184,7 @@ def detect_steps(values: Sequence[float], *, min_size: int = 3, penalty: float |
 
 def first_bad(values: Sequence[float], run_ids: Sequence[Any], commits: Sequence[Any], *,
               min_size: int = 3, penalty: float | None = None,
-              rel_threshold: float = 0.03) -> dict[str, Any] | None:
+              rel_threshold: float = MIN_STEP) -> dict[str, Any] | None:
     """The first run of the most recent slowdown of one case.
 
     Runs :func:`detect_steps` on the case's medians (oldest first) and takes the last step with
