@@ -2,11 +2,11 @@
 #
 # Run ids and baselines are read from the result store with Python's sqlite3 rather than parsed
 # from kbench's console output, which is meant for people and may change. The schema is the one
-# documented in harness/store.py (runs.kind and the baselines table arrived with schema version 2;
-# both are optional here, so an older store still works).
+# documented in harness/store/schema.py (runs.kind and the baselines table arrived with schema
+# version 2; both are optional here, so an older store still works).
 
-# The exit codes of DESIGN.md 7.
-KB_EXIT_OK=0 KB_EXIT_SLOWER=1 KB_EXIT_WRONG=2 KB_EXIT_INCONCLUSIVE=3 KB_EXIT_USAGE=4
+# The exit codes of kbench (harness.errors.ExitCode; docs/ARCHITECTURE.md, "Errors and exit codes").
+KB_EXIT_OK=0 KB_EXIT_SLOWER=1 KB_EXIT_WRONG=2 KB_EXIT_INCONCLUSIVE=3 KB_EXIT_USAGE=4 KB_EXIT_INTERNAL=70
 
 kb_log() { printf '[%s] %s\n' "${KB_SCRIPT:-ci}" "$*" >&2; }
 
@@ -20,6 +20,7 @@ kb_verdict_text() {
     2) echo "correctness failure (wrong, crashed, timeout or build error)" ;;
     3) echo "inconclusive (AMBIGUOUS)" ;;
     4) echo "usage or configuration error" ;;
+    70) echo "internal error of kbench (a bug; see its traceback)" ;;
     *) echo "unexpected exit code $1" ;;
   esac
 }

@@ -28,8 +28,8 @@
 #
 # How: the base ref is checked out with `git worktree add` into a temporary folder (removed again on
 # exit). --mode samples runs `kbench ab SUITE --base-tree WORKTREE` (see `kbench ab --help` and
-# harness/ab.py). --mode runs: round i runs the two sides in ABBA order (base then head in odd rounds, head then base in
-# even ones) so a slow drift of the machine (clocks, temperature) hits both sides alike. Each side
+# harness/cli/ab.py). --mode runs: round i runs the two sides in ABBA order (base then head in odd rounds, head
+# then base in even ones) so a slow drift of the machine (clocks, temperature) hits both sides alike. Each side
 # runs `python -m harness.cli run` from its own tree with PYTHONPATH set to that tree, so each side's
 # compiler core (kernels/) builds its own kernels; the embedded Ray's workers inherit PYTHONPATH.
 # Both sides write to one store; their run ids are then compared with

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -15,10 +17,24 @@ class Settings:
 
 
 def settings() -> Settings:
+    """The settings from the environment (``KBENCH_DB``, ``KBENCH_OUT``, ``KBENCH_BATCH``).
+
+    Raises
+    ------
+    harness.errors.ConfigError
+        ``KBENCH_BATCH`` is not a whole number of at least 1.
+    """
+    batch = os.environ.get("KBENCH_BATCH", "16")
+    try:
+        batch_size = int(batch)
+    except ValueError:
+        batch_size = 0
+    if batch_size < 1:
+        raise ConfigError(f"KBENCH_BATCH={batch!r}: the batch size must be a whole number of at least 1")
     return Settings(
         db=Path(os.environ.get("KBENCH_DB", "kbench.db")),
         out_dir=Path(os.environ.get("KBENCH_OUT", "kbench-out")),
-        batch_size=int(os.environ.get("KBENCH_BATCH", "16")),
+        batch_size=batch_size,
     )
 
 

@@ -1,4 +1,5 @@
-"""Device, host and software fingerprint of the machine that measured a result, and GPU telemetry.
+"""Device, host and software fingerprint of the machine that measured a result, and the commit of the
+code under test.
 
 A fingerprint is a flat ``dict`` (JSON-friendly: str, int, float or None values). Its *stable*
 subset (:data:`STABLE_FIELDS`) names the hardware and software a timing depends on; its sha256
@@ -8,8 +9,8 @@ people reading reports and may change without changing the id (e.g. the CUDA ord
 ``CUDA_VISIBLE_DEVICES`` remaps per worker).
 
 GPU facts come from NVML (package ``nvidia-ml-py``, module ``pynvml``) and, when it is installed,
-pycuda; both are optional: without them, or without a GPU, every GPU field is None.
-This module reads no environment variables (DESIGN.md 2: only the config module does).
+pycuda, through :mod:`harness.measure.nvml`; both are optional: without them, or without a GPU, every
+GPU field is None. This module reads no environment variables (only :mod:`harness.config` does).
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import json
 import os
 import platform
 import socket
-import threading
-from collections.abc import Callable
+import subprocess
 from typing import Any
 
 from harness import __version__
+from harness.measure import nvml as _nv
 
 #: bump when the meaning of a field changes (part of the stable subset, so ids change with it)
 FINGERPRINT_VERSION = 1
@@ -68,18 +69,6 @@ FIELDS = STABLE_FIELDS + INFO_FIELDS
 
 _GPU_DEVICES = ("cuda", "gpu")
 
-# NVML clock-event ("throttle") reason bits, as nvml.h defines them (stable ABI).
-_CLOCK_EVENT_REASONS = (
-    (0x1, "gpu_idle"),
-    (0x2, "applications_clocks_setting"),
-    (0x4, "sw_power_cap"),
-    (0x8, "hw_slowdown"),
-    (0x10, "sync_boost"),
-    (0x20, "sw_thermal_slowdown"),
-    (0x40, "hw_thermal_slowdown"),
-    (0x80, "hw_power_brake_slowdown"),
-    (0x100, "display_clock_setting"),
-)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -124,80 +113,25 @@ def fingerprint_id(fp: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def nvml_handle(index: int = 0) -> Any:
-    """The NVML handle of CUDA ordinal ``index`` (mapped by PCI bus id when pycuda is present).
+def git_commit(path: str | os.PathLike[str] = ".") -> str | None:
+    """``git rev-parse HEAD`` of the checkout at ``path``, plus "-dirty" when tracked files changed.
 
-    Returns None when NVML is unavailable or the device cannot be found.
+    Returns None outside a git work tree or without git.
     """
-    nvml = _nvml()
-    if nvml is None:
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(["git", "-C", str(path), *args], check=False, capture_output=True,
+                                  text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    head = git("rev-parse", "--verify", "HEAD")
+    if not head:
         return None
-    bus_id = _cuda_pci_bus_id(index)
-    try:
-        if bus_id is not None:
-            return nvml.nvmlDeviceGetHandleByPciBusId(bus_id)
-        return nvml.nvmlDeviceGetHandleByIndex(index)
-    except Exception:
-        return None
-
-
-def sm_clock_mhz(handle: Any) -> float | None:
-    """The current SM clock of the NVML device ``handle`` in MHz, or None when unknown."""
-    nvml = _nvml()
-    if nvml is None or handle is None:
-        return None
-    return _try(lambda: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)))
-
-
-def telemetry(handle: Any) -> dict[str, Any]:
-    """A snapshot of the GPU's state, taken before and after timing a case.
-
-    Parameters
-    ----------
-    handle
-        An NVML device handle (:func:`nvml_handle`), or None.
-
-    Returns
-    -------
-    dict
-        ``temperature_c``, ``power_w``, ``sm_clock_mhz``, ``mem_clock_mhz`` and
-        ``clock_event_reasons`` (a list of names such as "sw_power_cap", "hw_thermal_slowdown";
-        ``[]`` when the clocks run unrestricted). Values NVML cannot give are None; with no
-        handle every value is None.
-    """
-    snap: dict[str, Any] = {
-        "temperature_c": None, "power_w": None, "sm_clock_mhz": None, "mem_clock_mhz": None,
-        "clock_event_reasons": None,
-    }
-    nvml = _nvml()
-    if nvml is None or handle is None:
-        return snap
-    snap["temperature_c"] = _try(
-        lambda: float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)))
-    snap["power_w"] = _try(lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)  # mW -> W
-    snap["sm_clock_mhz"] = _try(lambda: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)))
-    snap["mem_clock_mhz"] = _try(
-        lambda: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)))
-    # nvidia-ml-py >= 12.535 calls them "clocks event reasons"; older ones "throttle reasons"
-    getter = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-              or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
-    if getter is not None:
-        bits = _try(lambda: int(getter(handle)))
-        if bits is not None:
-            snap["clock_event_reasons"] = clock_event_reason_names(bits)
-    return snap
-
-
-def clock_event_reason_names(bits: int) -> list[str]:
-    """The names of the NVML clock-event reason ``bits`` (unknown bits as "unknown_0x...")."""
-    names = [name for bit, name in _CLOCK_EVENT_REASONS if bits & bit]
-    known = 0
-    for bit, _ in _CLOCK_EVENT_REASONS:
-        known |= bit
-    rest = bits & ~known
-    if rest:
-        names.append(f"unknown_{rest:#x}")
-    return names
+    # untracked files (a kbench.db, reports) do not make the code under test dirty
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return f"{head}-dirty" if status else head
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,107 +213,55 @@ def _host_memory_bytes() -> int | None:
 # GPU: NVML and pycuda, both optional
 # ---------------------------------------------------------------------------------------------
 
-_nvml_lock = threading.Lock()
-_nvml_state: dict[str, Any] = {}  # "module": the initialised pynvml module, or None if unusable
-
-
-def _nvml() -> Any:
-    """The pynvml module, initialised once per process; None without nvidia-ml-py or a driver."""
-    with _nvml_lock:
-        if "module" not in _nvml_state:
-            module = None
-            try:
-                import pynvml
-
-                pynvml.nvmlInit()
-                module = pynvml
-            except Exception:
-                module = None
-            _nvml_state["module"] = module
-        return _nvml_state["module"]
-
-
-def _pycuda_device(index: int) -> Any:
-    """The pycuda Device of CUDA ordinal ``index``, or None without pycuda or a usable driver."""
-    try:
-        import pycuda.driver as drv
-    except Exception:
-        return None
-    try:
-        drv.init()
-        return drv.Device(index)
-    except Exception:
-        return None
-
-
-def _cuda_pci_bus_id(index: int) -> str | None:
-    dev = _pycuda_device(index)
-    return None if dev is None else _try(dev.pci_bus_id)
-
-
 def _gpu_info(index: int) -> dict[str, Any]:
     info: dict[str, Any] = {}
-    dev = _pycuda_device(index)
+    dev = _nv.cuda_device(index)
     if dev is not None:
         import pycuda.driver as drv
 
         attr = drv.device_attribute
-        info["gpu_name"] = _try(dev.name)
-        info["gpu_pci_bus_id"] = _try(dev.pci_bus_id)
-        cc = _try(dev.compute_capability)
+        info["gpu_name"] = _nv.guarded(dev.name)
+        info["gpu_pci_bus_id"] = _nv.guarded(dev.pci_bus_id)
+        cc = _nv.guarded(dev.compute_capability)
         info["gpu_compute_capability"] = None if cc is None else f"{cc[0]}.{cc[1]}"
-        info["gpu_memory_total_bytes"] = _try(lambda: int(dev.total_memory()))
-        info["gpu_sm_count"] = _try(lambda: int(dev.get_attribute(attr.MULTIPROCESSOR_COUNT)))
-        info["gpu_l2_cache_bytes"] = _try(lambda: int(dev.get_attribute(attr.L2_CACHE_SIZE)))
+        info["gpu_memory_total_bytes"] = _nv.guarded(lambda: int(dev.total_memory()))
+        info["gpu_sm_count"] = _nv.guarded(lambda: int(dev.get_attribute(attr.MULTIPROCESSOR_COUNT)))
+        info["gpu_l2_cache_bytes"] = _nv.guarded(lambda: int(dev.get_attribute(attr.L2_CACHE_SIZE)))
         # the device's max clock in kHz; NVML's figure (below) is preferred when present
-        info["gpu_max_sm_clock_mhz"] = _try(lambda: dev.get_attribute(attr.CLOCK_RATE) / 1000.0)
-        version = _try(drv.get_driver_version)  # e.g. 12040
+        info["gpu_max_sm_clock_mhz"] = _nv.guarded(lambda: dev.get_attribute(attr.CLOCK_RATE) / 1000.0)
+        version = _nv.guarded(drv.get_driver_version)  # e.g. 12040
         if version is not None:
             info["cuda_version"] = f"{version // 1000}.{(version % 1000) // 10}"
 
-    nvml = _nvml()
-    handle = nvml_handle(index) if nvml is not None else None
+    nvml = _nv.pynvml()
+    handle = _nv.nvml_handle(index) if nvml is not None else None
     if handle is not None:
-        info["gpu_name"] = _try(lambda: _text(nvml.nvmlDeviceGetName(handle))) or info.get("gpu_name")
-        info["gpu_uuid"] = _try(lambda: _text(nvml.nvmlDeviceGetUUID(handle)))
-        cc = _try(lambda: nvml.nvmlDeviceGetCudaComputeCapability(handle))
+        name = _nv.guarded(lambda: _nv.as_text(nvml.nvmlDeviceGetName(handle)))
+        info["gpu_name"] = name or info.get("gpu_name")
+        info["gpu_uuid"] = _nv.guarded(lambda: _nv.as_text(nvml.nvmlDeviceGetUUID(handle)))
+        cc = _nv.guarded(lambda: nvml.nvmlDeviceGetCudaComputeCapability(handle))
         if cc is not None:
             info["gpu_compute_capability"] = f"{cc[0]}.{cc[1]}"
-        total = _try(lambda: int(nvml.nvmlDeviceGetMemoryInfo(handle).total))
+        total = _nv.guarded(lambda: int(nvml.nvmlDeviceGetMemoryInfo(handle).total))
         if total is not None:
             info["gpu_memory_total_bytes"] = total
         if info.get("gpu_sm_count") is None:
-            info["gpu_sm_count"] = _try(
+            info["gpu_sm_count"] = _nv.guarded(
                 lambda: int(nvml.nvmlDeviceGetAttributes(handle).multiprocessorCount))
-        info["gpu_driver_version"] = _try(lambda: _text(nvml.nvmlSystemGetDriverVersion()))
-        version = _try(nvml.nvmlSystemGetCudaDriverVersion)
+        info["gpu_driver_version"] = _nv.guarded(lambda: _nv.as_text(nvml.nvmlSystemGetDriverVersion()))
+        version = _nv.guarded(nvml.nvmlSystemGetCudaDriverVersion)
         if version is not None:
             info["cuda_version"] = f"{version // 1000}.{(version % 1000) // 10}"
-        clock = _try(lambda: float(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)))
+        clock = _nv.guarded(lambda: float(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)))
         if clock is not None:
             info["gpu_max_sm_clock_mhz"] = clock
-        info["gpu_power_limit_w"] = _try(
+        info["gpu_power_limit_w"] = _nv.guarded(
             lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0)
         if info.get("gpu_pci_bus_id") is None:
-            info["gpu_pci_bus_id"] = _try(lambda: _text(nvml.nvmlDeviceGetPciInfo(handle).busId))
-        info["nvml_version"] = _try(lambda: _text(nvml.nvmlSystemGetNVMLVersion()))
+            info["gpu_pci_bus_id"] = _nv.guarded(lambda: _nv.as_text(nvml.nvmlDeviceGetPciInfo(handle).busId))
+        info["nvml_version"] = _nv.guarded(lambda: _nv.as_text(nvml.nvmlSystemGetNVMLVersion()))
     return info
 
 
-def _text(value: Any) -> str:
-    """NVML strings: bytes in old nvidia-ml-py releases, str in new ones."""
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _try(fn: Callable[[], Any]) -> Any:
-    """``fn()``, or None when the driver cannot answer (unsupported query, lost device...)."""
-    try:
-        return fn()
-    except Exception:
-        return None
-
-
-__all__ = [
-    "FIELDS", "FINGERPRINT_VERSION", "INFO_FIELDS", "STABLE_FIELDS", "clock_event_reason_names",
-    "fingerprint", "fingerprint_id", "nvml_handle", "sm_clock_mhz", "telemetry",
-]
+__all__ = ["FIELDS", "FINGERPRINT_VERSION", "INFO_FIELDS", "STABLE_FIELDS", "fingerprint", "fingerprint_id",
+           "git_commit"]

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Optional, Tuple
 
-#: outcomes a case can end with (DESIGN.md 8)
+#: the practical threshold of the verdicts when neither the suite nor ``--fail-on`` gives one: a
+#: change of the median by less than 3 % is not worth a red build (docs/ARCHITECTURE.md, "Verdicts")
+DEFAULT_THRESHOLD = 0.03
+
+#: outcomes a case can end with (docs/ARCHITECTURE.md, "A case from suite to report")
 OUTCOMES = ("ok", "wrong", "timeout", "crashed", "build_error")
 
 Pairs = Tuple[Tuple[str, Any], ...]
+
+#: how a peer case's variant starts (:meth:`Case.as_peer`)
+PEER_VARIANT_PREFIX = "peer:"
 
 
 def pairs(d: Dict[str, Any]) -> Pairs:
@@ -23,7 +30,9 @@ def pairs(d: Dict[str, Any]) -> Pairs:
 class Case:
     """One thing to build and time: a workload variant at one shape, dtype and target.
 
-    ``gpu_model`` names the GPU model the case must run on ("" = any, CPU targets: "").
+    ``gpu_model`` names the GPU model the case must run on ("" = any, CPU targets: ""). ``peer`` names
+    a library implementation timed instead of a build of ``kernels`` (harness.execute.peers, e.g.
+    ``"torch.sum(dim=1)"``; "" for a kernels build); :meth:`as_peer` makes such a case.
     """
 
     suite: str
@@ -37,6 +46,7 @@ class Case:
     atol: float = 1e-5
     timeout_s: float = 120.0
     gpu_model: str = ""
+    peer: str = ""
 
     @property
     def key(self) -> str:
@@ -54,25 +64,59 @@ class Case:
     def knob_dict(self) -> Dict[str, Any]:
         return dict(self.knobs)
 
+    def as_peer(self, name: str) -> "Case":
+        """The case of library peer ``name`` at this case's shape, dtype and GPU (a CUDA case; its
+        variant reads ``peer:<name>`` in keys and reports, e.g. ``row_sum/peer:torch.sum(dim=1)``)."""
+        return replace(self, variant=f"{PEER_VARIANT_PREFIX}{name}", knobs=(), target="cuda", peer=name)
+
     def to_json(self) -> str:
-        return json.dumps({
+        d = {
             "suite": self.suite, "workload": self.workload, "variant": self.variant,
             "params": list(map(list, self.params)), "knobs": list(map(list, self.knobs)),
             "dtype": self.dtype, "target": self.target, "rtol": self.rtol, "atol": self.atol,
             "timeout_s": self.timeout_s, "gpu_model": self.gpu_model,
-        }, sort_keys=True)
+        }
+        if self.peer:  # kernels builds keep the JSON (and so the stored case rows) they always had
+            d["peer"] = self.peer
+        return json.dumps(d, sort_keys=True)
 
     @staticmethod
     def from_json(text: str) -> "Case":
         d = json.loads(text)
         d["params"] = tuple(tuple(x) for x in d["params"])
         d["knobs"] = tuple(tuple(x) for x in d["knobs"])
+        if "peer" not in d and str(d.get("variant", "")).startswith(PEER_VARIANT_PREFIX):
+            # stored before Case.peer existed (schema version 3 and older): the variant names the peer
+            d["peer"] = d["variant"][len(PEER_VARIANT_PREFIX):]
         return Case(**d)
 
 
 @dataclass(frozen=True)
+class Side:
+    """One side of a case timed as several *sides* in one loop, sample by sample in rotation
+    (harness.measure.loop.measure_interleaved): ``kbench ab``'s base and head builds, ``kbench
+    calibrate``'s A, B and slowed C. ``name`` labels the side's results and its run; ``slowdown``
+    injects dependent work into its samples (a fraction of the case's own time; calibration only).
+    Which build a side times is the caller's (``side_specs`` of harness.execute.worker.run_cases)."""
+
+    name: str
+    slowdown: float = 0.0
+
+    @staticmethod
+    def of(value: Any) -> "Side":
+        """A Side from a Side, a ``(name, slowdown)`` pair or a ``{"name", "slowdown"}`` dict (a
+        MeasureConfig read back from JSON)."""
+        if isinstance(value, Side):
+            return value
+        if isinstance(value, dict):
+            return Side(str(value["name"]), float(value.get("slowdown", 0.0)))
+        name, slowdown = value
+        return Side(str(name), float(slowdown))
+
+
+@dataclass(frozen=True)
 class MeasureConfig:
-    """Stopping rule and modes of the timing methodology (DESIGN.md 6)."""
+    """Stopping rule and modes of the timing methodology (docs/ARCHITECTURE.md, "Measuring")."""
 
     max_rel_ci: float = 0.005  # stop when the 95 % CI half-width of the median / median <= this
     min_samples: int = 10
@@ -82,18 +126,25 @@ class MeasureConfig:
     warmup_min: int = 3
     clock_floor: float = 0.75  # discard samples taken below this fraction of the max SM clock
     mode: str = "cold"  # "cold" (L2 flushed before each sample) or "hot" (CUDA graph of many launches)
+    # when the samples have converged: a criterion of harness.measure.stopping.CRITERIA by name
+    stopping: str = "median-ci"
     seed: int = 0
     # calibration only (`kbench calibrate`): dependent work added inside every timed sample, as a
     # fraction of the case's own time per launch (0.05 = the case gets 5 % slower); 0 = none
     slowdown: float = 0.0
-    # interleaved sides (harness.measure.measure_interleaved): ((name, slowdown), ...); each case is
-    # timed once per side, sample by sample in rotation, and yields one result per side (the
-    # driver stores each side in its own run). Empty = one plain side. Set by `kbench calibrate`.
-    interleave: Tuple[Tuple[str, float], ...] = ()
+    # interleaved sides (Side): each case is timed once per side, sample by sample in rotation, and
+    # yields one result per side (the driver stores each side in its own run). Empty = one plain
+    # side. Set by `kbench calibrate` and `kbench ab`, never by a suite.
+    interleave: Tuple[Side, ...] = ()
 
     def __post_init__(self):
-        # a config read back from JSON (the store) has lists where the fields hold tuples
-        object.__setattr__(self, "interleave", tuple((str(n), float(s)) for n, s in self.interleave))
+        # sides may be given as (name, slowdown) pairs, or read back from JSON as dicts
+        object.__setattr__(self, "interleave", tuple(Side.of(v) for v in self.interleave))
+
+    @property
+    def side_names(self) -> Tuple[str, ...]:
+        """The names of the interleaved sides, in order (``()`` without sides)."""
+        return tuple(side.name for side in self.interleave)
 
 
 @dataclass(frozen=True)
@@ -113,7 +164,14 @@ class Timing:
 
 @dataclass(frozen=True)
 class Result:
-    """The outcome of one case in one run on one device."""
+    """The outcome of one case in one run on one device.
+
+    A case timed as interleaved sides (``MeasureConfig.interleave``) comes back from the worker as one
+    Result per side, each with its ``side``, carried in ``sides`` of the Result the executor hands on
+    (whose own fields are the first side's); the driver stores each in its side's run and gives them
+    all the ``interleave_group`` that marks them as timed together. A case that failed as a whole
+    (a timeout, a crash) has no ``sides``: its one Result stands for every side.
+    """
 
     case: Case
     outcome: str  # one of OUTCOMES
@@ -127,11 +185,24 @@ class Result:
     env_id: str = ""  # fingerprint id (harness.env)
     worker: str = ""  # node / process that measured it
     build_s: float = 0.0
-    extra: Tuple[Tuple[str, Any], ...] = field(default=())
+    nvcc_calls: int = 0  # nvcc invocations its build made (0: the binary came from the cache, or no CUDA)
+    environment: Optional[Dict[str, Any]] = None  # the measuring worker's fingerprint (env_id is its id)
+    side: str = ""  # the interleaved side (Side.name) this result is of; "" when not interleaved
+    interleave_group: Optional[int] = None  # set by the driver: results sharing it were timed in one loop
+    sides: Tuple["Result", ...] = ()  # the worker's answer for interleaved sides: one Result per side
+    extra: Tuple[Tuple[str, Any], ...] = field(default=())  # free-form pairs, stored as JSON
 
     def __post_init__(self):
         if self.outcome not in OUTCOMES:
             raise ValueError(f"outcome {self.outcome!r} is not one of {OUTCOMES}")
+
+    def for_side(self, name: str) -> "Result":
+        """This case's Result for side ``name``: the worker's for that side, else (a case that failed
+        as a whole) this Result, labelled with the side."""
+        for r in self.sides:
+            if r.side == name:
+                return r
+        return replace(self, side=name, sides=())
 
 
 def content_hash(*parts: str) -> str:
@@ -142,10 +213,10 @@ def content_hash(*parts: str) -> str:
     return h.hexdigest()[:32]
 
 
-#: verdicts of one case against its baseline (DESIGN.md 7). SAME/FASTER/SLOWER/AMBIGUOUS judge
-#: speed; WRONG is a case whose new outcome is not ``ok`` (``base_outcome`` tells a correctness
-#: regression, was ok, from a case that was already failing); NEW has no baseline; MISSING is a
-#: baseline case the new run lacks.
+#: verdicts of one case against its baseline (docs/ARCHITECTURE.md, "Verdicts"). SAME/FASTER/SLOWER/
+#: AMBIGUOUS judge speed; WRONG is a case whose new outcome is not ``ok`` (``base_outcome`` tells a
+#: correctness regression, was ok, from a case that was already failing); NEW has no baseline;
+#: MISSING is a baseline case the new run lacks.
 VERDICTS = ("SAME", "FASTER", "SLOWER", "AMBIGUOUS", "WRONG", "NEW", "MISSING")
 
 
@@ -174,15 +245,15 @@ class Verdict:
     ratio_ci: Optional[Tuple[float, float]] = None
     p_value: Optional[float] = None
     q_value: Optional[float] = None
-    threshold: float = 0.03
+    threshold: float = DEFAULT_THRESHOLD
     n_new: int = 0
     n_base: int = 0
     new_result_id: Optional[int] = None
     base_result_ids: Tuple[int, ...] = ()
     base_run_ids: Tuple[int, ...] = ()
     remeasured: bool = False
-    interleaved: bool = False  # both sides timed in one loop, sample by sample (harness.compare.judge)
-    # separate runs: the run-to-run spread (SD of log medians) added to the CI (harness.compare)
+    interleaved: bool = False  # both sides timed in one loop, sample by sample (harness.stats.verdicts.judge)
+    # separate runs: the run-to-run spread (SD of log medians) added to the CI (harness.stats.frames)
     run_sd: Optional[float] = None
     message: str = ""
 

@@ -10,6 +10,8 @@ lacks, and batches of cases that can share one worker.
   - otherwise one case with ``gpu_model = ""``: any GPU will do.
 
   ``Case.key`` includes the GPU model, so the results of one case on two models never collide.
+* :func:`peer_cases` adds the suite's library peers (torch, cupy) next to the CUDA cases of their
+  workload, timed in the same run.
 * :func:`missing` keeps the cases whose key is not yet stored (``kbench run --resume``).
 * :func:`batches` groups cases by (target, gpu_model), keeping their order, in chunks that shrink
   towards the end of a group, so that free workers pull the rest and finish together.
@@ -81,6 +83,26 @@ def plan(suite: Suite, gpu_models: Sequence[str], compare_all: bool = False) -> 
     return out
 
 
+def peer_cases(cases: Sequence[Case], peers: Sequence[tuple[str, str]]) -> list[Case]:
+    """One case per (workload, peer) and distinct shape/dtype/GPU of that workload's CUDA cases: the
+    peer library's kernel timed in the same run, e.g. ``row_sum/peer:torch.sum(dim=1)``
+    (:meth:`harness.model.Case.as_peer`). ``peers`` are the suite's (workload, peer name) pairs."""
+    wanted: dict[str, list[str]] = {}
+    for w, p in peers:
+        wanted.setdefault(w, []).append(p)
+    out: list[Case] = []
+    seen: set[str] = set()
+    for c in cases:
+        if c.target != "cuda" or c.workload not in wanted:
+            continue
+        for p in wanted[c.workload]:
+            pc = c.as_peer(p)
+            if pc.key not in seen:
+                seen.add(pc.key)
+                out.append(pc)
+    return out
+
+
 def missing(cases: Iterable[Case], done_keys: set[str]) -> list[Case]:
     """The cases whose ``key`` is not in ``done_keys``, in their order (for ``kbench run --resume``)."""
     return [c for c in cases if c.key not in done_keys]
@@ -122,4 +144,4 @@ def batches(cases: Iterable[Case], size: int,
     return out
 
 
-__all__ = ["PlanError", "batches", "missing", "plan"]
+__all__ = ["PlanError", "batches", "missing", "peer_cases", "plan"]

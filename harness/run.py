@@ -1,17 +1,58 @@
-"""``kbench run``: plan a suite, dispatch it, store every result as it arrives, summarise."""
+"""A suite from file to store: plan its cases, dispatch them, store every result as it arrives, and
+summarise (docs/ARCHITECTURE.md, "A case from suite to report"). ``kbench run``, ``kbench ab`` and
+``kbench calibrate`` all run suites through :func:`run_suite`; :func:`rerun_keys` is how they time
+AMBIGUOUS cases once more (harness.judge.remeasure_ambiguous).
+"""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Collection, Dict, List, Optional, Sequence
+from typing import Any
 
+import kernels as tvm
+
+from . import plan as planmod
+from .config import apply_runtime_defaults, settings
+from .env import git_commit
+from .errors import ExitCode, UsageError
+from .execute import Executor, make_executor
 from .model import Case, MeasureConfig, Result
+from .store import Store
+from .suite import load_suite
 
-# DESIGN.md 7 exit codes
-EXIT_OK, EXIT_SPEED, EXIT_WRONG, EXIT_INCONCLUSIVE, EXIT_USAGE = 0, 1, 2, 3, 4
+#: the events :func:`run_suite` reports to ``on_event(kind, payload)``: "planned" (the RunSummary,
+#: before any case runs) and "result" (each Result as it arrives; interleaved sides in its ``sides``)
+EVENTS = ("planned", "result")
+
+OnEvent = Callable[[str, object], None]
+#: what ``side_specs_for(cases)`` returns: per case key, {side: another source tree's frozen build}
+SideSpecsFor = Callable[[list[Case]], dict[str, dict]]
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What to run and how: a suite file, the store, where the cases run and how they are measured.
+
+    ``measure`` replaces fields of the suite's :class:`~harness.model.MeasureConfig` (e.g.
+    ``{"max_time_s": 2.0}``, or ``{"interleave": (Side(...), ...)}`` for sides timed together).
+    ``kind`` labels the stored runs (harness.store: "calibration" and "ab" runs are never baselines
+    nor history). ``with_peers=False`` leaves out the suite's library peers.
+    """
+
+    suite_path: str
+    db: Path
+    executor_kind: str = "ray"
+    address: str | None = None
+    targets: tuple[str, ...] | None = None
+    argv: tuple[str, ...] = ()
+    measure: Mapping[str, Any] = field(default_factory=dict)
+    kind: str = "run"
+    compare_gpus: bool = False
+    with_peers: bool = True
 
 
 @dataclass
@@ -20,26 +61,29 @@ class RunSummary:
     db: Path
     planned: int
     counts: Counter = field(default_factory=Counter)
-    skipped_targets: List[str] = field(default_factory=list)
+    skipped_targets: list[str] = field(default_factory=list)
     nvcc_calls: int = 0
     seconds: float = 0.0
     dispatch_s: float = 0.0  # from the first task submitted to the last result
-    side_runs: Dict[str, int] = field(default_factory=dict)  # interleaved side -> its run (else empty)
+    side_runs: dict[str, int] = field(default_factory=dict)  # interleaved side -> its run (else empty)
     # where the time went (seconds): "executor" (starting or joining Ray), "plan" (planning, the
     # other tree's builds for kbench ab), "first_result" (dispatch start to the first result),
     # "runners_ready" / "runner_prepare" (GPU runners: see RayExecutor.last_stats), "close" (ending
     # the executor: the embedded Ray's shutdown)
-    phases: Dict[str, float] = field(default_factory=dict)
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         bad = sum(self.counts[o] for o in ("wrong", "timeout", "crashed", "build_error"))
-        return EXIT_WRONG if bad else EXIT_OK
+        return ExitCode.WRONG if bad else ExitCode.OK
+
+    @property
+    def runs_by_side(self) -> dict[str, int]:
+        """Each side's run; ``{"": run_id}`` for a run without interleaved sides."""
+        return dict(self.side_runs) or {"": self.run_id}
 
 
 def _available_targets(gpus: float) -> set:
-    import kernels as tvm
-
     out = {"c"}
     try:
         if tvm.opencl(0).exist:
@@ -51,81 +95,80 @@ def _available_targets(gpus: float) -> set:
     return out
 
 
-def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Optional[str] = None,
-              resume: Optional[int] = None, compare_gpus: bool = False,
-              targets: Optional[Sequence[str]] = None,
-              argv: Sequence[str] = (), on_event: Optional[Callable[[str, object], None]] = None,
-              measure_overrides: Optional[dict] = None, *, kind: str = "run",
-              parent_run: Optional[int] = None,
-              only_keys: Optional[Collection[str]] = None, executor=None, with_peers: bool = True,
-              side_specs_for: Optional[Callable[[List[Case]], Dict[str, dict]]] = None) -> RunSummary:
-    """Plan ``suite_path``, run every case (or only ``only_keys``) and store each result as it arrives.
+def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: int | None = None,
+              parent_run: int | None = None, only_keys: Collection[str] | None = None,
+              executor: Executor | None = None, side_specs_for: SideSpecsFor | None = None) -> RunSummary:
+    """Plan ``request``'s suite, run every case (or only ``only_keys``) and store each result as it
+    arrives.
 
-    ``kind``/``parent_run`` label the stored run (see harness.store: "calibration" runs are never
-    baselines; a "remeasure" run re-times some cases of ``parent_run``). ``executor``: an already
-    started executor to reuse (it is not closed here); by default one of ``executor_kind`` is made
+    ``resume`` continues a stored run (only the cases it lacks); ``parent_run`` is stored with the
+    run (a "remeasure" run re-times some cases of its parent). ``executor``: an already started
+    executor to reuse (it is not closed here); by default one of ``request.executor_kind`` is made
     and closed at the end.
 
-    With interleaved sides (``measure_overrides={"interleave": ((name, slowdown), ...)}``, see
-    harness.measure.measure_interleaved) one run is stored per side, the later ones with the first
-    as ``parent_run``; ``RunSummary.side_runs`` maps each side to its run and ``run_id`` is the
-    first side's. A case that fails as a whole (timeout, crash) is recorded with its outcome in every
-    side's run; ``RunSummary.counts`` counts each side's result.
+    With interleaved sides (``request.measure["interleave"]``, harness.model.Side; see
+    harness.measure.loop.measure_interleaved) one run is stored per side, the later ones with the
+    first as ``parent_run``; ``RunSummary.side_runs`` maps each side to its run and ``run_id`` is the
+    first side's. Every side's result of a case carries the first side's run as its
+    ``interleave_group``. A case that fails as a whole (timeout, crash) is recorded with its outcome
+    in every side's run; ``RunSummary.counts`` counts each side's result.
 
-    ``with_peers=False`` leaves out the suite's peer cases. ``side_specs_for(cases)``, called once the
-    cases are planned, returns per case key the sides built by another source tree (``kbench ab``,
-    harness.portable), which the workers run instead of this checkout's build."""
-    from . import dispatch
-    from . import plan as planmod
-    from . import store as storemod
-    from .config import apply_runtime_defaults
-    from .suite import load_suite
+    ``side_specs_for(cases)``, called once the cases are planned, returns per case key the sides built
+    by another source tree (``kbench ab``, harness.execute.portable), which the workers run instead of
+    this checkout's build.
 
+    Raises
+    ------
+    harness.errors.UsageError
+        ``resume`` names no run, or a run of interleaved sides.
+    harness.suite.SuiteError, harness.plan.PlanError, harness.execute.DispatchError
+        The suite, its plan on this cluster, or the executor.
+    """
     apply_runtime_defaults()  # before Ray or the OpenCL runtime start: workers inherit it
 
     emit = on_event or (lambda kind, payload: None)
-    suite = load_suite(suite_path)
+    suite = load_suite(request.suite_path)
     config: MeasureConfig = suite.measure
-    if measure_overrides:
-        config = replace(config, **measure_overrides)
+    if request.measure:
+        config = replace(config, **dict(request.measure))
+    db, argv, kind = request.db, list(request.argv), request.kind
     t0 = time.time()
-    phases: Dict[str, float] = {}
-    with storemod.Store.open(db) as st:
+    phases: dict[str, float] = {}
+    with Store.open(db) as st:
         own = executor is None
         if own:
-            executor = dispatch.make_executor(executor_kind, address=address, imports=tuple(suite.imports))
+            executor = make_executor(request.executor_kind, address=request.address,
+                                     imports=tuple(suite.imports))
         phases["executor"] = time.time() - t0
         try:
             models = executor.gpu_models()
             cluster = executor.cluster_summary()
             avail = _available_targets(cluster.get("gpus", 0))
-            if targets:
-                avail &= set(targets)
-            cases = [c for c in planmod.plan(suite, models, compare_all=compare_gpus) if c.target in avail]
-            from .worker import peer_cases
-
-            if with_peers:
-                cases += peer_cases(cases, suite.peers)
+            if request.targets:
+                avail &= set(request.targets)
+            cases = [c for c in planmod.plan(suite, models, compare_all=request.compare_gpus)
+                     if c.target in avail]
+            if request.with_peers:
+                cases += planmod.peer_cases(cases, suite.peers)
             if only_keys is not None:
                 cases = [c for c in cases if c.key in only_keys]
             skipped = sorted({c.target for c in suite.cases} - avail)
             # before any run is stored: a base tree that cannot build leaves nothing behind
             side_specs = side_specs_for(cases) if side_specs_for is not None and cases else None
             if resume is not None and config.interleave:
-                raise ValueError("--resume cannot continue a run of interleaved sides")
+                raise UsageError("--resume cannot continue a run of interleaved sides")
             if resume is not None:
                 if st.get_run(resume) is None:
-                    raise ValueError(f"--resume {resume}: no such run in {db}")
+                    raise UsageError(f"--resume {resume}: no such run in {db}")
                 run_id = resume
                 cases = planmod.missing(cases, st.resume_run(run_id))
             elif not config.interleave:
-                run_id = st.begin_run(suite, list(argv), executor_kind, config,
-                                      git_commit=storemod.git_commit(),
+                run_id = st.begin_run(suite, argv, request.executor_kind, config, git_commit=git_commit(),
                                       kind=kind, parent_run=parent_run)
-            side_runs: Dict[str, int] = {}
-            for name, _slow in config.interleave:
-                side_runs[str(name)] = st.begin_run(
-                    suite, list(argv), executor_kind, config, git_commit=storemod.git_commit(), kind=kind,
+            side_runs: dict[str, int] = {}
+            for name in config.side_names:
+                side_runs[name] = st.begin_run(
+                    suite, argv, request.executor_kind, config, git_commit=git_commit(), kind=kind,
                     parent_run=next(iter(side_runs.values()), parent_run))
             if side_runs:
                 run_id = next(iter(side_runs.values()))
@@ -133,36 +176,20 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
                                  phases=phases)
             emit("planned", summary)
 
-            def record(into: int, r: Result, side: str = "") -> None:
-                extra = dict(r.extra)
-                env = extra.pop("env", None)  # the worker's fingerprint (its GPU, not the driver's)
-                extra.pop("interleaved", None)
-                timing = r.timing
-                if side and timing is not None:
-                    # harness.compare recognises sides timed together by this group (the first run)
-                    marks = (("interleave_group", run_id), ("interleave_side", side))
-                    timing = replace(timing, telemetry=tuple(sorted(timing.telemetry + marks)))
-                st.record_result(into, replace(r, extra=tuple(extra.items()), timing=timing), env)
-
             def on_result(r: Result) -> None:
-                if side_runs:
-                    # one result per side; a case that failed as a whole has one for all sides
-                    per_side = dict(dict(r.extra).get("interleaved", ()))
-                    for name, rid in side_runs.items():
-                        mine = per_side.get(name, r)
-                        record(rid, mine, name)
-                        summary.counts[mine.outcome] += 1
-                else:
-                    record(run_id, r)
-                    summary.counts[r.outcome] += 1
-                summary.nvcc_calls += dict(r.extra).get("nvcc_calls", 0)
+                # interleaved: one result per side (a case that failed as a whole: one for all), all
+                # in the group of the first side's run, which harness.stats.frames recognises
+                stored = ([replace(r.for_side(name), interleave_group=run_id) for name in side_runs]
+                          if side_runs else [r])
+                for into, mine in zip(side_runs.values() or (run_id,), stored):
+                    st.record_result(into, replace(mine, sides=()))
+                    summary.counts[mine.outcome] += 1
+                    summary.nvcc_calls += mine.nvcc_calls
                 phases.setdefault("first_result", time.time() - t_dispatch)
                 emit("result", r)
 
-            from .config import settings
-
             workers = {"gpu": int(cluster.get("gpus", 0)) or 1, "cpu": max(1, int(cluster.get("cpus", 1)))}
-            if executor_kind == "local":
+            if request.executor_kind == "local":
                 workers = {"gpu": 1, "cpu": 1}
             batches = planmod.batches(cases, settings().batch_size, workers)
             status = "done"
@@ -185,3 +212,24 @@ def run_suite(suite_path: str, db: Path, executor_kind: str = "ray", address: Op
                 phases["close"] = time.time() - t_close
     summary.seconds = time.time() - t0
     return summary
+
+
+def rerun_keys(request: RunRequest, *, parent_run: int | None = None, on_event: OnEvent | None = None,
+               executor: Executor | None = None,
+               side_specs_for: SideSpecsFor | None = None) -> Callable[[set[str]], dict[str, list[int]]]:
+    """How ``request``'s AMBIGUOUS cases are timed once more (the ``again`` of
+    harness.judge.remeasure_ambiguous): the suite run again for those case keys only, on the same
+    executor and sides, as a re-measure of ``parent_run``. An ordinary run's re-measure is stored with
+    kind "remeasure"; calibration and ab runs keep their kind (which keeps them out of history).
+    Returns each side's new run (side "" for a run without sides)."""
+    again = replace(request, kind="remeasure" if request.kind == "run" else request.kind)
+
+    def rerun(keys: set[str]) -> dict[str, list[int]]:
+        summary = run_suite(again, on_event=on_event, parent_run=parent_run, only_keys=keys,
+                            executor=executor, side_specs_for=side_specs_for)
+        return {side: [rid] for side, rid in summary.runs_by_side.items()}
+
+    return rerun
+
+
+__all__ = ["EVENTS", "RunRequest", "RunSummary", "rerun_keys", "run_suite"]

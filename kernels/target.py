@@ -277,3 +277,27 @@ def opencl(model: str = "unknown", options=None) -> Target:
 
 def create(target: str) -> Target:
     return Target(target)
+
+
+# ---------------------------------------------------------------------------------------------
+# CUDA architectures of GPU models
+
+#: the CUDA architecture code is built for when neither the target nor a device names one
+DEFAULT_CUDA_ARCH = "sm_90"
+
+#: the CUDA architecture of GPU models as clusters name them (Ray's accelerator types, node labels)
+GPU_ARCHS: Dict[str, str] = {
+    "B200": "sm_100", "B100": "sm_100", "GB200": "sm_100",
+    "H100": "sm_90", "H200": "sm_90", "H800": "sm_90", "H20": "sm_90", "GH200": "sm_90",
+    "L4": "sm_89", "L40": "sm_89", "L40S": "sm_89", "RTX-4090": "sm_89",
+    "A10": "sm_86", "A10G": "sm_86", "A40": "sm_86", "A6000": "sm_86", "RTX-3090": "sm_86",
+    "A100": "sm_80", "A800": "sm_80", "A30": "sm_80",
+    "T4": "sm_75",
+}
+
+
+def arch_of_model(model: str) -> Optional[str]:
+    """The CUDA architecture of a GPU model as a cluster spells it ("H100", "a100-80gb" -> "sm_80"),
+    from :data:`GPU_ARCHS`; None for a model it does not know."""
+    key = model.upper()
+    return GPU_ARCHS.get(key) or GPU_ARCHS.get(key.split("-")[0])

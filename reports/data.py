@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from harness.model import VERDICTS, Verdict
-from harness.store import NOT_HISTORY
+from harness.model import DEFAULT_THRESHOLD, VERDICTS, Verdict
+from harness.stats import detect_steps
+from harness.store import NOT_HISTORY, UnknownRun
 
 if TYPE_CHECKING:
     from harness.store import Store
@@ -52,7 +53,7 @@ class ReportData:
         Every stored result of the run's case keys in runs up to and including this one, ordered
         by run; columns :data:`HISTORY_COLUMNS`.
     steps : dict
-        case_key -> list of ``harness.compare.Step(index, before, after, ratio)`` found in that
+        case_key -> list of ``harness.stats.Step(index, before, after, ratio)`` found in that
         case's history of medians on the run's device. ``index`` counts positions in
         :func:`case_history` (ok results only, in run order).
     baseline_samples : dict
@@ -93,7 +94,7 @@ def collect(store: Store, run_id: int, verdicts: Iterable[Verdict] = (),
     run_id : int
         The run to report on.
     verdicts : iterable of harness.model.Verdict
-        The run judged against a baseline (``harness.compare``); empty for a run on its own.
+        The run judged against a baseline (``harness.stats``); empty for a run on its own.
     baseline_label : str, optional
         What the verdicts compared with ("run 3", "baseline nightly"); default derived from the
         verdicts' ``base_run_ids``.
@@ -107,8 +108,6 @@ def collect(store: Store, run_id: int, verdicts: Iterable[Verdict] = (),
     harness.store.UnknownRun
         No run ``run_id`` in the store.
     """
-    from harness.store import UnknownRun
-
     run = store.get_run(run_id)
     if run is None:
         raise UnknownRun(f"no run {run_id} in {store.path}")
@@ -175,12 +174,6 @@ def _baseline_samples(store: Store, verdicts: Sequence[Verdict]) -> dict[str, di
 
 
 def _steps(data: ReportData) -> dict[str, list[Any]]:
-    try:  # step detection lives with the statistics (DESIGN.md 7); reports work without it
-        from harness.compare import detect_steps
-    except ImportError:
-        data.notes.append("Step detection is not available (harness.compare.detect_steps is missing),"
-                          " so trend charts mark no steps.")
-        return {}
     out: dict[str, list[Any]] = {}
     for row in data.results.itertuples(index=False):
         hist = case_history(data, row.case_key, row.device)
@@ -315,7 +308,7 @@ def outcome_counts(data: ReportData) -> dict[str, int]:
 def threshold_pct(data: ReportData) -> float:
     """The practical threshold of most verdicts, in percent (3.0 when there are none)."""
     c = Counter(v.threshold for v in data.verdicts if v.threshold is not None)
-    return 100.0 * (c.most_common(1)[0][0] if c else 0.03)
+    return 100.0 * (c.most_common(1)[0][0] if c else DEFAULT_THRESHOLD)
 
 
 def _cases(n: int) -> str:

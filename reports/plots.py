@@ -353,7 +353,7 @@ def trend_chart(history: pd.DataFrame, steps: Sequence[Any] = (), title: str = "
         :func:`reports.data.case_history` of the case: ok results in run order with run_id,
         git_commit, median_s, ci_low_s, ci_high_s.
     steps : sequence of Step
-        ``harness.compare.detect_steps`` on the medians: each ``index`` (position in ``history``)
+        ``harness.stats.detect_steps`` on the medians: each ``index`` (position in ``history``)
         is marked by a vertical line labelled with its ratio.
     title, subtitle : str
         Chart title (the case) and a smaller line under it (shape, device).

@@ -46,7 +46,7 @@ class Workload:
     outputs: Tuple[int, ...]
     flops: Callable[[Dict[str, int]], float]
     bytes: Callable[[Dict[str, int], str], float]
-    peers: Tuple[str, ...] = ()  # names in harness.peers, e.g. "torch.sum(dim=1)"
+    peers: Tuple[str, ...] = ()  # names in harness.execute.peers, e.g. "torch.sum(dim=1)"
     description: str = ""
     tolerance: Dict[str, Tuple[float, float]] = field(default_factory=dict)  # dtype -> (rtol, atol)
 

@@ -8,7 +8,7 @@ import pytest
 
 import kernels as tvm
 import kernels.runtime.device
-from harness.check import check_outputs, poisoned_unwritten
+from harness.execute.check import check_outputs, poisoned_unwritten
 from harness.measure import (
     STOP_REASONS,
     CpuTimer,
@@ -23,8 +23,7 @@ from harness.measure import (
 from harness.model import MeasureConfig
 from kernels.workloads import get
 
-HAVE_OPENCL = kernels.runtime.device.opencl(0).exist
-needs_opencl = pytest.mark.skipif(not HAVE_OPENCL, reason="no OpenCL device (install pyopencl and PoCL)")
+needs_opencl = pytest.mark.opencl  # skipped without an OpenCL device (tests/conftest.py)
 
 PARAMS = {"n": 256, "m": 256}
 CFG = MeasureConfig(max_time_s=0.5, min_time_s=0.01, min_samples=10)

@@ -1,4 +1,4 @@
-"""harness.portable on real C and OpenCL builds, and worker.run_case with a side built from another
+"""harness.execute.portable on real C and OpenCL builds, and worker.run_case with a side built from another
 tree's frozen spec (what ``kbench ab`` hands the workers): each side is compiled by this runtime,
 checked against the float64 reference on its own and timed in the same loop."""
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import kernels as tvm
-from harness import worker
+from harness.execute import worker
 from harness.model import Case, MeasureConfig
-from harness.portable import export_cases, thaw
+from harness.execute.portable import export_cases, thaw
 from kernels.runtime import build_module
 from kernels.workloads import get
 
@@ -21,14 +21,7 @@ CFG = MeasureConfig(max_time_s=0.3, min_time_s=0.02, min_samples=20,
                     interleave=(("base", 0.0), ("head", 0.0)))
 
 
-def _opencl_ok() -> bool:
-    try:
-        return tvm.opencl(0).exist
-    except Exception:
-        return False
-
-
-TARGETS = ["c", pytest.param("opencl", marks=pytest.mark.skipif(not _opencl_ok(), reason="no OpenCL device"))]
+TARGETS = ["c", pytest.param("opencl", marks=pytest.mark.opencl)]
 
 
 def _case(target: str, workload: str = "row_sum") -> Case:
@@ -65,7 +58,7 @@ def test_run_case_times_both_sides_in_one_loop(target):
     case = _case(target)
     frozen = export_cases([{"case": case.to_json(), "arch": None}])[case.key]
     r = worker.run_case(case, CFG, side_specs={"base": frozen})
-    sides = dict(dict(r.extra)["interleaved"])
+    sides = {x.side: x for x in r.sides}
     assert set(sides) == {"base", "head"}
     for side in sides.values():
         assert side.outcome == "ok", side.message
@@ -81,7 +74,7 @@ def test_a_wrong_base_build_is_recorded_and_the_head_still_timed(target):
     assert "exp" in frozen["source"]
     frozen["source"] = re.sub(r"\bexpf?\(", lambda m: "1.5f * " + m.group(0), frozen["source"])  # a bug
     r = worker.run_case(case, CFG, side_specs={"base": frozen})
-    sides = dict(dict(r.extra)["interleaved"])
+    sides = {x.side: x for x in r.sides}
     assert sides["base"].outcome == "wrong" and "elements differ" in sides["base"].message
     assert sides["base"].timing is None
     assert sides["head"].outcome == "ok" and sides["head"].timing.samples
@@ -93,8 +86,8 @@ def test_a_base_that_does_not_compile_is_a_build_error_of_that_side():
     frozen = export_cases([{"case": case.to_json(), "arch": None}])[case.key]
     frozen["source"] += "\nthis is not C;\n"
     r = worker.run_case(case, CFG, side_specs={"base": frozen})
-    sides = dict(dict(r.extra)["interleaved"])
+    sides = {x.side: x for x in r.sides}
     assert sides["base"].outcome == "build_error" and "other source tree" in sides["base"].message
     assert sides["head"].outcome == "ok"
     r = worker.run_case(case, CFG, side_specs={"base": {"error": "KeyError: no variant"}})
-    assert dict(dict(r.extra)["interleaved"])["base"].message.endswith("KeyError: no variant")
+    assert {x.side: x for x in r.sides}["base"].message.endswith("KeyError: no variant")

@@ -110,6 +110,7 @@ def _baseline(db: Path, name: str):
 # nightly
 
 
+@pytest.mark.slow
 def test_nightly_bootstraps_the_baseline_then_compares_and_promotes(tmp_path):
     suite = _wide_suite(ROOT / "suites" / "smoke.toml", tmp_path / "ci-smoke.toml")
     db, out = tmp_path / "state" / "nightly.db", tmp_path / "out"
@@ -150,6 +151,7 @@ def test_nightly_usage_errors_exit_4(tmp_path):
 # pull request A/B
 
 
+@pytest.mark.slow
 def test_pr_ab_of_identical_code(tmp_path):
     repo = _repo(tmp_path)
     base = _git(repo, "rev-parse", "HEAD")
@@ -179,6 +181,7 @@ def test_pr_ab_of_identical_code(tmp_path):
     assert not list(tmp_path.glob("kbench-pr.*"))
 
 
+@pytest.mark.slow
 def test_pr_ab_runs_each_side_with_its_own_compiler_code(tmp_path):
     """The head breaks exp (its reference doubles): base exp ok, head exp wrong -> exit 2."""
     repo = _repo(tmp_path)
@@ -196,6 +199,7 @@ def test_pr_ab_runs_each_side_with_its_own_compiler_code(tmp_path):
     assert "exp" in (out / "pr-comment.md").read_text()
 
 
+@pytest.mark.slow
 def test_pr_samples_mode_times_both_trees_in_one_loop(tmp_path):
     """The default mode: one kbench ab against the base worktree; identical code, then a head whose
     exp kernel is wrong (base exp ok, head exp wrong -> exit 2)."""

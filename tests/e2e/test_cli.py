@@ -20,6 +20,7 @@ def kbench(*args, cwd=ROOT, timeout=600):
                           text=True, cwd=cwd, env=env, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_run_local_show_export_resume(tmp_path):
     db = tmp_path / "k.db"
     r = kbench("run", "suites/smoke.toml", "--executor", "local", "--db", db)
@@ -60,6 +61,7 @@ def test_unknown_subcommand_and_listing(tmp_path):
     assert "suites/tutorials.toml" in r.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(pytest.importorskip("ray") is None, reason="ray missing")
 def test_run_on_embedded_ray(tmp_path):
     db = tmp_path / "k.db"
@@ -68,6 +70,7 @@ def test_run_on_embedded_ray(tmp_path):
     assert "run 1: ok 3" in r.stdout
 
 
+@pytest.mark.slow
 def test_killed_driver_resumes_without_duplicates(tmp_path):
     import signal
     import time

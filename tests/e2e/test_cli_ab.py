@@ -63,6 +63,7 @@ def _runs(db: Path) -> list:
     return sqlite3.connect(db).execute("SELECT id, kind, parent_run FROM runs ORDER BY id").fetchall()
 
 
+@pytest.mark.slow
 def test_ab_finds_the_slower_tree_both_ways(tmp_path, exp_suite):
     slow = _tree(tmp_path / "slow", COMPUTE, SLOW, packages=("kernels", "harness", "reports"))
     db, out = tmp_path / "k.db", tmp_path / "out"
@@ -77,14 +78,13 @@ def test_ab_finds_the_slower_tree_both_ways(tmp_path, exp_suite):
     assert kind_b == kind_h == "ab" and parent_b is None and parent_h == base
     assert all(k == "ab" for _, k, _ in more)  # re-measure runs, if any, are ab runs too
     con = sqlite3.connect(db)
-    rows = con.execute("SELECT run_id, case_key, outcome, telemetry FROM results WHERE run_id IN (?, ?)",
-                       (base, head)).fetchall()
-    assert sorted((rid, o) for rid, _, o, _ in rows) == [(base, "ok")] * 2 + [(head, "ok")] * 2
-    for *_, tel in rows:  # every result knows the loop it was timed in and its side
-        t = json.loads(tel)
-        assert t["interleave_group"] == base and t["interleave_side"] in ("base", "head")
-        assert t["interleaved_sides"] == 2
-    exp = {rid: med for rid, key, _, _ in rows for med in
+    rows = con.execute("SELECT run_id, case_key, outcome, telemetry, interleave_group, side FROM results"
+                       " WHERE run_id IN (?, ?)", (base, head)).fetchall()
+    assert sorted((rid, o) for rid, _, o, *_ in rows) == [(base, "ok")] * 2 + [(head, "ok")] * 2
+    for rid, _, _, tel, group, side in rows:  # every result knows the loop it was timed in and its side
+        assert group == base and side == ("base" if rid == base else "head")
+        assert json.loads(tel)["interleaved_sides"] == 2
+    exp = {rid: med for rid, key, *_ in rows for med in
            con.execute("SELECT median_s FROM results WHERE run_id = ? AND case_key = ?",
                        (rid, key)).fetchone()
            if key.startswith("exp/")}
@@ -103,6 +103,7 @@ def test_ab_finds_the_slower_tree_both_ways(tmp_path, exp_suite):
     assert "<failure" in (out2 / f"run{head2}-junit.xml").read_text()
 
 
+@pytest.mark.slow
 def test_ab_head_bug_is_wrong_and_base_bug_is_a_fix(tmp_path, exp_suite):
     buggy = _tree(tmp_path / "buggy", COMPUTE, WRONG, packages=("kernels", "harness", "reports"))
     r = _kbench_from(buggy, "ab", exp_suite, "--base-tree", ROOT, "--executor", "local", "--db",
@@ -119,6 +120,7 @@ def test_ab_head_bug_is_wrong_and_base_bug_is_a_fix(tmp_path, exp_suite):
     assert "NEW" in r.stdout and "WRONG" not in r.stdout
 
 
+@pytest.mark.slow
 def test_ab_case_the_base_tree_lacks_is_new(tmp_path, exp_suite):
     base = _tree(tmp_path / "base", VARIANT, "")
     r = kbench("ab", exp_suite, "--base-tree", base, "--executor", "local", "--db", tmp_path / "k.db")
@@ -131,6 +133,7 @@ def test_ab_case_the_base_tree_lacks_is_new(tmp_path, exp_suite):
     assert "NEW" in line
 
 
+@pytest.mark.slow
 def test_ab_on_the_embedded_ray(tmp_path, exp_suite):
     """The same comparison dispatched through kbench's own Ray (the base tree's builds travel with
     each batch to the worker processes)."""

@@ -67,6 +67,7 @@ def _planted_runs(db: Path, scale: float) -> tuple[int, int]:
     return ids[0], ids[1]
 
 
+@pytest.mark.slow
 def test_baseline_compare_report_and_gates(tmp_path, suite):
     db, out = tmp_path / "k.db", tmp_path / "out"
     first = kbench("run", suite, "--executor", "local", "--db", db, "--baseline", "auto", "--out", out)
@@ -96,6 +97,7 @@ def test_baseline_compare_report_and_gates(tmp_path, suite):
     assert junit.count("<failure") == 3
 
 
+@pytest.mark.slow
 def test_correctness_regression_exits_2(tmp_path):
     suite = _regress_suite(tmp_path)
     db = tmp_path / "k.db"
@@ -111,6 +113,7 @@ def test_correctness_regression_exits_2(tmp_path):
     assert r.returncode == 2
 
 
+@pytest.mark.slow
 def test_usage_errors_name_the_argument(tmp_path):
     db = tmp_path / "k.db"
     assert kbench("run", SMOKE, "--executor", "local", "--db", db).returncode == 0
@@ -127,6 +130,7 @@ def test_usage_errors_name_the_argument(tmp_path):
     assert r.returncode == 4 and "share run ids" in r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("interleave", ["samples", "runs"])
 def test_calibrate_reports_false_alarms_and_detection(tmp_path, suite, interleave):
     db, out = tmp_path / "k.db", tmp_path / "out"
@@ -148,14 +152,18 @@ def test_calibrate_reports_false_alarms_and_detection(tmp_path, suite, interleav
         # and the two later runs name the first as their parent
         runs = con.execute("select id, parent_run from runs order by id limit 3").fetchall()
         assert [p for _, p in runs] == [None, runs[0][0], runs[0][0]]
-        groups = {json.loads(t)["interleave_group"] for (t,) in con.execute(
-            "select telemetry from results where run_id in (?, ?, ?)", [i for i, _ in runs])}
+        groups = {g for (g,) in con.execute(
+            "select interleave_group from results where run_id in (?, ?, ?)", [i for i, _ in runs])}
         assert groups == {runs[0][0]}
+        sides = {(rid, side) for rid, side in con.execute(
+            "select run_id, side from results where run_id in (?, ?, ?)", [i for i, _ in runs])}
+        assert sides == {(runs[0][0], "A"), (runs[1][0], "B"), (runs[2][0], "C")}
     # calibration runs never serve as a baseline
     r = kbench("baseline", "set", "x", "1", "--db", db)
     assert r.returncode == 4 and "calibration run" in r.stderr
 
 
+@pytest.mark.slow
 def test_pooled_runs_compare(tmp_path):
     db = tmp_path / "k.db"
     for _ in range(3):

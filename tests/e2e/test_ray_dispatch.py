@@ -1,4 +1,4 @@
-"""harness.dispatch on a real multi-node Ray cluster (ray.cluster_utils.Cluster on this machine).
+"""harness.execute on a real multi-node Ray cluster (ray.cluster_utils.Cluster on this machine).
 
 The cluster: a head without GPUs and two fake GPU nodes labelled ``gpu-sku=H100`` and
 ``gpu-sku=A100`` (Ray only counts their "GPUs"; nothing here needs a real one). "GPU" cases are
@@ -19,10 +19,14 @@ from collections import Counter
 import pytest
 
 ray = pytest.importorskip("ray", reason="the Ray dispatch tests need ray (pip install 'kbench[test]')")
-from ray.cluster_utils import Cluster
+from ray.cluster_utils import Cluster  # noqa: E402  (after the importorskip above)
 
-from harness.dispatch import DispatchError, LocalExecutor, RayExecutor, make_executor
-from harness.model import Case, MeasureConfig
+from harness.execute import DispatchError, make_executor  # noqa: E402
+from harness.execute.local import LocalExecutor  # noqa: E402
+from harness.execute.ray_executor import RayExecutor  # noqa: E402
+from harness.model import Case, MeasureConfig  # noqa: E402
+
+pytestmark = pytest.mark.slow  # a Ray cluster of several nodes for the module
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:  # the driver (LocalExecutor) imports the planted workloads too
@@ -301,10 +305,10 @@ def test_local_executor_gives_the_same_outcomes(cluster):
 
 _EMBEDDED = textwrap.dedent("""
     import json, os, stat, sys
-    from harness.dispatch import make_executor
+    from harness.execute import make_executor
     from harness.model import Case, MeasureConfig
     ex = make_executor("ray", init_kwargs={"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024})
-    tmp = ex._tmp
+    tmp = ex.cluster.tmp
     token = os.path.join(tmp, "auth_token")
     out = {"auth": ex.auth, "embedded": ex.embedded, "dir_mode": stat.S_IMODE(os.stat(tmp).st_mode),
            "token_mode": stat.S_IMODE(os.stat(token).st_mode), "env_mode": os.environ.get("RAY_AUTH_MODE")}

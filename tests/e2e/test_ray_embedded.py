@@ -11,9 +11,10 @@ from test_ray_dispatch import _PROBE, HERE, IMPORTS, planted, run_collect
 
 ray = pytest.importorskip("ray")
 
-from harness.dispatch import RayExecutor  # noqa: E402
+from harness.execute.ray_executor import RayExecutor  # noqa: E402
 
 
+@pytest.mark.slow
 def test_cpu_batches_without_a_runtime_env_see_no_gpu(tmp_path, monkeypatch):
     if ray.is_initialized():  # another module's cluster: this test needs an embedded one
         ray.shutdown()
@@ -24,7 +25,7 @@ def test_cpu_batches_without_a_runtime_env_see_no_gpu(tmp_path, monkeypatch):
     log = tmp_path / "seen.txt"
     ex = RayExecutor(None, imports=IMPORTS + ("probe_gpu_env_mod",), poll_s=0.05, init_kwargs={"num_cpus": 2})
     try:
-        assert ex.embedded and ex._cpu_runtime_env() == {}
+        assert ex.embedded and ex.cluster.cpu_runtime_env() == {}
         cases = [planted("probe_gpu_env", 32 + i, knobs=(("log", str(log)),)) for i in range(4)]
         got = run_collect(ex, [cases[:2], cases[2:]])
     finally:

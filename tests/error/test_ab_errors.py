@@ -8,9 +8,9 @@ import pytest
 from test_cli import kbench
 from test_cli_ab import _runs, _tree
 
-from harness import portable
-from harness.ab import BaseTreeError, check_base_tree
-from harness.portable import PortableSpecError, thaw
+from harness.execute import portable
+from harness.execute.portable import BaseTreeError, check_base_tree
+from harness.execute.portable import PortableSpecError, thaw
 
 
 @pytest.fixture

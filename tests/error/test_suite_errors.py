@@ -233,6 +233,10 @@ CASES = {
         HEAD + '[measure]\nmode = "warm"  # <-\n' + ROW_SUM,
         r"\[measure\] mode must be one of cold, hot, got 'warm'",
     ),
+    "measure_stopping": (
+        HEAD + '[measure]\nstopping = "mean"  # <-\n' + ROW_SUM,
+        r"\[measure\] stopping must be the name of a stopping criterion \(median-ci\), got 'mean'",
+    ),
     "measure_min_samples": (
         HEAD + "[measure]\nmin_samples = 0  # <-\n" + ROW_SUM,
         r"\[measure\] min_samples must be at least 1, got 0",

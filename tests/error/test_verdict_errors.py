@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness import judge
-from harness.compare import parse_fail_on
+from harness.stats import parse_fail_on
 from harness.model import MeasureConfig
 from harness.store import Store, StoreError, UnknownRun
 

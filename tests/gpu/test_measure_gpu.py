@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import kernels as tvm
-from harness import peers
-from harness.check import check_outputs, poisoned_unwritten
+from harness.execute import peers
+from harness.execute.check import check_outputs, poisoned_unwritten
 from harness.measure import (
     CudaTimer,
     derived,

@@ -9,6 +9,7 @@ import types
 import pytest
 
 from harness import __version__, env
+from harness.measure import nvml
 
 GPU_FIELDS = ("gpu_name", "gpu_uuid", "gpu_sm_count", "gpu_compute_capability", "gpu_memory_total_bytes",
               "gpu_driver_version", "cuda_version", "gpu_max_sm_clock_mhz")
@@ -17,8 +18,8 @@ GPU_FIELDS = ("gpu_name", "gpu_uuid", "gpu_sm_count", "gpu_compute_capability", 
 @pytest.fixture
 def no_gpu(monkeypatch):
     """Behave as a machine without NVML and pycuda, whatever this one has."""
-    monkeypatch.setattr(env, "_nvml", lambda: None)
-    monkeypatch.setattr(env, "_pycuda_device", lambda index: None)
+    monkeypatch.setattr(nvml, "pynvml", lambda: None)
+    monkeypatch.setattr(nvml, "cuda_device", lambda index: None)
 
 
 def test_cpu_fingerprint_has_host_fields_and_no_gpu_fields(no_gpu):
@@ -37,9 +38,9 @@ def test_cuda_fingerprint_without_nvml_has_none_gpu_fields(no_gpu):
     fp = env.fingerprint("cuda", 0)
     assert fp["device"] == "cuda" and fp["gpu_index"] == 0
     assert all(fp[f] is None for f in GPU_FIELDS)
-    assert env.telemetry(None) == {"temperature_c": None, "power_w": None, "sm_clock_mhz": None,
+    assert nvml.telemetry(None) == {"temperature_c": None, "power_w": None, "sm_clock_mhz": None,
                                    "mem_clock_mhz": None, "clock_event_reasons": None}
-    assert env.nvml_handle(0) is None and env.sm_clock_mhz(None) is None
+    assert nvml.nvml_handle(0) is None and nvml.sm_clock_mhz(None) is None
 
 
 def test_fingerprint_id_is_stable_and_follows_stable_fields(no_gpu):
@@ -67,10 +68,10 @@ def test_cpu_model_parsing():
 
 
 def test_clock_event_reason_names():
-    assert env.clock_event_reason_names(0) == []
-    names = env.clock_event_reason_names(0x1 | 0x4 | 0x40)
+    assert nvml.clock_event_reason_names(0) == []
+    names = nvml.clock_event_reason_names(0x1 | 0x4 | 0x40)
     assert names == ["gpu_idle", "sw_power_cap", "hw_thermal_slowdown"]
-    assert env.clock_event_reason_names(0x10000) == ["unknown_0x10000"]
+    assert nvml.clock_event_reason_names(0x10000) == ["unknown_0x10000"]
 
 
 class FakeNVML(types.SimpleNamespace):
@@ -134,8 +135,8 @@ class FakeNVML(types.SimpleNamespace):
 
 def test_gpu_fingerprint_and_telemetry_through_nvml(monkeypatch):
     fake = FakeNVML()
-    monkeypatch.setattr(env, "_nvml", lambda: fake)
-    monkeypatch.setattr(env, "_pycuda_device", lambda index: None)
+    monkeypatch.setattr(nvml, "pynvml", lambda: fake)
+    monkeypatch.setattr(nvml, "cuda_device", lambda index: None)
     fp = env.fingerprint("cuda", 1)
     assert fp["gpu_name"] == "NVIDIA H100 80GB HBM3" and fp["gpu_uuid"] == "GPU-1234"
     assert fp["gpu_compute_capability"] == "9.0" and fp["gpu_sm_count"] == 132
@@ -146,9 +147,9 @@ def test_gpu_fingerprint_and_telemetry_through_nvml(monkeypatch):
     cpu_id = env.fingerprint_id(env.fingerprint("cpu"))
     assert env.fingerprint_id(fp) != cpu_id
 
-    handle = env.nvml_handle(1)
+    handle = nvml.nvml_handle(1)
     assert handle == ("handle", 1)
-    assert env.sm_clock_mhz(handle) == 1755.0
-    snap = env.telemetry(handle)
+    assert nvml.sm_clock_mhz(handle) == 1755.0
+    snap = nvml.telemetry(handle)
     assert snap == {"temperature_c": 45.0, "power_w": None, "sm_clock_mhz": 1755.0, "mem_clock_mhz": 2619.0,
                     "clock_event_reasons": ["sw_power_cap", "sw_thermal_slowdown"]}

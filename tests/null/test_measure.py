@@ -1,4 +1,4 @@
-"""harness.measure statistics and loop, harness.check messages, derived rates (no device needed)."""
+"""harness.measure statistics and loop, harness.execute.check messages, derived rates (no device needed)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from harness.check import check_outputs, poisoned_unwritten
+from harness.execute.check import check_outputs, poisoned_unwritten
+from harness.errors import UsageError
 from harness.measure import (
     STOP_REASONS,
     CpuTimer,
@@ -19,6 +20,7 @@ from harness.measure import (
     median_ci,
     should_stop,
 )
+from harness.measure import stopping
 from harness.model import MeasureConfig, Timing
 
 # -- median_ci ------------------------------------------------------------------------------------
@@ -105,6 +107,31 @@ def test_should_stop_converged_wins_over_cap():
 
 def test_should_stop_identical_samples_converge():
     assert should_stop([2e-6] * 10, 0.5, CFG) == (True, "converged")
+
+
+def test_stopping_criterion_is_named_in_the_config(monkeypatch):
+    """A registered criterion decides convergence; the minimums and the caps still hold around it."""
+    seen = []
+
+    def after_twelve(samples, config):
+        seen.append(len(samples))
+        return len(samples) >= 12
+
+    monkeypatch.setattr(stopping, "CRITERIA", dict(stopping.CRITERIA))
+    stopping.register_criterion("after-twelve", after_twelve)
+    cfg = MeasureConfig(stopping="after-twelve", min_samples=10, min_time_s=0.5, max_time_s=15.0)
+    assert should_stop(WIDE[:11], 1.0, cfg) == (False, "")  # the default criterion would not stop either
+    assert should_stop(WIDE[:12], 1.0, cfg) == (True, "converged")  # a wide CI: only the criterion says so
+    assert should_stop(WIDE[:12], 0.4, cfg) == (False, "")  # min_time_s first: not even asked
+    assert should_stop(WIDE[:5], 1.0, cfg, wall_s=16.0) == (True, "cap")
+    assert seen == [11, 12]
+    with pytest.raises(ValueError, match="already registered"):
+        stopping.register_criterion("after-twelve", after_twelve)
+
+
+def test_unknown_stopping_criterion_names_the_known_ones():
+    with pytest.raises(UsageError, match="stopping criterion 'nope' is not one of median-ci"):
+        should_stop(TIGHT, 0.6, MeasureConfig(stopping="nope"))
 
 
 # -- measure() with a real function on the CPU ----------------------------------------------------

@@ -1,4 +1,4 @@
-"""harness.portable without a device: a generated function frozen at one case's shapes and thawed
+"""harness.execute.portable without a device: a generated function frozen at one case's shapes and thawed
 back gives the launch description the original gives at those shapes, refuses other shapes, and
 survives JSON; malformed data and export failures are clear errors."""
 
@@ -11,7 +11,7 @@ import pytest
 from kbtest import row_sum, row_sum_rfactor_two_kernels
 
 from harness.model import Case
-from harness.portable import PortableSpecError, bind_env, export_cases, freeze, thaw
+from harness.execute.portable import PortableSpecError, bind_env, export_cases, freeze, thaw
 from kernels.build_module import build_spec
 from kernels.workloads import get
 

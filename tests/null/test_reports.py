@@ -20,6 +20,7 @@ import pytest
 
 from harness import __version__, env
 from harness.model import Case, MeasureConfig, Result, Timing, Verdict
+from harness.stats import detect_steps
 from harness.store import Store, UnknownRun
 from reports import collect, junit_xml, markdown_summary, pybench_json, write_all
 from reports import html as report_html
@@ -232,14 +233,11 @@ def test_collect_gathers_run_environments_history_and_baseline_samples(report):
     assert data.baseline_samples[slow]["clocks"][0] == 1980.0
 
 
-def test_steps_come_from_harness_compare_when_available(report):
+def test_steps_come_from_harness_stats(report):
     data, _, _ = report
-    compare = pytest.importorskip("harness.compare")
-    if not hasattr(compare, "detect_steps"):
-        pytest.skip("harness.compare.detect_steps not written yet")
     key = make_case(SPECS[4], H100).key
     hist = case_history(data, key, H100)
-    assert data.steps[key] == list(compare.detect_steps(hist["median_s"].tolist()))
+    assert data.steps[key] == list(detect_steps(hist["median_s"].tolist()))
     (step,) = data.steps[key]
     assert step.index == 3 and hist["run_id"][step.index] == 4 and step.ratio == pytest.approx(0.88, rel=0.02)
     assert not any("Step detection is not available" in n for n in data.notes)

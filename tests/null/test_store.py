@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import sqlite3
 import subprocess
-from dataclasses import dataclass
+from contextlib import closing
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from harness import __version__, env, store
-from harness.model import OUTCOMES, Case, MeasureConfig, Result, Timing
-from harness.store import DuplicateResult, Store, StoreError, UnknownRun
+from harness import __version__, env, judge, store
+from harness.model import DEFAULT_THRESHOLD, OUTCOMES, Case, MeasureConfig, Result, Timing
+from harness.store import DuplicateResult, Store, StoreError, UnknownRun, schema
+from harness.suite import load_suite
 
 
 @dataclass(frozen=True)
@@ -142,9 +145,9 @@ NEXT = store.SCHEMA_VERSION + 1
 
 def _add_v2(monkeypatch, statements):
     """Append a fake migration to version NEXT (the real latest version + 1)."""
-    migrations = list(store.MIGRATIONS) + [store._sql(*statements)]
-    monkeypatch.setattr(store, "MIGRATIONS", migrations)
-    monkeypatch.setattr(store, "SCHEMA_VERSION", NEXT)
+    migrations = list(store.MIGRATIONS) + [schema._sql(*statements)]
+    monkeypatch.setattr(schema, "MIGRATIONS", migrations)
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", NEXT)
 
 
 def test_older_version_is_migrated_forward_keeping_rows(db, monkeypatch):
@@ -161,7 +164,8 @@ def test_older_version_is_migrated_forward_keeping_rows(db, monkeypatch):
                           "CREATE TABLE labels (name TEXT PRIMARY KEY, run_id INTEGER)"])
     with Store.open(db) as s:
         assert s.schema_version == NEXT
-        assert s.get_results(run)[0] == make_result(make_case(), env_id=env.fingerprint_id(fake_fp()))
+        want = make_result(make_case(), env_id=env.fingerprint_id(fake_fp()))
+        assert s.get_results(run)[0] == replace(want, environment=fake_fp())
         assert s.get_run(run)["label"] is None
     with sqlite3.connect(db) as conn:
         assert ([v for (v,) in conn.execute("SELECT version FROM schema_version ORDER BY version")]
@@ -261,11 +265,15 @@ def test_record_environment_is_idempotent(db):
 def test_result_round_trip_with_samples(db):
     case = make_case()
     fp = fake_fp()
-    result = make_result(case, env_id=env.fingerprint_id(fp))
     with Store.open(db) as s:
         run = s.begin_run(FakeSuite(), ["kbench"], "local", MeasureConfig())
-        rid = s.record_result(run, result, env=fp)
+        # the worker's fingerprint travels with the result; nvcc calls, side and group have columns
+        result = replace(make_result(case, env_id=env.fingerprint_id(fp)), environment=fp, nvcc_calls=2,
+                         side="head", interleave_group=run)
+        rid = s.record_result(run, result)
         assert s.get_results(run) == [result]  # every field, samples compared exactly
+        row = s.results_frame(run).iloc[0]
+        assert (row["nvcc_calls"], row["side"], row["interleave_group"]) == (2, "head", run)
         sf = s.samples_frame([rid])
     assert sf["value_s"].tolist() == list(result.timing.samples)
     assert sf["sm_clock_mhz"].tolist() == list(result.timing.clocks_mhz)
@@ -486,7 +494,7 @@ def test_export_errors(db, tmp_path, monkeypatch):
 
 
 def test_git_commit(tmp_path):
-    assert store.git_commit(tmp_path) is None  # not a work tree
+    assert env.git_commit(tmp_path) is None  # not a work tree
     repo = tmp_path / "repo"
     repo.mkdir()
 
@@ -498,16 +506,16 @@ def test_git_commit(tmp_path):
         git("init", "-q")
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("git not available")
-    assert store.git_commit(repo) is None  # no commit yet
+    assert env.git_commit(repo) is None  # no commit yet
     (repo / "a.txt").write_text("1")
     git("add", "a.txt")
     git("commit", "-q", "-m", "one")
-    head = store.git_commit(repo)
+    head = env.git_commit(repo)
     assert head is not None and len(head) == 40 and not head.endswith("-dirty")
     (repo / "kbench.db").write_text("untracked output")
-    assert store.git_commit(repo) == head
+    assert env.git_commit(repo) == head
     (repo / "a.txt").write_text("2")
-    assert store.git_commit(repo) == head + "-dirty"
+    assert env.git_commit(repo) == head + "-dirty"
 
 
 # -- schema version 2: run kinds and named baselines --------------------------------------------
@@ -516,7 +524,7 @@ def test_git_commit(tmp_path):
 def _v1_file(path):
     """A store as kbench with schema version 1 wrote it: one finished run with a result."""
     with sqlite3.connect(path) as conn:
-        store.MIGRATIONS[0](conn)
+        schema.MIGRATIONS[0](conn)
         conn.execute("INSERT INTO schema_version VALUES (1, '2026-01-01', '0.1.0')")
         conn.execute("INSERT INTO runs (started_at, status, suite_name, kbench_version, argv, executor,"
                      " measure_config) VALUES ('2026-01-01', 'done', 'old', '0.1.0', '[]', 'local', '{}')")
@@ -579,38 +587,79 @@ def test_latest_results_skips_calibration_failed_and_newer_runs(db):
         assert frame["result_id"].tolist() == [ids["a"]] and frame["run_kind"].tolist() == ["run"]
 
 
-# -- schema version 3: run kind "ab" (runs rebuilt to widen its CHECK) -------------------------------
+# -- stores of earlier schema versions, written as those versions wrote them -----------------------
 
 
-def test_v2_store_migrates_to_v3_keeping_every_row_and_reference(db, monkeypatch):
-    monkeypatch.setattr(store, "MIGRATIONS", store.MIGRATIONS[:2])  # what kbench with schema 2 wrote
-    with Store.open(db) as s:
-        parent = s.begin_run(FakeSuite(), ["kbench", "run"], "local", MeasureConfig())
-        rid = s.record_result(parent, make_result(make_case()), env=fake_fp())
-        s.finish_run(parent, "done")
-        again = s.begin_run(FakeSuite(), [], "local", MeasureConfig(), kind="remeasure", parent_run=parent)
-        s.set_baseline("nightly", parent, note="n")
-        assert s.schema_version == 2
-        with pytest.raises(StoreError, match="CHECK constraint"):  # schema 2 has no such kind
-            s.begin_run(FakeSuite(), [], "local", None, kind="ab")
-    with sqlite3.connect(db) as conn:
+def _old_store(path: Path, version: int) -> sqlite3.Connection:
+    """A store at schema ``version`` (its tables made by the migrations up to it), for rows written
+    with SQL in the columns that version had."""
+    conn = sqlite3.connect(path)
+    for v in range(version):
+        schema.MIGRATIONS[v](conn)
+        conn.execute("INSERT INTO schema_version VALUES (?, '2026-01-01', '0.1.0')", (v + 1,))
+    return conn
+
+
+def _old_run(conn, *, kind: str = "run", parent: int | None = None, suite_path: str | None = None,
+             sha: str | None = None, status: str = "done") -> int:
+    cur = conn.execute(
+        "INSERT INTO runs (started_at, status, suite_name, suite_path, suite_sha256, git_commit,"
+        " kbench_version, argv, executor, measure_config, kind, parent_run)"
+        " VALUES ('2026-01-01', ?, 'tutorials', ?, ?, 'abc', '0.1.0', '[]', 'local', '{}', ?, ?)",
+        (status, suite_path, sha, kind, parent))
+    return int(cur.lastrowid)
+
+
+def _old_result(conn, run_id: int, case: Case, *, telemetry: dict | None = None, extra: dict | None = None,
+                samples=(1.0e-5, 1.1e-5, 1.2e-5), env_id: str | None = None,
+                case_json: str | None = None) -> int:
+    """A result row as kbench up to schema version 3 wrote it (interleave marks in the telemetry,
+    nvcc calls in extra)."""
+    case_json = case_json or case.to_json()
+    conn.execute("INSERT INTO cases (key, workload, variant, params, knobs, dtype, target, gpu_model,"
+                 " case_json) VALUES (?, ?, ?, '{}', '{}', ?, ?, ?, ?) ON CONFLICT(key) DO NOTHING",
+                 (case.key, case.workload, case.variant, case.dtype, case.target, case.gpu_model, case_json))
+    cur = conn.execute(
+        "INSERT INTO results (run_id, case_key, env_id, outcome, message, median_s, ci_low_s, ci_high_s,"
+        " n_samples, discarded, gbps, gflops, pct_peak_bw, pct_peak_flops, device, worker, mode, stop_reason,"
+        " build_s, telemetry, extra, case_json, created_at)"
+        " VALUES (?, ?, ?, 'ok', '', ?, ?, ?, ?, 0, NULL, NULL, NULL, NULL, 'NVIDIA H100 80GB HBM3', 'w',"
+        " 'cold', 'converged', 0.5, ?, ?, ?, '2026-01-01')",
+        (run_id, case.key, env_id, sorted(samples)[len(samples) // 2], min(samples), max(samples),
+         len(samples), json.dumps(telemetry or {}), json.dumps(extra or {}), case_json))
+    rid = int(cur.lastrowid)
+    conn.executemany("INSERT INTO samples (result_id, idx, value_s, sm_clock_mhz) VALUES (?, ?, ?, NULL)",
+                     [(rid, i, v) for i, v in enumerate(samples)])
+    return rid
+
+
+def test_v2_store_migrates_keeping_every_row_and_reference(db):
+    with closing(_old_store(db, 2)) as conn, conn:  # what kbench with schema 2 wrote
+        parent = _old_run(conn)
+        rid = _old_result(conn, parent, make_case())
+        again = _old_run(conn, kind="remeasure", parent=parent)
+        conn.execute("INSERT INTO baselines VALUES ('nightly', ?, '2026-01-02', 'n')", (parent,))
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint"):  # schema 2 has no such kind
+            _old_run(conn, kind="ab")
         runs_before = conn.execute("SELECT * FROM runs ORDER BY id").fetchall()
         results_before = conn.execute("SELECT * FROM results ORDER BY id").fetchall()
-    monkeypatch.undo()
     with Store.open(db) as s:
-        assert s.schema_version == 3
+        assert s.schema_version == store.SCHEMA_VERSION
         assert s.get_run(again)["parent_run"] == parent
         assert s.get_baseline("nightly")["run_id"] == parent
-        assert s.get_results(parent)[0].timing.samples == make_result(make_case()).timing.samples
+        assert s.get_results(parent)[0].timing.samples == (1.0e-5, 1.1e-5, 1.2e-5)
         ab = s.begin_run(FakeSuite(), [], "local", MeasureConfig(), kind="ab")
         with pytest.raises(StoreError, match="kbench ab"):
             s.set_baseline("x", ab)
         with pytest.raises(store.UnknownRun):  # the foreign keys still hold after the rebuild
             s.begin_run(FakeSuite(), [], "local", None, kind="ab", parent_run=999)
     with sqlite3.connect(db) as conn:
-        assert (conn.execute("SELECT * FROM runs WHERE id <= ? ORDER BY id", (again,)).fetchall()
-                == runs_before)
-        assert conn.execute("SELECT * FROM results ORDER BY id").fetchall() == results_before
+        # every column the old rows had keeps its value (version 4's new columns come after them)
+        width = len(runs_before[0])
+        assert [r[:width] for r in conn.execute("SELECT * FROM runs WHERE id <= ? ORDER BY id", (again,))] \
+            == runs_before
+        width = len(results_before[0])
+        assert [r[:width] for r in conn.execute("SELECT * FROM results ORDER BY id")] == results_before
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'results'").fetchone()[0]
@@ -619,3 +668,52 @@ def test_v2_store_migrates_to_v3_keeping_every_row_and_reference(db, monkeypatch
         with pytest.raises(sqlite3.IntegrityError):  # results still reference the rebuilt runs table
             conn.execute("DELETE FROM runs WHERE id = ?", (parent,))
     assert rid == 1
+
+
+def test_v3_store_migrates_to_v4_with_typed_columns_filled_from_the_json(db, tmp_path):
+    peer = make_case().as_peer("torch.sum(dim=1)")
+    legacy_peer_json = json.loads(peer.to_json())
+    del legacy_peer_json["peer"]  # schema 3 knew peers by their variant's prefix only
+    suite_file = tmp_path / "old.toml"
+    suite_file.write_text('[suite]\nname = "old"\nregression_threshold = 0.07\n'
+                          '[[workload]]\nname = "row_sum"\nparams = { n = [64], m = [64] }\ntargets = ["c"]\n'
+                          'regression_threshold = 0.09\n')
+    sha = hashlib.sha256(suite_file.read_bytes()).hexdigest()
+    with closing(_old_store(db, 3)) as conn, conn:  # what kbench with schema 3 wrote
+        plain = _old_run(conn, suite_path=str(suite_file), sha=sha)
+        _old_result(conn, plain, make_case(), extra={"nvcc_calls": 3})
+        _old_result(conn, plain, peer, case_json=json.dumps(legacy_peer_json, sort_keys=True))
+        base = _old_run(conn, kind="ab", suite_path=str(suite_file), sha="0" * 64)  # the file changed since
+        head = _old_run(conn, kind="ab", parent=base)
+        for run, side in ((base, "base"), (head, "head")):
+            _old_result(conn, run, make_case(n=2048), telemetry={"interleave_group": base,
+                                                                  "interleave_side": side, "batch": 1})
+        results_before = conn.execute("SELECT * FROM results ORDER BY id").fetchall()
+    with Store.open(db) as s:
+        assert s.schema_version == 4
+        frame = s.results_frame().set_index("case_key")
+        # typed columns filled from the JSON the rows carried; the JSON itself is untouched
+        assert frame.loc[make_case().key, "nvcc_calls"] == 3
+        sides = s.results_frame([base, head])
+        assert sides["side"].tolist() == ["base", "head"]
+        assert sides["interleave_group"].tolist() == [base, base]
+        assert pd.isna(frame.loc[make_case().key, "interleave_group"])
+        assert frame.loc[make_case().key, "side"] == ""
+        # a peer case stored before Case.peer is still known as a peer
+        (got,) = [r for r in s.get_results(plain) if r.case.key == peer.key]
+        assert got.case == peer and got.case.peer == "torch.sum(dim=1)"
+        # thresholds: not stored before version 4; the suite file gives them while it is unchanged
+        assert s.get_run(plain)["regression_threshold"] is None
+        assert judge.run_thresholds(s, plain) == (0.07, {make_case().key: 0.09, peer.key: 0.09})
+        assert judge.run_thresholds(s, head)[0] == DEFAULT_THRESHOLD  # file changed: the default
+        # the sides of the old ab run are still judged as timed together
+        (v,) = judge.judge(s, head, str(base)).verdicts
+        assert v.interleaved
+        # a run made now stores its thresholds
+        new = s.begin_run(load_suite(suite_file), [], "local", MeasureConfig())
+        stored = s.get_run(new)
+        assert (stored["regression_threshold"], stored["thresholds"]) == (0.07, {"row_sum": 0.09})
+    with sqlite3.connect(db) as conn:
+        width = len(results_before[0])
+        assert [r[:width] for r in conn.execute("SELECT * FROM results ORDER BY id")] == results_before
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []

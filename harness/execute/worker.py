@@ -18,11 +18,19 @@ from typing import Dict, Iterator, Optional, Sequence
 import numpy as np
 
 import kernels as tvm
+from harness import measure
+from harness.config import apply_runtime_defaults
+from harness.env import fingerprint, fingerprint_id
+from harness.model import Case, MeasureConfig, Result
 from kernels.contrib import nvcc
+from kernels.errors import TVMError
+from kernels.runtime import build_module
 from kernels.workloads import get as get_workload
 
 from .build import Artifact, CaseBuildError, load_module
-from .model import Case, MeasureConfig, Result
+from .check import check_outputs
+from .peers import run_peer
+from .portable import PortableSpecError, thaw
 
 
 def worker_label() -> str:
@@ -43,8 +51,6 @@ def _device(target: str):
 
 
 def _timer(target: str, device):
-    from . import measure
-
     if target == "cuda":
         return measure.CudaTimer(device.index)
     if target == "opencl":
@@ -57,8 +63,6 @@ _FP: Dict[str, dict] = {}
 
 def _fingerprint(target: str) -> dict:
     """This worker's environment fingerprint (computed once per process and device kind)."""
-    from .env import fingerprint
-
     kind = "cuda" if target == "cuda" else "cpu"
     if kind not in _FP:
         _FP[kind] = fingerprint(kind)
@@ -70,52 +74,10 @@ def _device_name(target: str) -> str:
     return str(fp.get("gpu_name") or fp.get("cpu_model") or target)
 
 
-def _env(target: str) -> tuple:
-    from .env import fingerprint_id
-
+def _env(target: str) -> tuple[str, dict]:
+    """(environment id, fingerprint) of this worker's device for ``target``."""
     fp = _fingerprint(target)
-    return fingerprint_id(fp), (("env", fp),)
-
-
-_PEAKS: Dict[str, dict] = {}
-
-
-def _peaks(target: str) -> dict:
-    """Measured copy-bandwidth and matmul peaks of this worker's device. They take seconds to measure,
-    so they are kept on disk per environment fingerprint (GPU UUID, driver, clocks ...) and every later
-    task on the same device reuses them."""
-    import json
-
-    from kernels.runtime.config import get_config
-
-    from . import measure
-
-    if target in _PEAKS:
-        return _PEAKS[target]
-    env_id, _ = _env(target)
-    path = get_config().cache_dir / "peaks" / f"{env_id}.json"
-    try:
-        _PEAKS[target] = json.loads(path.read_text())
-        return _PEAKS[target]
-    except (OSError, ValueError):
-        pass
-    try:
-        peaks = measure.measure_peaks_cuda(0) if target == "cuda" else measure.measure_peaks_cpu()
-    except Exception:
-        peaks = {}
-    _PEAKS[target] = peaks
-    if peaks:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(peaks, default=str))
-            os.replace(tmp, path)
-        except OSError:
-            pass
-    return peaks
-
-
-PEER_PREFIX = "peer:"
+    return fingerprint_id(fp), fp
 
 
 def _host_args(w, case: Case, config: MeasureConfig) -> list:
@@ -125,84 +87,56 @@ def _host_args(w, case: Case, config: MeasureConfig) -> list:
     return w.make_args(case.param_dict, case.dtype, rng)
 
 
-def peer_cases(cases: Sequence[Case], peers: Sequence[tuple]) -> list:
-    """One case per (workload, peer) and distinct shape/dtype/GPU of that workload's CUDA cases:
-    the peer library's kernel timed in the same run, e.g. ``row_sum/peer:torch.sum(dim=1)``."""
-    wanted = {}
-    for w, p in peers:
-        wanted.setdefault(w, []).append(p)
-    out, seen = [], set()
-    for c in cases:
-        if c.target != "cuda" or c.workload not in wanted:
-            continue
-        for p in wanted[c.workload]:
-            pc = Case(c.suite, c.workload, PEER_PREFIX + p, c.params, (), c.dtype, "cuda", c.rtol, c.atol,
-                      c.timeout_s, c.gpu_model)
-            if pc.key not in seen:
-                seen.add(pc.key)
-                out.append(pc)
-    return out
-
-
 def _ok(case: Case, timing, flops: float, nbytes: float, target: str, **fields) -> Result:
     """The ``ok`` Result of a timed case, with its derived rates."""
-    from . import measure
-
-    d = measure.derived(timing, flops, nbytes, _peaks(target), dtype=case.dtype)
+    peaks = measure.device_peaks(target, _env(target)[0])
+    d = measure.derived(timing, flops, nbytes, peaks, dtype=case.dtype)
     return Result(case, "ok", timing=timing, gbps=d.get("gbps"), gflops=d.get("gflops"),
                   pct_peak_bw=d.get("pct_peak_bw"), pct_peak_flops=d.get("pct_peak_flops"),
                   device=_device_name(target), **fields)
 
 
 def _with_sides(config: MeasureConfig, per_side: Dict[str, Result]) -> Result:
-    """The Result of a case timed as the sides of ``config.interleave``: the first side's, carrying
-    every side's as ``extra["interleaved"]`` (``((side, Result), ...)``; harness.run stores each in
-    its side's run). Without sides: the one Result."""
+    """The Result of a case timed as the sides of ``config.interleave``: one Result per side, each
+    labelled with its side, in ``sides`` of the first side's (harness.model.Result; harness.run
+    stores each in its side's run). Without sides: the one Result."""
     if not config.interleave:
         return per_side[""]
-    ordered = tuple((name, per_side[name]) for name, _ in config.interleave)
-    first = ordered[0][1]
-    return replace(first, extra=first.extra + (("interleaved", ordered),))
+    ordered = tuple(replace(per_side[name], side=name) for name in config.side_names)
+    return replace(ordered[0], sides=ordered)
 
 
 def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
-    from .peers import run_peer
-
-    name = case.variant[len(PEER_PREFIX):]
+    name = case.peer
     try:
         w = get_workload(case.workload)
         params = case.param_dict
         host = _host_args(w, case, config)
         inputs = [a for i, a in enumerate(host) if i not in w.outputs]
         ok, msg, timing = run_peer(name, inputs, w.reference(host), case.rtol, case.atol, config)
-        env_id, env_extra = _env(case.target)
+        env_id, fp = _env(case.target)
         if ok is None:
-            return Result(case, "build_error", message=msg, worker=worker, env_id=env_id, extra=env_extra)
+            return Result(case, "build_error", message=msg, worker=worker, env_id=env_id, environment=fp)
         if not ok:
-            return Result(case, "wrong", message=msg, worker=worker, env_id=env_id, extra=env_extra)
+            return Result(case, "wrong", message=msg, worker=worker, env_id=env_id, environment=fp)
         sides = timing if config.interleave else [("", timing)]
         flops, nbytes = w.flops(params), w.bytes(params, case.dtype)
         return _with_sides(config, {side: _ok(case, t, flops, nbytes, "cuda", env_id=env_id, worker=worker,
-                                              extra=env_extra) for side, t in sides})
+                                              environment=fp) for side, t in sides})
     except Exception as exc:
         return Result(case, "crashed", message=f"{type(exc).__name__}: {exc}", worker=worker)
 
 
 def _build(case: Case, artifact: Optional[Artifact], side_spec: Optional[dict]):
     """(module, build seconds, nvcc calls) of this checkout's build of ``case`` (using ``artifact``'s
-    cubin when given), or of ``side_spec``, another source tree's frozen build (harness.portable),
-    compiled by this checkout's runtime (CUDA: for the architecture this checkout's side is built
-    for: the artifact's, else this GPU's). Raises CaseBuildError."""
+    cubin when given), or of ``side_spec``, another source tree's frozen build
+    (harness.execute.portable), compiled by this checkout's runtime (CUDA: for the architecture this
+    checkout's side is built for: the artifact's, else this GPU's). Raises CaseBuildError."""
     t0 = time.perf_counter()
     before = nvcc.STATS["nvcc_calls"]
     if side_spec is None:
         module = load_module(case, artifact)
     else:
-        from kernels.errors import TVMError
-        from kernels.runtime import build_module
-
-        from .portable import PortableSpecError, thaw
-
         try:
             spec = thaw(side_spec)
             if spec.target == "cuda":  # compiled for what this checkout's side runs as, on this GPU
@@ -224,26 +158,23 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
     """Build, check and time one case. Failures become outcomes, never exceptions.
 
     With ``config.interleave`` the case is timed as several sides in one loop
-    (harness.measure.measure_sides) and every side gets its own Result (see :func:`_with_sides`).
+    (harness.measure.loop.measure_sides) and every side gets its own Result (see :func:`_with_sides`).
     A side named in ``side_specs`` runs another source tree's build of the case (``kbench ab``,
-    harness.portable); the others run this checkout's. Each distinct build is checked against the
-    reference on its own; a side that fails to build or is wrong is recorded so and not timed, and
+    harness.execute.portable); the others run this checkout's. Each distinct build is checked against
+    the reference on its own; a side that fails to build or is wrong is recorded so and not timed, and
     the remaining sides are timed together.
     """
-    from . import measure
-    from .check import check_outputs
-
     worker = worker_label()
-    if case.variant.startswith(PEER_PREFIX):
+    if case.peer:
         return _run_peer(case, config, worker)
-    names = [name for name, _ in config.interleave] or [""]
+    names = list(config.side_names) or [""]
     side_specs = side_specs or {}
     builds: Dict[str, tuple] = {}  # side -> (module, build_s, nvcc calls) | (None, message, 0)
     own = None
     for name in names:
         spec = side_specs.get(name)
-        if spec is None and own is not None:
-            builds[name] = own
+        if spec is None and own is not None:  # one build for several sides: its nvcc calls count once
+            builds[name] = (own[0], own[1], 0)
             continue
         try:
             builds[name] = _build(case, artifact, spec)
@@ -263,9 +194,9 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
         host = _host_args(w, case, config)
         dev = _device(case.target)
         nd = [tvm.nd.array(a, dev) for a in host]
-        env_id, env_extra = _env(case.target)
+        env_id, fp = _env(case.target)
         for n in results:  # sides that did not build: on the same device as the others (verdicts pair them)
-            results[n] = replace(results[n], device=_device_name(case.target), env_id=env_id, extra=env_extra)
+            results[n] = replace(results[n], device=_device_name(case.target), env_id=env_id, environment=fp)
         checked: Dict[int, tuple] = {}  # id(module) -> (ok, message)
         for n in built:
             module = builds[n][0]
@@ -279,7 +210,7 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
             ok, msg = checked[id(module)]
             if not ok:
                 results[n] = Result(case, "wrong", message=msg, worker=worker, build_s=build_s[n],
-                                    extra=(("nvcc_calls", builds[n][2]),) + env_extra,
+                                    nvcc_calls=builds[n][2], environment=fp,
                                     device=_device_name(case.target), env_id=env_id)
         timed = [n for n in built if n not in results]
         if timed:
@@ -289,7 +220,7 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
             flops, nbytes = w.flops(params), w.bytes(params, case.dtype)
             for n, timing in sides:
                 results[n] = _ok(case, timing, flops, nbytes, case.target, env_id=env_id, worker=worker,
-                                 build_s=build_s[n], extra=(("nvcc_calls", builds[n][2]),) + env_extra)
+                                 build_s=build_s[n], nvcc_calls=builds[n][2], environment=fp)
         return _with_sides(config, results)
     except Exception as exc:
         tb = traceback.format_exc(limit=3)
@@ -303,12 +234,10 @@ def prepare(target: str, imports: Sequence[str] = (), peer_libraries: Sequence[s
     fingerprint and peaks (CUDA context included) and the peer libraries (e.g. torch, seconds to
     import). GPU runners call it as they start, while the CPU workers still build; a failure here
     is left for the first case to report."""
-    from .config import apply_runtime_defaults
-
     apply_runtime_defaults()
     for mod in imports:
         importlib.import_module(mod)
-    _peaks(target)
+    measure.device_peaks(target, _env(target)[0])
     for lib in peer_libraries:
         importlib.import_module(lib)
 
@@ -319,8 +248,6 @@ def run_cases(cases: Sequence[Case], config: MeasureConfig, imports: Sequence[st
     """Run cases in order, yielding each result as soon as it is known. ``artifacts``: prebuilt
     cubins by case key; ``side_specs``: per case key, the sides built by another source tree
     (see :func:`run_case`)."""
-    from .config import apply_runtime_defaults
-
     apply_runtime_defaults()
     for mod in imports:
         importlib.import_module(mod)

@@ -1,4 +1,4 @@
-"""harness.compare: tests, intervals, BH, verdicts, suite comparison, gates and history.
+"""harness.stats: tests, intervals, BH, verdicts, suite comparison, gates and history.
 
 References are independent of the code under test: hand-derived numbers, scipy computed
 separately, brute-force enumeration and seeded synthetic samples with a known truth.
@@ -13,8 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness import compare
-from harness.compare import (
+from harness import stats
+from harness.stats import intervals, steps
+from harness.stats import verdicts as verdict_table
+from harness.stats import (
     Step,
     benjamini_hochberg,
     bootstrap_ratio_ci,
@@ -141,12 +143,12 @@ def test_bootstrap_chunked_and_exact_paths_agree(monkeypatch):
     rng = np.random.default_rng(5)
     base, new = _lognormal(rng, 201, 0.02), _lognormal(rng, 301, 0.02, 1.01)
     ref = bootstrap_ratio_ci(base, new, n_boot=6000)
-    monkeypatch.setattr(compare, "_BOOT_CHUNK_ELEMENTS", 1000)  # 4 resamples per block
+    monkeypatch.setattr(intervals, "_BOOT_CHUNK_ELEMENTS", 1000)  # 4 resamples per block
     chunked = bootstrap_ratio_ci(base, new, n_boot=6000)
     assert chunked == bootstrap_ratio_ci(base, new, n_boot=6000)
     np.testing.assert_allclose(chunked, ref, atol=0.002)
     # odd sizes: the exact order-statistic law is the law of the median itself
-    monkeypatch.setattr(compare, "_BOOT_EXACT_ABOVE", 100)
+    monkeypatch.setattr(intervals, "_BOOT_EXACT_ABOVE", 100)
     np.testing.assert_allclose(bootstrap_ratio_ci(base, new, n_boot=6000), ref, atol=0.002)
 
 
@@ -170,7 +172,7 @@ def test_bootstrap_chunked_and_exact_paths_agree(monkeypatch):
     (float("inf"), (1.0, float("inf")), 0.001, "AMBIGUOUS"),
 ])
 def test_decision_table_rows(ratio, ci, q, expected):
-    assert compare._decide(ratio, ci, q, 0.03, 0.05) == expected
+    assert verdict_table.decide(ratio, ci, q, 0.03, 0.05) == expected
 
 
 def test_judge_uses_q_value_when_given_and_reports_fields():
@@ -432,7 +434,7 @@ def test_l1_segment_costs_match_brute_force():
     for s in (0, 7):
         want = [np.abs(np.asarray(x[s:s + k + 1]) - np.median(x[s:s + k + 1])).sum()
                 for k in range(len(x) - s)]
-        np.testing.assert_allclose(compare._l1_costs_from(x, s), want, atol=1e-12)
+        np.testing.assert_allclose(steps._l1_costs_from(x, s), want, atol=1e-12)
 
 
 def _brute_force_bounds(x: np.ndarray, penalty: float, min_size: int) -> list[int]:
@@ -543,16 +545,16 @@ def test_compare_frames_pools_new_rounds_and_a_bad_round_is_wrong():
     (1.01, (0.995, 1.025), 0.5, "SAME"),       # row 1
 ])
 def test_decision_table_interleaved_rows(ratio, ci, q, expected):
-    assert compare._decide(ratio, ci, q, 0.03, 0.05, interleaved=True) == expected
+    assert verdict_table.decide(ratio, ci, q, 0.03, 0.05, interleaved=True) == expected
 
 
 def _suite_verdicts(rng, cases: int, n: int, sigma: float, scale: float, interleaved: bool) -> list[str]:
     """One suite of ``cases`` cases judged together (BH over the suite), lognormal samples."""
     base, new = [], []
     for c in range(cases):
-        tel = '{"interleave_group": 1}' if interleaved else None
-        base.append({**_row(f"c{c}", 1, samples=_lognormal(rng, n, sigma)), "telemetry": tel})
-        new.append({**_row(f"c{c}", 2, samples=_lognormal(rng, n, sigma, scale)), "telemetry": tel})
+        group = 1 if interleaved else None
+        base.append({**_row(f"c{c}", 1, samples=_lognormal(rng, n, sigma)), "interleave_group": group})
+        new.append({**_row(f"c{c}", 2, samples=_lognormal(rng, n, sigma, scale)), "interleave_group": group})
     return [v.verdict for v in compare_frames(_frame(new), _frame(base), n_boot=500)]
 
 
@@ -574,20 +576,20 @@ def test_compare_frames_knows_interleaved_rows_by_their_group():
     rng = np.random.default_rng(3)
     a, b = _lognormal(rng, 400, 0.02), _lognormal(rng, 400, 0.02, 1.035)
 
-    def verdict(base_tel, new_tels):
-        base = _frame([{**_row("k", 1, samples=a), "telemetry": base_tel}])
-        new = _frame([{**_row("k", 2 + i, samples=b[i::len(new_tels)]), "telemetry": t}
-                      for i, t in enumerate(new_tels)])
+    def verdict(base_group, new_groups):
+        base = _frame([{**_row("k", 1, samples=a), "interleave_group": base_group}])
+        new = _frame([{**_row("k", 2 + i, samples=b[i::len(new_groups)]), "interleave_group": g}
+                      for i, g in enumerate(new_groups)])
         (v,) = compare_frames(new, base)
         return v
 
-    together = verdict('{"interleave_group": 7}', ['{"interleave_group": 7}'])
+    together = verdict(7, [7])
     assert together.interleaved and together.verdict == "SLOWER", together
-    apart = verdict('{"interleave_group": 7}', ['{"interleave_group": 8}'])  # different loops
+    apart = verdict(7, [8])  # different loops
     assert not apart.interleaved
-    assert verdict(None, ['{"interleave_group": 7}']).interleaved is False
+    assert verdict(None, [7]).interleaved is False
     # a new side pooled from a loop the baseline was not part of is not interleaved
-    assert not verdict('{"interleave_group": 7}', ['{"interleave_group": 7}', '{"x": 1}']).interleaved
+    assert not verdict(7, [7, None]).interleaved
 
 
 # ---------------------------------------------------------------------------------------------
@@ -597,27 +599,27 @@ def test_compare_frames_knows_interleaved_rows_by_their_group():
 
 def test_history_sd_is_the_robust_spread_of_log_medians():
     logs = [0.0, 0.02, -0.02, 0.04, -0.04]  # |deviations| 0, .02, .02, .04, .04: median .02
-    assert compare.history_sd([math.exp(x) for x in logs]) == compare.Spread(pytest.approx(1.4826 * 0.02), 4)
+    assert stats.history_sd([math.exp(x) for x in logs]) == stats.Spread(pytest.approx(1.4826 * 0.02), 4)
     # one disturbed run (3x slower): log median 0.01, |deviations| .01 .01 .03 .03 .05 1.09 -> .03;
     # a plain SD of the logs would be about 0.44
-    assert compare.history_sd([math.exp(x) for x in logs] + [3.0]).sd == pytest.approx(1.4826 * 0.03)
-    assert compare.history_sd([1.0, 1.1]) is None  # fewer than three runs
-    assert compare.history_sd([1.0, float("nan"), 0.0, 1.1]) is None
+    assert stats.history_sd([math.exp(x) for x in logs] + [3.0]).sd == pytest.approx(1.4826 * 0.03)
+    assert stats.history_sd([1.0, 1.1]) is None  # fewer than three runs
+    assert stats.history_sd([1.0, float("nan"), 0.0, 1.1]) is None
 
 
 def test_widen_ci_by_hand():
     # ratio 1.05, CI (1.04, 1.06), run spread 2 %, one run a side:
     # extra = (1.96 * 0.02)^2 * 2 = 0.003073; low half-width sqrt((ln1.05 - ln1.04)^2 + extra) = 0.05625
-    lo, hi = compare.widen_ci(1.05, (1.04, 1.06), 0.02, 1, 1)
+    lo, hi = stats.widen_ci(1.05, (1.04, 1.06), 0.02, 1, 1)
     assert lo == pytest.approx(math.exp(math.log(1.05) - 0.05625), rel=1e-4)
     assert hi == pytest.approx(math.exp(math.log(1.05) + 0.05624), rel=1e-4)
     assert lo < 1.0 < hi  # a 5 % change is no longer certain against a 2 % run-to-run spread
     # more runs per side shrink the added part
-    lo3, hi3 = compare.widen_ci(1.05, (1.04, 1.06), 0.02, 3, 3)
+    lo3, hi3 = stats.widen_ci(1.05, (1.04, 1.06), 0.02, 3, 3)
     assert lo < lo3 < 1.04 and 1.06 < hi3 < hi
-    assert compare.widen_ci(1.05, (1.04, 1.06), 0.0, 1, 1) == (1.04, 1.06)
+    assert stats.widen_ci(1.05, (1.04, 1.06), 0.0, 1, 1) == (1.04, 1.06)
     # a spread from three runs a side (4 degrees of freedom): Student's 2.776 instead of 1.96
-    lo4, _ = compare.widen_ci(1.05, (1.04, 1.06), 0.02, 1, 1, df=4)
+    lo4, _ = stats.widen_ci(1.05, (1.04, 1.06), 0.02, 1, 1, df=4)
     extra = (2.7764 * 0.02) ** 2 * 2
     assert lo4 == pytest.approx(math.exp(math.log(1.05) - math.sqrt(math.log(1.05 / 1.04) ** 2 + extra)),
                                 rel=1e-4)
@@ -628,16 +630,15 @@ def test_compare_frames_adds_history_spread_to_separate_runs_only():
     new = _frame([_row("k", 2, samples=[x * 1.05 for x in _times(2)])])
     (tight,) = compare_frames(new, base)
     assert tight.verdict == "SLOWER" and tight.run_sd is None
-    (spread,) = compare_frames(new, base, run_sd={"k": compare.Spread(0.02, 9)})
+    (spread,) = compare_frames(new, base, run_sd={"k": stats.Spread(0.02, 9)})
     assert spread.verdict == "AMBIGUOUS" and spread.run_sd == 0.02
     assert spread.ratio_ci[0] < 1.0 < spread.ratio_ci[1]
     assert spread.ratio == tight.ratio  # the point estimate is the same
     # sides timed in one loop share the machine's drift: no run spread is added
-    tel = '{"interleave_group": 5}'
     (inter,) = compare_frames(_frame([{**_row("k", 2, samples=[x * 1.05 for x in _times(2)]),
-                                       "telemetry": tel}]),
-                              _frame([{**_row("k", 1, samples=_times(1)), "telemetry": tel}]),
-                              run_sd={"k": compare.Spread(0.02, 9)})
+                                       "interleave_group": 5}]),
+                              _frame([{**_row("k", 1, samples=_times(1)), "interleave_group": 5}]),
+                              run_sd={"k": stats.Spread(0.02, 9)})
     assert inter.verdict == "SLOWER" and inter.run_sd is None
 
 
@@ -663,6 +664,6 @@ def test_pooled_rounds_bring_their_own_spread_and_keep_aa_false_alarms_rare():
     sds = [v.run_sd for v in verdicts]
     assert None not in sds and 0.024 <= float(np.median(sds)) <= 0.036  # the planted 3 %, estimated
     # the same pairs judged without any run spread: the samples alone call many of them changed
-    plain = [compare._decide(v.ratio, compare.bootstrap_ratio_ci([1.0], [v.ratio]), 0.0, 0.03, 0.05)
+    plain = [verdict_table.decide(v.ratio, stats.bootstrap_ratio_ci([1.0], [v.ratio]), 0.0, 0.03, 0.05)
              for v in verdicts]
     assert sum(x in ("SLOWER", "FASTER") for x in plain) > 0.1 * len(verdicts)

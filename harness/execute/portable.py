@@ -1,8 +1,9 @@
 """One case's built function as plain data, so that another source tree's build can run here.
 
-``kbench ab`` (harness.ab) times a case built from two source trees in one loop. The other tree's
-compiler core runs in a process of its own (``python -m harness.portable export``, with that tree's
-``kernels/`` and this checkout's ``harness/`` on ``PYTHONPATH``); what comes back is, per case, the
+``kbench ab`` (harness.cli.ab) times a case built from two source trees in one loop. The other tree's
+compiler core runs in a process of its own (``python -m harness.execute.portable export``, with that
+tree's ``kernels/`` and this checkout's ``harness/`` on ``PYTHONPATH``: :func:`export_base` starts it,
+:func:`export_cases` is what it runs); what comes back is, per case, the
 :class:`~kernels.runtime.spec.FuncSpec` that tree generated, *frozen* at the case's shapes: the
 source text plus the launch description evaluated for the case's concrete shapes (grids, blocks and
 workspace sizes become numbers instead of functions of the shape variables). No code of the other
@@ -23,16 +24,29 @@ A case the other tree could not build is ``{"error": message}`` instead.
 
 from __future__ import annotations
 
+import importlib
 import json
 import numbers
+import os
+import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import numpy as np
+
+from harness.errors import ConfigError
+from harness.model import Case
+from kernels.workloads import get as get_workload
+
+from .build import lower_case
 
 FORMAT = "kbench-portable-spec/1"
 
 
-class PortableSpecError(ValueError):
+class PortableSpecError(ConfigError):
     """Malformed portable spec data, or a thawed spec called with shapes it was not frozen for."""
 
 
@@ -114,6 +128,7 @@ def thaw(data: Mapping[str, Any]):
     PortableSpecError
         ``data`` is an export error, has another format, or lacks a field.
     """
+    # imported here: the export process (another tree's kernels/) only freezes, and need not have these
     from kernels.runtime.spec import BufferArg, DerivedDim, FuncSpec, KernelSpec, Workspace
 
     if "error" in data:
@@ -147,28 +162,88 @@ def thaw(data: Mapping[str, Any]):
                         kernels=kernels, arch=str(data.get("arch") or ""),
                         uses_openmp=bool(data.get("uses_openmp", False)))
     except (KeyError, TypeError, ValueError) as exc:
-        if isinstance(exc, PortableSpecError):
-            raise
         raise PortableSpecError(f"malformed portable spec: {type(exc).__name__}: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------------------
-# the export process
+# the export process: another source tree's kernels/ builds the cases
+
+
+#: how long the base tree's export may take (it lowers every case, and may call nvcc)
+EXPORT_TIMEOUT_S = 1800.0
+
+
+class BaseTreeError(ConfigError):
+    """The base tree is not usable: no ``kernels/`` package, or its build process failed."""
+
+
+def _head_root() -> Path:
+    """This checkout: the folder holding the ``harness`` package in use."""
+    return Path(__file__).resolve().parents[2]
+
+
+def check_base_tree(base_tree: str | os.PathLike) -> Path:
+    """``base_tree`` resolved, after checking it holds a ``kernels`` package.
+
+    Raises
+    ------
+    BaseTreeError
+        Naming ``--base-tree`` and what is missing.
+    """
+    root = Path(base_tree).expanduser()
+    if not root.is_dir():
+        raise BaseTreeError(f"--base-tree {base_tree}: no such directory")
+    if not (root / "kernels" / "__init__.py").is_file():
+        raise BaseTreeError(f"--base-tree {base_tree}: no kernels/ package there (expected "
+                            f"{root / 'kernels' / '__init__.py'}); give the root of a kbench checkout")
+    return root.resolve()
+
+
+def export_base(base_tree: Path, items: Sequence[dict], imports: Sequence[str] = (),
+                python: str = sys.executable, timeout_s: float = EXPORT_TIMEOUT_S) -> tuple[dict, str]:
+    """Build ``items`` (``{"case": Case JSON, "arch": ...}``) with the base tree's compiler core in a
+    process of its own; returns ({case key: frozen spec | {"error": ...}}, where kernels came from).
+
+    Raises
+    ------
+    BaseTreeError
+        The process failed, timed out, or imported ``kernels`` from somewhere else than the base tree.
+    """
+    with tempfile.TemporaryDirectory(prefix="kbench-ab-") as tmp:
+        shim = Path(tmp) / "path"
+        shim.mkdir()
+        (shim / "kernels").symlink_to(base_tree / "kernels", target_is_directory=True)
+        (shim / "harness").symlink_to(_head_root() / "harness", target_is_directory=True)
+        request, answer = Path(tmp) / "request.json", Path(tmp) / "answer.json"
+        request.write_text(json.dumps({"items": list(items), "imports": list(imports)}))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(shim), env.get("PYTHONPATH", "")) if p)
+        env["CUDA_VISIBLE_DEVICES"] = ""  # lowering needs no GPU (the workers compile for theirs)
+        try:
+            proc = subprocess.run([python, "-m", "harness.execute.portable", "export", str(request),
+                                   str(answer)],
+                                  cwd=shim, env=env, capture_output=True, text=True, timeout=timeout_s,
+                                  check=False)
+        except subprocess.TimeoutExpired:
+            raise BaseTreeError(f"--base-tree {base_tree}: building the cases with its kernels/ took over "
+                                f"{timeout_s:g} s") from None
+        if proc.returncode != 0 or not answer.is_file():
+            tail = "\n".join((proc.stderr or proc.stdout or "").strip().splitlines()[-12:])
+            raise BaseTreeError(f"--base-tree {base_tree}: its kernels/ could not build the cases with this "
+                                f"harness (exit {proc.returncode}):\n{tail}\n(ci/pr.sh --mode runs compares "
+                                "two checkouts that differ beyond kernels/)")
+        data = json.loads(answer.read_text())
+        where = Path(str(data.get("kernels_path") or "")).resolve()  # through the link, while it exists
+    if not where.is_relative_to(base_tree):
+        raise BaseTreeError(f"--base-tree {base_tree}: the build process imported kernels from {where}, "
+                            "not from the base tree (an installed kbench shadows it?)")
+    return dict(data.get("specs") or {}), str(where.parent)
 
 
 def export_cases(items: Sequence[Mapping[str, Any]], imports: Sequence[str] = ()) -> dict[str, Any]:
     """Build every case of ``items`` (``{"case": Case JSON, "arch": "sm_90" | None}``) with the
     ``kernels`` package this process imports and freeze it at the case's shapes (drawn as
     ``kbench run`` draws them): ``{case key: frozen spec | {"error": message}}``."""
-    import importlib
-
-    import numpy as np
-
-    from kernels.workloads import get as get_workload
-
-    from .build import lower_case
-    from .model import Case
-
     for mod in imports:
         importlib.import_module(mod)
     out: dict[str, Any] = {}
@@ -185,15 +260,15 @@ def export_cases(items: Sequence[Mapping[str, Any]], imports: Sequence[str] = ()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m harness.portable export IN.json OUT.json``: IN holds ``{"items": [...], "imports":
+    """``python -m harness.execute.portable export IN.json OUT.json``: IN holds ``{"items": [...], "imports":
     [...]}`` (see :func:`export_cases`); OUT receives ``{"specs": {...}, "kernels": version}``."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 3 or args[0] != "export":
-        print("usage: python -m harness.portable export IN.json OUT.json", file=sys.stderr)
+        print("usage: python -m harness.execute.portable export IN.json OUT.json", file=sys.stderr)
         return 4
     with open(args[1]) as f:
         request = json.load(f)
-    import kernels
+    import kernels  # the package itself, for where it was imported from (the other tree, it should be)
 
     specs = export_cases(request.get("items", []), request.get("imports", []))
     with open(args[2], "w") as f:

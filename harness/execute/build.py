@@ -19,7 +19,7 @@ from kernels.runtime import build_module
 from kernels.runtime.spec import FuncSpec
 from kernels.workloads import get as get_workload
 
-from .model import Case
+from harness.model import Case
 
 
 class CaseBuildError(Exception):
@@ -72,6 +72,8 @@ def load_module(case: Case, artifact: Optional[Artifact] = None):
     spec = lower_case(case, arch)
     try:
         if case.target == "cuda" and artifact is not None and artifact.binary is not None:
+            # imported when used, as kernels.runtime.build_module does: loading the submodule rebinds
+            # the name kernels.runtime.cuda (the device function) to the module
             from kernels.runtime.cuda import CUDAModule
 
             if spec.source != artifact.source:

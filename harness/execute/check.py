@@ -1,4 +1,5 @@
-"""Correctness checks (DESIGN.md 6): a case's outputs against the float64 numpy reference.
+"""Correctness checks (docs/ARCHITECTURE.md, "Checking"): a case's outputs against the float64 numpy
+reference.
 
 Rules
 -----

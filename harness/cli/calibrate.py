@@ -9,16 +9,16 @@ Each trial measures the suite as three "sides", with the same code and one execu
 How the sides share the machine (``interleave``):
 
 - ``"samples"`` (the default): each case is timed once as all three sides in one loop, one
-  sample of each side per round in a rotated order (harness.measure.measure_interleaved); the
+  sample of each side per round in a rotated order (harness.measure.loop.measure_interleaved); the
   sides are stored as three runs. Drift of the machine (other tenants, clocks, thermals) falls on
-  all sides alike, and the verdicts use the interleaved decision rule (harness.compare.judge).
+  all sides alike, and the verdicts use the interleaved decision rule (harness.stats.verdicts.judge).
 - ``"runs"``: ``rounds`` rounds (default 3), each a run of the whole suite per side in a rotated
   order (ABC, BCA, CAB), each with 1/rounds of the suite's measuring time; a side's verdict pools
   its rounds. This is how ``ci/pr.sh`` interleaves two checkouts, and what a comparison of two
   separate runs can expect: drift between runs is not in the samples.
 
 "Slowed by s" is ``MeasureConfig.slowdown``: dependent work of ``s`` times the case's own time is
-added inside every timed sample (harness.measure.Timer.inject), so the injected change is known.
+added inside every timed sample (harness.measure.timers.Timer.inject), so the injected change is known.
 The verdicts go through the same path as ``kbench compare``; AMBIGUOUS cases are re-measured once
 (the two sides again, interleaved the same way, then judged on everything). The runs are stored
 with kind "calibration": they are never a baseline and never part of a case's history.
@@ -32,16 +32,81 @@ is only found reliably when that is well under ``s - t``).
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import statistics
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .model import Verdict
+from rich.markup import escape
+from rich.table import Table
+
+from harness.errors import UsageError
+from harness.model import DEFAULT_THRESHOLD, Side, Verdict
+
+from .common import db_arg, default_out, err, execution, execution_args, out
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    cal = commands.add_parser("calibrate",
+                              help="A/A false-positive rate and injected-slowdown detection rate")
+    cal.add_argument("suite")
+    cal.add_argument("--trials", type=int, default=3, help="trials of A, A, A-slowed (default %(default)s)")
+    cal.add_argument("--interleave", choices=["samples", "runs"], default="samples",
+                     help="samples (default): the three sides of a case timed in one loop, sample by "
+                          "sample; runs: whole runs of the suite per side in rotated rounds (as ci/pr.sh)")
+    cal.add_argument("--rounds", type=int, default=3,
+                     help="--interleave runs: rounds per side and trial (default %(default)s)")
+    cal.add_argument("--slowdown", type=float, default=0.05,
+                     help="injected slowdown (default %(default)s = 5 %%)")
+    execution_args(cal)
+    cal.add_argument("--out", type=Path, metavar="DIR", default=default_out(),
+                     help="write calibration.json here (default %(default)s)")
+    db_arg(cal)
+    cal.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace, argv: list[str]) -> int:
+    targets, overrides = execution(args)
+
+    def on_event(kind, payload):
+        if kind == "run":
+            err.print(payload)
+
+    cal = calibrate(args.suite, args.db, trials=args.trials, slowdown=args.slowdown, rounds=args.rounds,
+                    interleave=args.interleave, executor_kind=args.executor,
+                    address=args.address, targets=targets, measure_overrides=overrides, argv=argv,
+                    on_event=on_event)
+    how = ("sides interleaved sample by sample" if cal.interleave == "samples"
+           else f"{cal.rounds} interleaved round(s) of whole runs")
+    table = Table(title=f"calibration of {escape(cal.suite)}: {cal.trials} trial(s), {how}")
+    for col in ("check", "comparisons", "SAME", "FASTER", "SLOWER", "AMBIGUOUS", "rate"):
+        table.add_column(col, justify="left" if col == "check" else "right")
+    for name, counts, n, rate, what in (
+            ("A/A (same code twice)", cal.aa, cal.aa_comparisons, cal.false_positive_rate, "false alarms"),
+            (f"injected {cal.slowdown:.0%} slowdown", cal.slowed, cal.slowed_comparisons, cal.detection_rate,
+             "detected")):
+        table.add_row(name, str(n), *(str(counts[v]) for v in ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")),
+                      f"{rate:.1%} {what}" if rate == rate else "-")
+    out.print(table)
+    out.print(f"observed slowdown of the injected runs: {cal.observed_slowdown:+.1%} "
+              f"(asked {cal.slowdown:.0%}); "
+              f"runs {cal.runs[0]}..{cal.runs[-1]} in {args.db} (kind calibration); {cal.seconds:.0f} s")
+    half, gap = cal.median_ci_halfwidth, cal.slowdown - cal.threshold
+    out.print(f"median 95 % CI half-width of the cases: {half:.2%} (threshold {cal.threshold:.0%})")
+    if half == half and gap > 0 and half > 0.6 * gap:
+        out.print(f"[yellow]hint:[/] a {cal.slowdown:.0%} change past a {cal.threshold:.0%} threshold "
+                  "is found reliably "
+                  f"when the CIs are under about {0.6 * gap:.1%}: measure longer, e.g. "
+                  f"--max-rel-ci {0.6 * gap:.3f} --max-time 30")
+    path = cal.write_json(Path(args.out) / "calibration.json")
+    out.print(f"calibration: {path}")
+    return 0
 
 
 @dataclass
@@ -58,7 +123,7 @@ class Calibration:
     observed_ratios: list[float] = field(default_factory=list)  # C/B ratio of medians per comparison
     ci_halfwidths: list[float] = field(default_factory=list)  # relative 95 % CI half-width, per result
     interleave: str = "samples"
-    threshold: float = 0.03  # the suite's (smallest) practical threshold
+    threshold: float = DEFAULT_THRESHOLD  # the suite's (smallest) practical threshold
     seconds: float = 0.0
 
     @staticmethod
@@ -122,25 +187,25 @@ def calibrate(suite_path: str, db: Path, *, trials: int = 3, slowdown: float = 0
 
     Raises
     ------
-    ValueError
+    harness.errors.UsageError
         ``trials`` or ``rounds`` < 1, ``slowdown`` not in (0, 1], an unknown ``interleave``.
     """
-    import time
-
-    from . import dispatch, judge
-    from .config import apply_runtime_defaults
-    from .run import run_suite
-    from .store import Store
-    from .suite import load_suite
+    # the pipeline (the compiler, Ray) loads only when the command runs: `kbench --help` stays quick
+    from harness import judge
+    from harness.config import apply_runtime_defaults
+    from harness.execute import make_executor
+    from harness.run import RunRequest, run_suite
+    from harness.store import Store
+    from harness.suite import load_suite
 
     if trials < 1:
-        raise ValueError(f"--trials must be at least 1, got {trials}")
+        raise UsageError(f"--trials must be at least 1, got {trials}")
     if rounds < 1:
-        raise ValueError(f"--rounds must be at least 1, got {rounds}")
+        raise UsageError(f"--rounds must be at least 1, got {rounds}")
     if not 0 < slowdown <= 1:
-        raise ValueError(f"--slowdown must be a fraction in (0, 1], got {slowdown}")
+        raise UsageError(f"--slowdown must be a fraction in (0, 1], got {slowdown}")
     if interleave not in ("samples", "runs"):
-        raise ValueError(f"--interleave must be 'samples' or 'runs', got {interleave!r}")
+        raise UsageError(f"--interleave must be 'samples' or 'runs', got {interleave!r}")
     emit = on_event or (lambda kind, payload: None)
     suite = load_suite(suite_path)
     t0 = time.time()
@@ -152,17 +217,18 @@ def calibrate(suite_path: str, db: Path, *, trials: int = 3, slowdown: float = 0
                 "min_time_s": suite.measure.min_time_s / rounds}
     base.update(measure_overrides or {})
     slowed = {"A": 0.0, "B": 0.0, "C": slowdown}
+    request = RunRequest(suite_path, Path(db), executor_kind, address,
+                         targets=tuple(targets) if targets else None, argv=tuple(argv), kind="calibration")
     apply_runtime_defaults()
-    executor = dispatch.make_executor(executor_kind, address=address, imports=tuple(suite.imports))
+    executor = make_executor(executor_kind, address=address, imports=tuple(suite.imports))
     try:
         def one(label: str, names: str, **kw: Any) -> dict[str, list[int]]:
             """The sides ``names`` timed once, interleaved as asked: side -> its run ids."""
             ids: dict[str, list[int]] = {n: [] for n in names}
             if interleave == "samples":
                 emit("run", f"{label}: sides {', '.join(names)} interleaved sample by sample")
-                sides = tuple((n, slowed[n]) for n in names)
-                summary = run_suite(suite_path, db, executor_kind, address, targets=targets, argv=argv,
-                                    measure_overrides={**base, "interleave": sides}, kind="calibration",
+                sides = tuple(Side(n, slowed[n]) for n in names)
+                summary = run_suite(replace(request, measure={**base, "interleave": sides}),
                                     executor=executor, **kw)
                 for n in names:
                     ids[n].append(summary.side_runs[n])
@@ -170,21 +236,21 @@ def calibrate(suite_path: str, db: Path, *, trials: int = 3, slowdown: float = 0
                 for r in range(rounds):
                     for n in names[r % len(names):] + names[:r % len(names)]:
                         emit("run", f"{label}: {n} round {r + 1}/{rounds}")
-                        summary = run_suite(suite_path, db, executor_kind, address, targets=targets,
-                                            argv=argv, measure_overrides={**base, "slowdown": slowed[n]},
-                                            kind="calibration", executor=executor, **kw)
+                        summary = run_suite(replace(request, measure={**base, "slowdown": slowed[n]}),
+                                            executor=executor, **kw)
                         ids[n].append(summary.run_id)
             cal.runs.extend(i for n in names for i in ids[n])
             return ids
 
-        def verdicts(new: list[int], old: list[int], names: str, label: str) -> tuple:
+        def verdicts(new: list[int], old: list[int], names: str, label: str) -> tuple[Verdict, ...]:
             """Judge ``new`` against ``old``; AMBIGUOUS cases are timed once more (both sides,
-            interleaved the same way) and judged again on everything (harness.judge.judge_pooled)."""
-            def rerun(keys: set[str]) -> tuple[list[int], list[int]]:
-                more = one(f"{label}: re-measure of {len(keys)} AMBIGUOUS case(s)", names, only_keys=keys)
-                return more[names[1]], more[names[0]]
+            interleaved the same way) and judged again on everything (harness.judge)."""
+            def again(keys: set[str]) -> dict[str, list[int]]:
+                return one(f"{label}: re-measure of {len(keys)} AMBIGUOUS case(s)", names, only_keys=keys)
 
-            return judge.judge_pooled(Path(db), new, old, rerun).verdicts
+            first = judge.judge_runs(Path(db), new, old)
+            return judge.remeasure_ambiguous(Path(db), first, again, new_side=names[1],
+                                             base_side=names[0]).verdicts
 
         for trial in range(trials):
             label = f"trial {trial + 1}/{trials}"
@@ -211,4 +277,3 @@ def _timed(v: Verdict) -> bool:
             and v.verdict in ("SAME", "FASTER", "SLOWER", "AMBIGUOUS"))
 
 
-__all__ = ["Calibration", "calibrate"]

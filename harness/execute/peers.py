@@ -1,5 +1,5 @@
 """Peer implementations: library functions timed in the same run as a workload, on the same GPU,
-with the same timer (:class:`harness.measure.CudaTimer`, cold mode), for a ratio that means
+with the same timer (:class:`harness.measure.cuda_timer.CudaTimer`, cold mode), for a ratio that means
 something ("our row sum runs at 0.9x torch.sum").
 
 Each :class:`Peer` is registered under the name the workloads use in ``Workload.peers``
@@ -9,7 +9,7 @@ and returns a :class:`PeerRun`: calling it launches the peer once, asynchronousl
 library's default stream, which is the null stream of the device's primary context -- the
 context and stream ``kernels.runtime`` and ``CudaTimer`` use, so CUDA events bracket it exactly
 like one of our kernels. ``run.outputs()`` waits and returns the outputs as numpy arrays, in the
-workload's output order, for :func:`harness.check.check_outputs` against the reference: a peer
+workload's output order, for :func:`harness.execute.check.check_outputs` against the reference: a peer
 that is wrong is reported, never timed (:func:`run_peer`).
 
 Outputs are written into buffers allocated once (``out=``) where the library allows, so the
@@ -25,8 +25,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from harness.check import check_outputs
+from harness.measure import CudaTimer, measure_sides
 from harness.model import MeasureConfig
+
+from .check import check_outputs
 
 __all__ = ["Peer", "PeerRun", "PEERS", "get", "names", "available", "run_peer"]
 
@@ -282,8 +284,6 @@ def run_peer(
         ``config.mode`` says. With ``config.interleave`` the third item is the list of
         ``(side, Timing)`` of :func:`harness.measure.measure_sides` instead.
     """
-    from harness.measure import CudaTimer, measure_sides
-
     peer = get(name)
     if not peer.available():
         return None, f"peer {name} is not available ({peer.library} with a CUDA device)", None

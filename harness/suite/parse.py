@@ -1,46 +1,6 @@
-"""TOML suites: a file naming workloads, shapes, dtypes, variants (with knob grids) and targets,
-expanded into the list of :class:`~harness.model.Case` a run builds and times.
-
-Format (docs/SUITES.md has the full reference)::
-
-    [suite]
-    name = "tutorials"                   # required; becomes Case.suite
-    description = "..."                  # optional
-    targets = ["c", "opencl", "cuda"]    # default targets of every [[workload]] (default: all three)
-    regression_threshold = 0.03          # practical threshold of the verdicts, a fraction in (0, 1)
-    timeout_s = 120                      # default per-case timeout in seconds
-    imports = []                         # Python modules imported first (they may register workloads)
-
-    [measure]                            # optional overrides of harness.model.MeasureConfig fields
-    max_time_s = 2.0
-
-    [[workload]]                         # one entry per workload (a workload may have several)
-    name = "row_sum"                     # required; a name in kernels.workloads
-    params = { n = [1024, 4096], m = [1024, 333] }   # required; every shape parameter, cartesian product
-    dtypes = ["float32"]                 # default: the workload's first dtype
-    variants = ["default", { name = "rfactor_crossthread", knobs = { factor = [16, 32] } }]
-                                         # default: every variant with its default knobs
-    targets = ["c", "cuda"]              # overrides [suite].targets
-    rtol = 1e-5                          # default: the workload's tolerance for the dtype, else
-    atol = 1e-5                          #   kernels.workloads.tutorial.default_tolerance(dtype)
-    regression_threshold = 0.05          # per-workload override of the suite's threshold
-    timeout_s = 60                       # per-workload override of the suite's timeout
-    peers = ["torch.sum(dim=1)"]         # peers timed alongside (names offered by the workload)
-    gpu_models = ["H100"]                # cuda cases of this workload only on these GPU models
-
-Expansion, per [[workload]] entry in file order: variants (in the listed order) x knob grid (the
-cartesian product of the knob lists; a scalar is a one-element list; knobs left out keep the
-variant's defaults) x shape grid (cartesian product in the workload's parameter order) x dtypes x
-targets. A target is used for a variant only when the variant can build for it; a target that no
-variant of the entry can build is an error when the entry names it, and skipped when it comes from
-[suite].targets (unless no entry at all can use it). ``Case.gpu_model`` is "" here: harness.plan
-assigns GPU models.
-
-Every problem is found before anything runs and raised as :class:`SuiteError` whose text is
-``file:line: message``; the line is the one of the offending key or value (for ``[[workload]]``
-entries, the n-th ``[[workload]]`` header counts as the n-th entry). The CLI exits with
-:data:`EXIT_CONFIG` (4) on it.
-"""
+"""Reading a suite: TOML text -> validated, expanded :class:`~harness.suite.values.Suite` (the format
+is in the package docstring of :mod:`harness.suite`); every problem is a
+:class:`~harness.suite.values.SuiteError` naming its ``file:line``."""
 
 from __future__ import annotations
 
@@ -62,94 +22,27 @@ try:
 except ModuleNotFoundError:  # Python 3.10: the same parser as a package (tomli; pyproject marker)
     import tomli as tomllib
 
-from .model import Case, MeasureConfig, pairs
 
-#: exit code of the CLI for a malformed suite (DESIGN.md 7: usage or configuration error)
-EXIT_CONFIG = 4
+from harness.measure.stopping import CRITERIA as STOPPING_CRITERIA
+from harness.model import DEFAULT_THRESHOLD, Case, MeasureConfig, pairs
+from kernels import workloads
+from kernels.workloads.tutorial import default_tolerance
 
-#: the targets a suite may name
-TARGETS = ("c", "opencl", "cuda")
+from .locate import Locator, key_needle, value_needle
+from .values import (
+    DEFAULT_TIMEOUT_S,
+    MEASURE_MODES,
+    SUITE_KEYS,
+    TARGETS,
+    TOP_KEYS,
+    VARIANT_KEYS,
+    WORKLOAD_KEYS,
+    Suite,
+    SuiteError,
+    Where,
+)
 
-DEFAULT_THRESHOLD = 0.03
-DEFAULT_TIMEOUT_S = 120.0
-
-TOP_KEYS = ("suite", "measure", "workload")
-SUITE_KEYS = ("name", "description", "targets", "regression_threshold", "timeout_s", "imports")
-WORKLOAD_KEYS = ("name", "params", "dtypes", "variants", "targets", "rtol", "atol",
-                 "regression_threshold", "timeout_s", "peers", "gpu_models")
-VARIANT_KEYS = ("name", "knobs")
-MEASURE_MODES = ("cold", "hot")
-
-Where = tuple[Any, ...]  # ("workload", 2, "params", "n"): a table path, an index after an array name
-
-
-class SuiteError(Exception):
-    """A malformed suite (or a plan that cannot be made from it).
-
-    Attributes
-    ----------
-    path : str
-        The suite file ("<string>" for text parsed directly).
-    line : int or None
-        1-based line of the offending key or value; None only when the file cannot be read.
-    message : str
-        What is wrong, naming the table, the key and what would be accepted.
-    """
-
-    def __init__(self, path: str, line: int | None, message: str):
-        super().__init__(path, line, message)
-        self.path = str(path)
-        self.line = line
-        self.message = message
-
-    def __str__(self) -> str:
-        if self.line is None:
-            return f"{self.path}: {self.message}"
-        return f"{self.path}:{self.line}: {self.message}"
-
-
-@dataclass(frozen=True)
-class Suite:
-    """A parsed, validated and expanded suite.
-
-    Per-workload settings are tuples of pairs (hashable); use :meth:`threshold`,
-    :meth:`gpu_models_for` and :meth:`peers_for` to read them.
-    """
-
-    name: str
-    path: str
-    description: str
-    cases: tuple[Case, ...]
-    regression_threshold: float
-    thresholds: tuple[tuple[str, float], ...]  # workload -> threshold, where overridden
-    peers: tuple[tuple[str, str], ...]  # (workload, peer name)
-    measure: MeasureConfig
-    imports: tuple[str, ...]
-    sha256: str  # of the file's bytes
-    gpu_models: tuple[tuple[str, tuple[str, ...]], ...]  # workload -> GPU models its cuda cases need
-    gpu_model_lines: tuple[tuple[str, int], ...] = ()  # workload -> line of its gpu_models (errors)
-
-    def threshold(self, workload: str) -> float:
-        """The practical regression threshold (a fraction) for the cases of ``workload``."""
-        return dict(self.thresholds).get(workload, self.regression_threshold)
-
-    def gpu_models_for(self, workload: str) -> tuple[str, ...]:
-        """The GPU models ``workload``'s cuda cases are restricted to (() = no restriction)."""
-        return dict(self.gpu_models).get(workload, ())
-
-    def peers_for(self, workload: str) -> tuple[str, ...]:
-        """The peers to time next to ``workload``, in suite order."""
-        return tuple(p for w, p in self.peers if w == workload)
-
-    @property
-    def workloads(self) -> tuple[str, ...]:
-        """The workloads of the suite, in order of first appearance."""
-        return tuple(dict.fromkeys(c.workload for c in self.cases))
-
-    @property
-    def targets(self) -> tuple[str, ...]:
-        """The targets the cases use, in order of first appearance."""
-        return tuple(dict.fromkeys(c.target for c in self.cases))
+__all__ = ["load_suite", "parse_suite"]
 
 
 def load_suite(path: str | os.PathLike[str]) -> Suite:
@@ -176,199 +69,6 @@ def parse_suite(text: str, path: str = "<string>") -> Suite:
     """Validate and expand a suite given as TOML text (``path`` is only used in messages)."""
     return _Parser(text, str(path), text.encode("utf-8")).parse()
 
-
-# -- locating keys in the raw text -------------------------------------------------------------------
-
-
-@dataclass
-class _Entry:
-    path: tuple[str, ...]  # full dotted path of a header or a key
-    line: int  # 1-based
-    end: int  # last line of its value (key) or of its table (header)
-    header: bool
-    array: bool = False
-
-
-def _split_dotted(s: str) -> tuple[str, ...]:
-    """``a."b.c" . d`` -> ("a", "b.c", "d")."""
-    parts, cur, quote = [], "", None
-    for ch in s:
-        if quote:
-            if ch == quote:
-                quote = None
-            else:
-                cur += ch
-        elif ch in "\"'":
-            quote = ch
-        elif ch == ".":
-            parts.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur.strip())
-    return tuple(parts)
-
-
-def _until_unquoted(s: str, stop: str) -> int | None:
-    quote = None
-    for i, ch in enumerate(s):
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "\"'":
-            quote = ch
-        elif ch in stop:
-            return i
-    return None
-
-
-class _Locator:
-    """Maps table/key paths to lines of the raw TOML text (run only on text tomllib accepted).
-
-    A character scanner tracks string state and bracket depth, so only lines that begin a statement
-    (depth 0, outside multi-line strings) are read as headers or keys, and each key's value extent
-    (for multi-line arrays and inline tables) is known.
-    """
-
-    def __init__(self, text: str):
-        self.lines = [ln.rstrip("\r") for ln in text.split("\n")]
-        starts, ends = self._scan(text)
-        self.entries: list[_Entry] = []
-        section: tuple[str, ...] = ()
-        n = len(self.lines)
-        headers: list[_Entry] = []
-        for i, raw in enumerate(self.lines):
-            if starts[i] is None:
-                continue
-            s = raw.strip()
-            if not s or s.startswith("#"):
-                continue
-            if s.startswith("["):
-                array = s.startswith("[[")
-                body = s[2:] if array else s[1:]
-                close = _until_unquoted(body, "]")
-                section = _split_dotted(body[:close] if close is not None else body)
-                e = _Entry(section, i + 1, n, True, array)
-                headers.append(e)
-                self.entries.append(e)
-                continue
-            eq = _until_unquoted(s, "=")
-            if eq is None:
-                continue
-            end = i
-            while end < n - 1 and ends[end] is None:
-                end += 1
-            self.entries.append(_Entry(section + _split_dotted(s[:eq]), i + 1, end + 1, False))
-        for a, b in itertools.pairwise(headers):
-            a.end = b.line - 1
-
-    @staticmethod
-    def _scan(text: str):
-        """Per line: depth at its start if it starts a statement, else None; the same for its end."""
-        starts: list[int | None] = [0]
-        ends: list[int | None] = []
-        depth, state, i, n = 0, None, 0, len(text)
-        while i < n:
-            c = text[i]
-            if c == "\n":
-                ends.append(0 if depth == 0 and state not in ('"""', "'''") else None)
-                if state in ('"', "'"):
-                    state = None
-                starts.append(0 if depth == 0 and state is None else None)
-                i += 1
-                continue
-            if state is None:
-                if c == "#":
-                    j = text.find("\n", i)
-                    i = n if j < 0 else j
-                    continue
-                if text.startswith('"""', i) or text.startswith("'''", i):
-                    state = text[i:i + 3]
-                    i += 3
-                    continue
-                if c in "\"'":
-                    state = c
-                elif c in "[{":
-                    depth += 1
-                elif c in "]}":
-                    depth = max(0, depth - 1)
-            elif state in ('"', '"""') and c == "\\":
-                i += 1 if text.startswith("\n", i + 1) else 2  # a line-ending backslash keeps its newline
-                continue
-            elif state in ('"', "'") and c == state:
-                state = None
-            elif state in ('"""', "'''") and text.startswith(state, i):
-                state = None
-                i += 3
-                continue
-            i += 1
-        ends.append(0)
-        return starts, ends
-
-    def _scope(self, name: str, index: int | None) -> tuple[int, int, list[_Entry]]:
-        """The line range of table ``name`` (the index-th element of an array of tables)."""
-        n = len(self.lines)
-        if index is None:
-            for e in self.entries:
-                if e.header and e.path == (name,):
-                    lo = e.line
-                    break
-            else:
-                return 1, n, self.entries  # inline or dotted at the root: search the whole file
-        else:
-            heads = [e for e in self.entries if e.header and e.array and e.path == (name,)]
-            if index >= len(heads):
-                return 1, n, self.entries
-            lo = heads[index].line
-        hi = n
-        for e in self.entries:
-            next_element = index is not None and e.path == (name,)
-            if e.header and e.line > lo and (e.path[:1] != (name,) or next_element):
-                hi = e.line - 1
-                break
-        return lo, hi, [e for e in self.entries if lo <= e.line <= hi]
-
-    def line(self, where: Where, needles: Sequence[str] = ()) -> int:
-        """The line of ``where`` (a path like ("workload", 1, "variants")); ``needles`` are regexes
-        searched in turn inside the value found (e.g. a list element), each from the last match."""
-        if not where:
-            return 1
-        name = where[0]
-        index = where[1] if len(where) > 1 and isinstance(where[1], int) else None
-        keys = tuple(str(k) for k in where[(2 if index is not None else 1):])
-        lo, hi, entries = self._scope(str(name), index)
-        target = (str(name),) + keys
-        best: _Entry | None = None
-        for e in entries:
-            prefix = len(e.path) <= len(target) and target[:len(e.path)] == e.path
-            if prefix and (best is None or len(e.path) > len(best.path)):
-                best = e
-        if best is None:
-            return lo
-        end = hi if best.header else min(hi, best.end)
-        pats = [_key_needle(k) for k in target[len(best.path):]] + list(needles)
-        pos = best.line
-        for pat in pats:
-            rx = re.compile(pat)
-            for ln in range(pos, end + 1):
-                if rx.search(self.lines[ln - 1]):
-                    pos = ln
-                    break
-            else:
-                break
-        return pos
-
-
-def _key_needle(key: str) -> str:
-    return r"(?:^|[\s{,.])[\"']?" + re.escape(key) + r"[\"']?\s*[=.]"
-
-
-def _value_needle(value: Any) -> str:
-    if isinstance(value, str):
-        return r"([\"'])" + re.escape(value) + r"\1"
-    if isinstance(value, bool):
-        return r"\b" + ("true" if value else "false") + r"\b"
-    return r"(?<![\w.])" + re.escape(str(value)) + r"(?![\w.])"
 
 
 # -- validation --------------------------------------------------------------------------------------
@@ -410,7 +110,7 @@ class _Parser:
         self.text = text
         self.path = path
         self.sha256 = hashlib.sha256(raw).hexdigest()
-        self.loc: _Locator | None = None
+        self.loc: Locator | None = None
 
     # errors ------------------------------------------------------------------------------------
 
@@ -431,11 +131,11 @@ class _Parser:
         for x in v:
             if not isinstance(x, str) or not x:
                 raise self.err(where, f"{what} must be an array of non-empty strings, got {_show(x)}",
-                               _value_needle(x))
+                               value_needle(x))
         seen = set()
         for x in v:
             if x in seen:
-                raise self.err(where, f"{what} lists {x!r} twice", _value_needle(x))
+                raise self.err(where, f"{what} lists {x!r} twice", value_needle(x))
             seen.add(x)
         return list(v)
 
@@ -454,7 +154,7 @@ class _Parser:
         for t in ts:
             if t not in TARGETS:
                 raise self.err(where, f"unknown target {t!r} ({what}); targets: {', '.join(TARGETS)}",
-                               _value_needle(t))
+                               value_needle(t))
         return ts
 
     # the document ------------------------------------------------------------------------------
@@ -465,7 +165,7 @@ class _Parser:
         except tomllib.TOMLDecodeError as e:
             line, msg = _toml_line(e, self.text)
             raise SuiteError(self.path, line, f"invalid TOML: {msg}") from None
-        self.loc = _Locator(self.text)
+        self.loc = Locator(self.text)
         for k in doc:
             if k not in TOP_KEYS:
                 raise self.err((k,), f"unknown top-level key {k!r}; known keys: {', '.join(TOP_KEYS)}")
@@ -554,7 +254,7 @@ class _Parser:
                 if not used:
                     raise self.err(W + ("targets",), f"target {t!r} of [suite] targets gives no case: no "
                                                      "variant of the entries that use it can build for it",
-                                   _value_needle(t))
+                                   value_needle(t))
 
         return Suite(
             name=name, path=self.path, description=description, cases=tuple(cases),
@@ -619,15 +319,12 @@ class _Parser:
                 except Exception as e:
                     raise self.err(("suite", "imports"),
                                    f"cannot import {mod!r} from [suite] imports: {type(e).__name__}: {e}",
-                                   _value_needle(mod)) from None
+                                   value_needle(mod)) from None
         finally:
             if added:
                 sys.path.remove(folder)
 
     def entry(self, i: int, e: dict[str, Any], ctx: _SuiteContext) -> _EntryResult:
-        from kernels import workloads
-        from kernels.workloads.tutorial import default_tolerance
-
         W = ("workload", i)
         what = f"[[workload]] #{i + 1}"
         name = e.get("name")
@@ -665,7 +362,7 @@ class _Parser:
             for v in vals:
                 if not _is_int(v) or v <= 0:
                     raise self.err(W + ("params", k), f"{ctxw}: params.{k} must be positive integers, "
-                                                      f"got {_show(v)}", _value_needle(v))
+                                                      f"got {_show(v)}", value_needle(v))
             axes.append(vals)
 
         # dtypes
@@ -674,7 +371,7 @@ class _Parser:
             for d in dtypes:
                 if d not in wl.dtypes:
                     raise self.err(W + ("dtypes",), f"{ctxw} does not support dtype {d!r}; dtypes: "
-                                                    f"{', '.join(wl.dtypes)}", _value_needle(d))
+                                                    f"{', '.join(wl.dtypes)}", value_needle(d))
         else:
             dtypes = [wl.dtypes[0]]
 
@@ -692,7 +389,7 @@ class _Parser:
                 if not any(t in v.targets for v, _ in variants):
                     builds = "; ".join(f"{v.name}: {', '.join(v.targets)}" for v, _ in variants)
                     raise self.err(W + ("targets",), f"{ctxw}: no listed variant can build for target {t!r} "
-                                                     f"(variant targets: {builds})", _value_needle(t))
+                                                     f"(variant targets: {builds})", value_needle(t))
 
         # tolerances, thresholds, timeouts
         tol_given: dict[str, float] = {}
@@ -713,7 +410,7 @@ class _Parser:
             for pn in peers:
                 if pn not in wl.peers:
                     raise self.err(W + ("peers",), f"{ctxw} offers no peer {pn!r}; peers: "
-                                                   f"{', '.join(wl.peers) or 'none'}", _value_needle(pn))
+                                                   f"{', '.join(wl.peers) or 'none'}", value_needle(pn))
         gpu_models: tuple[str, ...] = ()
         if "gpu_models" in e:
             gpu_models = tuple(self.str_list(e["gpu_models"], W + ("gpu_models",), f"{ctxw}: gpu_models"))
@@ -763,21 +460,21 @@ class _Parser:
                 if not isinstance(vname, str):
                     raise self.err(where, f"{ctxw}: a variant table needs `name`, a string, got "
                                           f"{_show(vname) if vname is not None else 'nothing'}",
-                                   _key_needle("name") if vname is not None else r"\{")
+                                   key_needle("name") if vname is not None else r"\{")
                 if not isinstance(knobs, dict):
                     raise self.err(where, f"{ctxw}: knobs of variant {vname!r} must be a table, got "
-                                          f"{_show(knobs)}", _value_needle(vname), _key_needle("knobs"))
+                                          f"{_show(knobs)}", value_needle(vname), key_needle("knobs"))
             else:
                 raise self.err(where, f"{ctxw}: a variant must be a name or a {{ name, knobs }} table, got "
-                                      f"{_show(item)}", _value_needle(item))
+                                      f"{_show(item)}", value_needle(item))
             v = wl.variants.get(vname)
             if v is None:
                 raise self.err(where, f"{ctxw} has no variant {vname!r}; variants: {', '.join(wl.variants)}",
-                               _value_needle(vname))
+                               value_needle(vname))
             defaults = v.knob_defaults()
             lists: dict[str, list[Any]] = {k: [d] for k, d in defaults.items()}
             for k, val in knobs.items():
-                nd = (_value_needle(vname), _key_needle(k))
+                nd = (value_needle(vname), key_needle(k))
                 if k not in defaults:
                     raise self.err(where, f"variant {wl.name}/{vname} has no knob {k!r}; knobs: "
                                           f"{', '.join(defaults) or 'none'}", *nd)
@@ -817,6 +514,8 @@ _MEASURE_RULES = {
     "warmup_min": (lambda v: v >= 0, "non-negative"),
     "clock_floor": (lambda v: 0 <= v <= 1, "a fraction in [0, 1]"),
     "mode": (lambda v: v in MEASURE_MODES, f"one of {', '.join(MEASURE_MODES)}"),
+    "stopping": (lambda v: v in STOPPING_CRITERIA, "the name of a stopping criterion "
+                 f"({', '.join(sorted(STOPPING_CRITERIA))})"),
     "seed": (lambda v: v >= 0, "a non-negative integer"),
     # an injected slowdown belongs to `kbench calibrate` (its runs are never baselines), not to a suite
     "slowdown": (lambda v: v == 0, "0 in a suite (kbench calibrate --slowdown injects one)"),
@@ -842,4 +541,3 @@ class _EntryResult:
     peers: list[str]
 
 
-__all__ = ["EXIT_CONFIG", "TARGETS", "Suite", "SuiteError", "load_suite", "parse_suite"]

@@ -1,0 +1,210 @@
+"""What the subcommands of ``kbench`` share: the consoles, the argument parser class and the options
+several commands take, and the printing of runs, verdicts and reports."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from harness.config import settings
+from harness.errors import ExitCode
+from harness.store import Store, load_results
+
+__all__ = [
+    "Parser", "db_arg", "default_out", "err", "execution", "execution_args", "fmt_time", "out",
+    "print_run_table", "print_verdicts", "progress_display", "verdict_args", "write_outputs",
+]
+
+err = Console(stderr=True)
+# a wide console when piped (CI logs), so case keys are not folded
+out = Console(width=None if Console().is_terminal else 200)
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors exit with ``ExitCode.USAGE`` (4) instead of argparse's 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {message}\n")
+
+
+# -- options --------------------------------------------------------------------------------------
+
+
+def db_arg(p: argparse.ArgumentParser) -> None:
+    """``--db``: the result store (default ``KBENCH_DB``, else ``kbench.db``)."""
+    p.add_argument("--db", type=Path, default=settings().db,
+                   help="result store (SQLite file; default %(default)s)")
+
+
+def default_out() -> Path:
+    """Where reports go when ``--out`` is not given (``KBENCH_OUT``, else ``kbench-out``)."""
+    return settings().out_dir
+
+
+def verdict_args(p: argparse.ArgumentParser, baseline_help: str) -> None:
+    """``--baseline``, ``--fail-on`` and ``--out`` of a command that judges a run."""
+    p.add_argument("--baseline", metavar="SPEC", help=baseline_help)
+    p.add_argument("--fail-on", metavar="SPEC",
+                   help='gate, e.g. "median:3%%": SLOWER beyond 3 %% fails (exit 1); add ",ambiguous" '
+                        "to fail on "
+                        "inconclusive cases (exit 3), which the gate otherwise passes; default: the suite "
+                        "threshold, and inconclusive exits 3")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="write the HTML report and CI outputs (Markdown, JUnit, JSON, CSV) here")
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction in (0, 1), got {text}")
+    return v
+
+
+def execution_args(p: argparse.ArgumentParser) -> None:
+    """Where and how a suite's cases run: shared by ``run``, ``calibrate`` and ``ab``."""
+    p.add_argument("--executor", choices=["ray", "local"], default="ray",
+                   help="ray (default: an embedded local Ray, or --address) or local (in-process)")
+    p.add_argument("--address", help="join this Ray cluster instead of starting one")
+    p.add_argument("--targets", help="comma-separated subset of targets (c,opencl,cuda)")
+    p.add_argument("--max-time", type=float, metavar="S", help="cap on measuring time per case (seconds)")
+    p.add_argument("--min-time", type=float, metavar="S", help="least measuring time per case (seconds)")
+    p.add_argument("--max-rel-ci", type=_fraction, metavar="F",
+                   help="stop a case once the 95 %% CI half-width of its median is at most F of it "
+                        "(e.g. 0.005)")
+
+
+def execution(args: argparse.Namespace) -> tuple[tuple[str, ...] | None, dict[str, Any]]:
+    """(targets or None, MeasureConfig overrides) from the options of :func:`execution_args`."""
+    targets = tuple(t.strip() for t in args.targets.split(",")) if args.targets else None
+    given = (("max_time_s", args.max_time), ("min_time_s", args.min_time), ("max_rel_ci", args.max_rel_ci))
+    return targets, {k: v for k, v in given if v is not None}
+
+
+# -- printing -------------------------------------------------------------------------------------
+
+
+def fmt_time(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s < 1e-3:
+        return f"{s * 1e6:.1f} us"
+    if s < 1:
+        return f"{s * 1e3:.3f} ms"
+    return f"{s:.3f} s"
+
+
+def progress_display(title: str = "cases built + checked + measured"):
+    """A rich progress display of a run's cases and the ``on_event`` callback of
+    harness.run.run_suite feeding it (one bar per planned run, failures printed as they come; a line
+    per case when not a terminal)."""
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("ok {task.fields[ok]}  failed {task.fields[failed]}"),
+                        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err,
+                        transient=False, disable=not err.is_terminal)
+    state = {}
+
+    def on_event(kind, payload):
+        if kind == "planned":
+            if payload.skipped_targets:
+                err.print("[yellow]not available here, skipped: "
+                          f"{', '.join(payload.skipped_targets)}[/yellow]")
+            state["task"] = progress.add_task(title, total=payload.planned, ok=0, failed=0)
+            runs = ", ".join(f"{side} run {rid}" for side, rid in payload.side_runs.items())
+            err.print(f"run {payload.run_id}: {payload.planned} cases" if not runs
+                      else f"{runs}: {payload.planned} cases")
+        elif kind == "result":
+            task = state["task"]
+            t = progress.tasks[task]
+            sides = {r.side: r for r in payload.sides} or {"": payload}
+            bad = {side: r for side, r in sides.items() if r.outcome != "ok"}
+            progress.update(task, advance=1, ok=t.fields["ok"] + (not bad),
+                            failed=t.fields["failed"] + bool(bad))
+            for side, r in bad.items():
+                first = r.message.splitlines()[0] if r.message else ""
+                where = f" ({side})" if side else ""
+                progress.console.print(f"[red]{r.outcome}[/red]{where} {escape(r.case.key)}: {escape(first)}",
+                                       highlight=False)
+            if not bad and not err.is_terminal:
+                times = "  ".join(f"{side + ' ' if side else ''}"
+                                  f"{fmt_time(r.timing.median if r.timing else None)}"
+                                  for side, r in sides.items())
+                progress.console.print(f"ok {escape(payload.case.key)} {times}", highlight=False)
+
+    return progress, on_event
+
+
+def _num(x):
+    """A stored number, or None for a missing value (None or NaN in the DataFrame)."""
+    return None if x is None or x != x else x
+
+
+def print_run_table(db: Path, run_id: int) -> None:
+    """One run's results as a table: case, outcome, median, CI, GB/s, device."""
+    df = load_results(db, run_id=run_id)
+    table = Table(title=f"run {run_id}")
+    for col in ("case", "outcome", "median", "95% CI", "GB/s", "device"):
+        table.add_column(col, justify="right" if col in ("median", "GB/s") else "left")
+    for _, r in df.iterrows():
+        lo, hi, med, gbps = (_num(r.get(k)) for k in ("ci_low_s", "ci_high_s", "median_s", "gbps"))
+        ci = "-" if lo is None else f"{fmt_time(lo)} .. {fmt_time(hi)}"
+        table.add_row(escape(str(r["case_key"])), str(r["outcome"]), fmt_time(med), ci,
+                      "-" if gbps is None else f"{gbps:.1f}", escape(str(r.get("device") or "")))
+    out.print(table)
+
+
+def _pct(x) -> str:
+    return "-" if x is None or x != x else f"{(x - 1) * 100:+.1f}%"
+
+
+_VERDICT_STYLE = {"SAME": "green", "FASTER": "cyan", "SLOWER": "red", "AMBIGUOUS": "yellow", "WRONG": "red",
+                  "NEW": "blue", "MISSING": "magenta"}
+
+
+def print_verdicts(judgement) -> None:
+    """A judgement's verdicts as a table, then its counts and exit code (harness.judge.Judgement)."""
+    table = Table(title=f"verdicts vs {escape(judgement.baseline_label)}")
+    for col in ("case", "verdict", "base", "new", "change", "95% CI of change", "q"):
+        table.add_column(col, justify="left" if col in ("case", "verdict") else "right")
+    for v in judgement.verdicts:
+        ci = "-" if not v.ratio_ci else f"{_pct(v.ratio_ci[0])} .. {_pct(v.ratio_ci[1])}"
+        style = _VERDICT_STYLE.get(v.verdict, "white")
+        mark = " (re-measured)" if v.remeasured else ""
+        table.add_row(escape(v.case_key), f"[{style}]{v.verdict}[/{style}]{mark}", fmt_time(v.base_median_s),
+                      fmt_time(v.new_median_s), _pct(v.ratio), ci,
+                      "-" if v.q_value is None else f"{v.q_value:.3g}")
+    out.print(table)
+    counts = ", ".join(f"{k} {n}" for k, n in sorted(judgement.counts().items()))
+    out.print(f"verdicts vs {escape(judgement.baseline_label)}: {counts or 'nothing compared'}; "
+              f"exit code {int(judgement.exit_code)}")
+
+
+def write_outputs(db: Path, run_id: int, judgement, out_dir: Path) -> None:
+    """The HTML report and the CI outputs of run ``run_id`` into ``out_dir`` (see reports/), and a
+    line per file written."""
+    # imported here: reports load matplotlib and jinja2 (about a second), which only this needs
+    import reports
+
+    with Store.open(db, create=False) as st:
+        data = reports.collect(st, run_id, verdicts=judgement.verdicts if judgement else (),
+                               baseline_label=judgement.baseline_label if judgement else None)
+    paths = reports.write_all(data, Path(out_dir))
+    for kind, path in paths.items():
+        out.print(f"{kind}: {path}")

@@ -1,0 +1,84 @@
+"""``kbench run SUITE``: build, check and time every case of a suite, store each result, and with
+``--baseline`` judge the run (AMBIGUOUS cases re-measured once) and exit with the verdict."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.errors import ExitCode
+
+from .common import (
+    db_arg,
+    err,
+    execution,
+    execution_args,
+    out,
+    print_run_table,
+    print_verdicts,
+    progress_display,
+    verdict_args,
+    write_outputs,
+)
+
+#: the phases of a run's summary line, in order, with their labels
+PHASES = (("executor", "executor start"), ("plan", "planning"), ("first_result", "first result after"),
+          ("runners_ready", "GPU runners ready after"), ("runner_prepare", "runner warm-up"),
+          ("close", "executor close"))
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser("run", help="build, check and time every case of a suite")
+    run.add_argument("suite", help="suite file (TOML), e.g. suites/tutorials.toml")
+    db_arg(run)
+    execution_args(run)
+    run.add_argument("--resume", type=int, metavar="RUN_ID", help="run only what RUN_ID still lacks")
+    run.add_argument("--compare-gpus", action="store_true",
+                     help="run each CUDA case on every GPU model in the cluster")
+    verdict_args(run, baseline_help="judge the run against RUN, runs R1,R2,.. (pooled), a named baseline, "
+                 "or 'auto' (each case's most recent result on the same device)")
+    run.add_argument("--no-remeasure", action="store_true",
+                     help="do not re-measure AMBIGUOUS cases once (the default does)")
+    run.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace, argv: list[str]) -> int:
+    # the pipeline (compiler, Ray, statistics) loads when the command runs: `kbench --help` stays quick
+    from harness import judge
+    from harness.run import RunRequest, rerun_keys, run_suite
+    from harness.stats import parse_fail_on
+
+    targets, overrides = execution(args)
+    if args.fail_on:
+        parse_fail_on(args.fail_on)  # a bad gate is a usage error before anything runs
+    request = RunRequest(args.suite, args.db, args.executor, args.address, targets=targets, argv=tuple(argv),
+                         measure=overrides, compare_gpus=args.compare_gpus)
+    progress, on_event = progress_display()
+    with progress:
+        summary = run_suite(request, on_event=on_event, resume=args.resume)
+    print_run_table(args.db, summary.run_id)
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing to do"
+    out.print(f"run {summary.run_id}: {counts}; nvcc calls {summary.nvcc_calls}; {summary.seconds:.1f} s "
+              f"({summary.dispatch_s:.1f} s dispatching)")
+    ph = summary.phases
+    if ph:
+        out.print("time: " + ", ".join(f"{label} {ph[k]:.1f} s" for k, label in PHASES if k in ph))
+    out.print(f"results: {Path(args.db).resolve()} (kbench show {summary.run_id} --db {args.db})")
+    code = summary.exit_code
+    judgement = None
+    if args.baseline:
+        judgement = judge.judge_runs(args.db, [summary.run_id], args.baseline, fail_on=args.fail_on)
+        if not args.no_remeasure:
+            def announce(kind: str, payload: object) -> None:
+                if kind == "planned":
+                    err.print(f"re-measuring {payload.planned} AMBIGUOUS case(s) once")
+
+            again = rerun_keys(request, parent_run=summary.run_id, on_event=announce)
+            judgement = judge.remeasure_ambiguous(args.db, judgement, again)
+        print_verdicts(judgement)
+        # a correctness failure (2) outranks a speed verdict (1 slower, 3 inconclusive)
+        wrong = ExitCode.WRONG in (summary.exit_code, judgement.exit_code)
+        code = ExitCode.WRONG if wrong else judgement.exit_code
+    if args.out:
+        write_outputs(args.db, summary.run_id, judgement, args.out)
+    return int(code)

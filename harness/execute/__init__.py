@@ -1,0 +1,53 @@
+"""Executing a run's cases: where they run (Ray or this process) and what a worker does with each
+(build, check against the float64 reference, time).
+
+Modules: :mod:`~harness.execute.common` (what both executors share: slots, batches, the Executor
+protocol, exactly-once results), :mod:`~harness.execute.local` (in-process),
+:mod:`~harness.execute.cluster` (the Ray cluster's lifecycle and placement),
+:mod:`~harness.execute.ray_executor` (the scheduling loop), :mod:`~harness.execute.ray_tasks` (what runs
+inside Ray's workers), :mod:`~harness.execute.worker` (one case: build, check, time),
+:mod:`~harness.execute.build` (case -> source -> binary), :mod:`~harness.execute.check` (outputs
+against the reference), :mod:`~harness.execute.peers` (library peers), :mod:`~harness.execute.portable`
+(a build frozen as data, and the process that exports another source tree's builds for ``kbench ab``).
+
+This package's ``__init__`` imports none of its modules: ``python -m harness.execute.portable export``
+runs with *another* source tree's ``kernels/`` (``kbench ab``), and must load nothing but what building
+a case needs, which any version of ``kernels/`` provides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.execute.common import DispatchError, Executor
+
+
+def make_executor(kind: str = "ray", address: str | None = None, **kw: Any) -> Executor:
+    """The executor for ``--executor KIND``: ``"ray"`` (:class:`~harness.execute.ray_executor.RayExecutor`;
+    ``address`` joins a cluster, None starts the embedded one) or ``"local"``
+    (:class:`~harness.execute.local.LocalExecutor`, in-process).
+
+    Raises
+    ------
+    DispatchError
+        An unknown ``kind``, or options the local executor does not take.
+    """
+    if kind == "ray":
+        # imported here, not at the top: see the package docstring (the export process of kbench ab)
+        from harness.execute.ray_executor import RayExecutor
+
+        return RayExecutor(address, **kw)
+    if kind == "local":
+        if address is not None:
+            raise DispatchError("--address needs the ray executor (it joins a Ray cluster)")
+        unknown = set(kw) - {"imports"}
+        if unknown:
+            raise DispatchError(f"the local executor takes no {', '.join(sorted(unknown))}")
+        # imported here, not at the top: see the package docstring (the export process of kbench ab)
+        from harness.execute.local import LocalExecutor
+
+        return LocalExecutor(**kw)
+    raise DispatchError(f"unknown executor {kind!r}; executors: ray, local")
+
+
+__all__ = ["DispatchError", "Executor", "make_executor"]

@@ -1,0 +1,31 @@
+"""SQLite result store: runs, environment fingerprints, cases, results and their raw samples.
+
+One file (default ``./kbench.db``, the CLI's ``--db``) keeps the whole history. Conventions:
+
+- The schema is versioned (:mod:`harness.store.schema`): opening an older file migrates it in one
+  transaction; a file written by a newer kbench is refused with :class:`StoreError`. Migrations only
+  add: old rows are never rewritten.
+- Every result is written in ONE transaction (case row, result row, all samples), so a crash or a
+  kill leaves either the whole result or none of it. ``UNIQUE(run_id, case_key)`` guarantees a
+  resumed run never stores a case twice (:class:`DuplicateResult`); the case key includes the GPU
+  model, so one run may hold the same workload on several GPU generations.
+- WAL journal (readers do not block the writer) and foreign keys on.
+
+Reading back: :meth:`Store.results_frame` / :func:`load_results` give one pandas row per result
+with its case, run and environment (``env_*``) columns; :func:`export` writes CSV or Parquet.
+
+Modules: :mod:`~harness.store.schema` (tables, versions, migrations), :mod:`~harness.store.database`
+(:class:`Store`), :mod:`~harness.store.export` (frames and files out).
+
+The tables of each schema version are listed in :mod:`harness.store.schema`.
+"""
+
+from harness.errors import StoreError
+from harness.store.database import DEFAULT_DB, RUN_STATUSES, DuplicateResult, Store, UnknownRun
+from harness.store.export import export, load_results
+from harness.store.schema import MIGRATIONS, NOT_HISTORY, RUN_KINDS, SCHEMA_VERSION
+
+__all__ = [
+    "DEFAULT_DB", "MIGRATIONS", "NOT_HISTORY", "RUN_KINDS", "RUN_STATUSES", "SCHEMA_VERSION",
+    "DuplicateResult", "Store", "StoreError", "UnknownRun", "export", "load_results",
+]

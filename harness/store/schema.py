@@ -1,0 +1,285 @@
+"""The result store's schema: the tables of each version and the migrations between them.
+
+The schema is versioned: :data:`SCHEMA_VERSION` and an ordered list :data:`MIGRATIONS` where
+``MIGRATIONS[i]`` turns a version-``i`` database into version ``i + 1`` (version 0 is a database
+without kbench tables). :func:`migrate` brings an older file forward in one transaction and refuses
+a file written by a newer kbench. Migrations only add: old rows are never rewritten.
+
+Schema (version 4)::
+
+    schema_version(version PK, applied_at, kbench_version)       one row per applied migration
+    runs(id PK, started_at, ended_at, status, suite_name, suite_path, suite_sha256, git_commit,
+         kbench_version, argv JSON, executor, measure_config JSON,
+         kind ('run' | 'calibration' | 'remeasure' | 'ab' [v3]), parent_run FK NULL,  [kind: v2]
+         regression_threshold NULL, thresholds JSON NULL)                         [v4]
+    baselines(name PK, run_id FK, set_at, note)                                   [v2]
+    environments(id PK = harness.env.fingerprint_id, json, first_seen)
+    cases(key PK, workload, variant, params JSON, knobs JSON, dtype, target, gpu_model, case_json)
+    results(id PK, run_id FK, case_key FK, env_id FK NULL, outcome, message, median_s, ci_low_s,
+            ci_high_s, n_samples, discarded, gbps, gflops, pct_peak_bw, pct_peak_flops, device,
+            worker, mode, stop_reason, build_s, telemetry JSON, extra JSON, case_json, created_at,
+            nvcc_calls NULL, side, interleave_group FK NULL,                      [v4]
+            UNIQUE(run_id, case_key))
+    samples(result_id FK, idx, value_s, sm_clock_mhz, PK(result_id, idx))
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+from harness import __version__
+from harness.errors import StoreError
+from harness.model import OUTCOMES
+
+__all__ = ["MIGRATIONS", "NOT_HISTORY", "RUN_KINDS", "SCHEMA_VERSION", "migrate", "now", "read_version"]
+
+
+# The outcomes schema version 1 accepts. Frozen here on purpose: a new outcome in
+# harness.model.OUTCOMES needs a migration (SQLite rebuilds a table to change a CHECK), and the
+# assertion below makes that impossible to forget.
+_V1_OUTCOMES = ("ok", "wrong", "timeout", "crashed", "build_error")
+
+_V1_STATEMENTS = (
+    """CREATE TABLE schema_version (
+        version INTEGER PRIMARY KEY,
+        applied_at TEXT NOT NULL,
+        kbench_version TEXT NOT NULL
+    )""",
+    """CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        started_at TEXT NOT NULL,
+        ended_at TEXT,
+        status TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed', 'interrupted')),
+        suite_name TEXT NOT NULL,
+        suite_path TEXT,
+        suite_sha256 TEXT,
+        git_commit TEXT,
+        kbench_version TEXT NOT NULL,
+        argv TEXT NOT NULL,
+        executor TEXT NOT NULL,
+        measure_config TEXT NOT NULL
+    )""",
+    """CREATE TABLE environments (
+        id TEXT PRIMARY KEY,
+        json TEXT NOT NULL,
+        first_seen TEXT NOT NULL
+    )""",
+    """CREATE TABLE cases (
+        key TEXT PRIMARY KEY,
+        workload TEXT NOT NULL,
+        variant TEXT NOT NULL,
+        params TEXT NOT NULL,
+        knobs TEXT NOT NULL,
+        dtype TEXT NOT NULL,
+        target TEXT NOT NULL,
+        gpu_model TEXT NOT NULL,
+        case_json TEXT NOT NULL
+    )""",
+    f"""CREATE TABLE results (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        case_key TEXT NOT NULL REFERENCES cases(key),
+        env_id TEXT REFERENCES environments(id),
+        outcome TEXT NOT NULL CHECK (outcome IN ({", ".join(repr(o) for o in _V1_OUTCOMES)})),
+        message TEXT NOT NULL,
+        median_s REAL,
+        ci_low_s REAL,
+        ci_high_s REAL,
+        n_samples INTEGER,
+        discarded INTEGER,
+        gbps REAL,
+        gflops REAL,
+        pct_peak_bw REAL,
+        pct_peak_flops REAL,
+        device TEXT NOT NULL,
+        worker TEXT NOT NULL,
+        mode TEXT,
+        stop_reason TEXT,
+        build_s REAL,
+        telemetry TEXT,
+        extra TEXT NOT NULL,
+        case_json TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        UNIQUE (run_id, case_key)
+    )""",
+    """CREATE TABLE samples (
+        result_id INTEGER NOT NULL REFERENCES results(id),
+        idx INTEGER NOT NULL,
+        value_s REAL NOT NULL,
+        sm_clock_mhz REAL,
+        PRIMARY KEY (result_id, idx)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX results_by_case_env ON results(case_key, env_id)",
+    "CREATE INDEX cases_by_workload ON cases(workload, variant)",
+)
+
+
+def _sql(*statements: str) -> Callable[[sqlite3.Connection], None]:
+    """A migration that executes ``statements`` in order (inside the caller's transaction)."""
+
+    def migrate(conn: sqlite3.Connection) -> None:
+        for statement in statements:
+            conn.execute(statement)
+
+    migrate.statements = statements  # type: ignore[attr-defined]
+    return migrate
+
+
+#: ``MIGRATIONS[i]`` migrates a version-i database to version i + 1 (a callable taking the
+#: connection; it runs inside the transaction that also records the new version). Append only.
+# Version 2: runs get a ``kind`` ("run"; "calibration" for `kbench calibrate`'s runs, which may
+# carry an injected slowdown and must never serve as a baseline; "remeasure" for the automatic
+# re-measure of AMBIGUOUS cases) and a ``parent_run`` (the run a re-measure belongs to), and named
+# baselines (`kbench baseline set NAME RUN`). Old runs read as kind "run".
+_V2_STATEMENTS = (
+    "ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'run'"
+    " CHECK (kind IN ('run', 'calibration', 'remeasure'))",
+    "ALTER TABLE runs ADD COLUMN parent_run INTEGER REFERENCES runs(id)",
+    """CREATE TABLE baselines (
+        name TEXT PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        set_at TEXT NOT NULL,
+        note TEXT NOT NULL DEFAULT ''
+    )""",
+)
+
+#: run kinds (schema version 3): "ab" is a side of `kbench ab` (two source trees timed in one loop)
+RUN_KINDS = ("run", "calibration", "remeasure", "ab")
+
+#: kinds that are never a baseline nor part of a case's history
+NOT_HISTORY = ("calibration", "ab")
+
+
+def _v3_run_kind_ab(conn: sqlite3.Connection) -> None:
+    """Version 3: runs.kind also takes "ab" (the sides of `kbench ab`, which, like calibration runs,
+    are never a baseline nor history). SQLite cannot widen a CHECK in place, so ``runs`` is rebuilt:
+    a new table with the wider CHECK, every row copied as it is (ids kept), the old table dropped and
+    the new one renamed. The references to ``runs(id)`` (results, baselines, runs.parent_run) name the
+    table, so they point at the new one. :func:`migrate` runs migrations with foreign keys off (as
+    SQLite's procedure for rebuilding a table asks) and checks them all before it commits."""
+    cols = [row[1] for row in conn.execute("PRAGMA table_info(runs)")]
+    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone()
+    old_check = "CHECK (kind IN ('run', 'calibration', 'remeasure'))"
+    if not sql.startswith("CREATE TABLE runs") or sql.count(old_check) != 1:
+        raise StoreError(f"the runs table is not the one schema version 2 made: {sql}")
+    # the same table (columns, types, other constraints) but for the wider CHECK
+    conn.execute(sql.replace("CREATE TABLE runs", "CREATE TABLE runs_v3", 1)
+                 .replace(old_check, "CHECK (kind IN ('run', 'calibration', 'remeasure', 'ab'))"))
+    names = ", ".join(cols)
+    conn.execute(f"INSERT INTO runs_v3 ({names}) SELECT {names} FROM runs ORDER BY id")
+    conn.execute("DROP TABLE runs")
+    conn.execute("ALTER TABLE runs_v3 RENAME TO runs")
+
+
+_V4_STATEMENTS = (
+    # the practical thresholds the run was made with (the suite's, and per workload where its suite
+    # overrides it, as JSON {workload: threshold}); NULL for runs stored before version 4
+    "ALTER TABLE runs ADD COLUMN regression_threshold REAL",
+    "ALTER TABLE runs ADD COLUMN thresholds TEXT",
+    # nvcc invocations the result's build made; its interleaved side ('' when not interleaved) and the
+    # group of results timed in one loop with it (the first side's run; NULL when not interleaved)
+    "ALTER TABLE results ADD COLUMN nvcc_calls INTEGER",
+    "ALTER TABLE results ADD COLUMN side TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE results ADD COLUMN interleave_group INTEGER REFERENCES runs(id)",
+    "CREATE INDEX results_by_interleave_group ON results(interleave_group)",
+)
+
+
+def _v4_typed_results(conn: sqlite3.Connection) -> None:
+    """Version 4: what results carried in their JSON columns gets columns of its own (nvcc calls, the
+    interleaved side and its group), and runs keep their practical thresholds. Older results get the
+    new columns filled from the JSON they hold (``extra.nvcc_calls``, ``telemetry.interleave_group`` and
+    ``telemetry.interleave_side``); nothing they stored changes. Older runs keep NULL thresholds:
+    harness.judge then reads their suite file, if it still has the content they were made from."""
+    for statement in _V4_STATEMENTS:
+        conn.execute(statement)
+    rows = conn.execute("SELECT id, telemetry, extra FROM results WHERE telemetry LIKE '%interleave_group%'"
+                        " OR extra LIKE '%nvcc_calls%'").fetchall()
+    for result_id, telemetry, extra in rows:
+        tel = _json_object(telemetry)
+        calls = _json_object(extra).get("nvcc_calls")
+        group = tel.get("interleave_group")
+        conn.execute("UPDATE results SET nvcc_calls = ?, interleave_group = ?, side = ? WHERE id = ?",
+                     (int(calls) if isinstance(calls, int) else None,
+                      int(group) if isinstance(group, int) else None,
+                      str(tel.get("interleave_side") or "") if group is not None else "", result_id))
+
+
+def _json_object(text: str | None) -> dict:
+    """A JSON object column's value as a dict ({} for NULL or anything else)."""
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+    _sql(*_V1_STATEMENTS),  # 0 -> 1: the first layout
+    _sql(*_V2_STATEMENTS),  # 1 -> 2: run kinds, re-measure parents, named baselines
+    _v3_run_kind_ab,  # 2 -> 3: run kind "ab"
+    _v4_typed_results,  # 3 -> 4: thresholds of runs; nvcc calls, sides and interleave groups of results
+]
+
+SCHEMA_VERSION = 4
+
+assert SCHEMA_VERSION == len(MIGRATIONS), "SCHEMA_VERSION must equal len(MIGRATIONS)"
+assert set(_V1_OUTCOMES) == set(OUTCOMES), (
+    "harness.model.OUTCOMES changed: add a store migration that widens results.outcome's CHECK")
+
+
+def read_version(conn: sqlite3.Connection) -> int:
+    has_table = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'").fetchone()
+    if has_table is None:
+        return 0
+    (version,) = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    return int(version or 0)
+
+
+def migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Bring the database to ``len(MIGRATIONS)`` in one transaction, or refuse a newer one."""
+    target = len(MIGRATIONS)  # read at call time, so tests can append a fake migration
+    version = read_version(conn)
+    if version > target:
+        raise StoreError(
+            f"result store {path} has schema version {version}, newer than this kbench"
+            f" ({__version__}) supports (version {target}); upgrade kbench or use another --db file")
+    if version == target:
+        return
+    # Foreign keys are off while migrating (a migration may rebuild a referenced table, see
+    # _v3_run_kind_ab; the pragma cannot change inside a transaction) and checked before COMMIT.
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = read_version(conn)  # another process may have migrated meanwhile
+        while version < target:
+            try:
+                MIGRATIONS[version](conn)
+            except Exception as e:
+                raise StoreError(f"result store {path}: migrating schema version {version} to"
+                                 f" {version + 1} failed: {e}") from e
+            version += 1
+            conn.execute("INSERT INTO schema_version (version, applied_at, kbench_version)"
+                         " VALUES (?, ?, ?)", (version, now(), __version__))
+        broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise StoreError(f"result store {path}: migrating to schema version {target} would leave "
+                             f"{len(broken)} broken reference(s), e.g. {broken[0]}; nothing was changed")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    finally:
+        conn.execute("PRAGMA foreign_keys = ON")
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+

@@ -1,0 +1,216 @@
+"""The import rules of docs/ARCHITECTURE.md, checked on the source with ``ast`` (nothing is imported):
+
+- every module of harness/ and reports/ sits on one floor of :data:`FLOORS`, and imports only from
+  its own floor or lower ones (no arrow up); kernels/ imports neither harness/ nor reports/;
+- no cycle between the units of :data:`FLOORS` (a unit is a package or module named there);
+- no module of harness/ or reports/ is over :data:`MAX_LINES` lines unless its docstring has a
+  paragraph starting "Size:" that says why;
+- an import of the project's own modules inside a function has a comment saying why: on its line,
+  or on the line above the block of import lines it belongs to.
+
+Imports under ``if TYPE_CHECKING:`` count like any other: a type is a dependency too.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("kernels", "harness", "reports")
+
+#: the floors, lowest first; each is a tuple of units (a unit is a module or package name; a
+#: module belongs to the unit that is its longest prefix). ``harness`` alone is the package's
+#: ``__init__``. The coarse floors of the issue, cli -> reports -> harness -> kernels, are these
+#: with harness's own floors (1-7) taken together.
+FLOORS = (
+    ("kernels",),
+    ("harness", "harness.errors", "harness.model", "harness.config"),  # values, settings, errors
+    ("harness.stats",),  # statistics: pure functions of numbers and frames
+    ("harness.measure",),  # timing methodology
+    ("harness.env",),  # fingerprints (GPU facts through harness.measure.nvml)
+    ("harness.suite", "harness.plan", "harness.store"),  # suites, plans, the result store
+    ("harness.execute",),  # executors and workers
+    ("harness.judge", "harness.run"),  # verdicts against baselines; a suite from file to store
+    ("reports",),  # reports of stored runs
+    ("harness.cli",),  # the kbench command line
+)
+#: the most lines a module has without a "Size:" paragraph in its docstring saying why
+MAX_LINES = 600
+
+_LEVEL = {unit: level for level, units in enumerate(FLOORS) for unit in units}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _sources(*packages: str) -> dict[str, Path]:
+    return {_module_name(p): p for pkg in packages for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def unit_of(module: str) -> str | None:
+    """The unit of FLOORS that ``module`` belongs to (its longest prefix), or None."""
+    if module == "harness":
+        return "harness"
+    best = None
+    for unit in _LEVEL:
+        if unit != "harness" and (module == unit or module.startswith(unit + ".")):
+            if best is None or len(unit) > len(best):
+                best = unit
+    return best
+
+
+class _Imports(ast.NodeVisitor):
+    """The project modules a module imports: (imported module, line, inside a function)."""
+
+    def __init__(self, module: str, is_package: bool):
+        self.module, self.is_package = module, is_package
+        self.found: list[tuple[str, int, bool]] = []
+        self._depth = 0
+
+    def _resolve(self, node: ast.ImportFrom) -> list[str]:
+        if node.level:
+            base = self.module.split(".")
+            base = base if self.is_package else base[:-1]
+            base = base[:len(base) - (node.level - 1)]
+            prefix = ".".join(base + ([node.module] if node.module else []))
+        else:
+            prefix = node.module or ""
+        # "from pkg import sub" may name a submodule; the unit is decided by the longest prefix
+        return [f"{prefix}.{alias.name}" for alias in node.names] if prefix else []
+
+    def _add(self, names: list[str], line: int) -> None:
+        for name in names:
+            if name.split(".")[0] in PACKAGES:
+                self.found.append((name, line, self._depth > 0))
+
+    def visit_Import(self, node: ast.Import) -> None:
+        self._add([alias.name for alias in node.names], node.lineno)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        self._add(self._resolve(node), node.lineno)
+
+    def _function(self, node) -> None:
+        self._depth += 1
+        self.generic_visit(node)
+        self._depth -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
+
+
+def _imports(module: str, path: Path) -> list[tuple[str, int, bool]]:
+    visitor = _Imports(module, path.name == "__init__.py")
+    visitor.visit(ast.parse(path.read_text(), filename=str(path)))
+    return visitor.found
+
+
+@pytest.fixture(scope="module")
+def harness_side() -> dict[str, Path]:
+    return _sources("harness", "reports")
+
+
+def test_every_module_sits_on_a_floor(harness_side):
+    assert not [m for m in harness_side if unit_of(m) is None], "add new modules to FLOORS"
+
+
+def test_no_import_points_up(harness_side):
+    up = []
+    for module, path in harness_side.items():
+        mine = _LEVEL[unit_of(module)]
+        for name, line, _ in _imports(module, path):
+            unit = unit_of(name)
+            if unit is not None and _LEVEL[unit] > mine:
+                up.append(f"{path.relative_to(ROOT)}:{line}: {module} (floor {mine}) imports {name} "
+                          f"(floor {_LEVEL[unit]})")
+    assert not up, "\n".join(up)
+
+
+def test_kernels_imports_neither_harness_nor_reports():
+    bad = [f"{path.relative_to(ROOT)}:{line}: {name}"
+           for module, path in _sources("kernels").items()
+           for name, line, _ in _imports(module, path) if name.split(".")[0] in ("harness", "reports")]
+    assert not bad, "\n".join(bad)
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one node (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_cycle_between_units(harness_side):
+    edges: dict[str, set[str]] = defaultdict(set)
+    for module, path in harness_side.items():
+        mine = unit_of(module)
+        for name, _, _ in _imports(module, path):
+            unit = unit_of(name)
+            if unit is not None and unit != mine:
+                edges[mine].add(unit)
+    assert _cycles(edges) == []
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+    assert unit_of("harness.execute.worker") == "harness.execute" and unit_of("harness") == "harness"
+    assert unit_of("harness.stats.frames") == "harness.stats" and unit_of("numpy") is None
+
+
+def test_long_modules_say_why(harness_side):
+    long = []
+    for module, path in harness_side.items():
+        n = len(path.read_text().splitlines())
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        if n > MAX_LINES and not any(par.strip().startswith("Size:") for par in doc.split("\n\n")):
+            long.append(f"{path.relative_to(ROOT)}: {n} lines")
+    assert not long, "\n".join(long)
+
+
+def test_function_local_imports_of_our_modules_say_why(harness_side):
+    silent = []
+    for module, path in harness_side.items():
+        lines = path.read_text().splitlines()
+        for name, line, local in _imports(module, path):
+            if not local:
+                continue
+            here = lines[line - 1]
+            above = line - 2  # walk up over the block of imports (and blank lines) this one is part of
+            while above >= 0 and (not lines[above].strip()
+                                  or lines[above].strip().startswith(("from ", "import "))):
+                above -= 1
+            if "#" not in here and not (above >= 0 and lines[above].strip().startswith("#")):
+                silent.append(f"{path.relative_to(ROOT)}:{line}: {here.strip()}")
+    assert not silent, "\n".join(silent)
