@@ -47,11 +47,14 @@ def median_ms(fn, reps: int) -> float:
 
 def grid():
     yield "naive", {}
-    for tiles in ((8, 8, 8, 8), (4, 4, 16, 16), (8, 8, 16, 8), (4, 8, 16, 16)):
+    for tiles in ((8, 8, 16, 16), (4, 4, 16, 16), (8, 8, 16, 8), (8, 4, 16, 16)):
         knobs = dict(zip(("local_y", "local_x", "block_y", "block_x"), tiles))
         yield "local_blocked", dict(knobs, tile_k=4)
-        for tile_k, db in itertools.product((8, 16), (0, 1)):
-            yield "shared_blocked", dict(knobs, tile_k=tile_k, vector=4, double_buffer=db)
+        for tile_k, db, rc in itertools.product((8, 16), (0, 1), (0, 1)):
+            yield "shared_blocked", dict(knobs, tile_k=tile_k, vector=4, double_buffer=db, reg_cache=rc)
+    for tiles in ((4, 4, 16, 16), (8, 8, 16, 16)):  # virtual threads: each thread's tile spread 2 x 2
+        knobs = dict(zip(("local_y", "local_x", "block_y", "block_x"), tiles))
+        yield "shared_blocked", dict(knobs, tile_k=8, vector=4, double_buffer=0, reg_cache=1, vthread=2)
 
 
 def ptxas_report(src: str, arch: str) -> str:

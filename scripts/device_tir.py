@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     te_label = "te matmul/shared_blocked"
     try:
         w = workloads.get("matmul")
-        s, targs = w.build("shared_blocked", {"n": N}, "float32")
+        s, targs = w.build("shared_blocked", {"n": N, "m": N, "k": N}, "float32")
         f = tvm.build(s, targs, target="cuda")
     except Exception as exc:  # the TE schedule is another issue's work
         print(f"{te_label}: not available in this checkout ({type(exc).__name__}: {exc})")

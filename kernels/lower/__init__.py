@@ -42,6 +42,7 @@ from .storage_sync import insert_storage_sync
 from .te_stmt import ThreadAllReduce
 from .unroll import unroll_loops
 from .vectorize import vectorize_loops
+from .virtual_thread import inject_virtual_thread
 
 
 @dataclasses.dataclass
@@ -261,6 +262,8 @@ PASSES: List[Pass] = [
     Pass("mark_double_buffer", _body(mark_double_buffer),
          "mark the producers of double-buffered stages (attr double_buffer_scope)"),
     Pass("storage_flatten", flatten_pass, "realized tensors -> flat buffers with (aligned) strides"),
+    Pass("inject_virtual_thread", _body(inject_virtual_thread),
+         "virtual-thread loops pushed inwards: shared work done once, dependent buffers sliced per thread"),
     Pass("inject_double_buffer", _body(inject_double_buffer),
          "double the marked buffers; prefetch the next tile while the current one is used"),
     Pass("unroll", _body(unroll_loops), "unrolled loops of constant extent -> copies of their body"),

@@ -51,7 +51,7 @@ class Loop:
     iv: IterVar
     var: Var
     extent: PrimExpr
-    kind: str  # serial | parallel | vectorized | unrolled | thread | none
+    kind: str  # serial | parallel | vectorized | unrolled | vthread | thread | none
     tag: str = ""
     pragmas: list = field(default_factory=list)
     launch: Optional[PrimExpr] = None  # a thread loop: the kernel's extent of its index
@@ -122,12 +122,13 @@ class ScheduleLowering:
             virtual = a is not None and a.bind_thread is not None \
                 and a.bind_thread.thread_tag in VIRTUAL_THREAD_TAGS
             if virtual:
-                # a virtual thread runs as an unrolled loop over its index (each iteration a virtual
-                # thread with its own copies of what it computes inside)
+                # a virtual thread: a loop over its index that the inject_virtual_thread pass
+                # pushes inwards (what does not depend on the index is done once for all of them)
                 if isinstance(ext, IntImm) and ext.value == 1:
                     out.append(Loop(iv, a.bind_thread.var, ext, "none"))
                 else:
-                    out.append(Loop(iv, a.bind_thread.var, ext, "unrolled"))
+                    out.append(Loop(iv, a.bind_thread.var, ext, "vthread",
+                                    pragmas=[("thread_tag", a.bind_thread.thread_tag)]))
                 continue
             if a is not None and a.bind_thread is not None:
                 t = a.bind_thread

@@ -9,7 +9,7 @@ import pytest
 from kbtest import opencl_available
 
 import kernels as tvm
-from harness.build import lower_case
+from harness.execute.build import lower_case
 from harness.model import Case
 from kernels import workloads
 from kernels.workloads import WorkloadError

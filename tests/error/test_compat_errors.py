@@ -334,7 +334,7 @@ def test_export_library_errors(tmp_path):
         mod.export_library(str(tmp_path / "m.so"), fcompile=lambda *a: None)
     with pytest.raises(TVMError, match=r"export_library: the folder .*missing does not exist"):
         mod.export_library(str(tmp_path / "missing" / "m.so"))
-    from harness.portable import freeze, thaw
+    from harness.execute.portable import freeze, thaw
     from kernels.runtime import build_module
 
     thawed = build_module(thaw(freeze(mod.spec, {})))
