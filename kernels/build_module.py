@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .codegen import generate
 from .errors import BuildError, TVMError
-from .lower import IRModule, PrimFunc, lower, lower_for_target
+from .lower import IRModule, PrimFunc, lower, lower_for_target, run_passes
 from .target import Target
 
 
@@ -58,7 +58,7 @@ def build_spec(inputs, args=None, target=None, name: str = "default_function"):
     if is_tensor_ir(inputs):
         from .lower.from_blocks import tir_function
 
-        func = lower_for_target(tir_function(inputs, tgt.kind, name), tgt.kind)
+        func = lower_for_target(run_passes(tir_function(inputs, tgt.kind, name)), tgt.kind)
         arch = tgt.arch or (_default_arch() if tgt.kind == "cuda" else "")
         return generate(func, tgt.kind, arch)
     if isinstance(inputs, IRModule):

@@ -287,15 +287,31 @@ TARGET_PASSES: List[Pass] = [
 
 def lower(sch: Schedule, args=None, name: str = "main", binds=None, simple_mode: bool = False):
     """Lower a schedule to an :class:`IRModule` holding one function: the schedule -> IR step
-    (:func:`schedule_to_primfunc`), then every pass of :data:`PASSES` in order."""
+    (:func:`schedule_to_primfunc`), then every pass of :data:`PASSES` in order. A TensorIR input
+    (an IRModule or PrimFunc from TVMScript, or a ``tir.Schedule``) has its blocks lowered to loops
+    first and then goes through the same passes (``args`` is not needed)."""
+    from ..tir import function as _tf
+
+    if isinstance(sch, (_tf.IRModule, _tf.PrimFunc)) or isinstance(getattr(sch, "mod", None), _tf.IRModule):
+        from .from_blocks import tir_function
+
+        func = run_passes(tir_function(sch, "", name if name not in ("main", "default_function") else
+                                       "default_function"))
+        return IRModule({func.name: func})
     if not isinstance(sch, Schedule):
-        raise TVMError(f"lower expects a schedule (te.create_schedule(...)), got {sch!r}")
+        raise TVMError(f"lower expects a schedule (te.create_schedule(...)) or a TensorIR module, got {sch!r}")
     if args is None:
         raise TVMError("lower needs the argument list, e.g. tvm.lower(s, [A, B])")
-    func = schedule_to_primfunc(sch, args, name if name != "default_function" else "main")
+    func = run_passes(schedule_to_primfunc(sch, args, name if name != "default_function" else "main"))
+    return IRModule({func.name: func})
+
+
+def run_passes(func: PrimFunc) -> PrimFunc:
+    """Every pass of :data:`PASSES` in order: what a TE schedule's function and a TensorIR function
+    (once its blocks are lowered to loops) both go through before the target passes."""
     for p in PASSES:
         func = p(func)
-    return IRModule({func.name: func})
+    return func
 
 
 def shape_var_ranges(func: PrimFunc) -> Dict[Var, tuple]:

@@ -233,12 +233,13 @@ def _matmul_local_blocked(params, dtype, local_y=8, local_x=8, block_y=8, block_
 
 
 def _matmul_shared_blocked(params, dtype, local_y=8, local_x=8, block_y=8, block_x=8, tile_k=8,
-                           vector=4, double_buffer=0, vthread=1, reg_cache=0):
+                           vector=4, double_buffer=0, vthread=1, reg_cache=0, unroll_k=1):
     """The notes' ``blocking_with_shared``: register tiles as in local_blocked, the block's threads
     fused into threadIdx.x, and the A and B tiles of each ``tile_k`` step fetched into shared memory
     cooperatively, ``vector`` consecutive elements per thread (optionally double-buffered). Knobs
     beyond the notes: ``vthread`` spreads a thread's tile (see _register_tiles) and ``reg_cache``
-    copies each step's column of A and row of B into registers before the multiply-adds."""
+    copies each step's column of A and row of B into registers before the multiply-adds;
+    ``unroll_k=0`` leaves the k loop inside a tile rolled (as the notes' TensorIR schedule does)."""
     A, B, C = _matmul_compute(params, dtype)
     s = te.create_schedule(C.op)
     CC, i1, j1 = _register_tiles(s, C, local_y, local_x, block_y, block_x, vthread)
@@ -248,7 +249,8 @@ def _matmul_shared_blocked(params, dtype, local_y=8, local_x=8, block_y=8, block
     k0, k1 = s[CC].split(s[CC].op.reduce_axis[0], factor=tile_k)
     ci, cj = s[CC].op.axis
     s[CC].reorder(k0, k1, ci, cj)
-    s[CC].unroll(k1)
+    if unroll_k:
+        s[CC].unroll(k1)
     nthread = block_y * block_x
     shared = []
     for X in (A, B):
@@ -288,7 +290,8 @@ register(Workload(
                                  "register tiles per thread (the notes' blocking)"),
         "shared_blocked": Variant(
             "shared_blocked", _matmul_shared_blocked, GPU,
-            _TILES + (("tile_k", 8), ("vector", 4), ("double_buffer", 0), ("vthread", 1), ("reg_cache", 0)),
+            _TILES + (("tile_k", 8), ("vector", 4), ("double_buffer", 0), ("vthread", 1), ("reg_cache", 0),
+                      ("unroll_k", 1)),
             "register tiles plus shared-memory tiles fetched cooperatively (blocking_with_shared)"),
     },
     make_args=_matmul_args,
