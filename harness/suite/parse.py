@@ -26,7 +26,6 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as a package (tomli;
 from harness.measure.stopping import CRITERIA as STOPPING_CRITERIA
 from harness.model import DEFAULT_THRESHOLD, Case, MeasureConfig, pairs
 from kernels import workloads
-from kernels.workloads.tutorial import default_tolerance
 
 from .locate import Locator, key_needle, value_needle
 from .values import (
@@ -423,9 +422,7 @@ class _Parser:
                 for shape in itertools.product(*axes):
                     params = pairs(dict(zip(wl.params, shape)))
                     for d in dtypes:
-                        tol = dict(default_tolerance(d))
-                        if d in wl.tolerance:
-                            tol["rtol"], tol["atol"] = wl.tolerance[d]
+                        tol = dict(zip(("rtol", "atol"), wl.tolerance_for(d, dict(params))))
                         tol.update(tol_given)
                         for t in targets:
                             if t not in v.targets:

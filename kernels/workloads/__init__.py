@@ -48,7 +48,20 @@ class Workload:
     bytes: Callable[[Dict[str, int], str], float]
     peers: Tuple[str, ...] = ()  # names in harness.execute.peers, e.g. "torch.sum(dim=1)"
     description: str = ""
-    tolerance: Dict[str, Tuple[float, float]] = field(default_factory=dict)  # dtype -> (rtol, atol)
+    # dtype -> (rtol, atol), or a function of the parameters giving them (a sum of k float32
+    # products is checked within a tolerance that grows with k)
+    tolerance: Dict[str, Any] = field(default_factory=dict)
+
+    def tolerance_for(self, dtype: str, params: Dict[str, int]) -> Tuple[float, float]:
+        """(rtol, atol) for ``dtype`` at ``params``: the workload's own, else the dtype's default."""
+        tol = self.tolerance.get(dtype)
+        if tol is None:
+            from .tutorial import default_tolerance
+
+            d = default_tolerance(dtype)
+            return d["rtol"], d["atol"]
+        rtol, atol = tol(params) if callable(tol) else tol
+        return float(rtol), float(atol)
 
     def variant(self, name: str) -> Variant:
         v = self.variants.get(name)

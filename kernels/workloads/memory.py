@@ -272,6 +272,11 @@ def _matmul_shared_blocked(params, dtype, local_y=8, local_x=8, block_y=8, block
     return s, [A, B, C]
 
 
+def _matmul_tolerance(p):
+    """(rtol, atol) of a float32 matmul with k terms a sum: 8 k ulp(1) absolute, at least 1e-4."""
+    return 1e-4, max(1e-4, 8.0 * p["k"] * 2.0 ** -24)
+
+
 def _matmul_args(p, d, rng) -> List[np.ndarray]:
     return [rng.uniform(-1, 1, size=(p["n"], p["k"])).astype(d),
             rng.uniform(-1, 1, size=(p["k"], p["m"])).astype(d), _poison((p["n"], p["m"]), d)]
@@ -301,6 +306,8 @@ register(Workload(
     bytes=lambda p, d: float((p["n"] * p["k"] + p["k"] * p["m"] + p["n"] * p["m"]) * _isize(d)),
     peers=("torch.matmul(tf32=off)",),
     description="C[i, j] = sum_r A[i, r] * B[r, j] (float32)",
-    # sums of k products in a schedule-dependent order: the float32 reduction tolerance
-    tolerance={"float32": (1e-4, 1e-4)},
+    # sums of k products in a schedule-dependent order: the float32 reduction tolerance, with an
+    # absolute part that grows with k (the rounding error of a k-term sum grows about linearly in
+    # the worst case; at k = 4096 and inputs in [-1, 1] the observed worst is 4e-4 over 16M outputs)
+    tolerance={"float32": _matmul_tolerance},
 ))

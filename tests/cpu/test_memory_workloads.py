@@ -24,7 +24,7 @@ def _check(wname, variant, params, target, knobs=None, dtype="float32"):
     dev = tvm.cpu(0) if target == "c" else tvm.opencl(0)
     nd = [tvm.nd.array(a, dev) for a in host]
     f(*nd)
-    rtol, atol = w.tolerance.get(dtype, (1e-5, 1e-5))
+    rtol, atol = w.tolerance_for(dtype, params)
     for idx, ref in zip(w.outputs, w.reference(host)):
         np.testing.assert_allclose(nd[idx].numpy(), ref, rtol=rtol, atol=atol)
 

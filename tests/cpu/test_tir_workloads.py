@@ -14,7 +14,6 @@ from harness.model import Case
 from kernels import workloads
 from kernels.workloads import WorkloadError
 from kernels.workloads import tensorir as tir_workloads
-from kernels.workloads.tutorial import default_tolerance
 
 SIZES = {"vector_add_tir": {"n": 1000}, "window_sum_tir": {"n": 1000}, "matmul_tir": {"n": 100}}
 
@@ -44,7 +43,7 @@ def test_variant_matches_reference_on_opencl(wname, variant, dtype):
     host = w.make_args(params, dtype, np.random.default_rng(1))
     nd = [tvm.nd.array(a, tvm.opencl(0)) for a in host]
     f(*nd)
-    tol = w.tolerance.get(dtype) or tuple(default_tolerance(dtype).values())
+    tol = w.tolerance_for(dtype, params)
     for idx, ref in zip(w.outputs, w.reference(host)):
         np.testing.assert_allclose(nd[idx].numpy(), ref, rtol=tol[0], atol=tol[1])
     assert w.flops(params) > 0 and w.bytes(params, dtype) > 0

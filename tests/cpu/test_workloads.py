@@ -9,7 +9,6 @@ from kbtest import opencl_available
 import kernels as tvm
 from kernels import workloads
 from kernels.workloads import WorkloadError
-from kernels.workloads.tutorial import default_tolerance
 
 SIZES = {"row_sum": {"n": 37, "m": 45}, "conv2d_3x3": {"n": 19}, "product_reduce": {"n": 9, "m": 70},
          "exp": {"n": 130}, "log": {"n": 130}, "vector_add": {"n": 1000}, "window_sum": {"n": 1000},
@@ -37,7 +36,7 @@ def test_workload_matches_reference(wname, variant, target, dtype):
     nd = [tvm.nd.array(a, dev) for a in host]
     f(*nd)
     refs = w.reference(host)
-    tol = w.tolerance.get(dtype) or tuple(default_tolerance(dtype).values())
+    tol = w.tolerance_for(dtype, params)
     for idx, ref in zip(w.outputs, refs):
         np.testing.assert_allclose(nd[idx].numpy(), ref, rtol=tol[0], atol=tol[1])
     assert w.flops(params) > 0 and w.bytes(params, dtype) > 0

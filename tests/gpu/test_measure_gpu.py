@@ -31,7 +31,6 @@ from harness.measure import (
 )
 from harness.model import MeasureConfig
 from kernels.workloads import get, names
-from kernels.workloads.tutorial import default_tolerance
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
@@ -246,7 +245,7 @@ def test_peer_correct_and_timed(workload, peer, params):
     w = get(workload)
     host = w.make_args(params, "float32", np.random.default_rng(1))
     ref = w.reference(host)
-    tol = w.tolerance.get("float32") or tuple(default_tolerance("float32").values())
+    tol = w.tolerance_for("float32", params)
     rtol, atol = tol
     ok, msg, timing = peers.run_peer(peer, host, ref, max(rtol, 1e-5), max(atol, 1e-5),
                                      MeasureConfig(max_time_s=0.5, min_time_s=0.01))

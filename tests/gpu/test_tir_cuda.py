@@ -14,7 +14,6 @@ import pytest
 import kernels as tvm
 from kernels import workloads
 from kernels.workloads import tensorir as notes
-from kernels.workloads.tutorial import default_tolerance
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,7 +82,7 @@ def test_notes_workloads_on_cuda(notes_workloads, wname, variant, params):
     dev = tvm.cuda(0)
     nd = [tvm.nd.array(a, dev) for a in host]
     f(*nd)
-    tol = w.tolerance.get("float32") or tuple(default_tolerance("float32").values())
+    tol = w.tolerance_for("float32", params)
     for idx, ref in zip(w.outputs, w.reference(host)):
         np.testing.assert_allclose(nd[idx].numpy(), ref, rtol=tol[0], atol=tol[1])
 
