@@ -293,6 +293,38 @@ def _linear_into(e, scale, lin: Linear) -> None:
         lin.add_term(e, scale)
 
 
+def _merge_div_mod(lin: Linear) -> Linear:
+    """``k*c * floordiv(X, c) + k * floormod(Y, c)`` -> ``k * X`` where ``X - Y`` is a multiple of
+    ``c`` (then both floormods agree): the split-and-fuse index of a cooperative fetch,
+    ``(i >> 3) * 8 + (i & 7)``, becomes ``i`` again."""
+    divs = [(key, c, t) for key, (c, t) in lin.terms.items()
+            if isinstance(t, FloorDiv) and isinstance(t.b, IntImm) and t.b.value > 0]
+    if not divs:
+        return lin
+    mods = {key: (c, t) for key, (c, t) in lin.terms.items()
+            if isinstance(t, FloorMod) and isinstance(t.b, IntImm) and t.b.value > 0}
+    if not mods:
+        return lin
+    for dkey, dcoef, d in divs:
+        c = d.b.value
+        if dkey not in lin.terms or dcoef % c:
+            continue
+        k = dcoef // c
+        for mkey, (mcoef, m) in list(mods.items()):
+            if mkey not in lin.terms or mcoef != k or m.b.value != c:
+                continue
+            diff = to_linear(d.a)
+            diff.add(to_linear(m.a), -1)
+            if diff.const % c or any(cc % c for cc, _ in diff.terms.values()):
+                continue
+            lin.add_term(d, -dcoef)
+            lin.add_term(m, -mcoef)
+            lin.add(to_linear(d.a), k)
+            del mods[mkey]
+            break
+    return lin
+
+
 # -- the simplifier -----------------------------------------------------------------------------
 
 
@@ -501,7 +533,7 @@ class Simplifier:
                 return None
             if "_linear" in e.__dict__:
                 return None  # built by to_expr and unchanged since: already canonical
-            return to_linear(e).to_expr()
+            return _merge_div_mod(to_linear(e)).to_expr()
         if isinstance(e, (Add, Sub, Mul)):  # floats: only identities
             bv, av = const_value_of(b), const_value_of(a)
             if isinstance(e, Add) and bv == 0:
