@@ -5,7 +5,7 @@ from __future__ import annotations
 from .codegen import generate
 from .errors import BuildError, TVMError
 from .lower import IRModule, PrimFunc, lower, lower_for_target, run_passes
-from .target import Target
+from .target import DEFAULT_CUDA_ARCH, Target
 
 
 def _default_arch() -> str:
@@ -16,9 +16,9 @@ def _default_arch() -> str:
         if dev.exist:
             major, minor = dev.compute_version.split(".")
             return f"sm_{major}{minor}"
-    except Exception:  # no GPU or no pycuda: build for Hopper
+    except Exception:  # no GPU or no pycuda: the project's default architecture
         pass
-    return "sm_90"
+    return DEFAULT_CUDA_ARCH
 
 
 def _check_no_threads(sch) -> None:

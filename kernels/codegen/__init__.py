@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Dict, List, Tuple
 
 from ..errors import BuildError
+from ..target import DEFAULT_CUDA_ARCH
 from ..lower import PrimFunc
 from ..runtime.spec import BufferArg, DerivedDim, FuncSpec, KernelSpec, LaunchDims, Workspace
 from ..tir.expr import Buffer, Call, IntImm, Var
@@ -132,7 +133,7 @@ def _launch_extents(cg: CFamilyCodegen, nodes: List, func: PrimFunc, shape_vars)
     return {}
 
 
-def generate(func: PrimFunc, target: str, arch: str = "sm_90") -> FuncSpec:
+def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> FuncSpec:
     """Print ``func`` (already lowered for ``target``) and describe how to call it."""
     if target not in DIALECTS:
         raise BuildError(f"unknown target {target!r}; expected one of {', '.join(DIALECTS)}")

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from kernels.errors import BuildError
+from kernels.target import DEFAULT_CUDA_ARCH
 
 #: the architecture used when neither the caller nor a GPU says otherwise
-DEFAULT_ARCH = "sm_90"
+DEFAULT_ARCH = DEFAULT_CUDA_ARCH
 
 _FORMATS = ("cubin", "ptx", "fatbin")
 # "sm_86", "compute_90a", "100": the last digit is the minor version, the digits before the major

@@ -299,7 +299,8 @@ def lower(sch: Schedule, args=None, name: str = "main", binds=None, simple_mode:
                                        "default_function"))
         return IRModule({func.name: func})
     if not isinstance(sch, Schedule):
-        raise TVMError(f"lower expects a schedule (te.create_schedule(...)) or a TensorIR module, got {sch!r}")
+        raise TVMError(f"lower expects a schedule (te.create_schedule(...)) or a TensorIR module, "
+                       f"got {sch!r}")
     if args is None:
         raise TVMError("lower needs the argument list, e.g. tvm.lower(s, [A, B])")
     func = run_passes(schedule_to_primfunc(sch, args, name if name != "default_function" else "main"))

@@ -40,7 +40,6 @@ from .bound import (
     eval_interval,
     leaf_var,
     root_values,
-    thread_relaxed,
 )
 from .extern import extern_stmt, is_extern, realize_extern
 from .te_stmt import AttachMarker, ProducerRealize, ProducerStore, ThreadAllReduce

@@ -118,26 +118,57 @@ def _repeat(stmt: Stmt, var: Var, n: int) -> Stmt:
     """``stmt`` once per virtual thread: copies, or an unrolled loop where it holds loops."""
     if collect(stmt, lambda x: isinstance(x, For)):
         fresh = Var(var.name, var.dtype)
-        return For(fresh, const(0, var.dtype), const(n, var.dtype), ForKind.UNROLLED, substitute(stmt, {var: fresh}))
+        return For(fresh, const(0, var.dtype), const(n, var.dtype), ForKind.UNROLLED,
+                   substitute(stmt, {var: fresh}))
     return unroll_loop(For(var, const(0, var.dtype), const(n, var.dtype), ForKind.UNROLLED, stmt))
 
 
-def _inject(s: Stmt, var: Var, n: int, touched: Set[int]) -> Stmt:
-    if not _uses(s, touched) and not collect(
-            s, lambda x: isinstance(x, BufferStore) and id(x.buffer.data) in touched):
+def _dependence(touched: Set[int]):
+    """``dep(stmt)``: whether ``stmt`` reads or writes anything that depends on the virtual thread
+    index (memoized per statement, so pushing the loop inwards stays linear in the body's size)."""
+    memo: Dict[int, bool] = {}
+
+    def dep(s) -> bool:
+        got = memo.get(id(s))
+        if got is not None:
+            return got
+        if isinstance(s, SeqStmt):
+            out = any([dep(x) for x in s.seq])
+        elif isinstance(s, For):
+            out = _uses(s.min, touched) or _uses(s.extent, touched) or dep(s.body)
+        elif isinstance(s, IfThenElse):
+            out = _uses(s.condition, touched) or dep(s.then_case) or \
+                (s.else_case is not None and dep(s.else_case))
+        elif isinstance(s, LetStmt):
+            out = _uses(s.value, touched) or id(s.var) in touched or dep(s.body)
+        elif isinstance(s, (Allocate, AttrStmt)):
+            out = _uses(getattr(s, "value", None), touched) or dep(s.body)
+        elif isinstance(s, BufferStore):
+            out = id(s.buffer.data) in touched or _uses(s.value, touched) or \
+                any(_uses(i, touched) for i in s.indices)
+        else:
+            out = _uses(s, touched)
+        memo[id(s)] = out
+        return out
+
+    return dep
+
+
+def _inject(s: Stmt, var: Var, n: int, touched: Set[int], dep) -> Stmt:
+    if not dep(s):
         return s  # the same for every virtual thread: done once
     if isinstance(s, SeqStmt):
-        return seq(*(_inject(x, var, n, touched) for x in s.seq))
+        return seq(*(_inject(x, var, n, touched, dep) for x in s.seq))
     if isinstance(s, For) and not (_uses(s.min, touched) or _uses(s.extent, touched)):
-        return dataclasses.replace(s, body=_inject(s.body, var, n, touched))
+        return dataclasses.replace(s, body=_inject(s.body, var, n, touched, dep))
     if isinstance(s, IfThenElse) and not _uses(s.condition, touched):
-        return dataclasses.replace(s, then_case=_inject(s.then_case, var, n, touched),
+        return dataclasses.replace(s, then_case=_inject(s.then_case, var, n, touched, dep),
                                    else_case=None if s.else_case is None
-                                   else _inject(s.else_case, var, n, touched))
+                                   else _inject(s.else_case, var, n, touched, dep))
     if isinstance(s, LetStmt) and not _uses(s.value, touched) and id(s.var) not in touched:
-        return dataclasses.replace(s, body=_inject(s.body, var, n, touched))
+        return dataclasses.replace(s, body=_inject(s.body, var, n, touched, dep))
     if isinstance(s, (Allocate, AttrStmt)) and not (isinstance(s, AttrStmt) and _uses(s.value, touched)):
-        return dataclasses.replace(s, body=_inject(s.body, var, n, touched))
+        return dataclasses.replace(s, body=_inject(s.body, var, n, touched, dep))
     return _repeat(s, var, n)
 
 
@@ -162,6 +193,7 @@ def inject_virtual_thread(stmt: Stmt) -> Stmt:
         expanded = _expand(body, var, n, touched, allow_share)
         if expanded is None:
             return unroll_loop(dataclasses.replace(s, kind=ForKind.UNROLLED))
-        return _inject(expanded, var, n, _touched(expanded, var))
+        touched = _touched(expanded, var)
+        return _inject(expanded, var, n, touched, _dependence(touched))
 
     return rewrite(stmt, fn, lambda x: x if not isinstance(x, Stmt) else None)

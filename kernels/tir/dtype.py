@@ -8,7 +8,7 @@ from ..errors import TVMError
 
 _DTYPE_RE = re.compile(r"^(float|int|uint|bool|handle)(\d*)$")
 
-#: storage-only types: buffers hold them packed into 32-bit words (see DESIGN.md 3)
+#: storage-only types: buffers hold them packed into 32-bit words (see docs/ARCHITECTURE.md)
 STORAGE_ONLY = {"int4", "int1", "uint4", "uint1"}
 
 _VALID = {

@@ -115,6 +115,6 @@ def _isize(dtype: str) -> int:
     return np.dtype(dtype).itemsize
 
 
-from . import memory, tutorial
+from . import memory, tutorial  # noqa: E402  (they register into REGISTRY, defined above)
 
 __all__ = ["Variant", "Workload", "WorkloadError", "REGISTRY", "register", "get", "names"]

@@ -105,12 +105,12 @@ def _conv_compute(dtype):
 
 
 def _conv_default(params, dtype):
-    I, F, O = _conv_compute(dtype)
+    I, F, O = _conv_compute(dtype)  # noqa: E741  (the tutorial's names)
     return te.create_schedule(O.op), [I, F, O]
 
 
 def _conv_tiled(params, dtype, tile=16):
-    I, F, O = _conv_compute(dtype)
+    I, F, O = _conv_compute(dtype)  # noqa: E741
     s = te.create_schedule(O.op)
     i, j = O.op.axis
     io, jo, ii, ji = s[O].tile(i, j, tile, tile)
@@ -239,7 +239,8 @@ def _unary_variants(fn):
     return {
         "default": Variant("default", default, CPU, (), "one loop"),
         "bind": Variant("bind", bind, GPU, (("threads", 64),), "one element per thread (tutorial)"),
-        "bind_vector": Variant("bind_vector", bind_vector, GPU, (("threads", 256), ("vector", 4), ("items", 1)),
+        "bind_vector": Variant("bind_vector", bind_vector, GPU,
+                               (("threads", 256), ("vector", 4), ("items", 1)),
                                "`items` vectors of `vector` consecutive elements per thread"),
     }
 
@@ -267,7 +268,7 @@ _unary("log", te.log, np.log, 0.1, "torch.log")
 
 
 def default_tolerance(dtype: str) -> Dict[str, float]:
-    """DESIGN.md 6: fp32 1e-5, fp16 inputs 1e-3, integers exact."""
+    """The default checking tolerances: float32 1e-5, float16 inputs 1e-3, integers exact."""
     if dtype == "float64":
         return {"rtol": 1e-10, "atol": 1e-10}
     if dtype == "float16":

@@ -46,9 +46,11 @@ def test_ab_on_cuda_checks_and_times_both_trees(tmp_path):
                        "where run_id in (1, 2)").fetchall()
     from harness.suite import load_suite
 
-    kernels = sum(c.target == "cuda" and not c.peer for c in load_suite(ROOT / "suites" / "tutorials.toml").cases)
+    suite = load_suite(ROOT / "suites" / "tutorials.toml")
+    kernels = sum(c.target == "cuda" and not c.peer for c in suite.cases)
     assert kernels >= 10
-    assert {rid for rid, *_ in rows} == {1, 2} and len(rows) == 2 * kernels  # the suite's CUDA kernels, no peers
+    # the suite's CUDA kernels, no peers
+    assert {rid for rid, *_ in rows} == {1, 2} and len(rows) == 2 * kernels
     for rid, key, outcome, tel in rows:
         if rid == 1 and key.startswith(("exp/", "log/")):
             assert outcome == "wrong", key
