@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from .errors import TVMError
 from . import container  # noqa: F401 (tvm.ir.container)
 from .tir.expr import Op
+from .tir.function import IRModule  # noqa: F401 (tvm.ir.IRModule)
 
 _ATTRS: Dict[Tuple[str, str], List[Tuple[int, object]]] = {}
 

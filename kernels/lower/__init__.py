@@ -43,6 +43,7 @@ from .te_stmt import ThreadAllReduce
 from .unroll import unroll_loops
 from .vectorize import vectorize_loops
 from .virtual_thread import inject_virtual_thread
+from ..tir import function as _tir_function
 
 
 @dataclasses.dataclass
@@ -177,6 +178,11 @@ def _check_args(sch: Schedule, args) -> List[Tensor]:
                                     "argument list")
     return tensors  # an argument the computation does not use is passed and left alone, as in TVM
 
+
+# what lowering a TE schedule gives is a PrimFunc / IRModule as TVM code checks them
+# (isinstance(mod["main"], tvm.tir.PrimFunc)): the TensorIR classes accept the loop-level ones
+_tir_function.PrimFunc.register(PrimFunc)
+_tir_function.IRModule.register(IRModule)
 
 # attributes of a TE-level function that storage flattening consumes
 _TENSOR_BUFFERS = "te.tensor_buffers"  # (op id, output index) -> argument Buffer

@@ -9,6 +9,8 @@ TVM: the lowered function keeps the parameters and buffers and only changes its 
 
 from __future__ import annotations
 
+from abc import ABCMeta
+
 import dataclasses
 import types
 from dataclasses import dataclass, field
@@ -24,7 +26,7 @@ def _freeze(attrs) -> Mapping[str, Any]:
 
 
 @dataclass(frozen=True, eq=False)
-class PrimFunc:
+class PrimFunc(metaclass=ABCMeta):
     """A function: ``params`` (handles and scalars), ``buffer_map`` (handle -> buffer), ``body``.
 
     Attributes
@@ -106,7 +108,7 @@ class PrimFunc:
         return f"PrimFunc({self.name})"
 
 
-class IRModule:
+class IRModule(metaclass=ABCMeta):
     """Named functions: ``mod["main"]``, ``show()`` and ``script()`` print TVMScript."""
 
     def __init__(self, functions: Optional[Mapping[str, PrimFunc]] = None):
