@@ -193,6 +193,7 @@ def schedule_to_primfunc(sch: Schedule, args, name: str) -> PrimFunc:
     """The schedule -> IR step: check the arguments, substitute inlined stages, infer bounds and
     build the loop nests (TE-level IR: realize/store/load on tensors). :data:`PASSES` take it on."""
     tensors = _check_args(sch, args)
+    _check_storage_align(sch, tensors)
     check_attachments(sch)
     bodies = inline_bodies(sch)
     info = infer_bound(sch, bodies)
@@ -219,6 +220,20 @@ def schedule_to_primfunc(sch: Schedule, args, name: str) -> PrimFunc:
         arg_map[alias.get(key, key)] = buf
     return PrimFunc(name, tuple(tensors), tuple(buffers), stmt,
                     {_TENSOR_BUFFERS: arg_map, _OP_ALIAS: alias})
+
+
+def _check_storage_align(sch: Schedule, tensors) -> None:
+    """storage_align pads the strides of a buffer the kernel allocates (a shared or local cache, a
+    global scratch tensor); an argument's layout is the caller's, so asking for it there would be
+    silently ignored: refuse it, naming the stage."""
+    arg_ops = {id(t.op) for t in tensors}
+    for st in sch.stages:
+        if getattr(st, "align", None) and (id(st.op) in arg_ops or id(st.origin_op) in arg_ops):
+            scope = getattr(st, "scope", "") or "global"
+            raise LoweringError(
+                f"stage {st.name}: storage_align: {st.name} is an argument of the function ({scope} "
+                f"memory laid out by the caller), so its strides cannot be padded; align a stage the "
+                f"kernel allocates instead, e.g. a cache_read(..., \"shared\") copy of it")
 
 
 def flatten_pass(func: PrimFunc) -> PrimFunc:

@@ -540,3 +540,36 @@ def test_build_without_args():
     _A, _B, s = elementwise()
     with pytest.raises(TVMError, match=r"build: the argument list is missing"):
         build_spec(s, None, "c")
+
+
+def test_storage_align_on_an_argument_is_refused():
+    """storage_align pads a buffer the kernel allocates; on an output argument (laid out by the
+    caller) it could not take effect: a clear error naming the stage, not a silent no-op."""
+    A = te.placeholder((8, 8), name="A")
+    B = te.compute((8, 8), lambda i, j: A[i, j] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    s[B].storage_align(B.op.axis[0], 16, 1)
+    with pytest.raises(LoweringError, match=r"^stage B: storage_align: B is an argument of the function "
+                                            r"\(global memory laid out by the caller\)"):
+        tvm.lower(s, [A, B])
+
+
+def test_compute_at_of_a_cache_stage_outside_its_readers():
+    """A shared copy of A read by B, attached to a loop of D (which does not read it): the error
+    names the cache stage, the loop and the reader that is outside it."""
+    n = 64
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    D = te.compute((n,), lambda i: B[i] + A[i], name="D")
+    s = te.create_schedule(D.op)
+    AS = s.cache_read(A, "shared", [B])
+    xo, xi = s[D].split(D.op.axis[0], 16)
+    s[D].bind(xo, te.thread_axis("blockIdx.x"))
+    s[D].bind(xi, te.thread_axis("threadIdx.x"))
+    bo, bi = s[B].split(B.op.axis[0], 16)
+    s[B].bind(bo, te.thread_axis("blockIdx.x"))
+    s[B].bind(bi, te.thread_axis("threadIdx.x"))
+    s[AS].compute_at(s[D], xo)
+    with pytest.raises(LoweringError, match=r"^stage A.shared is computed at D.i.outer, but its reader B is "
+                                            r"not inside that loop"):
+        tvm.lower(s, [A, D])
