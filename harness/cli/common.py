@@ -111,6 +111,19 @@ def fmt_time(s: float | None) -> str:
     return f"{s:.3f} s"
 
 
+#: the phases of a case's wall time (Result.extra "phases_s", harness.execute.worker), in order
+PHASE_LABELS = (("inputs", "inputs"), ("reference", "reference"), ("build", "build"), ("check", "check"),
+                ("warmup", "warm-up"), ("measure", "measuring"))
+
+
+def phases_text(result) -> str:
+    """``[inputs 0.21 s, reference 0.00 s, ...]`` for a result that carries its phases, else ""."""
+    phases = dict(result.extra).get("phases_s") if result is not None else None
+    if not phases:
+        return ""
+    return "[" + ", ".join(f"{label} {phases[k]:.2f} s" for k, label in PHASE_LABELS if k in phases) + "]"
+
+
 def progress_display(title: str = "cases built + checked + measured"):
     """A rich progress display of a run's cases and the ``on_event`` callback of
     harness.run.run_suite feeding it (one bar per planned run, failures printed as they come; a line
@@ -146,7 +159,9 @@ def progress_display(title: str = "cases built + checked + measured"):
                 times = "  ".join(f"{side + ' ' if side else ''}"
                                   f"{fmt_time(r.timing.median if r.timing else None)}"
                                   for side, r in sides.items())
-                progress.console.print(f"ok {escape(payload.case.key)} {times}", highlight=False)
+                phases = phases_text(payload)
+                tail = f"  {phases}" if phases else ""
+                progress.console.print(f"ok {escape(payload.case.key)} {times}{tail}", highlight=False)
 
     return progress, on_event
 

@@ -11,11 +11,9 @@ import os
 import socket
 import time
 import traceback
-import zlib
 from dataclasses import replace
 from typing import Dict, Iterator, Optional, Sequence
 
-import numpy as np
 
 import kernels as tvm
 from harness import measure
@@ -29,6 +27,7 @@ from kernels.workloads import get as get_workload
 
 from .build import Artifact, CaseBuildError, load_module
 from .check import check_outputs
+from .inputs import case_data
 from .peers import run_peer
 from .portable import PortableSpecError, thaw
 
@@ -80,11 +79,16 @@ def _env(target: str) -> tuple[str, dict]:
     return fingerprint_id(fp), fp
 
 
-def _host_args(w, case: Case, config: MeasureConfig) -> list:
-    """The case's arguments as numpy arrays: inputs drawn from a RNG seeded by the run's seed and
-    the case key (the same data on every worker and rerun), outputs poisoned."""
-    rng = np.random.default_rng((config.seed << 32) ^ zlib.crc32(case.key.encode()))
-    return w.make_args(case.param_dict, case.dtype, rng)
+def _phases(**seconds: float) -> tuple:
+    """Result.extra's ``phases_s``: where a case's wall time went (inputs, reference, build, check,
+    warm-up, measuring), seconds each; printed by the CLI and stored with the result."""
+    return (("phases_s", {k: round(float(v), 6) for k, v in seconds.items()}),)
+
+
+def _measure_phases(timing) -> dict:
+    tel = dict(timing.telemetry) if timing is not None else {}
+    warm = float(tel.get("warmup_s", 0.0) or 0.0)
+    return {"warmup": warm, "measure": max(0.0, float(tel.get("wall_s", 0.0) or 0.0) - warm)}
 
 
 def _ok(case: Case, timing, flops: float, nbytes: float, target: str, **fields) -> Result:
@@ -111,9 +115,12 @@ def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
     try:
         w = get_workload(case.workload)
         params = case.param_dict
-        host = _host_args(w, case, config)
+        data = case_data(w, case, config.seed)
+        host = data.args
         inputs = [a for i, a in enumerate(host) if i not in w.outputs]
-        ok, msg, timing = run_peer(name, inputs, w.reference(host), case.rtol, case.atol, config)
+        t_peer = time.perf_counter()
+        ok, msg, timing = run_peer(name, inputs, data.reference, case.rtol, case.atol, config)
+        peer_s = time.perf_counter() - t_peer
         env_id, fp = _env(case.target)
         if ok is None:
             return Result(case, "build_error", message=msg, worker=worker, env_id=env_id, environment=fp)
@@ -121,8 +128,15 @@ def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
             return Result(case, "wrong", message=msg, worker=worker, env_id=env_id, environment=fp)
         sides = timing if config.interleave else [("", timing)]
         flops, nbytes = w.flops(params), w.bytes(params, case.dtype)
+
+        def phases(t):
+            m = _measure_phases(t)
+            # the peer's own preparation and check (copies to the GPU, one call, the comparison)
+            return _phases(inputs=data.inputs_s, reference=data.reference_s,
+                           check=max(0.0, peer_s - m["warmup"] - m["measure"]), **m)
+
         return _with_sides(config, {side: _ok(case, t, flops, nbytes, "cuda", env_id=env_id, worker=worker,
-                                              environment=fp) for side, t in sides})
+                                              environment=fp, extra=phases(t)) for side, t in sides})
     except Exception as exc:
         return Result(case, "crashed", message=f"{type(exc).__name__}: {exc}", worker=worker)
 
@@ -191,8 +205,10 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
     try:
         w = get_workload(case.workload)
         params = case.param_dict
-        host = _host_args(w, case, config)
+        data = case_data(w, case, config.seed)
+        host = data.args
         dev = _device(case.target)
+        t_check = time.perf_counter()
         nd = [tvm.nd.array(a, dev) for a in host]
         env_id, fp = _env(case.target)
         for n in results:  # sides that did not build: on the same device as the others (verdicts pair them)
@@ -206,12 +222,13 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
                 module(*nd)
                 dev.sync()
                 got = [nd[i].numpy() for i in w.outputs]
-                checked[id(module)] = check_outputs(got, w.reference(host), case.rtol, case.atol)
+                checked[id(module)] = check_outputs(got, data.reference, case.rtol, case.atol)
             ok, msg = checked[id(module)]
             if not ok:
                 results[n] = Result(case, "wrong", message=msg, worker=worker, build_s=build_s[n],
                                     nvcc_calls=builds[n][2], environment=fp,
                                     device=_device_name(case.target), env_id=env_id)
+        check_s = time.perf_counter() - t_check  # device copies, one call per build, the comparison
         timed = [n for n in built if n not in results]
         if timed:
             launches = {n: builds[n][0].launcher(*nd)[0] for n in timed}
@@ -219,8 +236,10 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
                                           side_launches=launches, skip=set(names) - set(timed))
             flops, nbytes = w.flops(params), w.bytes(params, case.dtype)
             for n, timing in sides:
+                extra = _phases(inputs=data.inputs_s, reference=data.reference_s, build=build_s[n],
+                                check=check_s, **_measure_phases(timing))
                 results[n] = _ok(case, timing, flops, nbytes, case.target, env_id=env_id, worker=worker,
-                                 build_s=build_s[n], nvcc_calls=builds[n][2], environment=fp)
+                                 build_s=build_s[n], nvcc_calls=builds[n][2], environment=fp, extra=extra)
         return _with_sides(config, results)
     except Exception as exc:
         tb = traceback.format_exc(limit=3)

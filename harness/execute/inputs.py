@@ -1,0 +1,146 @@
+"""A case's host data: its inputs, its poisoned outputs and its float64 reference, made once per
+(workload, parameters, dtype, seed) in a worker process and reused by every variant and peer of that
+shape.
+
+Drawing random inputs and computing a float64 reference can cost seconds for a large shape (a
+4096^3 matmul reference, 2^28-element vectors), and a suite times several variants and peers of the
+same shape: :func:`case_data` keeps the most recent shapes (up to :data:`CACHE_BYTES` of arrays) and
+hands every case fresh copies of the poisoned outputs, so what one case writes never reaches the
+next one. Kernels and peers work on device copies of the arrays; the cached host inputs are
+read-only (numpy's ``writeable`` flag off), so nothing can change them between cases.
+
+The inputs depend only on the run's seed and the shape (not on the variant), so every variant and
+peer of a shape is checked and timed on the same data, on every worker and rerun.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+__all__ = ["CACHE_BYTES", "CaseData", "case_data", "clear", "data_key", "stats"]
+
+
+def _default_cache_bytes() -> int:
+    """4 GiB, or a quarter of the machine's memory when that is less."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 16 << 30
+    return int(min(4 << 30, total // 4))
+
+
+#: the most bytes of cached host arrays (inputs, output templates and references) a process keeps
+CACHE_BYTES = _default_cache_bytes()
+
+
+@dataclass
+class CaseData:
+    """One case's host arrays. ``args`` are the workload's arguments in order (the inputs shared with
+    other cases of the shape: do not write them; the outputs fresh poisoned copies); ``reference``
+    the float64 reference outputs (shared: do not write). ``inputs_s`` and ``reference_s`` are what
+    making them cost (0 when they came from the cache, ``cached`` then True)."""
+
+    args: List[np.ndarray]
+    reference: List[np.ndarray]
+    inputs_s: float = 0.0
+    reference_s: float = 0.0
+    cached: bool = False
+
+
+@dataclass
+class _Entry:
+    args: List[np.ndarray]
+    outputs: Tuple[int, ...]
+    nbytes: int
+    reference: List[np.ndarray] = field(default_factory=list)
+    has_reference: bool = False
+
+
+_CACHE: "OrderedDict[str, _Entry]" = OrderedDict()
+_STATS = {"hits": 0, "misses": 0}
+
+
+def data_key(workload: str, params: Any, dtype: str, seed: int) -> str:
+    """The cache key of a shape: everything the inputs depend on (not the variant, not the peer)."""
+    return f"{workload}/{params}/{dtype}/{seed}"
+
+
+def _seed(key: str, seed: int) -> int:
+    return (int(seed) << 32) ^ zlib.crc32(key.encode())
+
+
+def _evict(room: int) -> None:
+    total = sum(e.nbytes for e in _CACHE.values())
+    while _CACHE and total + room > CACHE_BYTES:
+        _, old = _CACHE.popitem(last=False)
+        total -= old.nbytes
+
+
+def case_data(workload: Any, case: Any, seed: int, *, reference: bool = True) -> CaseData:
+    """The host data of ``case`` (a harness Case of ``workload``) for the run's ``seed``.
+
+    Parameters
+    ----------
+    workload : kernels.workloads.Workload
+    case : harness.model.Case
+    seed : int
+        The run's seed (MeasureConfig.seed).
+    reference : bool
+        Whether to compute (or reuse) the float64 reference.
+    """
+    params = case.param_dict
+    key = data_key(case.workload, case.params, case.dtype, seed)
+    entry = _CACHE.get(key)
+    out = CaseData(args=[], reference=[])
+    if entry is None:
+        _STATS["misses"] += 1
+        t0 = time.perf_counter()
+        args = workload.make_args(params, case.dtype, np.random.default_rng(_seed(key, seed)))
+        outputs = tuple(workload.outputs)
+        for i, a in enumerate(args):
+            if i not in outputs:
+                a.setflags(write=False)
+        nbytes = sum(a.nbytes for a in args)
+        entry = _Entry(args=args, outputs=outputs, nbytes=nbytes)
+        out.inputs_s = time.perf_counter() - t0
+        _evict(nbytes)
+        _CACHE[key] = entry
+    else:
+        _STATS["hits"] += 1
+        out.cached = True
+        _CACHE.move_to_end(key)
+    if reference and not entry.has_reference:
+        t0 = time.perf_counter()
+        entry.reference = [np.asarray(r) for r in workload.reference(entry.args)]
+        for r in entry.reference:
+            r.setflags(write=False)
+        entry.has_reference = True
+        extra = sum(r.nbytes for r in entry.reference)
+        entry.nbytes += extra
+        out.reference_s = time.perf_counter() - t0
+        out.cached = False
+        _CACHE.pop(key)
+        _evict(entry.nbytes)
+        _CACHE[key] = entry
+    out.args = [a.copy() if i in entry.outputs else a for i, a in enumerate(entry.args)]
+    out.reference = entry.reference if reference else []
+    return out
+
+
+def stats() -> Dict[str, int]:
+    """Cache hits and misses in this process, the shapes kept and their bytes."""
+    return dict(_STATS, entries=len(_CACHE), bytes=sum(e.nbytes for e in _CACHE.values()))
+
+
+def clear() -> None:
+    """Forget every cached shape (and the counts)."""
+    _CACHE.clear()
+    for k in _STATS:
+        _STATS[k] = 0
