@@ -99,6 +99,8 @@ def _check_one(i: int, got: np.ndarray, ref: np.ndarray, rtol: float, atol: floa
             + _unwritten_note(g)
         )
 
+    if _all_close(g, r, rtol, atol):
+        return None
     gf = g.astype(np.float64)
     rf = r.astype(np.float64)
     ref_finite = np.isfinite(rf)
@@ -135,6 +137,36 @@ def _check_one(i: int, got: np.ndarray, ref: np.ndarray, rtol: float, atol: floa
         f"index {_index(flat, g.shape)}: got {_fmt(g.ravel()[flat])}, expected "
         f"{_fmt(r.ravel()[flat])}; {errs} over finite elements{nf}" + _unwritten_note(g)
     )
+
+
+#: elements compared at a time by the fast pass (float64 temporaries of a few MiB stay in cache)
+CHUNK = 1 << 19
+
+
+def _all_close(g: np.ndarray, r: np.ndarray, rtol: float, atol: float) -> bool:
+    """Whether every element passes, by the rules above, in chunks (about 10x faster than whole-
+    array passes on 10^8 elements); the detailed message is only worked out when this says no."""
+    gflat, rflat = g.reshape(-1), r.reshape(-1)
+    for start in range(0, gflat.size, CHUNK):
+        gf = gflat[start:start + CHUNK].astype(np.float64)
+        rf = rflat[start:start + CHUNK].astype(np.float64, copy=False)
+        with np.errstate(invalid="ignore", over="ignore"):
+            tol = np.abs(rf)
+            tol *= rtol
+            tol += atol
+            diff = np.subtract(gf, rf)
+            np.abs(diff, out=diff)
+            # False wherever either side is not finite: a NaN difference, or an infinite
+            # reference (whose tolerance is infinite too) — those go to the exact rules below
+            ok = diff <= tol
+            ok &= np.isfinite(tol)
+        if not ok.all():
+            bad = ~ok
+            gb, rb = gf[bad], rf[bad]
+            special = (np.isnan(rb) & np.isnan(gb)) | (np.isinf(rb) & (gb == rb))
+            if not special.all():
+                return False
+    return True
 
 
 def _unwritten_note(g: np.ndarray) -> str:

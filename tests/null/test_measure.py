@@ -306,3 +306,41 @@ def test_derived_by_hand():
     nan = Timing(samples=(), median=float("nan"))
     assert derived(nan, 1.0, 1.0, peaks) == {"gbps": None, "gflops": None, "pct_peak_bw": None,
                                              "pct_peak_flops": None}
+
+
+def test_chunked_check_agrees_with_the_elementwise_rule(monkeypatch):
+    """check_outputs' fast chunked pass gives the verdict of the rule applied element by element
+    (finite pairs within atol + rtol * |ref|; NaN only against NaN; an infinity only against the same
+    infinity), on arrays mixing every kind of value, across chunk borders."""
+    import harness.execute.check as chk
+
+    monkeypatch.setattr(chk, "CHUNK", 7)  # many chunks, borders everywhere
+    rng = np.random.default_rng(11)
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, 1.0])
+
+    def rule(g, r, rtol, atol):
+        for gv, rv in zip(g.astype(np.float64), r):
+            if np.isnan(rv):
+                if not np.isnan(gv):
+                    return False
+            elif np.isinf(rv):
+                if gv != rv:
+                    return False
+            elif not (np.isfinite(gv) and abs(gv - rv) <= atol + rtol * abs(rv)):
+                return False
+        return True
+
+    for trial in range(300):
+        n = int(rng.integers(1, 40))
+        ref = rng.uniform(-2, 2, n)
+        got = (ref * (1 + rng.normal(0, 1e-6, n))).astype(np.float32)
+        for _ in range(int(rng.integers(0, 3))):  # a few special values, on one side or both
+            k = int(rng.integers(0, n))
+            v = specials[int(rng.integers(0, len(specials)))]
+            side = int(rng.integers(0, 3))
+            if side != 1:
+                ref[k] = v
+            if side != 0:
+                got[k] = v
+        ok, msg = chk.check_outputs([got], [ref], 1e-5, 1e-6)
+        assert ok == rule(got, ref, 1e-5, 1e-6), (trial, got, ref, msg)
