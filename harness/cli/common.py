@@ -160,8 +160,8 @@ def progress_display(title: str = "cases built + checked + measured"):
                                   f"{fmt_time(r.timing.median if r.timing else None)}"
                                   for side, r in sides.items())
                 phases = phases_text(payload)
-                tail = f"  {phases}" if phases else ""
-                progress.console.print(f"ok {escape(payload.case.key)} {times}{tail}", highlight=False)
+                tail = f"  {escape(phases)}" if phases else ""
+                progress.console.print(f"ok {escape(payload.case.key)} {times}{tail}", highlight=False, soft_wrap=True)
 
     return progress, on_event
 

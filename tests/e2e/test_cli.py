@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import json
 import sqlite3
 import subprocess
 import sys
@@ -26,7 +27,11 @@ def test_run_local_show_export_resume(tmp_path):
     r = kbench("run", "suites/smoke.toml", "--executor", "local", "--db", db)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "run 1: ok 3" in r.stdout and str(db) in r.stdout
+    # each case's line says where its wall time went (not a terminal: one line per case)
+    assert (r.stdout + r.stderr).count("[inputs ") == 3, r.stdout + r.stderr
     con = sqlite3.connect(db)
+    phases = [json.loads(x)["phases_s"] for (x,) in con.execute("select extra from results")]
+    assert len(phases) == 3 and all(p["measure"] > 0 and p["inputs"] >= 0 for p in phases)
     rows = con.execute("select outcome, n_samples, median_s from results").fetchall()
     assert len(rows) == 3 and all(o == "ok" and n >= 3 and m > 0 for o, n, m in rows)
     assert con.execute("select count(*) from samples").fetchone()[0] == sum(n for _, n, _ in rows)
