@@ -161,7 +161,8 @@ def progress_display(title: str = "cases built + checked + measured"):
                                   for side, r in sides.items())
                 phases = phases_text(payload)
                 tail = f"  {escape(phases)}" if phases else ""
-                progress.console.print(f"ok {escape(payload.case.key)} {times}{tail}", highlight=False, soft_wrap=True)
+                progress.console.print(f"ok {escape(payload.case.key)} {times}{tail}", highlight=False,
+                                       soft_wrap=True)
 
     return progress, on_event
 
