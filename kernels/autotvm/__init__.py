@@ -1,15 +1,26 @@
-"""``tvm.autotvm``: schedule templates with knobs, on kbench's tuning engine (kernels.tuning).
+"""``tvm.autotvm``: schedule templates with knobs and their tuning, on kbench's tuning engine
+(:mod:`kernels.tuning`).
 
-``@autotvm.template(name)``, ``autotvm.get_config()``, ``cfg.define_knob`` / ``define_split``,
-``autotvm.task.create(name, args=..., target=...)`` (``config_space``, ``workload``, ``flop``,
-``instantiate``) and ``autotvm.ApplyConfig``.
+Templates: ``@autotvm.template(name)``, ``autotvm.get_config()``, ``cfg.define_knob`` /
+``define_split``, ``autotvm.task.create(name, args=..., target=...)`` (``config_space``, ``workload``,
+``flop``, ``instantiate``), ``autotvm.ApplyConfig``. Tuning: ``autotvm.measure_option(builder="local",
+runner=autotvm.LocalRunner(number=..., repeat=...))``, ``autotvm.tuner.{GridSearchTuner,
+RandomTuner, XGBTuner}(task).tune(n_trial, measure_option, early_stopping, callbacks)``,
+``autotvm.callback.{log_to_file, progress_bar}``, ``autotvm.apply_history_best(log)`` (a context
+manager with ``.query(target, workload)``) and ``autotvm.record`` (``load_from_file``, ``pick_best``).
 """
 
 from __future__ import annotations
 
+from ..tuning import callback, record
+from ..tuning.measure import (LocalBuilder, LocalRunner, MeasureErrorNo, MeasureInput, MeasureResult,
+                              measure_option)
+from ..tuning.record import ApplyHistoryBest, apply_history_best
 from ..tuning.space import ConfigEntity, ConfigSpace, FallbackConfigEntity
 from ..tuning.task import ApplyConfig, DispatchContext, FallbackContext, get_config, template
-from . import task
+from . import task, tuner
 
-__all__ = ["template", "get_config", "task", "ConfigSpace", "ConfigEntity", "FallbackConfigEntity",
-           "ApplyConfig", "DispatchContext", "FallbackContext"]
+__all__ = ["template", "get_config", "task", "tuner", "callback", "record", "ConfigSpace", "ConfigEntity",
+           "FallbackConfigEntity", "ApplyConfig", "DispatchContext", "FallbackContext", "LocalBuilder",
+           "LocalRunner", "MeasureErrorNo", "MeasureInput", "MeasureResult", "measure_option",
+           "ApplyHistoryBest", "apply_history_best"]

@@ -1,0 +1,313 @@
+"""Building and running candidates: the measuring half of the tuning engine.
+
+A candidate is a :class:`MeasureInput` (target, task, configuration). The builder instantiates the
+task's template under the configuration and builds it (lowering in Python, nvcc for CUDA) — several
+at once in threads, since nvcc runs as a subprocess; the runner loads each built module on the
+device, fills its arguments with random data, optionally checks its outputs against a reference
+build and times it with the runtime's ``time_evaluator`` (``number`` launches per repeat, the mean
+of each repeat is one cost). Every failure becomes a :class:`MeasureResult` with an error number
+(autotvm's :class:`MeasureErrorNo`) and a message: a search never stops on a bad candidate.
+
+``measure_option(builder, runner)`` bundles the two, as autotvm's does; ``builder="local"`` and
+``runner=LocalRunner(...)`` are the in-process pair. A harness (``kbench tune``) can pass its own
+runner object with the same ``run(inputs, build_results)`` method (for example one that times with
+its own measurement method on GPU workers).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+__all__ = ["MeasureErrorNo", "MeasureInput", "MeasureResult", "BuildResult", "LocalBuilder", "LocalRunner",
+           "measure_option", "create_measure_batch", "random_args"]
+
+logger = logging.getLogger("autotvm")
+
+
+class MeasureErrorNo(enum.IntEnum):
+    """Why a candidate has no time (autotvm's numbering, kept for its log files)."""
+
+    NO_ERROR = 0
+    INSTANTIATION_ERROR = 1
+    COMPILE_HOST = 2
+    COMPILE_DEVICE = 3
+    RUNTIME_DEVICE = 4
+    WRONG_ANSWER = 5
+    BUILD_TIMEOUT = 6
+    RUN_TIMEOUT = 7
+    UNKNOWN_ERROR = 8
+
+
+@dataclass(frozen=True)
+class MeasureInput:
+    """One candidate: ``task`` under ``config`` for ``target``."""
+
+    target: Any
+    task: Any
+    config: Any
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """What measuring a candidate gave: ``costs`` (seconds, one per repeat; on an error, the error
+    message as the only element, as autotvm stores it), ``error_no``, ``all_cost`` (seconds the
+    build and run took) and ``timestamp``."""
+
+    costs: Tuple[Any, ...]
+    error_no: int
+    all_cost: float
+    timestamp: float
+
+    @property
+    def ok(self) -> bool:
+        return self.error_no == MeasureErrorNo.NO_ERROR
+
+    @property
+    def mean(self) -> float:
+        """Mean cost in seconds; infinity for a failed candidate."""
+        return float(np.mean(self.costs)) if self.ok else float("inf")
+
+
+@dataclass
+class BuildResult:
+    """A built candidate: the module and its argument tensors (shapes, dtypes), or an error."""
+
+    module: Any = None
+    args: Tuple[Any, ...] = ()
+    error_no: int = MeasureErrorNo.NO_ERROR
+    error: str = ""
+    time_cost: float = 0.0
+
+
+def _classify_build_error(exc: BaseException) -> int:
+    from ..errors import BuildError
+
+    if isinstance(exc, BuildError):
+        return MeasureErrorNo.COMPILE_DEVICE
+    return MeasureErrorNo.INSTANTIATION_ERROR
+
+
+class LocalBuilder:
+    """Build candidates in this process, ``n_parallel`` at a time (threads: the native compilers run
+    as subprocesses). ``timeout`` seconds per candidate: a build that takes longer is reported as
+    BUILD_TIMEOUT (its thread finishes in the background; its result is dropped)."""
+
+    def __init__(self, timeout: float = 10.0, n_parallel: Optional[int] = None, build_func: str = "default"):
+        if build_func not in ("default", "ndk"):
+            raise ValueError(f"LocalBuilder: build_func {build_func!r} is not supported (use 'default')")
+        if build_func == "ndk":
+            raise ValueError("LocalBuilder: build_func 'ndk' (Android) is outside kbench's scope")
+        import os
+
+        self.timeout = float(timeout)
+        self.n_parallel = int(n_parallel or max(1, (os.cpu_count() or 2)))
+
+    @staticmethod
+    def build_one(inp: MeasureInput) -> BuildResult:
+        from .. import build as _build
+
+        t0 = time.perf_counter()
+        try:
+            sch, args = inp.task.instantiate(inp.config)
+        except Exception as exc:  # a configuration the template refuses
+            return BuildResult(error_no=MeasureErrorNo.INSTANTIATION_ERROR,
+                               error=f"{type(exc).__name__}: {exc}", time_cost=time.perf_counter() - t0)
+        try:
+            with inp.target:
+                module = _build(sch, args, inp.target)
+        except Exception as exc:
+            return BuildResult(error_no=_classify_build_error(exc), error=f"{type(exc).__name__}: {exc}",
+                               time_cost=time.perf_counter() - t0)
+        return BuildResult(module=module, args=tuple(args), time_cost=time.perf_counter() - t0)
+
+    def build(self, inputs: Sequence[MeasureInput]) -> List[BuildResult]:
+        out: List[BuildResult] = []
+        with ThreadPoolExecutor(max_workers=self.n_parallel) as pool:
+            futures = [pool.submit(self.build_one, inp) for inp in inputs]
+            for fut in futures:
+                try:
+                    out.append(fut.result(timeout=self.timeout))
+                except TimeoutError:
+                    out.append(BuildResult(error_no=MeasureErrorNo.BUILD_TIMEOUT,
+                                           error=f"build took longer than {self.timeout:g} s"))
+                except Exception as exc:  # pragma: no cover - build_one catches what it can
+                    out.append(BuildResult(error_no=MeasureErrorNo.UNKNOWN_ERROR,
+                                           error=f"{type(exc).__name__}: {exc}"))
+        return out
+
+
+def random_args(tensors: Sequence[Any], rng: np.random.Generator) -> List[np.ndarray]:
+    """Random host arrays for a candidate's argument tensors (floats in [0, 1), small integers)."""
+    out = []
+    for t in tensors:
+        shape = tuple(int(d) for d in t.shape)
+        dt = np.dtype(str(t.dtype)) if str(t.dtype) not in ("int4", "int1", "uint1") else np.dtype("int32")
+        if dt.kind == "f":
+            out.append(rng.uniform(size=shape).astype(dt))
+        elif dt.kind in "iu":
+            lo, hi = (0, 8) if dt.kind == "u" else (-8, 8)
+            out.append(rng.integers(lo, hi, size=shape).astype(dt))
+        else:
+            out.append(np.zeros(shape, dt))
+    return out
+
+
+def _device_of(target) -> Any:
+    from ..runtime import device as _device
+
+    kind = getattr(target, "kind", None)
+    kind = getattr(kind, "name", kind) or str(target).split()[0]
+    return {"c": _device.cpu, "llvm": _device.cpu, "opencl": _device.opencl, "cuda": _device.cuda}[kind](0)
+
+
+class LocalRunner:
+    """Run built candidates on this machine's device for the task's target.
+
+    Parameters
+    ----------
+    number : int
+        Launches per repeat (their mean is one cost).
+    repeat : int
+        Costs per candidate.
+    min_repeat_ms : float
+        Raise ``number`` until a repeat takes at least this long (0: keep it).
+    timeout : float
+        Seconds a candidate may take to run all its repeats; longer is RUN_TIMEOUT.
+    check_correctness : bool
+        Compare every candidate's outputs with the task's reference build (the template's first
+        configuration, built and run once per task); a mismatch is WRONG_ANSWER.
+    """
+
+    def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: float = 0, timeout: float = 10,
+                 cooldown_interval: float = 0.0, enable_cpu_cache_flush: bool = False,
+                 check_correctness: bool = False):
+        if number < 1 or repeat < 1:
+            raise ValueError(f"LocalRunner: number and repeat must be >= 1, got {number} and {repeat}")
+        self.number, self.repeat = int(number), int(repeat)
+        self.min_repeat_ms = float(min_repeat_ms)
+        self.timeout = float(timeout)
+        self.cooldown_interval = float(cooldown_interval)
+        self.check_correctness = bool(check_correctness)
+        self._references: dict = {}
+
+    def _reference(self, task, target, rng_seed: int) -> Optional[List[np.ndarray]]:
+        key = (task.workload, str(target))
+        if key not in self._references:
+            first = LocalBuilder.build_one(MeasureInput(target, task, task.config_space.get(0)))
+            if first.module is None:
+                self._references[key] = None
+            else:
+                arrays = self._run_once(first, target, rng_seed)
+                self._references[key] = arrays
+        return self._references[key]
+
+    @staticmethod
+    def _run_once(built: BuildResult, target, seed: int) -> List[np.ndarray]:
+        from ..runtime.ndarray import array as nd_array
+
+        dev = _device_of(target)
+        host = random_args(built.args, np.random.default_rng(seed))
+        nd = [nd_array(a, dev) for a in host]
+        built.module(*nd)
+        return [x.numpy() for x in nd]
+
+    def run(self, inputs: Sequence[MeasureInput],
+            build_results: Sequence[BuildResult]) -> List[MeasureResult]:
+        from ..runtime.ndarray import array as nd_array
+
+        out: List[MeasureResult] = []
+        for inp, built in zip(inputs, build_results):
+            t0 = time.perf_counter()
+            if built.module is None:
+                out.append(MeasureResult((built.error,), int(built.error_no), built.time_cost, time.time()))
+                continue
+            try:
+                dev = _device_of(inp.target)
+                host = random_args(built.args, np.random.default_rng(0))
+                nd = [nd_array(a, dev) for a in host]
+                if self.check_correctness:
+                    ref = self._reference(inp.task, inp.target, 0)
+                    built.module(*nd)
+                    got = [x.numpy() for x in nd]
+                    if ref is not None and not all(_close(g, r) for g, r in zip(got, ref)):
+                        out.append(MeasureResult(("the outputs differ from the reference configuration's",),
+                                                 int(MeasureErrorNo.WRONG_ANSWER),
+                                                 built.time_cost + time.perf_counter() - t0, time.time()))
+                        continue
+                number = self.number
+                f = built.module.time_evaluator(built.module.entry_name, dev, number=number, repeat=1)
+                if self.min_repeat_ms > 0:
+                    while f(*nd).mean * number * 1e3 < self.min_repeat_ms and number < 1 << 20:
+                        number *= 2
+                        f = built.module.time_evaluator(built.module.entry_name, dev, number=number, repeat=1)
+                costs = []
+                for _ in range(self.repeat):
+                    costs.append(float(f(*nd).mean))
+                    if time.perf_counter() - t0 > self.timeout:
+                        raise TimeoutError(f"running took longer than {self.timeout:g} s")
+                out.append(MeasureResult(tuple(costs), int(MeasureErrorNo.NO_ERROR),
+                                         built.time_cost + time.perf_counter() - t0, time.time()))
+            except TimeoutError as exc:
+                out.append(MeasureResult((str(exc),), int(MeasureErrorNo.RUN_TIMEOUT),
+                                         built.time_cost + time.perf_counter() - t0, time.time()))
+            except Exception as exc:
+                logger.debug("candidate %s failed to run:\n%s", inp.config, traceback.format_exc(limit=3))
+                out.append(MeasureResult((f"{type(exc).__name__}: {exc}",),
+                                         int(MeasureErrorNo.RUNTIME_DEVICE),
+                                         built.time_cost + time.perf_counter() - t0, time.time()))
+            if self.cooldown_interval:
+                time.sleep(self.cooldown_interval)
+        return out
+
+
+def _close(got: np.ndarray, ref: np.ndarray) -> bool:
+    if got.dtype.kind in "iub":
+        return bool(np.array_equal(got, ref))
+    return bool(np.allclose(got.astype(np.float64), ref.astype(np.float64), rtol=1e-3, atol=1e-3))
+
+
+@dataclass
+class MeasureOption:
+    """What ``measure_option`` returns: a builder and a runner (also readable as a dict)."""
+
+    builder: Any
+    runner: Any
+    extra: dict = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return {"builder": self.builder, "runner": self.runner}[key]
+
+
+def measure_option(builder: Any = "local", runner: Any = None, **kwargs) -> MeasureOption:
+    """The builder and runner a tuner measures with (``builder="local"`` is :class:`LocalBuilder`,
+    ``runner`` defaults to ``LocalRunner()``)."""
+    if isinstance(builder, str):
+        if builder != "local":
+            raise ValueError(f"measure_option: builder {builder!r} is not supported; use 'local' or a "
+                             "builder object")
+        builder = LocalBuilder()
+    if runner is None or runner == "local":
+        runner = LocalRunner()
+    elif isinstance(runner, str):
+        raise ValueError(f"measure_option: runner {runner!r} is not supported; use LocalRunner(...) or a "
+                         "runner object (RPC runners are outside kbench's scope)")
+    return MeasureOption(builder, runner, dict(kwargs))
+
+
+def create_measure_batch(task: Any,
+                         option: MeasureOption) -> Callable[[Sequence[MeasureInput]], List[MeasureResult]]:
+    """``measure(inputs) -> results``: build then run a batch of candidates."""
+
+    def measure(inputs: Sequence[MeasureInput]) -> List[MeasureResult]:
+        built = option.builder.build(inputs)
+        return option.runner.run(inputs, built)
+
+    return measure

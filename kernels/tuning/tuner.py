@@ -1,0 +1,295 @@
+"""Search strategies over a task's configuration space: grid, random, and a cost-model-guided one.
+
+A tuner proposes batches of configurations (``next_batch``), measures them with the engine's
+builder and runner (:mod:`kernels.tuning.measure`), learns from the results (``update``) and keeps
+the best. ``tune(n_trial, measure_option, early_stopping, callbacks)`` is autotvm's loop: callbacks
+see every batch (``log_to_file`` writes the records, ``progress_bar`` prints the best so far).
+
+:class:`ModelTuner` (``XGBTuner``) fits a gradient-boosted regression (xgboost) of each measured
+configuration's throughput on its knob values after every batch, then proposes the next batch by
+simulated annealing on the model's predictions over unmeasured points, keeping only candidates that
+differ from the ones already picked (a diversity filter on their knob values), with a share of
+random points so that the model keeps seeing new regions.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Callable, List, Optional, Sequence, Set
+
+import numpy as np
+
+from .measure import MeasureInput, MeasureOption, MeasureResult, create_measure_batch
+
+__all__ = ["Tuner", "GridSearchTuner", "RandomTuner", "ModelTuner", "XGBTuner"]
+
+logger = logging.getLogger("autotvm")
+
+
+class Tuner:
+    """The tuning loop; subclasses say which configurations come next."""
+
+    def __init__(self, task: Any, **kwargs):
+        self.task = task
+        self.space = task.config_space
+        self.best_config = None
+        self.best_flops = 0.0
+        self.best_measure_pair = None
+        self.best_iter = 0
+        self.visited: Set[int] = set()
+        self.xs: List[int] = []
+        self.ys: List[float] = []
+        self.flops_history: List[float] = []
+        self.param = dict(kwargs)
+
+    # -- to implement -------------------------------------------------------------------------
+    def next_batch(self, batch_size: int) -> List[Any]:
+        raise NotImplementedError
+
+    def has_next(self) -> bool:
+        return len(self.visited) < len(self.space)
+
+    def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+        for inp, res in zip(inputs, results):
+            self.xs.append(inp.config.index)
+            self.ys.append(self._flops(res))
+
+    # -- the loop -----------------------------------------------------------------------------
+    def _flops(self, res: MeasureResult) -> float:
+        return self.task.flop / res.mean if res.ok and res.mean > 0 else 0.0
+
+    def tune(self, n_trial: int, measure_option: MeasureOption, early_stopping: Optional[int] = None,
+             callbacks: Sequence[Callable] = (), si_prefix: str = "G") -> None:
+        """Measure up to ``n_trial`` configurations (fewer when the space is smaller), in batches;
+        stop early after ``early_stopping`` trials without a better one."""
+        measure = create_measure_batch(self.task, measure_option)
+        n_parallel = getattr(measure_option.builder, "n_parallel", 1) or 1
+        batch = max(1, min(64, getattr(self, "plan_size", n_parallel) or n_parallel))
+        trial = 0
+        early = early_stopping if early_stopping is not None else int(1e9)
+        while trial < n_trial and self.has_next():
+            configs = self.next_batch(min(batch, n_trial - trial))
+            if not configs:
+                break
+            inputs = [MeasureInput(self.task.target, self.task, c) for c in configs]
+            results = measure(inputs)
+            for k, (inp, res) in enumerate(zip(inputs, results)):
+                flops = self._flops(res)
+                if flops > self.best_flops:
+                    self.best_flops, self.best_config = flops, inp.config
+                    self.best_measure_pair, self.best_iter = (inp, res), trial + k
+                logger.debug("No: %d\t%sFLOPS: %.2f/%.2f\tresult: %s\t%s", trial + k + 1, si_prefix,
+                             flops / 1e9, self.best_flops / 1e9, res, inp.config)
+                self.flops_history.append(self.best_flops)
+            trial += len(results)
+            self.update(inputs, results)
+            for cb in callbacks:
+                cb(self, inputs, results)
+            if trial - self.best_iter >= early:
+                logger.debug("early stopped at trial %d (best at %d)", trial, self.best_iter)
+                break
+
+    def reset(self) -> None:
+        self.__init__(self.task, **self.param)
+
+
+class GridSearchTuner(Tuner):
+    """Every configuration in index order."""
+
+    def __init__(self, task: Any, **kwargs):
+        super().__init__(task, **kwargs)
+        self.counter = 0
+
+    def next_batch(self, batch_size: int) -> List[Any]:
+        out = []
+        while len(out) < batch_size and self.counter < len(self.space):
+            if self.counter not in self.visited:
+                self.visited.add(self.counter)
+                out.append(self.space.get(self.counter))
+            self.counter += 1
+        return out
+
+
+class RandomTuner(Tuner):
+    """Configurations in a random order, none twice (``seed`` fixes the order)."""
+
+    def __init__(self, task: Any, range_idx: Optional[Sequence[int]] = None, seed: Optional[int] = None,
+                 **kwargs):
+        super().__init__(task, range_idx=range_idx, seed=seed, **kwargs)
+        lo, hi = (0, len(self.space)) if range_idx is None else (int(range_idx[0]), int(range_idx[1]) + 1)
+        self.order = np.random.default_rng(seed).permutation(np.arange(lo, hi))
+        self.counter = 0
+
+    def has_next(self) -> bool:
+        return self.counter < len(self.order)
+
+    def next_batch(self, batch_size: int) -> List[Any]:
+        out = []
+        while len(out) < batch_size and self.counter < len(self.order):
+            i = int(self.order[self.counter])
+            self.counter += 1
+            if i not in self.visited:
+                self.visited.add(i)
+                out.append(self.space.get(i))
+        return out
+
+
+def _knob_features(space: Any, index: int) -> np.ndarray:
+    """A configuration's features: each knob's value (numbers as log2, other values by position)."""
+    point = space.get(index)
+    feats: List[float] = []
+    for name, sp in space.space_map.items():
+        e = point._entity_map[name]
+        vals = getattr(e, "size", None)
+        if vals is None:
+            vals = [getattr(e, "val", e)]
+        for v in vals:
+            if isinstance(v, bool):
+                feats.append(float(v))
+            elif isinstance(v, (int, float)) and v > 0:
+                feats.append(math.log2(v))
+            elif isinstance(v, (int, float)):
+                feats.append(float(v))
+            else:
+                candidates = sp.values()
+                feats.append(float(candidates.index(v)) if v in candidates else -1.0)
+    return np.asarray(feats, dtype=np.float64)
+
+
+class ModelTuner(Tuner):
+    """Cost-model-guided search (see the module docstring).
+
+    Parameters
+    ----------
+    plan_size : int
+        Configurations per batch; the model is refit after each.
+    n_sa_iter, sa_chains : int
+        Simulated-annealing steps and parallel chains per proposal.
+    diversity : int
+        A proposed point must differ from the already chosen ones in at least this many knobs.
+    epsilon : float
+        Share of each batch taken at random.
+    """
+
+    def __init__(self, task: Any, plan_size: int = 64, n_sa_iter: int = 200, sa_chains: int = 64,
+                 diversity: int = 1, epsilon: float = 0.05, seed: Optional[int] = None, **kwargs):
+        super().__init__(task, plan_size=plan_size, n_sa_iter=n_sa_iter, sa_chains=sa_chains,
+                         diversity=diversity, epsilon=epsilon, seed=seed, **kwargs)
+        self.plan_size = int(plan_size)
+        self.n_sa_iter, self.sa_chains = int(n_sa_iter), int(sa_chains)
+        self.diversity, self.epsilon = int(diversity), float(epsilon)
+        self.rng = np.random.default_rng(seed)
+        self.model = None
+        self.dims = [len(sp) for sp in self.space.space_map.values()]
+        self._feature_cache: dict = {}
+
+    # model ---------------------------------------------------------------------------------
+    def _fit(self) -> None:
+        ok = [(x, y) for x, y in zip(self.xs, self.ys)]
+        if len(ok) < 8 or max(y for _, y in ok) <= 0:
+            self.model = None
+            return
+        import xgboost as xgb
+
+        X = np.stack([self._features(x) for x, _ in ok])
+        best = max(y for _, y in ok)
+        y = np.asarray([v / best for _, v in ok])  # throughput relative to the best; failures 0
+        params = {"max_depth": 4, "eta": 0.2, "min_child_weight": 1, "subsample": 1.0, "nthread": 1,
+                  "seed": int(self.rng.integers(1 << 30)), "verbosity": 0, "objective": "reg:squarederror"}
+        self.model = xgb.train(params, xgb.DMatrix(X, label=y), num_boost_round=120)
+
+    def _features(self, index: int) -> np.ndarray:
+        got = self._feature_cache.get(index)
+        if got is None:
+            got = self._feature_cache[index] = _knob_features(self.space, index)
+        return got
+
+    def _predict(self, indices: Sequence[int]) -> np.ndarray:
+        import xgboost as xgb
+
+        X = np.stack([self._features(int(i)) for i in indices])
+        return self.model.predict(xgb.DMatrix(X))
+
+    # proposals -------------------------------------------------------------------------------
+    def _coords(self, index: int) -> List[int]:
+        out, rest = [], index
+        for d in self.dims:
+            out.append(rest % d)
+            rest //= d
+        return out
+
+    def _index(self, coords: Sequence[int]) -> int:
+        index, stride = 0, 1
+        for c, d in zip(coords, self.dims):
+            index += c * stride
+            stride *= d
+        return index
+
+    def _neighbour(self, index: int) -> int:
+        coords = self._coords(index)
+        k = int(self.rng.integers(len(self.dims)))
+        if self.dims[k] > 1:
+            coords[k] = int((coords[k] + self.rng.integers(1, self.dims[k])) % self.dims[k])
+        return self._index(coords)
+
+    def _anneal(self, want: int) -> List[int]:
+        n = len(self.space)
+        points = [int(i) for i in self.rng.integers(n, size=min(self.sa_chains, n))]
+        scores = self._predict(points)
+        seen = {}
+        for p, s in zip(points, scores):
+            seen[p] = float(s)
+        temp = 1.0
+        for step in range(self.n_sa_iter):
+            cand = [self._neighbour(p) for p in points]
+            cs = self._predict(cand)
+            for j, (c, s) in enumerate(zip(cand, cs)):
+                seen[c] = float(s)
+                if s >= scores[j] or self.rng.random() < math.exp((s - scores[j]) / max(temp, 1e-6)):
+                    points[j], scores[j] = c, s
+            temp = max(0.0, 1.0 - (step + 1) / self.n_sa_iter)
+        ranked = sorted((i for i in seen if i not in self.visited), key=lambda i: -seen[i])
+        chosen: List[int] = []
+        for i in ranked:
+            ci = self._coords(i)
+            if all(sum(a != b for a, b in zip(ci, self._coords(j))) >= self.diversity for j in chosen):
+                chosen.append(i)
+            if len(chosen) >= want:
+                break
+        return chosen
+
+    def next_batch(self, batch_size: int) -> List[Any]:
+        n = len(self.space)
+        out: List[int] = []
+        if self.model is not None:
+            n_model = batch_size - int(round(self.epsilon * batch_size))
+            out = self._anneal(n_model)
+        while len(out) < batch_size and len(self.visited) + len(out) < n:
+            i = int(self.rng.integers(n))
+            if i not in self.visited and i not in out:
+                out.append(i)
+        for i in out:
+            self.visited.add(i)
+        return [self.space.get(i) for i in out]
+
+    def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+        super().update(inputs, results)
+        self._fit()
+
+
+class XGBTuner(ModelTuner):
+    """autotvm's XGBTuner: the cost-model tuner with an xgboost model on knob features
+    (``feature_type="knob"``; the loop-feature models are not provided)."""
+
+    def __init__(self, task: Any, plan_size: int = 64, feature_type: str = "knob", loss_type: str = "rank",
+                 num_threads: Optional[int] = None, optimizer: str = "sa", diversity_filter_ratio=None,
+                 log_interval: int = 50, seed: Optional[int] = None, **kwargs):
+        if feature_type not in ("knob", "itervar", "curve"):
+            raise ValueError(f"XGBTuner: unknown feature_type {feature_type!r}")
+        if optimizer != "sa":
+            raise ValueError(f"XGBTuner: optimizer {optimizer!r} is not supported (use 'sa')")
+        if feature_type != "knob":
+            logger.debug("XGBTuner: feature_type %r uses the knob features", feature_type)
+        super().__init__(task, plan_size=plan_size, seed=seed, **kwargs)
+        self.feature_type, self.loss_type = feature_type, loss_type
