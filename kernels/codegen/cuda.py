@@ -6,6 +6,7 @@ from typing import Optional
 
 from ..errors import BuildError
 from ..tir.expr import Call, IntImm
+from ..tir.stmt import AttrStmt
 from .c_family import CFamilyCodegen
 
 HEADER = """#ifdef _WIN32
@@ -22,6 +23,10 @@ HEADER = """#ifdef _WIN32
   #define uint64_t unsigned long long
 #endif
 """
+
+
+#: attributes kernels.lower.tensor_core puts on fragments and the shared tiles they load from
+_FRAGMENT_ATTRS = ("fragment_shape", "fragment_layout", "storage_alignment")
 
 
 class CUDACodegen(CFamilyCodegen):
@@ -60,8 +65,69 @@ class CUDACodegen(CFamilyCodegen):
         fn = "min" if type(e).__name__ == "Min" else "max"
         return f"{fn}({self.expr(e.a)}, {self.expr(e.b)})"
 
+    # -- tensor cores (kernels.lower.tensor_core): WMMA fragments and their operations ------------
+    _FRAGMENT_KINDS = {"wmma.matrix_a": "matrix_a", "wmma.matrix_b": "matrix_b",
+                       "wmma.accumulator": "accumulator"}
+
+    def stmt(self, s, ind: int) -> None:
+        if isinstance(s, AttrStmt) and s.attr_key in _FRAGMENT_ATTRS:
+            info = self.__dict__.setdefault("fragment_info", {})
+            info.setdefault(s.node, {})[s.attr_key] = getattr(s.value, "value", s.value)
+            self.stmt(s.body, ind)
+            return
+        super().stmt(s, ind)
+
+    def allocate(self, s, ind: int) -> None:
+        b = s.buffer
+        info = self.__dict__.get("fragment_info", {}).get(b.data, {})
+        kind = self._FRAGMENT_KINDS.get(b.scope)
+        if kind is None and b.scope == "shared" and "storage_alignment" in info:
+            name = self.buffer_name(b)
+            self.emit(ind, self.aligned_array(self.shared_qualifier, self.type_str(b.dtype), name,
+                                              s.extent.value, int(info["storage_alignment"])))
+            self.stmt(s.body, ind)
+            return
+        if kind is None:
+            super().allocate(s, ind)
+            return
+        self.__dict__["uses_wmma"] = True
+        m, n, k = (int(x) for x in str(info["fragment_shape"]).split(","))
+        t = self.type_str(b.dtype)
+        args = f"nvcuda::wmma::{kind}, {m}, {n}, {k}, {t}"
+        if kind != "accumulator":
+            args += f", nvcuda::wmma::{info.get('fragment_layout', 'row_major')}"
+        self.__dict__.setdefault("fragment_names", {})[b.data] = self.buffer_name(b)
+        self.emit(ind, f"nvcuda::wmma::fragment<{args}> {self.buffer_name(b)}[{s.extent.value}];")
+        self.stmt(s.body, ind)
+
+    def _frag(self, e) -> str:
+        names = self.__dict__.get("fragment_names", {})
+        if e not in names:
+            raise BuildError(f"WMMA operation on {e}, which is not a fragment in scope")
+        return names[e]
+
+    def _wmma_call(self, e: Call) -> Optional[str]:
+        name, a = e.op.name, e.args
+        if name == "tir.tvm_fill_fragment":
+            return f"nvcuda::wmma::fill_fragment({self._frag(a[0])}[{self.expr(a[4])}], {self.expr(a[5])})"
+        if name == "tir.tvm_load_matrix_sync":
+            return (f"nvcuda::wmma::load_matrix_sync({self._frag(a[0])}[{self.expr(a[4])}], "
+                    f"{self.expr(a[5])}, {self.expr(a[6])})")
+        if name == "tir.tvm_mma_sync":
+            d, a_, b_, c = (f"{self._frag(a[i])}[{self.expr(a[i + 1])}]" for i in (0, 2, 4, 6))
+            return f"nvcuda::wmma::mma_sync({d}, {a_}, {b_}, {c})"
+        if name == "tir.tvm_store_matrix_sync":
+            layout = a[7].value if hasattr(a[7], "value") else "row_major"
+            frag = f"{self._frag(a[0])}[{self.expr(a[4])}]"
+            return (f"nvcuda::wmma::store_matrix_sync({self.expr(a[5])}, {frag}, {self.expr(a[6])}, "
+                    f"nvcuda::wmma::mem_{layout})")
+        return None
+
     def dialect_call(self, e: Call) -> str:
         name = e.op.name
+        wmma = self._wmma_call(e)
+        if wmma is not None:
+            return wmma
         if name in ("tir.cuda.shfl_down", "tir.cuda.shfl"):
             fn = "__shfl_down_sync" if name.endswith("down") else "__shfl_sync"
             return f"{fn}({', '.join(self.expr(a) for a in e.args)})"
@@ -69,6 +135,8 @@ class CUDACodegen(CFamilyCodegen):
 
     def header(self) -> str:
         out = HEADER
+        if self.__dict__.get("uses_wmma"):
+            out = "#include <mma.h>\n" + out
         if "float16" in self.uses_dtypes:
             out = "#include <cuda_fp16.h>\n" + out
         return out

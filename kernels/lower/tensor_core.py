@@ -1,0 +1,506 @@
+"""The ``"tensor_core"`` pragma: a register-tiled matrix product rewritten into warp-wide WMMA
+fragment code on CUDA (TVM v0.7's RewriteForTensorCore, for the auto-tensor-core tutorial's
+schedules).
+
+Where it applies. A stage cached in registers (``C.local``, allocated per thread) accumulates
+``C.local[j] += cast(A.local[..]) * cast(B.local[..])`` inside a loop that carries the pragma
+(``s[CL].pragma(ko, "tensor_core")``); ``A.local`` and ``B.local`` are register copies of shared
+tiles; after the loop each thread stores its ``C.local`` to the output. The pass works out, by
+evaluating the index expressions for every lane of every warp of a block, what each warp computes:
+which rows and columns of the output (an m x n tile), which elements of the shared tiles it reads at
+each step of 16 along k (an m x 16 tile of A and a 16 x n tile of B, row- or column-major, with
+their leading dimensions), and where its tile of the output lies. Where that is a fragment shape
+WMMA has — 16x16x16, 8x32x16 or 32x8x16 for float16 -> float32 and int8 -> int32 — with aligned
+tiles and legal leading dimensions, the per-thread code becomes::
+
+    fragment<accumulator> acc;  fill_fragment(acc, 0)
+    for ko: (the cooperative fetches into shared memory, unchanged)
+        for each k step: load_matrix_sync(a, &A.shared[...], lda); load_matrix_sync(b, ...);
+                         mma_sync(acc, a, b, acc)
+    store_matrix_sync(&C[...], acc, ldc, mem_row_major)
+
+Anywhere else (another target, a shape or layout WMMA lacks, a bounds check inside the tile, a
+block that is not whole warps) the plain code stays — it computes the same product — and the reason
+is logged at debug level on the ``kernels.tensor_core`` logger.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..tir.expr import (Add, Buffer, BufferLoad, Call, Cast, FloatImm, IntImm, Mul, PrimExpr, StringImm, Var,
+                        const)
+from ..tir.functor import collect, rewrite_stmts, substitute
+from ..tir.simplify import simplify
+from ..tir.stmt import Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, SeqStmt, Stmt, seq
+
+__all__ = ["rewrite_tensor_core", "PRAGMA", "FRAGMENT_SHAPES", "TensorCoreMiss"]
+
+log = logging.getLogger("kernels.tensor_core")
+
+#: the pragma key (``s[stage].pragma(axis, "tensor_core")``)
+PRAGMA = "tensor_core"
+#: (m, n, k) fragment shapes WMMA has for float16 and int8 inputs
+FRAGMENT_SHAPES = ((16, 16, 16), (8, 32, 16), (32, 8, 16))
+#: input dtype -> (C type of the fragment element, accumulator dtype, ldm multiple for the inputs)
+_INPUTS = {"float16": ("half", "float32", 8), "int8": ("signed char", "int32", 16),
+           "uint8": ("unsigned char", "int32", 16)}
+
+
+class TensorCoreMiss(Exception):
+    """Why a pragma'd loop nest stays plain code (logged, never raised to the user)."""
+
+
+def _strip(s: For) -> For:
+    ann = tuple((k, v) for k, v in s.annotations if k != PRAGMA)
+    return dataclasses.replace(s, annotations=ann)
+
+
+def _has_pragma(s) -> bool:
+    return isinstance(s, For) and any(k == PRAGMA for k, _ in s.annotations)
+
+
+def rewrite_tensor_core(stmt: Stmt, target: str) -> Stmt:
+    """Rewrite every eligible pragma'd accumulation into WMMA code (CUDA); drop the pragma."""
+    threads: Dict[str, Tuple[Var, int]] = {}
+
+    def visit(s: Stmt) -> Stmt:
+        if isinstance(s, AttrStmt) and s.attr_key == "thread_extent":
+            tag = s.node.thread_tag
+            ext = s.value
+            prev = threads.get(tag)
+            if isinstance(ext, IntImm):
+                threads[tag] = (s.node.var, ext.value)
+            body = visit(s.body)
+            if prev is None:
+                threads.pop(tag, None)
+            else:
+                threads[tag] = prev
+            return dataclasses.replace(s, body=body)
+        if isinstance(s, Allocate) and s.buffer.scope == "local" and \
+                collect(s.body, _has_pragma) and target == "cuda":
+            try:
+                return _rewrite(s, dict(threads))
+            except TensorCoreMiss as miss:
+                log.debug("tensor_core: %s keeps plain code: %s", s.buffer.name, miss)
+        if isinstance(s, SeqStmt):
+            return seq(*(visit(x) for x in s.seq))
+        if isinstance(s, For):
+            out = dataclasses.replace(s, body=visit(s.body))
+            return _strip(out) if _has_pragma(out) else out
+        if isinstance(s, (Allocate, AttrStmt)):
+            return dataclasses.replace(s, body=visit(s.body))
+        if isinstance(s, IfThenElse):
+            return dataclasses.replace(s, then_case=visit(s.then_case),
+                                       else_case=None if s.else_case is None else visit(s.else_case))
+        if hasattr(s, "body"):
+            return dataclasses.replace(s, body=visit(s.body))
+        return s
+
+    return visit(stmt)
+
+
+# -- reading the loop nest ----------------------------------------------------------------------
+
+
+def _loops_to(root: Stmt, target: Stmt) -> Optional[List[Stmt]]:
+    """The statements from ``root`` down to ``target`` (both included), or None."""
+    if root is target:
+        return [root]
+    kids: List[Stmt] = []
+    if isinstance(root, SeqStmt):
+        kids = list(root.seq)
+    elif isinstance(root, IfThenElse):
+        kids = [root.then_case] + ([root.else_case] if root.else_case is not None else [])
+    elif hasattr(root, "body") and isinstance(getattr(root, "body"), Stmt):
+        kids = [root.body]
+    for k in kids:
+        got = _loops_to(k, target)
+        if got is not None:
+            return [root] + got
+    return None
+
+
+def _loop_points(loops: Sequence[For]):
+    """Every assignment of values to ``loops`` (constant extents), as {var: value}."""
+    ranges = []
+    for f in loops:
+        ext = simplify(f.extent)
+        if not isinstance(ext, IntImm) or not (isinstance(f.min, IntImm) and f.min.value == 0):
+            raise TensorCoreMiss(f"loop {f.loop_var.name} has no constant extent from 0")
+        ranges.append(range(ext.value))
+    for vals in itertools.product(*ranges):
+        yield {f.loop_var: v for f, v in zip(loops, vals)}
+
+
+_BINOPS = {
+    "Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
+    "FloorDiv": lambda a, b: a // b, "FloorMod": lambda a, b: a % b, "Min": min, "Max": max,
+}
+
+
+def _ev(e: PrimExpr, env: Dict[Var, int]) -> int:
+    """An integer index expression's value, variables looked up by identity in ``env``."""
+    if isinstance(e, IntImm):
+        return e.value
+    if isinstance(e, Var):
+        if e not in env:
+            raise TensorCoreMiss(f"index depends on {e.name}, which varies where it must not")
+        return env[e]
+    f = _BINOPS.get(type(e).__name__)
+    if f is not None:
+        return f(_ev(e.a, env), _ev(e.b, env))
+    if isinstance(e, Cast):
+        return _ev(e.value, env)
+    if isinstance(e, Call) and e.op.name == "tir.likely":
+        return _ev(e.args[0], env)
+    raise TensorCoreMiss(f"cannot evaluate index {e}")
+
+
+def _fill_map(alloc: Allocate) -> Tuple[Dict[int, Tuple[Dict[Var, int], PrimExpr]], Buffer, List[For]]:
+    """For a register copy ``X.local[f(i)] = X.shared[g(i)]``: local index -> (loop values, g)."""
+    stores = [s for s in collect(alloc.body, lambda n: isinstance(n, BufferStore))
+              if s.buffer is alloc.buffer]
+    if len(stores) != 1:
+        raise TensorCoreMiss(f"{alloc.buffer.name} is not filled by one copy")
+    st = stores[0]
+    if not isinstance(st.value, BufferLoad) or st.value.buffer.scope != "shared":
+        raise TensorCoreMiss(f"{alloc.buffer.name} is not a copy of a shared buffer")
+    path = _loops_to(alloc.body, st)
+    if path is None or any(isinstance(p, IfThenElse) for p in path):
+        raise TensorCoreMiss(f"the copy into {alloc.buffer.name} is guarded")
+    loops = [p for p in path if isinstance(p, For)]
+    out: Dict[int, Tuple[Dict[Var, int], PrimExpr]] = {}
+    for env in _loop_points(loops):
+        out[_ev(st.indices[0], env)] = (env, st.value.indices[0])
+    return out, st.value.buffer, loops
+
+
+def _operand_loads(value: PrimExpr, acc: Buffer) -> Tuple[BufferLoad, BufferLoad]:
+    """The two local loads of ``acc[i] + cast(X[..]) * cast(Y[..])``."""
+    if not isinstance(value, Add):
+        raise TensorCoreMiss("the update is not an accumulation")
+    a, b = value.a, value.b
+    if isinstance(b, BufferLoad) and b.buffer is acc:
+        a, b = b, a
+    if not (isinstance(a, BufferLoad) and a.buffer is acc and isinstance(b, Mul)):
+        raise TensorCoreMiss("the update is not acc += x * y")
+    loads = []
+    for x in (b.a, b.b):
+        if isinstance(x, Cast):
+            x = x.value
+        if not isinstance(x, BufferLoad) or x.buffer.scope != "local":
+            raise TensorCoreMiss("a factor of the product is not a register copy")
+        loads.append(x)
+    return loads[0], loads[1]
+
+
+def _affine(table: Dict[Tuple[int, int], int], rows: int, cols: int) -> Tuple[int, int, int]:
+    """(base, row stride, col stride) of a full rows x cols table, or a miss."""
+    base = table[(0, 0)]
+    sr = table[(1, 0)] - base if rows > 1 else 0
+    sc = table[(0, 1)] - base if cols > 1 else 0
+    for (r, c), v in table.items():
+        if v != base + r * sr + c * sc:
+            raise TensorCoreMiss("a warp's tile is not a strided rectangle in memory")
+    return base, sr, sc
+
+
+def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
+    acc = acc_alloc.buffer
+    body = acc_alloc.body
+    parts = list(body.seq) if isinstance(body, SeqStmt) else [body]
+    if len(parts) != 3 or not _has_pragma(parts[1]):
+        raise TensorCoreMiss("expected: initialise, the pragma'd loop, store")
+    init, ko, store_part = parts
+    # the initialisation: acc[...] = 0 everywhere
+    for st in collect(init, lambda n: isinstance(n, BufferStore)):
+        v = st.value
+        if st.buffer is not acc or not (isinstance(v, (IntImm, FloatImm)) and v.value == 0):
+            raise TensorCoreMiss("the accumulator is not initialised to zero")
+    def guarded(s):
+        return bool(collect(s, lambda n: isinstance(n, IfThenElse)))
+
+    if guarded(init) or guarded(store_part):
+        raise TensorCoreMiss("a bounds check guards the tile (a size is not a multiple of it)")
+    # the update
+    updates = [s for s in collect(ko, lambda n: isinstance(n, BufferStore)) if s.buffer is acc]
+    if len(updates) != 1:
+        raise TensorCoreMiss("the accumulator is not updated by one statement")
+    upd = updates[0]
+    path = _loops_to(ko, upd)
+    if any(isinstance(p, IfThenElse) for p in path):
+        raise TensorCoreMiss("the update is guarded")
+    lx, ly = _operand_loads(upd.value, acc)
+    allocs = {id(p.buffer): p for p in path if isinstance(p, Allocate)}
+    if id(lx.buffer) not in allocs or id(ly.buffer) not in allocs:
+        raise TensorCoreMiss("the factors are not register copies made in the loop")
+    outer_local = next(p for p in path
+                       if isinstance(p, Allocate) and id(p.buffer) in (id(lx.buffer), id(ly.buffer)))
+    k_loops = [p for p in path[path.index(ko) + 1:path.index(outer_local)] if isinstance(p, For)]
+    inner = [p for p in path[path.index(outer_local):] if isinstance(p, For)]
+    fx, sx, _ = _fill_map(allocs[id(lx.buffer)])
+    fy, sy, _ = _fill_map(allocs[id(ly.buffer)])
+    # the store to the output
+    stores = collect(store_part, lambda n: isinstance(n, BufferStore))
+    if len(stores) != 1 or not isinstance(stores[0].value, BufferLoad) or stores[0].value.buffer is not acc:
+        raise TensorCoreMiss("the accumulator is not stored to the output by one copy")
+    out_st = stores[0]
+    out_buf = out_st.buffer
+    if out_buf.scope != "global" or len(out_buf.shape) != 2:
+        raise TensorCoreMiss("the output is not a 2-D global tensor")
+    out_cols = int(out_buf.shape[1])
+    store_loops = [p for p in _loops_to(store_part, out_st) if isinstance(p, For)]
+    # the threads
+    tvars = {t: threads.get(f"threadIdx.{t}", (None, 1)) for t in "xyz"}
+    X, Y, Z = (tvars[t][1] for t in "xyz")
+    if (X * Y * Z) % 32:
+        raise TensorCoreMiss(f"{X * Y * Z} threads a block is not whole warps")
+    block_env = {threads[t][0]: 0 for t in threads if t.startswith("blockIdx")}
+    # which k-step loop is the 16-wide one (inside the register copies), which are per-thread tiles
+    kvars = [f for f in inner if f.loop_var in set(collect(lx.indices[0], lambda n: isinstance(n, Var)))
+             and f.loop_var in set(collect(ly.indices[0], lambda n: isinstance(n, Var)))
+             and f.loop_var not in set(collect(upd.indices[0], lambda n: isinstance(n, Var)))]
+    kext = simplify(kvars[0].extent) if len(kvars) == 1 else None
+    if not (isinstance(kext, IntImm) and kext.value == 16):
+        raise TensorCoreMiss("the reduction step inside the register copies is not 16 long")
+    ki = kvars[0]
+    tile_loops = [f for f in inner if f is not ki]
+    dt_in = str(sx.dtype)
+    if dt_in not in _INPUTS or str(sy.dtype) != dt_in:
+        raise TensorCoreMiss(f"inputs of type {sx.dtype}/{sy.dtype}: WMMA takes float16 or int8")
+    ctype, acc_dtype, ldm_mult = _INPUTS[dt_in]
+    if str(acc.dtype) != acc_dtype:
+        raise TensorCoreMiss(f"{dt_in} inputs accumulate in {acc_dtype}, not {acc.dtype}")
+
+    # the accumulator element -> output element map of each lane
+    def lane_env(lane: int) -> Dict[Var, int]:
+        env = dict(block_env)
+        vals = {"x": lane % X, "y": (lane // X) % Y, "z": lane // (X * Y)}
+        for t in "xyz":
+            if tvars[t][0] is not None:
+                env[tvars[t][0]] = vals[t]
+        return env
+
+    def owner_table(lane):
+        env = lane_env(lane)
+        where = {}
+        for pt in _loop_points(store_loops):
+            e = {**env, **pt}
+            flat = _ev(out_st.indices[0], e)
+            where[_ev(out_st.value.indices[0], e)] = divmod(flat, out_cols)
+        return where
+
+    warps = (X * Y * Z) // 32
+    kl_env = {f.loop_var: 0 for f in k_loops}
+    shape = None
+    info = []
+    for w in range(warps):
+        cells: Dict[Tuple[int, int], Tuple[int, Dict[Var, int]]] = {}
+        xa: Dict[Tuple[int, int], int] = {}
+        yb: Dict[Tuple[int, int], int] = {}
+        for lane in range(32 * w, 32 * w + 32):
+            owners = owner_table(lane)
+            env = {**lane_env(lane), **kl_env}
+            for pt in _loop_points(tile_loops + [ki]):
+                e = {**env, **pt}
+                row, col = owners[_ev(upd.indices[0], e)]
+                k = pt[ki.loop_var]
+                for load, fmap, tab, key in ((lx, fx, xa, None), (ly, fy, yb, None)):
+                    loc = _ev(load.indices[0], e)
+                    fenv, gidx = fmap[loc]
+                    addr = _ev(gidx, {**e, **fenv})
+                    tab[(row, col, k)] = addr
+                cells[(row, col)] = (lane, pt)
+        rows = sorted({r for r, _ in cells})
+        cols = sorted({c for _, c in cells})
+        m, n = len(rows), len(cols)
+        if (m, n, 16) not in FRAGMENT_SHAPES or len(cells) != m * n or rows[-1] - rows[0] != m - 1 or \
+                cols[-1] - cols[0] != n - 1:
+            raise TensorCoreMiss(f"warp {w} computes a {m} x {n} block of outputs, not a WMMA tile")
+        if shape is not None and shape != (m, n):
+            raise TensorCoreMiss("the warps compute tiles of different shapes")
+        shape = (m, n)
+        r0, c0 = rows[0], cols[0]
+        # which operand depends on the row, which on the column
+        def table(src, by_row):
+            t = {}
+            for (row, col, k), addr in src.items():
+                key = (row - r0, k) if by_row else (k, col - c0)
+                if key in t and t[key] != addr:
+                    return None
+                t[key] = addr
+            return t
+        ta, tb = table(xa, True), table(yb, False)
+        a_src = sx
+        if ta is None or tb is None:
+            ta, tb = table(yb, True), table(xa, False)
+            a_src = sy
+            if ta is None or tb is None:
+                raise TensorCoreMiss("the factors do not split into a row operand and a column operand")
+        info.append((w, r0, c0, ta, tb, a_src, cells))
+    m, n = shape
+    w0 = info[0]
+    a_src = w0[5]
+    b_src = sy if a_src is sx else sx
+    a_load, b_load = (lx, ly) if a_src is sx else (ly, lx)
+    a_fill, b_fill = (fx, fy) if a_src is sx else (fy, fx)
+    _, asr, ask = _affine(w0[3], m, 16)
+    _, bsk, bsc = _affine(w0[4], 16, n)
+    layouts = []
+    for sr_, sc_, what in ((asr, ask, "A"), (bsk, bsc, "B")):
+        if sc_ == 1:
+            layouts.append(("row_major", sr_))
+        elif sr_ == 1:
+            layouts.append(("col_major", sc_))
+        else:
+            raise TensorCoreMiss(f"the {what} tile is neither row- nor column-major in shared memory")
+    (la, lda), (lb, ldb) = layouts
+    if lda % ldm_mult or ldb % ldm_mult:
+        raise TensorCoreMiss(f"leading dimensions {lda}, {ldb} are not multiples of {ldm_mult}")
+    for w, r0, c0, ta, tb, _src, _cells in info:
+        for t, rr, cc in ((ta, m, 16), (tb, 16, n)):
+            _, s1, s2 = _affine(t, rr, cc)
+            if (s1, s2) != ((asr, ask) if t is ta else (bsk, bsc)):
+                raise TensorCoreMiss("the warps read their tiles with different strides")
+    esize = 2 if dt_in == "float16" else 1
+    # symbolic bases: evaluated at each warp's first lane, the k-step loops kept symbolic
+    lid = (tvars["x"][0] if tvars["x"][0] is not None else const(0))
+    if tvars["y"][0] is not None:
+        lid = lid + tvars["y"][0] * X
+    if tvars["z"][0] is not None:
+        lid = lid + tvars["z"][0] * (X * Y)
+    first = (lid // 32) * 32
+    lane0 = {}
+    if tvars["x"][0] is not None:
+        lane0[tvars["x"][0]] = first % X
+    if tvars["y"][0] is not None:
+        lane0[tvars["y"][0]] = (first // X) % Y
+    if tvars["z"][0] is not None:
+        lane0[tvars["z"][0]] = first // (X * Y)
+
+    def base_expr(load, fmap, row_side: bool):
+        # the local element lane 0 of the warp reads for the tile's first row / column at k = 0
+        for w, r0, c0, ta, tb, _src, cells in info[:1]:
+            lane, pt = cells[(r0, c0)]
+            if lane % 32:
+                raise TensorCoreMiss("a warp's first lane does not own the first element of its tile")
+            e = {**lane_env(lane), **kl_env, **pt}
+            e[ki.loop_var] = 0
+            loc = _ev(load.indices[0], e)
+            fenv, gidx = fmap[loc]
+            sym = substitute(gidx, {v: const(x, v.dtype) for v, x in fenv.items()})
+            return simplify(substitute(sym, lane0))
+        raise AssertionError  # pragma: no cover
+
+    a_base = base_expr(a_load, a_fill, True)
+    b_base = base_expr(b_load, b_fill, False)
+    # check the symbolic bases against every warp (k loops at 0) and alignment (32 bytes)
+    for w, r0, c0, ta, tb, _src, cells in info:
+        env = {**lane_env(32 * w), **kl_env}
+        for base, t, what in ((a_base, ta, "A"), (b_base, tb, "B")):
+            if _ev(base, env) != t[(0, 0)]:
+                raise TensorCoreMiss(f"the {what} tile of warp {w} does not start where its first lane reads")
+            if (t[(0, 0)] * esize) % 32:
+                raise TensorCoreMiss(f"the {what} tile of warp {w} is not 32-byte aligned")
+    for f in k_loops:
+        ext = simplify(f.extent).value
+        for v in range(ext):
+            env = {**lane_env(0), **kl_env, f.loop_var: v}
+            if (_ev(a_base, env) * esize) % 32 or (_ev(b_base, env) * esize) % 32:
+                raise TensorCoreMiss("a k step's tile is not 32-byte aligned")
+    # the output tile: row-major with the output's row length
+    c_lane = lane_env(0)
+    out_tab = {}
+    for w, r0, c0, _ta, _tb, _src, cells in info[:1]:
+        for (row, col), (lane, _pt) in cells.items():
+            out_tab[(row - r0, col - c0)] = row * out_cols + col
+    _, csr, csc = _affine(out_tab, m, n)
+    if csc != 1 or csr % 4:
+        raise TensorCoreMiss("the output tile is not row-major with a leading dimension a multiple of 4")
+    # the store index of the tile's first element, symbolically: lane 0's accumulator element
+    owners0 = owner_table(0)
+    r0, c0 = info[0][1], info[0][2]
+    acc_idx = next(i for i, rc in owners0.items() if rc == (r0, c0))
+    pt0 = None
+    for pt in _loop_points(store_loops):
+        if _ev(out_st.value.indices[0], {**c_lane, **pt}) == acc_idx:
+            pt0 = pt
+            break
+    at_pt0 = substitute(out_st.indices[0], {v: const(x, v.dtype) for v, x in pt0.items()})
+    c_base = simplify(substitute(at_pt0, lane0))
+    for w, r0, c0, *_ in info:
+        env = {**lane_env(32 * w)}
+        env.update({v: 0 for v in block_env})
+        if _ev(c_base, env) != r0 * out_cols + c0:
+            raise TensorCoreMiss(f"the output tile of warp {w} does not start where its first lane writes")
+    return _emit(acc_alloc, ko, path, outer_local, a_src, b_src, a_base, b_base, c_base, out_buf,
+                 (m, n, 16), (la, lda), (lb, ldb), out_cols, ctype, acc_dtype)
+
+
+def _call(name: str, *args) -> Evaluate:
+    conv = [a if isinstance(a, PrimExpr) else (StringImm(a) if isinstance(a, str) else const(a))
+            for a in args]
+    return Evaluate(Call("handle", _op(name), tuple(conv)))
+
+
+def _op(name):
+    from ..tir.expr import Op
+
+    return Op.get(name)
+
+
+def _addr(buf: Buffer, index: PrimExpr) -> PrimExpr:
+    return Call("handle", _op("tir.address_of"), (BufferLoad(buf, (index,)),))
+
+
+def _emit(acc_alloc, ko, path, outer_local, a_src, b_src, a_base, b_base, c_base, out_buf, mnk, la, lb,
+          out_cols, ctype, acc_dtype) -> Stmt:
+    m, n, k = mnk
+    frag_c = Buffer(acc_alloc.buffer.name + "_frag", acc_dtype, (1,), "wmma.accumulator")
+    frag_a = Buffer(a_src.name + "_frag", str(a_src.dtype), (1,), "wmma.matrix_a")
+    frag_b = Buffer(b_src.name + "_frag", str(b_src.dtype), (1,), "wmma.matrix_b")
+    step = seq(
+        _call("tir.tvm_load_matrix_sync", frag_a.data, m, n, k, 0, _addr(a_src, a_base), la[1], la[0]),
+        _call("tir.tvm_load_matrix_sync", frag_b.data, m, n, k, 0, _addr(b_src, b_base), lb[1], lb[0]),
+        _call("tir.tvm_mma_sync", frag_c.data, 0, frag_a.data, 0, frag_b.data, 0, frag_c.data, 0),
+    )
+    step = _fragment(frag_a, mnk, la[0], _fragment(frag_b, mnk, lb[0], step))
+
+    def replace(s):
+        return step if s is outer_local else None
+
+    new_ko = _strip(rewrite_stmts(ko, replace))
+    body = seq(
+        _call("tir.tvm_fill_fragment", frag_c.data, m, n, k, 0, const(0, acc_dtype)),
+        new_ko,
+        _call("tir.tvm_store_matrix_sync", frag_c.data, m, n, k, 0, _addr(out_buf, c_base), out_cols,
+              "row_major"),
+    )
+    out = _fragment(frag_c, mnk, "", body)
+    log.debug("tensor_core: %s -> WMMA %dx%dx%d, A %s (ld %d), B %s (ld %d)", acc_alloc.buffer.name, m, n, k,
+              la[0], la[1], lb[0], lb[1])
+    return _align_shared(out, (a_src, b_src))
+
+
+def _fragment(buf: Buffer, mnk, layout: str, body: Stmt) -> Stmt:
+    alloc = Allocate(buf, const(1), body)
+    shape = AttrStmt(buf.data, "fragment_shape", StringImm(", ".join(str(x) for x in mnk)), alloc)
+    if layout:
+        return AttrStmt(buf.data, "fragment_layout", StringImm(layout), shape)
+    return shape
+
+
+def _align_shared(stmt: Stmt, buffers) -> Stmt:
+    """Mark the shared tiles that WMMA loads from as 32-byte aligned (attr storage_alignment)."""
+    ids = {id(b) for b in buffers}
+
+    def fn(s):
+        if isinstance(s, Allocate) and id(s.buffer) in ids:
+            return AttrStmt(s.buffer.data, "storage_alignment", const(32), s)
+        return None
+
+    return rewrite_stmts(stmt, fn)
