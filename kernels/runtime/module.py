@@ -720,12 +720,12 @@ def _scalar_value(sc: ScalarArg, value: Any) -> Union[int, float]:
     elif isinstance(value, np.ndarray) and value.shape == ():
         value = value[()]
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ArgumentError(f"{where}: expected a {sc.dtype} number (a Python int or float, or a numpy "
-                            f"scalar), got {type(value).__module__}.{type(value).__qualname__}")
+        raise ArgumentError(f"{where}: expected a number for dtype {sc.dtype} (a Python int or float, or a "
+                            f"numpy scalar), got {type(value).__module__}.{type(value).__qualname__}")
     if sc.dtype.startswith("float"):
         return float(value)
     if isinstance(value, (float, np.floating)):
-        raise ArgumentError(f"{where}: expected a {sc.dtype} integer, got the float {value!r}")
+        raise ArgumentError(f"{where}: expected an integer for dtype {sc.dtype}, got the float {float(value)!r}")
     value = int(value)
     info = np.iinfo(sc.dtype)
     if not info.min <= value <= info.max:
