@@ -145,7 +145,7 @@ class CFamilyCodegen:
         self.names = NameTable()
         self.shape_vars = shape_vars
         nonneg = shape_vars if sizes is None else sizes
-        self.ranges: Dict[Var, tuple] = {v: (0, None) for v in nonneg.values()}
+        self.ranges: Dict[Var, tuple] = dict.fromkeys(nonneg.values(), (0, None))
         self.thread_vars: Dict[Var, str] = {}
         self.need: Set[str] = set()  # helpers used (floordiv etc.)
         self.uses_dtypes: Set[str] = set()

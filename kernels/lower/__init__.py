@@ -180,8 +180,8 @@ def _check_args(sch: Schedule, args) -> List[Union[Tensor, Var]]:
     for k, a in enumerate(args):
         if isinstance(a, Var):
             if a.dtype not in SCALAR_ARG_DTYPES:
-                raise LoweringError(f"argument {k} ({a.name}) is a scalar variable of dtype {a.dtype}; scalar "
-                                    f"arguments may be {', '.join(SCALAR_ARG_DTYPES)}")
+                raise LoweringError(f"argument {k} ({a.name}) is a scalar variable of dtype {a.dtype}; "
+                                    f"scalar arguments may be {', '.join(SCALAR_ARG_DTYPES)}")
             prev = scalars.get(a.name)
             if prev is not None:
                 what = "appears twice" if prev[1] is a else "has the name of another scalar argument"

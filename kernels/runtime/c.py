@@ -3,8 +3,8 @@
 Libraries are cached by content: the folder ``<cache>/c/<key>/`` holds ``source.c`` and
 ``lib.so``, where ``key`` hashes the source, the compiler's path and version and the flags, so a
 rebuild of the same source is a load. Each :class:`~kernels.runtime.spec.KernelSpec` names one
-exported C function, called with buffers as ``void*``, shape variables as ``int32_t`` and scalar arguments as their
-type.
+exported C function, called with buffers as ``void*``, shape variables as ``int32_t`` and scalar
+arguments as their type.
 """
 
 from __future__ import annotations

@@ -440,9 +440,9 @@ class Module:
         names = [a.name for a in spec.args] + [sc.name for sc in spec.scalars]
         if len(set(names)) != len(names):
             raise BuildError(f"{spec.name}: argument names repeat: {names}")
-        if sorted(sc.index for sc in spec.scalars) != sorted(set(sc.index for sc in spec.scalars)) or any(
-                not 0 <= sc.index < spec.num_args for sc in spec.scalars):
-            raise BuildError(f"{spec.name}: scalar argument positions {[sc.index for sc in spec.scalars]} are "
+        positions = [sc.index for sc in spec.scalars]
+        if len(set(positions)) != len(positions) or any(not 0 <= k < spec.num_args for k in positions):
+            raise BuildError(f"{spec.name}: scalar argument positions {positions} are "
                              f"not distinct positions among {spec.num_args} arguments")
         kinds: Dict[str, str] = {}
         for var in spec.shape_vars:
@@ -725,7 +725,8 @@ def _scalar_value(sc: ScalarArg, value: Any) -> Union[int, float]:
     if sc.dtype.startswith("float"):
         return float(value)
     if isinstance(value, (float, np.floating)):
-        raise ArgumentError(f"{where}: expected an integer for dtype {sc.dtype}, got the float {float(value)!r}")
+        raise ArgumentError(f"{where}: expected an integer for dtype {sc.dtype}, got the float "
+                            f"{float(value)!r}")
     value = int(value)
     info = np.iinfo(sc.dtype)
     if not info.min <= value <= info.max:

@@ -89,7 +89,8 @@ class OpenCLModule(Module):
             grid, block = dims
             global_size = tuple(g * b for g, b in zip(grid, block))
             values = [
-                self._param_value(p, env) if self._param_is_value(p) else buffers[p] for p in spec_kernel.params
+                self._param_value(p, env) if self._param_is_value(p) else buffers[p]
+                for p in spec_kernel.params
             ]
 
             def launch(name=spec_kernel.name, kernel=kernel, values=values, global_size=global_size,

@@ -189,8 +189,8 @@ def test_scalar_to_packed_call():
     n = te.size_var("n")
     x = te.var("x", "float32")
     A = te.placeholder((n,), name="A")
-    B = te.extern((n,), [A], lambda ins, outs: tvm.tir.call_packed("test.scalar_args.axpy", ins[0], outs[0], x),
-                  name="B")
+    B = te.extern((n,), [A], lambda ins, outs: tvm.tir.call_packed("test.scalar_args.axpy", ins[0], outs[0],
+                                                                   x), name="B")
     s = te.create_schedule(B.op)
 
     def axpy(a, b, xv):
@@ -280,7 +280,8 @@ def test_cuda_runs_with_scalars():
     f(tvm.nd.array(x, dev), tvm.nd.array(y, dev), np.float32(2.0), z, 777)
     ref = np.where(np.arange(1000) < 777, 2.0 * x.astype("float64") + y, y.astype("float64"))
     np.testing.assert_allclose(z.numpy(), ref, rtol=1e-6)
-    res = f.time_evaluator(f.entry_name, dev, number=5)(tvm.nd.array(x, dev), tvm.nd.array(y, dev), 0.5, z, 10)
+    timer = f.time_evaluator(f.entry_name, dev, number=5)
+    res = timer(tvm.nd.array(x, dev), tvm.nd.array(y, dev), 0.5, z, 10)
     assert res.mean > 0
     ref = np.where(np.arange(1000) < 10, 0.5 * x.astype("float64") + y, y.astype("float64"))
     np.testing.assert_allclose(z.numpy(), ref, rtol=1e-6)

@@ -63,7 +63,7 @@ def test_scalar_shadowing_a_shape_variable():
 
 
 def test_used_variable_missing_from_arguments():
-    A, B, x, s = _pick()
+    A, B, _x, s = _pick()
     # x is in B's shape only through n // x, so no tensor dimension binds it
     with pytest.raises(ArgumentError, match=r"shape variable\(s\) x not bound by the shape of any argument"):
         tvm.build(s, [A, B], "c")(np.zeros((2, 4), "float32"), np.zeros((2, 2), "float32"))
@@ -81,7 +81,8 @@ def test_used_variable_missing_from_arguments():
 
 def test_missing_scalar_argument(pick_c):
     a, b = np.zeros((2, 6), "float32"), np.zeros((2, 3), "float32")
-    with pytest.raises(ArgumentError, match=r"takes 3 argument\(s\) \(A, B, x\), got 2; missing x \(index 2\)"):
+    with pytest.raises(ArgumentError, match=r"takes 3 argument\(s\) \(A, B, x\), got 2; "
+                                            r"missing x \(index 2\)"):
         pick_c(a, b)
 
 
@@ -101,17 +102,18 @@ def test_wrong_scalar_type(pick_c, value, what):
 
 def test_scalar_out_of_range(pick_c):
     a, b = np.zeros((2, 6), "float32"), np.zeros((2, 3), "float32")
-    with pytest.raises(ArgumentError, match=r"scalar argument x \(index 2\): 4294967298 does not fit in int32"):
+    with pytest.raises(ArgumentError, match=r"scalar argument x \(index 2\): 4294967298 does not fit in "
+                                            r"int32"):
         pick_c(a, b, 2**32 + 2)
 
 
 def test_scalar_gives_the_wrong_output_shape(pick_c):
     a, b = np.zeros((2, 6), "float32"), np.zeros((2, 3), "float32")
-    with pytest.raises(ArgumentError, match=r"argument B \(index 1\): shape\[1\] must be floordiv\(n, x\) = 2, "
-                                            r"got 3"):
+    with pytest.raises(ArgumentError, match=r"argument B \(index 1\): shape\[1\] must be "
+                                            r"floordiv\(n, x\) = 2, got 3"):
         pick_c(a, b, 3)
-    with pytest.raises(ArgumentError, match=r"argument B \(index 1\): shape\[1\] = floordiv\(n, x\) cannot be "
-                                            r"evaluated .*x = 0"):
+    with pytest.raises(ArgumentError, match=r"argument B \(index 1\): shape\[1\] = "
+                                            r"floordiv\(n, x\) cannot be evaluated .*x = 0"):
         pick_c(a, b, 0)
 
 
@@ -140,7 +142,8 @@ def test_wrong_scalar_on_opencl():
     dev = tvm.opencl(0)
     a = tvm.nd.array(np.zeros((2, 6), "float32"), dev)
     b = tvm.nd.empty((2, 3), "float32", dev)
-    with pytest.raises(ArgumentError, match=r"scalar argument x \(index 2\): expected a number for dtype int32"):
+    with pytest.raises(ArgumentError, match=r"scalar argument x \(index 2\): expected a number for "
+                                            r"dtype int32"):
         f(a, b, "2")
     with pytest.raises(ArgumentError, match=r"scalar argument x \(index 2\): -2147483649 does not fit"):
         f(a, b, -2**31 - 1)
