@@ -207,6 +207,34 @@ def test_scalar_to_packed_call():
         tvm.runtime.remove_global_func("test.scalar_args.axpy")
 
 
+def test_extern_matmul_plus_scalar_bias():
+    """The extern_op tutorial's pattern: an extern stage (a registered matmul standing in for the
+    BLAS call) into a temporary, then a bias added from a float32 scalar argument; target llvm."""
+    n, k, m = 33, 17, 9
+    bias = te.var("bias", dtype="float32")
+    A = te.placeholder((n, k), name="A")
+    B = te.placeholder((k, m), name="B")
+    C = te.extern((n, m), [A, B], lambda ins, outs: tvm.tir.call_packed(
+        "test.scalar_args.matmul", ins[0], ins[1], outs[0]), name="C")
+    D = te.compute(C.shape, lambda i, j: C[i, j] + bias, name="D")
+    s = te.create_schedule(D.op)
+
+    def matmul(a, b, c):
+        c.copyfrom((a.numpy().astype("float64") @ b.numpy().astype("float64")).astype("float32"))
+
+    tvm.register_func("test.scalar_args.matmul", matmul, override=True)
+    try:
+        f = tvm.build(s, [A, B, D, bias], "llvm")
+        a = RNG.uniform(size=(n, k)).astype("float32")
+        b = RNG.uniform(size=(k, m)).astype("float32")
+        d = tvm.nd.array(np.zeros((n, m), "float32"), tvm.cpu(0))
+        f(tvm.nd.array(a), tvm.nd.array(b), d, 10.0)
+        ref = a.astype("float64") @ b.astype("float64") + 10.0
+        np.testing.assert_allclose(d.numpy(), ref, rtol=1e-5)
+    finally:
+        tvm.runtime.remove_global_func("test.scalar_args.matmul")
+
+
 # -- time_evaluator, export_library / load_module -----------------------------------------------
 
 
