@@ -235,6 +235,29 @@ def test_extern_matmul_plus_scalar_bias():
         tvm.runtime.remove_global_func("test.scalar_args.matmul")
 
 
+def test_tensorir_scalar_parameters():
+    """A TVMScript function's scalar parameters (a size and a float) are arguments of the built
+    function at their positions, as the TE path's are."""
+    from kernels.script import tir as T
+
+    @T.prim_func
+    def shift(a: T.handle, n: T.int32, b: T.handle, c: T.float32):
+        T.func_attr({"global_symbol": "shift", "tir.noalias": True})
+        A = T.match_buffer(a, (n,), "float32")
+        B = T.match_buffer(b, (n,), "float32")
+        for i in T.serial(n):
+            with T.block("B"):
+                vi = T.axis.spatial(n, i)
+                B[vi] = A[vi] * c - T.cast(vi, "float32")
+
+    f = tvm.build(shift, target="c")
+    assert [(sc.name, sc.index) for sc in f.spec.scalars] == [("n", 1), ("c", 3)]
+    a = RNG.standard_normal(11).astype("float32")
+    b = np.zeros(11, "float32")
+    f(a, 11, b, -0.75)
+    np.testing.assert_allclose(b, a.astype("float64") * -0.75 - np.arange(11), rtol=1e-6, atol=1e-6)
+
+
 # -- time_evaluator, export_library / load_module -----------------------------------------------
 
 
