@@ -7,7 +7,7 @@ from typing import Dict, List, Tuple
 from ..errors import BuildError
 from ..target import DEFAULT_CUDA_ARCH
 from ..lower import PrimFunc
-from ..runtime.spec import BufferArg, DerivedDim, FuncSpec, KernelSpec, LaunchDims, Workspace
+from ..runtime.spec import BufferArg, DerivedDim, FuncSpec, KernelSpec, LaunchDims, ScalarArg, Workspace
 from ..tir.expr import Buffer, Call, IntImm, Var
 from ..tir.functor import collect
 from ..tir.printer import expr_str
@@ -33,6 +33,24 @@ def shape_vars_of(func: PrimFunc) -> Dict[str, Var]:
                     raise BuildError(f"two different shape variables are both named {v.name!r}; give "
                                      "symbolic sizes distinct names")
                 out[v.name] = v
+    return out
+
+
+def scalar_params_of(func: PrimFunc) -> List[Tuple[int, Var]]:
+    """The scalar variables passed by value, with their positions in the argument list."""
+    return [(k, p) for k, p in enumerate(func.params) if isinstance(p, Var) and p.dtype != "handle"]
+
+
+def call_vars_of(func: PrimFunc, shape_vars: Dict[str, Var]) -> Dict[str, Var]:
+    """Every variable known when the function is called: the shape variables of the arguments and
+    the scalar arguments (checked not to clash by name)."""
+    out = dict(shape_vars)
+    for k, v in scalar_params_of(func):
+        prev = out.get(v.name)
+        if prev is not None and prev is not v:
+            raise BuildError(f"scalar argument {k} ({v.name}) and a shape variable of the arguments are two "
+                             f"different variables named {v.name!r}; give them distinct names")
+        out[v.name] = v
     return out
 
 
@@ -137,14 +155,15 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
     """Print ``func`` (already lowered for ``target``) and describe how to call it."""
     if target not in DIALECTS:
         raise BuildError(f"unknown target {target!r}; expected one of {', '.join(DIALECTS)}")
-    shape_vars = shape_vars_of(func)
+    sizes = shape_vars_of(func)  # non-negative: they are sizes
+    shape_vars = call_vars_of(func, sizes)  # what the host knows at call time: sizes and scalar arguments
     allocs, body = hoist_global_allocs(func.body)
     workspaces = [a.buffer for a in allocs]
     ws_size = {id(a.buffer): a.extent for a in allocs}
     for a in allocs:
         _check_host_expr(a.extent, shape_vars, f"size of buffer {a.buffer.name}")
     # packed calls run on the host between native parts: one function (C) or kernel (GPU) each
-    parts = split_packed(body, func.name, cg_cls_split(target, shape_vars))
+    parts = split_packed(body, func.name, cg_cls_split(target, shape_vars, sizes))
     natives = sum(1 for p in parts if not isinstance(p, Call))
     host_buffers = buffers_by_data(list(func.buffers) + workspaces)
     cg_cls = DIALECTS[target]
@@ -157,7 +176,7 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
         if isinstance(part, Call):
             kernels.append(packed_call(part, host_buffers, shape_vars, func.name))
             continue
-        cg: CFamilyCodegen = cg_cls(shape_vars)
+        cg: CFamilyCodegen = cg_cls(shape_vars, sizes)
         if not cg.device_kernels and natives > 1:
             name = f"{func.name}_part{k}"
         else:
@@ -183,8 +202,9 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
         free = [v for v in nodes if isinstance(v, Var) and v not in bound and v.dtype != "handle"]
         for v in free:
             if v.name not in shape_vars or shape_vars[v.name] is not v:
-                raise BuildError(f"variable {v.name} is used in {name} but is neither a loop variable nor a "
-                                 "shape variable of the arguments")
+                raise BuildError(f"variable {v.name} is used in {name} but is neither a loop variable, a "
+                                 "shape variable of the arguments nor a scalar argument; pass it in the "
+                                 "argument list, e.g. tvm.build(s, [A, B, x])")
         for vname in sorted({v.name for v in free}):
             v = shape_vars[vname]
             cname = cg.names.get(v, vname)
@@ -218,13 +238,14 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
                  for b in func.buffers)
     wss = tuple(Workspace(b.name, b.dtype, _size_fn(host_expr(ws_size[id(b)], f"size of buffer {b.name}")))
                 for b in workspaces)
+    scalars = tuple(ScalarArg(v.name, v.dtype, k) for k, v in scalar_params_of(func))
     return FuncSpec(func.name, target, source, args, tuple(sorted(shape_vars)), wss, tuple(kernels),
-                    arch=cg_cls(shape_vars).build_arch(arch), uses_openmp=uses_omp)
+                    arch=cg_cls(shape_vars).build_arch(arch), uses_openmp=uses_omp, scalars=scalars)
 
 
-def cg_cls_split(target: str, shape_vars):
+def cg_cls_split(target: str, shape_vars, sizes=None):
     """The dialect's split of a body into the functions it prints."""
-    return DIALECTS[target](shape_vars).split_functions
+    return DIALECTS[target](shape_vars, sizes).split_functions
 
 
 def _size_fn(size):

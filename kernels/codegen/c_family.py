@@ -138,11 +138,14 @@ class CFamilyCodegen:
     #: the member naming lane k of a vector value
     lane_names: Sequence[str] = ()
 
-    def __init__(self, shape_vars: Dict[str, Var]):
+    def __init__(self, shape_vars: Dict[str, Var], sizes: Optional[Dict[str, Var]] = None):
+        """``shape_vars``: every variable the function may take as a parameter (shape variables and
+        scalar arguments); ``sizes``: those known to be non-negative (default: all of them)."""
         self.lines: List[str] = []
         self.names = NameTable()
         self.shape_vars = shape_vars
-        self.ranges: Dict[Var, tuple] = {v: (0, None) for v in shape_vars.values()}
+        nonneg = shape_vars if sizes is None else sizes
+        self.ranges: Dict[Var, tuple] = dict.fromkeys(nonneg.values(), (0, None))
         self.thread_vars: Dict[Var, str] = {}
         self.need: Set[str] = set()  # helpers used (floordiv etc.)
         self.uses_dtypes: Set[str] = set()
@@ -557,7 +560,8 @@ class CFamilyCodegen:
         return out
 
     def param_decl(self, kind: str, obj, name: str) -> str:
-        """A parameter: a pointer to a buffer (``kind`` "buffer") or a scalar shape variable."""
+        """A parameter: a pointer to a buffer (``kind`` "buffer"), or a shape variable or scalar
+        argument passed by value (``kind`` "scalar")."""
         if kind == "buffer":
             return (f"{self.global_qualifier}{self.type_str(obj.dtype)}* {self.restrict} {name}"
                     .replace("  ", " "))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from ..errors import LoweringError, TVMError
 from ..te.schedule import Schedule
@@ -49,10 +49,14 @@ from ..tir import function as _tir_function
 
 @dataclasses.dataclass
 class PrimFunc:
-    """A lowered function: parameters (tensors and their buffers) and a body."""
+    """A lowered function: parameters (tensors and their buffers, scalar variables) and a body.
+
+    ``params`` lists the arguments in call order: a :class:`Tensor` (whose buffer is in
+    ``buffers``, in the same order as the tensors) or a scalar :class:`Var` passed by value.
+    """
 
     name: str
-    params: Tuple[Tensor, ...]
+    params: Tuple[Union[Tensor, Var], ...]
     buffers: Tuple[Buffer, ...]
     body: Stmt
     attrs: Dict[str, object] = dataclasses.field(default_factory=dict)
@@ -60,9 +64,19 @@ class PrimFunc:
     def with_body(self, body: Stmt) -> "PrimFunc":
         return dataclasses.replace(self, body=body)
 
+    @property
+    def scalar_params(self) -> Tuple[Var, ...]:
+        """The scalar variables passed by value, in call order."""
+        return tuple(p for p in self.params if isinstance(p, Var))
+
     def script(self) -> str:
         names = [b.name for b in self.buffers]
         head = ", ".join(f"{n}_1: handle" for n in names)
+        if len(self.params) == len(self.buffers) + len(self.scalar_params):
+            # in call order: tensors by handle, scalar variables by value
+            bufs_iter = iter(names)
+            head = ", ".join(f"{p.name}: {p.dtype}" if isinstance(p, Var) else f"{next(bufs_iter)}_1: handle"
+                             for p in self.params)
         lines = [f"@{self.name} = primfn({head}) -> ()",
                  f'  attr = {{"global_symbol": "{self.name}", "tir.noalias": True}}']
         bufs = ",\n             ".join(
@@ -152,17 +166,35 @@ def simplify_stmt(stmt: Stmt, ranges: Optional[Dict[Var, tuple]] = None) -> Stmt
     return visit(stmt)
 
 
-def _check_args(sch: Schedule, args) -> List[Tensor]:
+#: dtypes a scalar argument may have (passed by value to C functions and GPU kernels)
+SCALAR_ARG_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                     "float32", "float64")
+
+
+def _check_args(sch: Schedule, args) -> List[Union[Tensor, Var]]:
+    """The argument list checked: tensors and scalar variables, in call order."""
     if not isinstance(args, (list, tuple)):
-        raise LoweringError(f"the argument list must be a list of tensors, got {args!r}")
+        raise LoweringError(f"the argument list must be a list of tensors and scalar variables, got {args!r}")
     tensors = []
+    out: List[Union[Tensor, Var]] = []
+    scalars: Dict[str, Tuple[int, Var]] = {}
     for k, a in enumerate(args):
         if isinstance(a, Var):
-            raise LoweringError(f"argument {k} ({a.name}) is a scalar variable; pass tensors only: shape "
-                                "variables are taken from the tensors' shapes")
+            if a.dtype not in SCALAR_ARG_DTYPES:
+                raise LoweringError(f"argument {k} ({a.name}) is a scalar variable of dtype {a.dtype}; "
+                                    f"scalar arguments may be {', '.join(SCALAR_ARG_DTYPES)}")
+            prev = scalars.get(a.name)
+            if prev is not None:
+                what = "appears twice" if prev[1] is a else "has the name of another scalar argument"
+                raise LoweringError(f"argument {k} ({a.name}) {what} in the argument list (argument "
+                                    f"{prev[0]}); give scalar variables distinct names")
+            scalars[a.name] = (k, a)
+            out.append(a)
+            continue
         if not isinstance(a, Tensor):
-            raise LoweringError(f"argument {k} must be a tensor, got {a!r}")
+            raise LoweringError(f"argument {k} must be a tensor or a scalar variable (te.var), got {a!r}")
         tensors.append(a)
+        out.append(a)
     if len({(id(t.op), t.value_index) for t in tensors}) != len(tensors):
         dup = next(t.name for k, t in enumerate(tensors) if any(
             u.op is t.op and u.value_index == t.value_index for u in tensors[:k]))
@@ -177,7 +209,7 @@ def _check_args(sch: Schedule, args) -> List[Tensor]:
             if id(st.op) not in arg_ops and (id(st.op), 0) not in sch.storage_alias:  # a scan's state
                 raise LoweringError(f"placeholder {st.name} is read by the computation but missing from the "
                                     "argument list")
-    return tensors  # an argument the computation does not use is passed and left alone, as in TVM
+    return out  # an argument the computation does not use is passed and left alone, as in TVM
 
 
 # what lowering a TE schedule gives is a PrimFunc / IRModule as TVM code checks them
@@ -193,7 +225,8 @@ _OP_ALIAS = "te.op_alias"  # (op id, output) -> the key of the buffer it is stor
 def schedule_to_primfunc(sch: Schedule, args, name: str) -> PrimFunc:
     """The schedule -> IR step: check the arguments, substitute inlined stages, infer bounds and
     build the loop nests (TE-level IR: realize/store/load on tensors). :data:`PASSES` take it on."""
-    tensors = _check_args(sch, args)
+    params = _check_args(sch, args)
+    tensors = [p for p in params if isinstance(p, Tensor)]
     _check_storage_align(sch, tensors)
     check_attachments(sch)
     bodies = inline_bodies(sch)
@@ -219,7 +252,19 @@ def schedule_to_primfunc(sch: Schedule, args, name: str) -> PrimFunc:
         buffers.append(buf)
         key = (id(t.op), t.value_index)
         arg_map[alias.get(key, key)] = buf
-    return PrimFunc(name, tuple(tensors), tuple(buffers), stmt,
+    scalar_names = {p.name: p for p in params if isinstance(p, Var)}
+    for b in buffers:
+        if b.name in scalar_names:
+            raise LoweringError(f"scalar argument {b.name} has the name of tensor argument {b.name}; give "
+                                "arguments distinct names")
+        for d in b.shape:
+            for v in collect(d, lambda n: isinstance(n, Var)):
+                same = scalar_names.get(v.name)
+                if same is not None and same is not v:
+                    raise LoweringError(f"scalar argument {v.name} is not the shape variable {v.name} of "
+                                        f"tensor {b.name} (two variables share the name); pass that "
+                                        "variable or rename one")
+    return PrimFunc(name, tuple(params), tuple(buffers), stmt,
                     {_TENSOR_BUFFERS: arg_map, _OP_ALIAS: alias})
 
 

@@ -3,7 +3,8 @@
 Libraries are cached by content: the folder ``<cache>/c/<key>/`` holds ``source.c`` and
 ``lib.so``, where ``key`` hashes the source, the compiler's path and version and the flags, so a
 rebuild of the same source is a load. Each :class:`~kernels.runtime.spec.KernelSpec` names one
-exported C function, called with buffers as ``void*`` and shape variables as ``int32_t``.
+exported C function, called with buffers as ``void*``, shape variables as ``int32_t`` and scalar
+arguments as their type.
 """
 
 from __future__ import annotations
@@ -120,7 +121,8 @@ class CModule(Module):
                 ) from None
             func.restype = None
             func.argtypes = [
-                ctypes.c_int32 if self._param_kind[p] == "var" else ctypes.c_void_p for p in kernel.params
+                getattr(ctypes, self._param_type(p, 1)) if self._param_is_value(p) else ctypes.c_void_p
+                for p in kernel.params
             ]
             self._functions.append((func, kernel.params))
 
@@ -134,7 +136,8 @@ class CModule(Module):
                           ) -> List[Optional[Launch]]:
         out: List[Optional[Launch]] = []
         for func, params in self._functions:
-            values = [env[p] if self._param_kind[p] == "var" else buffers[p].ctypes.data for p in params]
+            values = [self._param_value(p, env).item() if self._param_is_value(p) else buffers[p].ctypes.data
+                      for p in params]
 
             def launch(_func=func, _values=values, _keep=buffers) -> None:
                 # _keep: the closure holds the arrays the pointers point into

@@ -113,7 +113,8 @@ class CUDAModule(Module):
                         f"{self.spec.name}: the cubin has no kernel {kernel.name} (is it declared "
                         f'extern "C" __global__?): {exc}'
                     ) from None
-                func.prepare("".join("i" if self._param_kind[p] == "var" else "P" for p in kernel.params))
+                func.prepare("".join(self._param_type(p, 2) if self._param_is_value(p) else "P"
+                                     for p in kernel.params))
                 functions.append(func)
         self._loaded[device.index] = (module, functions)
         return functions
@@ -135,7 +136,8 @@ class CUDAModule(Module):
                 continue
             grid, block = dims
             _check_limits(kernel.name, grid, block)
-            values = [env[p] if self._param_kind[p] == "var" else int(buffers[p]) for p in kernel.params]
+            values = [self._param_value(p, env).item() if self._param_is_value(p) else int(buffers[p])
+                      for p in kernel.params]
             steps.append((kernel.name, func, grid, block, values))
         keep_alive = buffers  # the closures hold the allocations the pointers point into
 

@@ -4,8 +4,9 @@ A :class:`Module` wraps one :class:`~kernels.runtime.spec.FuncSpec`. Calling it
 
 1. checks every argument against the spec before anything is launched (count, array type,
    device, dtype, ndim, constant dimensions, shape variables bound consistently across the
-   arguments, derived dimensions) and raises :class:`~kernels.errors.ArgumentError` naming the
-   argument by name and position;
+   arguments, derived dimensions; scalar arguments are Python or numpy numbers of a kind their
+   dtype holds, and a scalar that is also a shape variable must agree with the tensors' shapes)
+   and raises :class:`~kernels.errors.ArgumentError` naming the argument by name and position;
 2. allocates the workspaces on the arguments' device (kept on the module and reused while the
    size stays the same);
 3. hands the bound buffers and shape variables to the backend (``c.py``, ``opencl.py``,
@@ -31,7 +32,15 @@ import numpy as np
 from kernels.errors import ArgumentError, BuildError, DeviceError, PackedFuncError
 from kernels.runtime.device import Device, unavailable_reason
 from kernels.runtime.ndarray import NDArray, from_numpy_nocopy, normalize_dtype
-from kernels.runtime.spec import DerivedDim, FuncSpec, KernelSpec, PackedArg, PackedCall, Workspace
+from kernels.runtime.spec import (
+    DerivedDim,
+    FuncSpec,
+    KernelSpec,
+    PackedArg,
+    PackedCall,
+    ScalarArg,
+    Workspace,
+)
 
 #: the device kind each target runs on
 TARGET_DEVICE = {"c": "cpu", "opencl": "opencl", "cuda": "cuda"}
@@ -42,6 +51,15 @@ ENTRY_ALIAS = "__tvm_main__"
 _INT32_MAX = 2**31 - 1
 
 Launch = Callable[[], None]
+
+#: dtypes of scalar arguments: (numpy type, ctypes type name, struct format char for pycuda)
+SCALAR_TYPES: Dict[str, Tuple[Any, str, str]] = {
+    "int8": (np.int8, "c_int8", "b"), "int16": (np.int16, "c_int16", "h"),
+    "int32": (np.int32, "c_int32", "i"), "int64": (np.int64, "c_int64", "q"),
+    "uint8": (np.uint8, "c_uint8", "B"), "uint16": (np.uint16, "c_uint16", "H"),
+    "uint32": (np.uint32, "c_uint32", "I"), "uint64": (np.uint64, "c_uint64", "Q"),
+    "float32": (np.float32, "c_float", "f"), "float64": (np.float64, "c_double", "d"),
+}
 
 
 @dataclass(frozen=True)
@@ -419,12 +437,21 @@ class Module:
                     if a.kind not in ("array", "pointer", "int", "float", "str"):
                         raise BuildError(f"{spec.name}: packed call {entry.name} has an argument of unknown "
                                          f"kind {a.kind!r}")
-        names = [a.name for a in spec.args]
+        names = [a.name for a in spec.args] + [sc.name for sc in spec.scalars]
         if len(set(names)) != len(names):
             raise BuildError(f"{spec.name}: argument names repeat: {names}")
+        positions = [sc.index for sc in spec.scalars]
+        if len(set(positions)) != len(positions) or any(not 0 <= k < spec.num_args for k in positions):
+            raise BuildError(f"{spec.name}: scalar argument positions {positions} are "
+                             f"not distinct positions among {spec.num_args} arguments")
         kinds: Dict[str, str] = {}
         for var in spec.shape_vars:
             kinds[var] = "var"
+        for sc in spec.scalars:
+            if sc.dtype not in SCALAR_TYPES:
+                raise BuildError(f"{spec.name}: scalar argument {sc.name} has dtype {sc.dtype}; scalar "
+                                 f"arguments may be {', '.join(SCALAR_TYPES)}")
+            kinds[sc.name] = "scalar"
         for ws in spec.workspaces:
             kinds[ws.name] = "workspace"
         for arg in spec.args:
@@ -436,7 +463,25 @@ class Module:
                         f"{spec.name}: kernel {kernel.name} takes {param!r}, which is neither an "
                         f"argument ({', '.join(names)}), a workspace nor a shape variable"
                     )
+        self._scalar_dtype = {sc.name: sc.dtype for sc in spec.scalars}
         return kinds
+
+    def _param_value(self, param: str, env: Dict[str, Any]) -> Any:
+        """The value a kernel parameter that is not a buffer takes: a shape variable as numpy.int32,
+        a scalar argument as the numpy type of its dtype."""
+        if self._param_kind[param] == "scalar":
+            return SCALAR_TYPES[self._scalar_dtype[param]][0](env[param])
+        return np.int32(env[param])
+
+    def _param_is_value(self, param: str) -> bool:
+        """Whether a kernel parameter is passed by value (a shape variable or scalar argument)."""
+        return self._param_kind[param] in ("var", "scalar")
+
+    def _param_type(self, param: str, index: int) -> str:
+        """Entry ``index`` (1: ctypes type name, 2: struct format char) of a by-value parameter's type."""
+        if self._param_kind[param] == "scalar":
+            return SCALAR_TYPES[self._scalar_dtype[param]][index]
+        return SCALAR_TYPES["int32"][index]
 
     def launcher(self, *args: Any) -> Tuple[Launch, Device]:
         """Validate ``args`` once and return ``(launch, device)``: ``launch()`` runs the function
@@ -445,8 +490,8 @@ class Module:
 
     def _prepare(self, args: Sequence[Any]) -> Tuple[Launch, Device]:
         """Check ``args``, bind the shape variables, allocate workspaces; return the launch."""
-        arrays, device = self._check_arrays(args)
-        env = self._bind_shapes(arrays)
+        arrays, device, scalars = self._check_arrays(args)
+        env = self._bind_shapes(arrays, scalars)
         buffers: Dict[str, Any] = {a.name: x.handle for a, x in zip(self.spec.args, arrays)}
         capacity: Dict[str, int] = {a.name: x.size for a, x in zip(self.spec.args, arrays)}
         for ws in self.spec.workspaces:
@@ -515,17 +560,25 @@ class Module:
                                 f"{a.buffer} ({have} elements)")
         return self._array_view(device, buffers[a.buffer], dtype, shape, strides, offset, where)
 
-    def _check_arrays(self, args: Sequence[Any]) -> Tuple[List[NDArray], Device]:
+    def _check_arrays(self, args: Sequence[Any]) -> Tuple[List[NDArray], Device, Dict[str, Any]]:
         spec = self.spec
-        if len(args) != len(spec.args):
-            names = ", ".join(a.name for a in spec.args)
+        if len(args) != spec.num_args:
+            names = spec.arg_names()
+            missing = ""
+            if len(args) < len(names):
+                missing = "; missing " + ", ".join(f"{n} (index {k})" for k, n in enumerate(names)
+                                                   if k >= len(args))
             raise ArgumentError(
-                f"{spec.name}() takes {len(spec.args)} argument(s) ({names}), got {len(args)}"
+                f"{spec.name}() takes {spec.num_args} argument(s) ({', '.join(names)}), got "
+                f"{len(args)}{missing}"
             )
+        scalar_at = {sc.index: sc for sc in spec.scalars}
+        scalars = {sc.name: _scalar_value(sc, args[sc.index]) for sc in spec.scalars}
+        positions = [k for k in range(len(args)) if k not in scalar_at]
         arrays: List[NDArray] = []
         device: Optional[Device] = None
         first = ""
-        for i, (arg, value) in enumerate(zip(spec.args, args)):
+        for i, arg, value in zip(positions, spec.args, [args[k] for k in positions]):
             where = f"argument {arg.name} (index {i})"
             array = self._as_array(where, value)
             if device is None:
@@ -535,7 +588,7 @@ class Module:
                     f"{where}: is on {array.device!r} but {first} is on {device!r}; all arguments "
                     f"must be on one device"
                 )
-            if array.dtype != self._arg_dtypes[i]:
+            if array.dtype != self._arg_dtypes[len(arrays)]:
                 raise ArgumentError(f"{where}: dtype is {array.dtype}, expected {arg.dtype}")
             if array.ndim != len(arg.shape):
                 raise ArgumentError(
@@ -545,7 +598,7 @@ class Module:
             arrays.append(array)
         if device is None:  # a function without arguments runs on the kind's first device
             device = Device(self.device_type, 0)
-        return arrays, device
+        return arrays, device, scalars
 
     def _as_array(self, where: str, value: Any) -> NDArray:
         if isinstance(value, NDArray):
@@ -580,11 +633,16 @@ class Module:
             f"{self.type_key} target), got {got}{hint}"
         )
 
-    def _bind_shapes(self, arrays: Sequence[NDArray]) -> Dict[str, int]:
+    def _bind_shapes(self, arrays: Sequence[NDArray], scalars: Optional[Dict[str, Any]] = None
+                     ) -> Dict[str, Any]:
         spec = self.spec
-        env: Dict[str, int] = {}
+        env: Dict[str, Any] = {}
         origin: Dict[str, str] = {}
-        for i, (arg, array) in enumerate(zip(spec.args, arrays)):
+        for sc in spec.scalars:  # bound first: a tensor dimension of the same name must agree
+            env[sc.name] = (scalars or {})[sc.name]
+            origin[sc.name] = f"scalar argument {sc.name} (index {sc.index})"
+        index = self._tensor_index()
+        for i, (arg, array) in zip(index, zip(spec.args, arrays)):
             where = f"argument {arg.name} (index {i})"
             for j, (dim, got) in enumerate(zip(arg.shape, array.shape)):
                 if isinstance(dim, DerivedDim):
@@ -611,7 +669,7 @@ class Module:
                 f"{spec.name}(): shape variable(s) {', '.join(unbound)} not bound by the shape of "
                 f"any argument ({names})"
             )
-        for i, (arg, array) in enumerate(zip(spec.args, arrays)):
+        for i, (arg, array) in zip(index, zip(spec.args, arrays)):
             where = f"argument {arg.name} (index {i})"
             for j, (dim, got) in enumerate(zip(arg.shape, array.shape)):
                 if not isinstance(dim, DerivedDim):
@@ -631,6 +689,11 @@ class Module:
                     raise ArgumentError(f"{where}: shape[{j}] must be {dim.text} = {want}, got {got}")
         return env
 
+    def _tensor_index(self) -> List[int]:
+        """The positions of the tensor arguments in the call's argument list."""
+        taken = {sc.index for sc in self.spec.scalars}
+        return [k for k in range(self.spec.num_args) if k not in taken]
+
     def _workspace(self, device: Device, ws: Workspace, env: Dict[str, int]) -> Any:
         try:
             count = int(ws.size(env))
@@ -647,6 +710,28 @@ class Module:
         handle = self._allocate_workspace(device, np.dtype(_canonical_dtype(ws.dtype)), max(count, 1))
         self._workspaces[key] = (count, handle)
         return handle
+
+
+def _scalar_value(sc: ScalarArg, value: Any) -> Union[int, float]:
+    """``value`` for scalar argument ``sc``: a Python or numpy number of a kind ``sc.dtype`` holds."""
+    where = f"scalar argument {sc.name} (index {sc.index})"
+    if isinstance(value, NDArray) and value.shape == ():
+        value = value.numpy()[()]
+    elif isinstance(value, np.ndarray) and value.shape == ():
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ArgumentError(f"{where}: expected a number for dtype {sc.dtype} (a Python int or float, or a "
+                            f"numpy scalar), got {type(value).__module__}.{type(value).__qualname__}")
+    if sc.dtype.startswith("float"):
+        return float(value)
+    if isinstance(value, (float, np.floating)):
+        raise ArgumentError(f"{where}: expected an integer for dtype {sc.dtype}, got the float "
+                            f"{float(value)!r}")
+    value = int(value)
+    info = np.iinfo(sc.dtype)
+    if not info.min <= value <= info.max:
+        raise ArgumentError(f"{where}: {value} does not fit in {sc.dtype} ({info.min} .. {info.max})")
+    return value
 
 
 def launch_dims(

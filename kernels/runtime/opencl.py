@@ -6,8 +6,8 @@ an OpenCL device exists at build time the program is built on ``opencl(0)`` righ
 errors surface from ``build_module``; otherwise building waits for the first call.
 
 Launches use ``global = grid * block`` and ``local = block``, always three-dimensional (x, y, z
-are dimensions 0, 1, 2); shape variables are passed as ``int`` (numpy.int32), buffers and
-workspaces as ``cl.Buffer``.
+are dimensions 0, 1, 2); shape variables are passed as ``int`` (numpy.int32), scalar arguments
+as the numpy type of their dtype, buffers and workspaces as ``cl.Buffer``.
 """
 
 from __future__ import annotations
@@ -89,7 +89,8 @@ class OpenCLModule(Module):
             grid, block = dims
             global_size = tuple(g * b for g, b in zip(grid, block))
             values = [
-                np.int32(env[p]) if self._param_kind[p] == "var" else buffers[p] for p in spec_kernel.params
+                self._param_value(p, env) if self._param_is_value(p) else buffers[p]
+                for p in spec_kernel.params
             ]
 
             def launch(name=spec_kernel.name, kernel=kernel, values=values, global_size=global_size,

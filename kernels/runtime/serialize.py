@@ -42,6 +42,7 @@ from kernels.runtime.spec import (
     LaunchDims,
     PackedArg,
     PackedCall,
+    ScalarArg,
     Workspace,
     check_host_tree,
 )
@@ -111,6 +112,7 @@ def spec_to_json(spec: FuncSpec) -> Dict[str, Any]:
         "shape_vars": list(spec.shape_vars),
         "args": [{"name": a.name, "dtype": a.dtype, "shape": [_dim(d, f"argument {a.name} shape")
                                                               for d in a.shape]} for a in spec.args],
+        "scalars": [{"name": sc.name, "dtype": sc.dtype, "index": sc.index} for sc in spec.scalars],
         "workspaces": [{"name": w.name, "dtype": w.dtype, "size": _host(w.size, f"size of {w.name}")}
                        for w in spec.workspaces],
         "kernels": kernels,
@@ -278,7 +280,9 @@ def spec_from_json(data: Dict[str, Any]) -> FuncSpec:
             workspaces=tuple(Workspace(str(w["name"]), str(w["dtype"]), _read_size(w["size"], w["name"]))
                              for w in data["workspaces"]),
             kernels=tuple(kernels), arch=str(data.get("arch") or ""),
-            uses_openmp=bool(data.get("uses_openmp", False)))
+            uses_openmp=bool(data.get("uses_openmp", False)),
+            scalars=tuple(ScalarArg(str(sc["name"]), str(sc["dtype"]), int(sc["index"]))
+                          for sc in data.get("scalars", [])))
     except ModuleFormatError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -154,6 +154,20 @@ class BufferArg:
 
 
 @dataclass(frozen=True)
+class ScalarArg:
+    """One user-visible scalar argument of the built function, passed by value (``te.var``).
+
+    ``index`` is its position in the call's argument list (tensors fill the other positions in the
+    order of :attr:`FuncSpec.args`). Its value joins the shape variables under ``name``: kernels
+    take it as a parameter of type ``dtype``, and a tensor dimension equal to it must agree.
+    """
+
+    name: str
+    dtype: str
+    index: int
+
+
+@dataclass(frozen=True)
 class Workspace:
     """A global temporary the runtime allocates per call (e.g. an rfactor buffer shared by kernels)."""
 
@@ -167,7 +181,8 @@ class KernelSpec:
     """One device kernel (GPU targets) or the single host function (C target).
 
     ``params`` lists the kernel's parameters in signature order. Each entry names either a
-    :class:`BufferArg`, a :class:`Workspace` or a shape variable (passed as a 32-bit int).
+    :class:`BufferArg`, a :class:`Workspace`, a :class:`ScalarArg` (passed as its dtype) or a shape
+    variable (passed as a 32-bit int).
     ``grid`` and ``block`` return the launch dimensions (x, y, z); unused for the C target.
     """
 
@@ -215,7 +230,11 @@ class PackedCall:
 
 @dataclass(frozen=True)
 class FuncSpec:
-    """A built function: its source, arguments, shape variables, temporaries and kernels."""
+    """A built function: its source, arguments, shape variables, temporaries and kernels.
+
+    The call takes ``len(args) + len(scalars)`` arguments: each scalar at its ``index``, the
+    tensors of ``args`` in order at the other positions.
+    """
 
     name: str
     target: str  # "c", "opencl" or "cuda"
@@ -226,3 +245,15 @@ class FuncSpec:
     kernels: Tuple[Union[KernelSpec, PackedCall], ...]  # run in order
     arch: str = ""  # CUDA: "sm_90" etc.
     uses_openmp: bool = False  # C: link with -fopenmp
+    scalars: Tuple[ScalarArg, ...] = ()  # scalar arguments passed by value; their names are in shape_vars
+
+    @property
+    def num_args(self) -> int:
+        """How many arguments a call takes (tensors and scalars)."""
+        return len(self.args) + len(self.scalars)
+
+    def arg_names(self) -> Tuple[str, ...]:
+        """The names of the arguments in call order."""
+        at = {s.index: s.name for s in self.scalars}
+        tensors = iter(a.name for a in self.args)
+        return tuple(at[k] if k in at else next(tensors) for k in range(self.num_args))

@@ -484,10 +484,10 @@ def test_lower_duplicate_argument():
         tvm.lower(s, [A, B, A])
 
 
-def test_lower_scalar_argument():
+def test_lower_scalar_argument_of_unsupported_dtype():
     A, B, s = elementwise()
-    with pytest.raises(LoweringError, match=r"argument 2 \(n\) is a scalar variable"):
-        tvm.lower(s, [A, B, B.shape[0]])
+    with pytest.raises(LoweringError, match=r"argument 2 \(flag\) is a scalar variable of dtype bool"):
+        tvm.lower(s, [A, B, te.var("flag", "bool")])
 
 
 def _bound_elementwise():
