@@ -20,7 +20,7 @@ from typing import Any, Callable, List, Optional, Sequence, Set
 
 import numpy as np
 
-from .measure import MeasureInput, MeasureOption, MeasureResult, create_measure_batch
+from .measure import MeasureInput, MeasureOption, MeasureResult
 
 __all__ = ["Tuner", "GridSearchTuner", "RandomTuner", "ModelTuner", "XGBTuner"]
 
@@ -59,36 +59,61 @@ class Tuner:
     def _flops(self, res: MeasureResult) -> float:
         return self.task.flop / res.mean if res.ok and res.mean > 0 else 0.0
 
+    #: whether the next batch can be proposed before the current one is measured; then its build
+    #: (CPU, nvcc) runs while the current batch is timed on the device
+    overlap = True
+
     def tune(self, n_trial: int, measure_option: MeasureOption, early_stopping: Optional[int] = None,
              callbacks: Sequence[Callable] = (), si_prefix: str = "G") -> None:
         """Measure up to ``n_trial`` configurations (fewer when the space is smaller), in batches;
-        stop early after ``early_stopping`` trials without a better one."""
-        measure = create_measure_batch(self.task, measure_option)
-        n_parallel = getattr(measure_option.builder, "n_parallel", 1) or 1
+        stop early after ``early_stopping`` trials without a better one. For tuners whose proposals
+        do not depend on the last results (grid, random) the next batch is built while the current
+        one runs."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        builder, runner = measure_option.builder, measure_option.runner
+        n_parallel = getattr(builder, "n_parallel", 1) or 1
         batch = max(1, min(64, getattr(self, "plan_size", n_parallel) or n_parallel))
-        trial = 0
         early = early_stopping if early_stopping is not None else int(1e9)
-        while trial < n_trial and self.has_next():
-            configs = self.next_batch(min(batch, n_trial - trial))
-            if not configs:
-                break
-            inputs = [MeasureInput(self.task.target, self.task, c) for c in configs]
-            results = measure(inputs)
-            for k, (inp, res) in enumerate(zip(inputs, results)):
-                flops = self._flops(res)
-                if flops > self.best_flops:
-                    self.best_flops, self.best_config = flops, inp.config
-                    self.best_measure_pair, self.best_iter = (inp, res), trial + k
-                logger.debug("No: %d\t%sFLOPS: %.2f/%.2f\tresult: %s\t%s", trial + k + 1, si_prefix,
-                             flops / 1e9, self.best_flops / 1e9, res, inp.config)
-                self.flops_history.append(self.best_flops)
-            trial += len(results)
-            self.update(inputs, results)
-            for cb in callbacks:
-                cb(self, inputs, results)
-            if trial - self.best_iter >= early:
-                logger.debug("early stopped at trial %d (best at %d)", trial, self.best_iter)
-                break
+        trial = 0
+
+        def propose(done: int):
+            if done >= n_trial or not self.has_next():
+                return []
+            configs = self.next_batch(min(batch, n_trial - done))
+            return [MeasureInput(self.task.target, self.task, c) for c in configs]
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            inputs = propose(0)
+            building = pool.submit(builder.build, inputs) if inputs else None
+            while building is not None:
+                built = building.result()
+                building, ahead = None, []
+                if self.overlap:
+                    ahead = propose(trial + len(inputs))
+                    building = pool.submit(builder.build, ahead) if ahead else None
+                results = runner.run(inputs, built)
+                for k, (inp, res) in enumerate(zip(inputs, results)):
+                    flops = self._flops(res)
+                    if flops > self.best_flops:
+                        self.best_flops, self.best_config = flops, inp.config
+                        self.best_measure_pair, self.best_iter = (inp, res), trial + k
+                    logger.debug("No: %d\t%sFLOPS: %.2f/%.2f\tresult: %s\t%s", trial + k + 1, si_prefix,
+                                 flops / 1e9, self.best_flops / 1e9, res, inp.config)
+                    self.flops_history.append(self.best_flops)
+                trial += len(results)
+                self.update(inputs, results)
+                for cb in callbacks:
+                    cb(self, inputs, results)
+                if trial - self.best_iter >= early:
+                    logger.debug("early stopped at trial %d (best at %d)", trial, self.best_iter)
+                    if building is not None:
+                        building.result()  # let the build in flight finish; its batch is not run
+                    break
+                if not self.overlap:
+                    ahead = propose(trial)
+                    building = pool.submit(builder.build, ahead) if ahead else None
+                inputs = ahead
 
     def reset(self) -> None:
         self.__init__(self.task, **self.param)
@@ -158,7 +183,8 @@ def _knob_features(space: Any, index: int) -> np.ndarray:
 
 
 class ModelTuner(Tuner):
-    """Cost-model-guided search (see the module docstring).
+    """Cost-model-guided search (see the module docstring). Each batch is proposed from the model
+    fitted on every earlier result, so batches are built one after the other (no overlap).
 
     Parameters
     ----------
@@ -171,6 +197,8 @@ class ModelTuner(Tuner):
     epsilon : float
         Share of each batch taken at random.
     """
+
+    overlap = False
 
     def __init__(self, task: Any, plan_size: int = 64, n_sa_iter: int = 200, sa_chains: int = 64,
                  diversity: int = 1, epsilon: float = 0.05, seed: Optional[int] = None, **kwargs):

@@ -175,3 +175,39 @@ def test_random_tuner_is_reproducible_and_never_repeats():
                callbacks=[lambda tu, i, r: seen.extend(x.config.index for x in i)])
         orders.append(seen)
     assert orders[0] == orders[1] and len(set(orders[0])) == 40
+
+
+def test_grid_builds_the_next_batch_while_the_current_one_runs():
+    """Grid and random proposals do not depend on results: batch i + 1 is compiled while batch i is
+    timed (the device does not wait for the compiler); the model tuner goes batch by batch."""
+    import threading
+    import time
+
+    events = []
+    lock = threading.Lock()
+
+    class Builder(autotvm.LocalBuilder):
+        def build(self, inputs):
+            with lock:
+                events.append(("build", time.perf_counter(), [i.config.index for i in inputs]))
+            return super().build(inputs)
+
+    class Runner(autotvm.LocalRunner):
+        def run(self, inputs, built):
+            t0 = time.perf_counter()
+            out = super().run(inputs, built)
+            time.sleep(0.2)  # a slow device: the next build must already be under way
+            with lock:
+                events.append(("run", t0, time.perf_counter(), [i.config.index for i in inputs]))
+            return out
+
+    task = autotvm.task.create("test/picky_scale", args=(64,), target="c")
+    tuner = autotvm.tuner.GridSearchTuner(task)
+    tuner.tune(n_trial=6, measure_option=autotvm.measure_option(Builder(n_parallel=2), Runner(number=1)))
+    builds = [e for e in events if e[0] == "build"]
+    runs = [e for e in events if e[0] == "run"]
+    assert [b[2] for b in builds] == [[0, 1], [2, 3], [4, 5]]
+    assert [r[3] for r in runs] == [[0, 1], [2, 3], [4, 5]]
+    for k in range(2):
+        assert builds[k + 1][1] < runs[k][2], "batch k + 1 was not built while batch k ran"
+    assert not autotvm.tuner.XGBTuner.overlap and autotvm.tuner.RandomTuner.overlap
