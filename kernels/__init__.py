@@ -19,6 +19,7 @@ from . import (  # noqa: E402
     error,
     errors,
     ir,
+    meta_schedule,
     runtime,
     script,
     target,

@@ -1,0 +1,173 @@
+"""Tuning tasks made from TensorIR with no template: the design space is generated from the block
+structure of the function (meta_schedule's way), then searched by the same tuners as templates.
+
+For a GPU target and a block with two spatial and one reduction iterators (a matrix-product-like
+computation, the notes' ``MyModuleMatmul``), the space is multi-level tiling: each spatial loop split
+into blocks x threads x a per-thread tile, the reduction into an outer loop x a step; the output
+accumulated in a ``local`` cache written back by each thread; both inputs staged in ``shared`` memory
+at the outer reduction loop and fetched cooperatively by all the block's threads with vector loads;
+the step loop unrolled or not. The knobs are the tile factors (divisors of the extents), the fetch
+vector width and the unroll. For any other block with spatial loops (and for the other targets)
+the space is: spatial loops fused, split by a number of threads (GPU: bound to blockIdx.x /
+threadIdx.x; CPU: an outer parallel loop and a vectorized inner one).
+
+:class:`TIRTask` has what the tuners use: ``config_space``, ``flop``, ``target``, ``workload`` (a
+hash of the function's TVMScript) and ``instantiate(config) -> (IRModule, argument buffers)``;
+:meth:`TIRTask.schedule` gives the ``tir.Schedule`` (with its trace) of a configuration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, List, Sequence, Tuple
+
+from ..errors import TVMError
+from .space import ConfigSpace
+
+__all__ = ["TIRTask", "TIRTaskError"]
+
+
+class TIRTaskError(TVMError):
+    """A function the design-space generator cannot work on (named)."""
+
+
+def _divisors(n: int, cap: int) -> List[int]:
+    return [d for d in range(1, min(n, cap) + 1) if n % d == 0]
+
+
+def _blocks(func) -> List[Any]:
+    from ..tir.block import BlockRealize
+    from ..tir.functor import collect
+
+    return [r.block for r in collect(func.body, lambda x: isinstance(x, BlockRealize))
+            if r.block.name_hint != "root"]
+
+
+class TIRTask:
+    """A TensorIR function to tune for ``target`` (see the module docstring)."""
+
+    def __init__(self, mod: Any, target: Any, task_name: str = "main"):
+        from ..target import Target
+        from ..tir.block import IterVarType
+        from ..tir.function import IRModule, PrimFunc
+
+        if isinstance(mod, PrimFunc):
+            mod = IRModule({"main": mod})
+        if not isinstance(mod, IRModule):
+            raise TIRTaskError(f"tune_tir: expected an IRModule or PrimFunc, got {type(mod).__name__}")
+        self.mod = mod
+        self.task_name = task_name
+        self.target = target if isinstance(target, Target) else Target(str(target))
+        self.func_name = "main" if "main" in mod else next(iter(mod.functions))
+        func = mod[self.func_name]
+        blocks = _blocks(func)
+        if len(blocks) != 1:
+            raise TIRTaskError(f"tune_tir: function {self.func_name} has {len(blocks)} blocks "
+                               f"({', '.join(b.name_hint for b in blocks)}); the design-space generator "
+                               "takes one compute block")
+        self.block = blocks[0]
+        kinds = [iv.iter_type for iv in self.block.iter_vars]
+        self.extents = [int(iv.dom.extent) for iv in self.block.iter_vars]
+        self.spatial = [k == IterVarType.DataPar for k in kinds]
+        gpu = self.target.kind.name in ("cuda", "opencl")
+        self.kind = "tile2s1r" if gpu and kinds == [IterVarType.DataPar, IterVarType.DataPar,
+                                                    IterVarType.CommReduce] else "fuse_split"
+        self.gpu = gpu
+        text = mod.script() if hasattr(mod, "script") else str(mod)
+        self.workload = (f"tir/{task_name}", hashlib.sha1(text.encode()).hexdigest()[:16])
+        self.config_space = ConfigSpace()
+        self._define(self.config_space)
+        n = 1
+        for e in self.extents:
+            n *= e
+        self.flop = float(2 * n)  # one multiply-add (or one operation pair) per point of the block
+        self.buffers = [b for _, b in func.buffer_map]
+
+    def _define(self, cfg: ConfigSpace) -> None:
+        if self.kind == "tile2s1r":
+            ni, nj, nk = self.extents
+            cfg.define_knob("tile_y", [d for d in _divisors(ni, 16) if d in (1, 2, 4, 8, 16)])
+            cfg.define_knob("tile_x", [d for d in _divisors(nj, 16) if d in (1, 2, 4, 8, 16)])
+            cfg.define_knob("threads_y", [d for d in _divisors(ni, 32) if d in (4, 8, 16, 32)] or [1])
+            cfg.define_knob("threads_x", [d for d in _divisors(nj, 32) if d in (4, 8, 16, 32)] or [1])
+            cfg.define_knob("tile_k", [d for d in _divisors(nk, 32) if d in (4, 8, 16, 32)] or [1])
+            cfg.define_knob("vector", [1, 2, 4])
+            cfg.define_knob("unroll_k", [0, 1])
+        else:
+            total = 1
+            for e, sp in zip(self.extents, self.spatial):
+                total *= e if sp else 1
+            cfg.define_knob("threads", [t for t in (32, 64, 128, 256, 512) if total % t == 0] or [1])
+
+    # -- applying a configuration ---------------------------------------------------------------
+    def schedule(self, config: Any):
+        """The ``tir.Schedule`` of ``config`` (its trace records every step)."""
+        from ..tir.schedule import Schedule
+
+        values = config.to_values() if hasattr(config, "to_values") else dict(config)
+        sch = Schedule(self.mod)
+        if self.kind == "tile2s1r":
+            self._tile(sch, values)
+        else:
+            self._fuse_split(sch, values)
+        return sch
+
+    def _tile(self, sch, v) -> None:
+        ni, nj, _ = self.extents
+        ty, tx, ly, lx, tk = v["threads_y"], v["threads_x"], v["tile_y"], v["tile_x"], v["tile_k"]
+        if ni % (ty * ly) or nj % (tx * lx):
+            raise TIRTaskError(f"tiles {ty}x{ly} / {tx}x{lx} do not divide {ni} x {nj}")
+        if ty * tx > 1024:
+            raise TIRTaskError(f"{ty * tx} threads a block exceed 1024")
+        block = sch.get_block(self.block.name_hint, self.func_name)
+        c_local = sch.cache_write(block, 0, "local")
+        i, j, k = sch.get_loops(block)
+        i0, i1, i2 = sch.split(i, [None, ty, ly])
+        j0, j1, j2 = sch.split(j, [None, tx, lx])
+        k0, k1 = sch.split(k, [None, tk])
+        sch.reorder(i0, j0, i1, j1, k0, k1, i2, j2)
+        sch.reverse_compute_at(c_local, j1)
+        sch.bind(i0, "blockIdx.y")
+        sch.bind(j0, "blockIdx.x")
+        t = sch.fuse(i1, j1)
+        sch.bind(t, "threadIdx.x")
+        nthread = ty * tx
+        for idx in (0, 1):
+            cache = sch.cache_read(block, idx, "shared")
+            sch.compute_at(cache, k0)
+            a0, a1 = sch.get_loops(cache)[-2:]
+            fused = sch.fuse(a0, a1)
+            vec = v["vector"]
+            # the fetch: nthread threads, `vec` consecutive elements each per step
+            _, ftx, fv = sch.split(fused, [None, nthread, vec])
+            if vec > 1:
+                sch.vectorize(fv)
+            sch.bind(ftx, "threadIdx.x")
+        if v["unroll_k"]:
+            sch.unroll(k1)
+        sch.decompose_reduction(block, k0)
+
+    def _fuse_split(self, sch, v) -> None:
+        block = sch.get_block(self.block.name_hint, self.func_name)
+        loops = sch.get_loops(block)
+        spatial = [lp for lp, sp in zip(loops, self.spatial) if sp]
+        if not spatial:
+            raise TIRTaskError("the block has no spatial loop to parallelize")
+        if [sp for sp in self.spatial][:len(spatial)] != [True] * len(spatial):
+            sch.reorder(*spatial)
+        fused = sch.fuse(*spatial) if len(spatial) > 1 else spatial[0]
+        outer, inner = sch.split(fused, [None, v["threads"]])
+        if self.gpu:
+            sch.bind(outer, "blockIdx.x")
+            sch.bind(inner, "threadIdx.x")
+        else:
+            sch.parallel(outer)
+
+    def instantiate(self, config: Any) -> Tuple[Any, Sequence[Any]]:
+        """``(IRModule, argument buffers)`` of ``config``: what the builder builds and the runner
+        fills with random data."""
+        return self.schedule(config).mod, list(self.buffers)
+
+    def __repr__(self) -> str:
+        return (f"TIRTask({self.task_name}, {self.kind}, extents={self.extents}, "
+                f"target={self.target.kind.name})")
