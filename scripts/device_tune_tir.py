@@ -79,7 +79,8 @@ def main() -> None:
     rows["torch.matmul (TF32 off)"] = {"median_ms": torch_ms, "tflops": 2 * N ** 3 / torch_ms / 1e9}
     for label, r in rows.items():
         ratio = torch_ms / r["median_ms"]
-        print(f"{label:34s} {r['median_ms']:8.4f} ms {r['tflops']:6.2f} TFLOP/s  x{ratio:.3f} of torch", flush=True)
+        print(f"{label:34s} {r['median_ms']:8.4f} ms {r['tflops']:6.2f} TFLOP/s  x{ratio:.3f} of torch",
+              flush=True)
     records = (work / "tuning_records.json").read_text().splitlines()
     failed = sum(json.loads(r)["result"][1] != 0 for r in records)
     print(f"tuning: {len(records)} trials ({failed} failed) in {tune_s:.0f} s", flush=True)
