@@ -36,7 +36,6 @@ import sqlite3
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
-from pathlib import Path
 
 from harness import __version__
 from harness.errors import StoreError
