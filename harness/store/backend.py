@@ -270,8 +270,12 @@ class PostgresConnection(Connection):
         return statement.replace(") WITHOUT ROWID", ")")
 
     def table_exists(self, name: str) -> bool:
-        (oid,) = self.raw.execute("SELECT to_regclass(%s)", (name,)).fetchone()
-        return oid is not None
+        # a query of the catalog, seen through this statement's snapshot: a table another process
+        # created (and committed) while this one waited for the schema lock is seen; to_regclass's
+        # cached lookup may not see it yet
+        row = self.raw.execute("SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = current_schema()"
+                               " AND tablename = %s", (name,)).fetchone()
+        return row is not None
 
     def lock_schema(self) -> None:
         # one key for "kbench schema": a transaction-scoped advisory lock, released at COMMIT/ROLLBACK
