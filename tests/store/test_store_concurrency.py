@@ -40,7 +40,7 @@ def _writer(location: str, shared_run: int | None, w: int, barrier, queue) -> No
                 st.record_result(own, timed_result(case, samples, fp=fp))
             st.finish_run(own, "done")
         queue.put((w, own, stored, duplicates, None))
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - whatever failed goes back to the test, which fails with it
         queue.put((w, None, [], 0, traceback.format_exc()))
 
 
