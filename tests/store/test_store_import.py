@@ -157,3 +157,27 @@ def test_import_errors_name_what_is_wrong(tmp_path, pg_url):
     bad = pg_url.rsplit("/", 1)[0] + "/no_such_db"
     r = kbench("import", tmp_path / "team.db", "--db", bad)
     assert r.returncode == 4 and f"cannot open result store {bad}" in r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_four_concurrent_kbench_runs_into_one_store(engine, tmp_path, request):
+    """Four `kbench run` processes at once into one store: four runs, each with all its results."""
+    suite = tmp_path / "tiny.toml"
+    suite.write_text('[suite]\nname = "tiny"\ntargets = ["c"]\n[measure]\nmin_samples = 5\nmin_time_s = 0.01\n'
+                     'max_time_s = 0.05\n[[workload]]\nname = "exp"\nparams = { n = [1024, 2048] }\n')
+    db = str(tmp_path / "shared.db") if engine == "sqlite" else request.getfixturevalue("pg_url")
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), KBENCH_DB=db)
+    procs = [subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(suite), "--executor", "local"],
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (stdout, stderr) in zip(procs, outs):
+        assert p.returncode == 0, stdout + stderr
+        assert "locked" not in stdout + stderr
+    with Store.open(db, create=False) as st:
+        runs = st.list_runs(None)
+        frame = st.results_frame()
+    assert sorted(r["id"] for r in runs) == [1, 2, 3, 4] and len({r["uuid"] for r in runs}) == 4
+    assert all(r["status"] == "done" and r["outcomes"] == {"ok": 2} for r in runs)
+    assert frame.groupby("run_id")["case_key"].nunique().tolist() == [2, 2, 2, 2] and len(frame) == 8
