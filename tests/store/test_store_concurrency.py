@@ -126,3 +126,39 @@ def test_begin_immediate_is_retried_while_the_file_is_busy(tmp_path):
     release.join()
     holder.close()
     waiter.close()
+
+
+def _importer(location: str, source: str, barrier, queue) -> None:
+    from harness.store import import_store
+
+    try:
+        with Store.open(location) as dest, Store.open(source, create=False) as src:
+            barrier.wait(timeout=60)
+            queue.put(([(d.uuid, d.skipped) for d in import_store(dest, src)], None))
+    except BaseException:  # noqa: BLE001 - whatever failed goes back to the test, which fails with it
+        queue.put(([], traceback.format_exc()))
+
+
+def test_concurrent_imports_of_one_source_store_each_run_once(location, tmp_path):
+    from store_data import fill
+
+    source = tmp_path / "machine.db"
+    with Store.open(source) as st:
+        fill(st)
+        uuids = [r["uuid"] for r in reversed(st.list_runs(None))]
+        n_results = len(st.results_frame())
+    Store.open(location).close()
+    ctx = mp.get_context("fork")
+    barrier, queue = ctx.Barrier(3), ctx.Queue()
+    procs = [ctx.Process(target=_importer, args=(location, str(source), barrier, queue)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    reports = [queue.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert not [r[1] for r in reports if r[1]], "\n".join(r[1] for r in reports if r[1])
+    for uuid in uuids:  # each run copied by exactly one importer, skipped by the others
+        assert sorted(skipped for r in reports for u, skipped in r[0] if u == uuid) == [False, True, True]
+    with Store.open(location) as st:
+        assert sorted(r["uuid"] for r in st.list_runs(None)) == sorted(uuids)
+        assert len(st.results_frame()) == n_results
