@@ -147,18 +147,6 @@ def test_import_into_sqlite_and_from_postgres(machines, pg_url, tmp_path):
         _same_copy(src, pg)
 
 
-def test_import_errors_name_what_is_wrong(tmp_path, pg_url):
-    missing = tmp_path / "nope.db"
-    r = kbench("import", missing, "--db", tmp_path / "team.db")
-    assert r.returncode == 4 and f"no result store at {missing}" in r.stderr
-    Store.open(tmp_path / "team.db").close()
-    r = kbench("import", tmp_path / "team.db", "--db", tmp_path / "team.db")
-    assert r.returncode == 4 and "is the destination store itself" in r.stderr
-    bad = pg_url.rsplit("/", 1)[0] + "/no_such_db"
-    r = kbench("import", tmp_path / "team.db", "--db", bad)
-    assert r.returncode == 4 and f"cannot open result store {bad}" in r.stderr
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 def test_four_concurrent_kbench_runs_into_one_store(engine, tmp_path, request):
