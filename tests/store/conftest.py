@@ -79,8 +79,8 @@ class PgServer:
         return f"postgresql://{_PG_USER}@{self.host}:{self.port}/{database}"
 
 
-def _run(cmd: list[str], what: str, log: Path | None = None) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+def _run(cmd: list[str], what: str, cwd: Path, log: Path | None = None) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False, cwd=cwd)
     if proc.returncode != 0:
         extra = log.read_text(errors="replace")[-2000:] if log is not None and log.exists() else ""
         raise RuntimeError(f"{what} failed ({proc.returncode}): {proc.stdout}{proc.stderr}{extra}")
@@ -95,7 +95,8 @@ def pg_server() -> Iterator[PgServer]:
         pytest.skip("PostgreSQL binaries (initdb, pg_ctl, postgres) not found; "
                     "scripts/install.sh installs Debian's postgresql package")
     prefix, uid, gid = _as_server_user()
-    # not under pytest's tmp folders: those are private to root (0700), and the server user must reach it
+    # not under pytest's tmp folders: those are private to root (0700), and the server user must reach
+    # it; the server's commands also run from it (the checkout may be in a folder only root can read)
     top = Path(tempfile.mkdtemp(prefix="kbench-pg-"))
     data, log = top / "data", top / "server.log"
     if uid is not None:
@@ -103,14 +104,14 @@ def pg_server() -> Iterator[PgServer]:
     started = False
     try:
         _run(prefix + [str(bindir / "initdb"), "-D", str(data), "-U", _PG_USER, "--auth=trust",
-                       "-E", "UTF8", "--no-locale", "--no-sync"], "initdb")
+                       "-E", "UTF8", "--no-locale", "--no-sync"], "initdb", cwd=top)
         for _ in range(3):  # a free port may be taken before the server binds it: try another
             port = _free_port()
             options = (f"-c listen_addresses=127.0.0.1 -p {port} -k {top} -c fsync=off"
                        " -c synchronous_commit=off -c full_page_writes=off -c max_connections=60")
             proc = subprocess.run(prefix + [str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log),
                                             "-o", options, "-w", "-t", "60", "start"],
-                                  capture_output=True, text=True, timeout=90, check=False)
+                                  capture_output=True, text=True, timeout=90, check=False, cwd=top)
             if proc.returncode == 0:
                 started = True
                 break
@@ -124,7 +125,7 @@ def pg_server() -> Iterator[PgServer]:
     finally:
         if started:
             subprocess.run(prefix + [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w",
-                                     "stop"], capture_output=True, timeout=60, check=False)
+                                     "stop"], capture_output=True, timeout=60, check=False, cwd=top)
         shutil.rmtree(top, ignore_errors=True)
 
 
