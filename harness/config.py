@@ -11,7 +11,7 @@ from .errors import ConfigError
 
 @dataclass(frozen=True)
 class Settings:
-    db: Path  # default result store
+    db: Path | str  # default result store: a SQLite file, or a postgresql:// URL (kept as text)
     out_dir: Path  # reports and CI outputs
     batch_size: int  # most cases in one batch (batches are cut smaller to balance the workers)
 
@@ -31,8 +31,9 @@ def settings() -> Settings:
         batch_size = 0
     if batch_size < 1:
         raise ConfigError(f"KBENCH_BATCH={batch!r}: the batch size must be a whole number of at least 1")
+    db = os.environ.get("KBENCH_DB", "kbench.db")
     return Settings(
-        db=Path(os.environ.get("KBENCH_DB", "kbench.db")),
+        db=db if db.lower().startswith(("postgresql://", "postgres://")) else Path(db),
         out_dir=Path(os.environ.get("KBENCH_OUT", "kbench-out")),
         batch_size=batch_size,
     )

@@ -1,9 +1,12 @@
 # Install what kbench needs, idempotently; sourced by scripts/test.sh and scripts/demo.sh
 # (also runnable on its own: `bash scripts/install.sh`).
 #
-#  1. System: an OpenCL runtime for the CPU (PoCL), the ICD loader and clinfo, via apt-get, and
-#     Debian's chromium (headless browser for the HTML report's end-to-end test). Skipped when
-#     `clinfo -l` already lists a device, the ICD loader is present and chromium is installed.
+#  1. System: an OpenCL runtime for the CPU (PoCL), the ICD loader and clinfo, via apt-get,
+#     Debian's chromium (headless browser for the HTML report's end-to-end test) and Debian's
+#     postgresql (the PostgreSQL store's tests start a server of their own: initdb, pg_ctl, postgres,
+#     found on PATH or under /usr/lib/postgresql/<version>/bin). Skipped when `clinfo -l` already
+#     lists a device, the ICD loader is present, chromium is installed and the PostgreSQL binaries
+#     are found.
 #     Optional packages (chromium) that apt cannot install (e.g. Ubuntu ships it only as a snap)
 #     are left out with a warning; the tests that need them skip.
 #  2. Python: a virtual environment in .venv with `pip install -e '.[test]'`.
@@ -18,6 +21,8 @@ KBENCH_VENV="$KBENCH_ROOT/.venv"
 KBENCH_PY="$KBENCH_VENV/bin/python"
 KBENCH_APT_PACKAGES=(pocl-opencl-icd ocl-icd-libopencl1 ocl-icd-opencl-dev clinfo chromium)
 KBENCH_APT_OPTIONAL=(chromium)
+# installed only where no PostgreSQL binaries are found (a server built from source may be on PATH)
+KBENCH_APT_POSTGRES=(postgresql)
 
 _kbench_log() { printf '[install] %s\n' "$*" >&2; }
 
@@ -47,19 +52,37 @@ _kbench_chromium_present() {
   command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ]
 }
 
+_kbench_postgres_present() {
+  local d
+  command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1 && return 0
+  for d in /usr/lib/postgresql/*/bin; do
+    [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && return 0
+  done
+  return 1
+}
+
 _kbench_apt() {
   DEBIAN_FRONTEND=noninteractive apt-get "$@"
 }
 
 _kbench_install_system() {
-  if _kbench_opencl_ready && _kbench_chromium_present; then
-    _kbench_log "OpenCL runtime present (clinfo lists a device) and chromium installed: skipping apt-get"
+  if _kbench_opencl_ready && _kbench_chromium_present && _kbench_postgres_present; then
+    _kbench_log "OpenCL runtime present (clinfo lists a device), chromium and PostgreSQL installed:" \
+      "skipping apt-get"
     return 0
   fi
+  if ! _kbench_postgres_present; then
+    KBENCH_APT_PACKAGES+=("${KBENCH_APT_POSTGRES[@]}")
+    KBENCH_APT_OPTIONAL+=("${KBENCH_APT_POSTGRES[@]}")
+  fi
   if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-    if _kbench_opencl_ready; then  # only the optional browser is missing
-      _kbench_log "WARNING: chromium is not installed: the HTML report's browser test will skip."
-      _kbench_log "  As root on Debian: apt-get install -y --no-install-recommends chromium"
+    if _kbench_opencl_ready; then  # only optional packages are missing
+      _kbench_chromium_present || {
+        _kbench_log "WARNING: chromium is not installed: the HTML report's browser test will skip."
+        _kbench_log "  As root on Debian: apt-get install -y --no-install-recommends chromium"; }
+      _kbench_postgres_present || {
+        _kbench_log "WARNING: PostgreSQL (initdb, pg_ctl) is not installed: the PostgreSQL store's tests"
+        _kbench_log "  will skip. As root on Debian: apt-get install -y --no-install-recommends postgresql"; }
       return 0
     fi
     _kbench_log "WARNING: no usable OpenCL device found, and this script can only install one as root"

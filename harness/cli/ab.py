@@ -56,6 +56,8 @@ from .common import (
     out,
     print_verdicts,
     progress_display,
+    store_label,
+    store_location,
     write_outputs,
 )
 
@@ -103,7 +105,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
               f"({summary.export_s:.1f} s, {summary.export_errors} case(s) it could not build); "
               f"{summary.seconds:.1f} s")
     out.print(f"runs: base {summary.base_run}, head {summary.head_run} (kind ab) "
-              f"in {Path(args.db).resolve()}")
+              f"in {store_label(args.db)}")
     if args.out:
         write_outputs(args.db, summary.head_run, summary.judgement, args.out)
     return int(summary.exit_code)
@@ -192,7 +194,7 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
             return {c.key: {"base": specs.get(c.key, {"error": "the base tree's build returned nothing"})}
                     for c in cases}
 
-        request = RunRequest(suite_path, Path(db), executor_kind, address,
+        request = RunRequest(suite_path, store_location(str(db)), executor_kind, address,
                              targets=tuple(targets) if targets else None, argv=tuple(argv),
                              measure={**(measure_overrides or {}), "interleave": SIDES}, kind="ab",
                              with_peers=False)
@@ -208,8 +210,8 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
 
         again = rerun_keys(request, parent_run=summary.base_run, on_event=announce, executor=executor,
                            side_specs_for=side_specs_for) if remeasure else None
-        judgement = judge.judge_runs(Path(db), [summary.head_run], [summary.base_run], fail_on=fail_on)
-        judgement = judge.remeasure_ambiguous(Path(db), judgement, again, new_side="head", base_side="base")
+        judgement = judge.judge_runs(store_location(str(db)), [summary.head_run], [summary.base_run], fail_on=fail_on)
+        judgement = judge.remeasure_ambiguous(store_location(str(db)), judgement, again, new_side="head", base_side="base")
         summary.judgement = replace(judgement, baseline_label=f"base tree {root} (run {summary.base_run})")
     finally:
         executor.close()

@@ -49,7 +49,7 @@ from rich.table import Table
 from harness.errors import UsageError
 from harness.model import DEFAULT_THRESHOLD, Side, Verdict
 
-from .common import db_arg, default_out, err, execution, execution_args, out
+from .common import db_arg, default_out, err, execution, execution_args, out, store_location
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -217,7 +217,7 @@ def calibrate(suite_path: str, db: Path, *, trials: int = 3, slowdown: float = 0
                 "min_time_s": suite.measure.min_time_s / rounds}
     base.update(measure_overrides or {})
     slowed = {"A": 0.0, "B": 0.0, "C": slowdown}
-    request = RunRequest(suite_path, Path(db), executor_kind, address,
+    request = RunRequest(suite_path, store_location(str(db)), executor_kind, address,
                          targets=tuple(targets) if targets else None, argv=tuple(argv), kind="calibration")
     apply_runtime_defaults()
     executor = make_executor(executor_kind, address=address, imports=tuple(suite.imports))
@@ -248,8 +248,8 @@ def calibrate(suite_path: str, db: Path, *, trials: int = 3, slowdown: float = 0
             def again(keys: set[str]) -> dict[str, list[int]]:
                 return one(f"{label}: re-measure of {len(keys)} AMBIGUOUS case(s)", names, only_keys=keys)
 
-            first = judge.judge_runs(Path(db), new, old)
-            return judge.remeasure_ambiguous(Path(db), first, again, new_side=names[1],
+            first = judge.judge_runs(store_location(str(db)), new, old)
+            return judge.remeasure_ambiguous(store_location(str(db)), first, again, new_side=names[1],
                                              base_side=names[0]).verdicts
 
         for trial in range(trials):

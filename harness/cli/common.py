@@ -23,10 +23,12 @@ from rich.table import Table
 from harness.config import settings
 from harness.errors import ExitCode
 from harness.store import Store, load_results
+from harness.store.backend import is_url, redact
 
 __all__ = [
     "Parser", "db_arg", "default_out", "err", "execution", "execution_args", "fmt_time", "out",
-    "print_run_table", "print_verdicts", "progress_display", "verdict_args", "write_outputs",
+    "print_run_table", "print_verdicts", "progress_display", "store_label", "store_location", "verdict_args",
+    "write_outputs",
 ]
 
 err = Console(stderr=True)
@@ -45,10 +47,22 @@ class Parser(argparse.ArgumentParser):
 # -- options --------------------------------------------------------------------------------------
 
 
+def store_location(text: str) -> Path | str:
+    """A ``--db`` value: a SQLite file's path, or a PostgreSQL URL kept as text."""
+    return text if is_url(text) else Path(text)
+
+
+def store_label(db: Path | str) -> str:
+    """``db`` for messages: a file's absolute path, or the URL without its password."""
+    return redact(db) if is_url(db) else str(Path(db).resolve())
+
+
 def db_arg(p: argparse.ArgumentParser) -> None:
     """``--db``: the result store (default ``KBENCH_DB``, else ``kbench.db``)."""
-    p.add_argument("--db", type=Path, default=settings().db,
-                   help="result store (SQLite file; default %(default)s)")
+    default = settings().db
+    p.add_argument("--db", type=store_location, default=default,
+                   help="result store: a SQLite file or postgresql://user@host:port/db "
+                        f"(default {redact(default) if is_url(default) else default})")
 
 
 def default_out() -> Path:
@@ -172,7 +186,7 @@ def _num(x):
     return None if x is None or x != x else x
 
 
-def print_run_table(db: Path, run_id: int) -> None:
+def print_run_table(db: Path | str, run_id: int) -> None:
     """One run's results as a table: case, outcome, median, CI, GB/s, device."""
     df = load_results(db, run_id=run_id)
     table = Table(title=f"run {run_id}")
@@ -212,7 +226,7 @@ def print_verdicts(judgement) -> None:
               f"exit code {int(judgement.exit_code)}")
 
 
-def write_outputs(db: Path, run_id: int, judgement, out_dir: Path) -> None:
+def write_outputs(db: Path | str, run_id: int, judgement, out_dir: Path) -> None:
     """The HTML report and the CI outputs of run ``run_id`` into ``out_dir`` (see reports/), and a
     line per file written."""
     # imported here: reports load matplotlib and jinja2 (about a second), which only this needs

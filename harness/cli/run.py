@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from harness.errors import ExitCode
 
@@ -17,6 +16,7 @@ from .common import (
     print_run_table,
     print_verdicts,
     progress_display,
+    store_label,
     verdict_args,
     write_outputs,
 )
@@ -63,7 +63,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     ph = summary.phases
     if ph:
         out.print("time: " + ", ".join(f"{label} {ph[k]:.1f} s" for k, label in PHASES if k in ph))
-    out.print(f"results: {Path(args.db).resolve()} (kbench show {summary.run_id} --db {args.db})")
+    out.print(f"results: {store_label(args.db)} (kbench show {summary.run_id} --db {args.db})")
     code = summary.exit_code
     judgement = None
     if args.baseline:

@@ -1,5 +1,6 @@
-"""The result store: one SQLite file of runs, environment fingerprints, cases, results and their raw
-samples (the package docstring of :mod:`harness.store` has the conventions and the schema)."""
+"""The result store: runs, environment fingerprints, cases, results and their raw samples, in one
+SQLite file or one PostgreSQL database (the package docstring of :mod:`harness.store` has the
+conventions and the schema; :mod:`harness.store.backend` the two engines)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import dataclasses
 import json
 import math
 import sqlite3
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +19,7 @@ from harness import env as _env
 from harness.errors import StoreError
 from harness.model import Case, Result, Timing
 
+from .backend import Connection, PostgresConnection, SQLiteConnection, is_url, redact, retry_busy
 from .frames import FrameQueries, chunks
 from .schema import RUN_KINDS, migrate, now, read_version
 
@@ -58,9 +61,10 @@ class Store(FrameQueries):
     ...     store.finish_run(run, "done")
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: Path):
+    def __init__(self, conn: Connection, path: Path | str):
         """Use :meth:`Store.open`; this only wraps an already migrated connection."""
-        self._conn = conn
+        self._conn: Connection = conn
+        #: the SQLite file, or the PostgreSQL URL without its password
         self.path = path
 
     # -- opening ---------------------------------------------------------------------------
@@ -69,12 +73,22 @@ class Store(FrameQueries):
     def open(cls, path: PathLike = DEFAULT_DB, *, create: bool = True) -> Store:
         """Open (and migrate) the store at ``path``; create it when missing unless ``create=False``.
 
+        Parameters
+        ----------
+        path : str or Path
+            A SQLite file, or a PostgreSQL database as a URL ``postgresql://user[:password]@host[:port]/db``
+            (libpq's other settings, e.g. ``?sslmode=require``, go in the query string). A PostgreSQL
+            database must exist; its kbench tables are created (``create`` only concerns files).
+
         Raises
         ------
         StoreError
             The parent directory does not exist, the file is missing (``create=False``) or is not
-            a SQLite database, its schema is newer than this kbench, or a migration failed.
+            a SQLite database, the server cannot be reached or refuses the login, psycopg is not
+            installed, the schema is newer than this kbench, or a migration failed.
         """
+        if is_url(path):
+            return cls._open_postgres(str(path))
         path = Path(path)
         parent = path.parent
         if not parent.is_dir():
@@ -82,16 +96,13 @@ class Store(FrameQueries):
         if not create and not path.is_file():
             raise StoreError(f"no result store at {path}")
         try:
-            if create:
-                conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
-            else:  # mode=rw: never creates the file
-                conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", timeout=30.0,
-                                       isolation_level=None, uri=True)
+            conn = SQLiteConnection.connect(path, create)
         except sqlite3.Error as e:
             raise StoreError(f"cannot open result store {path}: {e}") from e
         try:
             conn.execute("PRAGMA foreign_keys = ON")
-            conn.execute("PRAGMA journal_mode = WAL")
+            # switching to WAL needs the file to itself for a moment: wait out other writers
+            retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL"))
             migrate(conn, path)
         except sqlite3.DatabaseError as e:  # e.g. "file is not a database"
             conn.close()
@@ -100,6 +111,25 @@ class Store(FrameQueries):
             conn.close()
             raise
         return cls(conn, path)
+
+    @classmethod
+    def _open_postgres(cls, url: str) -> Store:
+        where = redact(url)
+        conn = PostgresConnection.connect(url)
+        try:
+            migrate(conn, where)
+        except conn.errors as e:
+            conn.close()
+            raise StoreError(f"cannot open result store {where}: {str(e).strip()}") from e
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, where)
+
+    @property
+    def dialect(self) -> str:
+        """"sqlite" or "postgresql"."""
+        return self._reader().dialect
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -116,23 +146,22 @@ class Store(FrameQueries):
     @property
     def schema_version(self) -> int:
         """The schema version of the open file."""
-        return read_version(self._conn)
+        return read_version(self._reader())
 
     # -- transactions ------------------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (KeyboardInterrupt too)."""
-        conn = self._conn
-        if conn is None:
-            raise StoreError(f"result store {self.path} is closed")
-        conn.execute("BEGIN IMMEDIATE")
+    def _transaction(self) -> Iterator[Connection]:
+        """BEGIN (IMMEDIATE on SQLite, waiting out other writers) ... COMMIT, rolled back on any
+        exception (KeyboardInterrupt too)."""
+        conn = self._reader()
+        conn.begin()
         try:
             yield conn
-            conn.execute("COMMIT")
+            conn.commit()
         except BaseException:
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
+                conn.rollback()
             raise
 
     # -- runs ---------------------------------------------------------------------------------
@@ -161,6 +190,8 @@ class Store(FrameQueries):
             automatic re-measure of run ``parent_run``'s AMBIGUOUS cases).
         parent_run : int, optional
             The run a re-measure belongs to.
+
+        The run also gets a new UUID (``get_run(id)["uuid"]``), its identity across stores.
         """
         if kind not in RUN_KINDS:
             raise StoreError(f"begin_run: kind {kind!r} is not one of {', '.join(RUN_KINDS)}")
@@ -177,15 +208,15 @@ class Store(FrameQueries):
                getattr(suite, "sha256", None), git_commit, __version__,
                _dumps(list(argv), "argv"), str(executor), _dumps(mc or {}, "measure_config"), kind,
                parent_run, _float(threshold),
-               None if threshold is None else _dumps(overrides, "thresholds"))
+               None if threshold is None else _dumps(overrides, "thresholds"), str(uuid.uuid4()))
         with self._write("begin a run") as conn:
             if parent_run is not None:
                 self._check_run(conn, parent_run)
-            cur = conn.execute(
+            return conn.insert(
                 "INSERT INTO runs (started_at, status, suite_name, suite_path, suite_sha256,"
                 " git_commit, kbench_version, argv, executor, measure_config, kind, parent_run,"
-                " regression_threshold, thresholds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
-            return int(cur.lastrowid)
+                " regression_threshold, thresholds, uuid)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
 
     def finish_run(self, run_id: int, status: str) -> None:
         """Mark run ``run_id`` "done", "failed" or "interrupted" and stamp its end time."""
@@ -239,7 +270,12 @@ class Store(FrameQueries):
             runs.append(run)
         return runs
 
-    def _check_run(self, conn: sqlite3.Connection, run_id: int) -> None:
+    def run_by_uuid(self, run_uuid: str) -> int | None:
+        """The id of the run whose UUID is ``run_uuid`` in this store, or None."""
+        row = self._reader().execute("SELECT id FROM runs WHERE uuid = ?", (str(run_uuid),)).fetchone()
+        return None if row is None else int(row[0])
+
+    def _check_run(self, conn: Connection, run_id: int) -> None:
         if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
             raise UnknownRun(f"no run {run_id} in {self.path}")
 
@@ -314,7 +350,7 @@ class Store(FrameQueries):
         with self._write("record an environment") as conn:
             return self._insert_environment(conn, fp)
 
-    def _insert_environment(self, conn: sqlite3.Connection, fp: dict[str, Any]) -> str:
+    def _insert_environment(self, conn: Connection, fp: dict[str, Any]) -> str:
         env_id = _env.fingerprint_id(fp)
         conn.execute("INSERT INTO environments (id, json, first_seen) VALUES (?, ?, ?)"
                      " ON CONFLICT(id) DO NOTHING",
@@ -343,7 +379,7 @@ class Store(FrameQueries):
             No such run.
         StoreError
             The environment is unknown or disagrees with ``result.env_id``, the timing is
-            inconsistent, or SQLite refused a row (e.g. a NaN sample); nothing was written.
+            inconsistent, or the database refused a row (e.g. a NaN sample); nothing was written.
         """
         case = result.case
         key = case.key
@@ -379,6 +415,7 @@ class Store(FrameQueries):
         }
         if env is None:
             env = result.environment
+        db = self._reader()
         try:
             with self._transaction() as conn:
                 self._check_run(conn, run_id)
@@ -392,22 +429,21 @@ class Store(FrameQueries):
                     (key, case.workload, case.variant, _dumps(case.param_dict, f"{key}: params"),
                      _dumps(case.knob_dict, f"{key}: knobs"), case.dtype, case.target,
                      case.gpu_model, case.to_json()))
-                cur = conn.execute(
+                result_id = conn.insert(
                     f"INSERT INTO results ({', '.join(_RESULT_COLUMNS)})"
                     f" VALUES ({', '.join('?' * len(_RESULT_COLUMNS))})",
                     tuple(row[c] for c in _RESULT_COLUMNS))
-                result_id = int(cur.lastrowid)
                 if timing is not None:
                     self._insert_samples(conn, result_id, timing)
                 return result_id
-        except sqlite3.IntegrityError as e:
-            if "UNIQUE" in str(e) and "results.run_id" in str(e):  # a concurrent writer won
+        except db.integrity_errors as e:
+            if db.is_unique_violation(e, "results.run_id", "results.case_key"):  # a concurrent writer won
                 raise DuplicateResult(f"run {run_id} already has a result for {key}") from e
             raise StoreError(f"could not record {key} in run {run_id} ({self.path}): {e}") from e
-        except sqlite3.Error as e:
+        except db.errors as e:
             raise StoreError(f"could not record {key} in run {run_id} ({self.path}): {e}") from e
 
-    def _resolve_env(self, conn: sqlite3.Connection, result: Result,
+    def _resolve_env(self, conn: Connection, result: Result,
                      env: dict[str, Any] | None) -> str | None:
         if env is not None:
             env_id = self._insert_environment(conn, env)
@@ -422,7 +458,7 @@ class Store(FrameQueries):
                              " pass env= or call record_environment first")
         return result.env_id
 
-    def _insert_samples(self, conn: sqlite3.Connection, result_id: int, timing: Timing) -> None:
+    def _insert_samples(self, conn: Connection, result_id: int, timing: Timing) -> None:
         """Insert the raw samples of one result (runs inside record_result's transaction)."""
         clocks: Sequence[float | None] = timing.clocks_mhz or (None,) * len(timing.samples)
         conn.executemany(
@@ -474,18 +510,19 @@ class Store(FrameQueries):
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _reader(self) -> sqlite3.Connection:
+    def _reader(self) -> Connection:
         if self._conn is None:
             raise StoreError(f"result store {self.path} is closed")
         return self._conn
 
     @contextmanager
-    def _write(self, what: str) -> Iterator[sqlite3.Connection]:
-        """A transaction whose SQLite errors become StoreError naming ``what`` and the file."""
+    def _write(self, what: str) -> Iterator[Connection]:
+        """A transaction whose database errors become StoreError naming ``what`` and the store."""
+        db = self._reader()
         try:
             with self._transaction() as conn:
                 yield conn
-        except sqlite3.Error as e:
+        except db.errors as e:
             raise StoreError(f"could not {what} in {self.path}: {e}") from e
 
 

@@ -5,11 +5,12 @@ joined with their case, run and environment, and their raw samples."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from harness import env as _env
+
+from .backend import Connection
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -86,10 +87,10 @@ class FrameQueries:
     """Frame queries over a store's connection (mixed into :class:`harness.store.database.Store`,
     which supplies ``_reader`` and ``_check_run``)."""
 
-    def _reader(self) -> sqlite3.Connection:  # pragma: no cover - supplied by Store
+    def _reader(self) -> Connection:  # pragma: no cover - supplied by Store
         raise NotImplementedError
 
-    def _check_run(self, conn: sqlite3.Connection, run_id: int) -> None:  # pragma: no cover - Store's
+    def _check_run(self, conn: Connection, run_id: int) -> None:  # pragma: no cover - Store's
         raise NotImplementedError
 
     def _samples_by_result(self, result_ids: Sequence[int]) -> dict[int, tuple]:

@@ -3,15 +3,21 @@
 The schema is versioned: :data:`SCHEMA_VERSION` and an ordered list :data:`MIGRATIONS` where
 ``MIGRATIONS[i]`` turns a version-``i`` database into version ``i + 1`` (version 0 is a database
 without kbench tables). :func:`migrate` brings an older file forward in one transaction and refuses
-a file written by a newer kbench. Migrations only add: old rows are never rewritten.
+a file written by a newer kbench. Migrations only add: old rows are never rewritten (version 5 fills
+the new ``runs.uuid`` of older runs).
 
-Schema (version 4)::
+The DDL is written in SQLite's dialect; a PostgreSQL store runs the same statements translated by
+:meth:`harness.store.backend.Connection.ddl` (and the one migration SQLite does by rebuilding a
+table, version 3, alters the CHECK constraint in place there).
+
+Schema (version 5)::
 
     schema_version(version PK, applied_at, kbench_version)       one row per applied migration
     runs(id PK, started_at, ended_at, status, suite_name, suite_path, suite_sha256, git_commit,
          kbench_version, argv JSON, executor, measure_config JSON,
          kind ('run' | 'calibration' | 'remeasure' | 'ab' [v3]), parent_run FK NULL,  [kind: v2]
-         regression_threshold NULL, thresholds JSON NULL)                         [v4]
+         regression_threshold NULL, thresholds JSON NULL,                         [v4]
+         uuid UNIQUE)                                                              [v5]
     baselines(name PK, run_id FK, set_at, note)                                   [v2]
     environments(id PK = harness.env.fingerprint_id, json, first_seen)
     cases(key PK, workload, variant, params JSON, knobs JSON, dtype, target, gpu_model, case_json)
@@ -27,13 +33,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
-from pathlib import Path
 
 from harness import __version__
 from harness.errors import StoreError
 from harness.model import OUTCOMES
+
+from .backend import Connection, as_connection
 
 __all__ = ["MIGRATIONS", "NOT_HISTORY", "RUN_KINDS", "SCHEMA_VERSION", "migrate", "now", "read_version"]
 
@@ -118,12 +126,14 @@ _V1_STATEMENTS = (
 )
 
 
-def _sql(*statements: str) -> Callable[[sqlite3.Connection], None]:
-    """A migration that executes ``statements`` in order (inside the caller's transaction)."""
+def _sql(*statements: str) -> Callable[[Connection], None]:
+    """A migration that executes ``statements`` (SQLite-dialect DDL, translated for the store's
+    engine) in order, inside the caller's transaction."""
 
-    def migrate(conn: sqlite3.Connection) -> None:
+    def migrate(conn: Connection | sqlite3.Connection) -> None:
+        conn = as_connection(conn)
         for statement in statements:
-            conn.execute(statement)
+            conn.execute(conn.ddl(statement))
 
     migrate.statements = statements  # type: ignore[attr-defined]
     return migrate
@@ -154,13 +164,19 @@ RUN_KINDS = ("run", "calibration", "remeasure", "ab")
 NOT_HISTORY = ("calibration", "ab")
 
 
-def _v3_run_kind_ab(conn: sqlite3.Connection) -> None:
+def _v3_run_kind_ab(conn: Connection | sqlite3.Connection) -> None:
     """Version 3: runs.kind also takes "ab" (the sides of `kbench ab`, which, like calibration runs,
     are never a baseline nor history). SQLite cannot widen a CHECK in place, so ``runs`` is rebuilt:
     a new table with the wider CHECK, every row copied as it is (ids kept), the old table dropped and
     the new one renamed. The references to ``runs(id)`` (results, baselines, runs.parent_run) name the
     table, so they point at the new one. :func:`migrate` runs migrations with foreign keys off (as
-    SQLite's procedure for rebuilding a table asks) and checks them all before it commits."""
+    SQLite's procedure for rebuilding a table asks) and checks them all before it commits.
+    PostgreSQL replaces the constraint in place (it named it ``runs_kind_check``)."""
+    conn = as_connection(conn)
+    if conn.dialect == "postgresql":
+        conn.execute("ALTER TABLE runs DROP CONSTRAINT runs_kind_check, ADD CONSTRAINT runs_kind_check"
+                     " CHECK (kind IN ('run', 'calibration', 'remeasure', 'ab'))")
+        return
     cols = [row[1] for row in conn.execute("PRAGMA table_info(runs)")]
     (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone()
     old_check = "CHECK (kind IN ('run', 'calibration', 'remeasure'))"
@@ -189,14 +205,15 @@ _V4_STATEMENTS = (
 )
 
 
-def _v4_typed_results(conn: sqlite3.Connection) -> None:
+def _v4_typed_results(conn: Connection | sqlite3.Connection) -> None:
     """Version 4: what results carried in their JSON columns gets columns of its own (nvcc calls, the
     interleaved side and its group), and runs keep their practical thresholds. Older results get the
     new columns filled from the JSON they hold (``extra.nvcc_calls``, ``telemetry.interleave_group`` and
     ``telemetry.interleave_side``); nothing they stored changes. Older runs keep NULL thresholds:
     harness.judge then reads their suite file, if it still has the content they were made from."""
+    conn = as_connection(conn)
     for statement in _V4_STATEMENTS:
-        conn.execute(statement)
+        conn.execute(conn.ddl(statement))
     rows = conn.execute("SELECT id, telemetry, extra FROM results WHERE telemetry LIKE '%interleave_group%'"
                         " OR extra LIKE '%nvcc_calls%'").fetchall()
     for result_id, telemetry, extra in rows:
@@ -218,30 +235,41 @@ def _json_object(text: str | None) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+def _v5_run_uuid(conn: Connection | sqlite3.Connection) -> None:
+    """Version 5: every run carries a unique id from its creation (``runs.uuid``, a UUID4 in text),
+    so that `kbench import` recognises a run it already copied from another store. Older runs get a
+    fresh one each."""
+    conn = as_connection(conn)
+    conn.execute("ALTER TABLE runs ADD COLUMN uuid TEXT NOT NULL DEFAULT ''")
+    for (run_id,) in conn.execute("SELECT id FROM runs ORDER BY id").fetchall():
+        conn.execute("UPDATE runs SET uuid = ? WHERE id = ?", (str(uuid.uuid4()), run_id))
+    conn.execute("CREATE UNIQUE INDEX runs_by_uuid ON runs(uuid)")
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [
     _sql(*_V1_STATEMENTS),  # 0 -> 1: the first layout
     _sql(*_V2_STATEMENTS),  # 1 -> 2: run kinds, re-measure parents, named baselines
     _v3_run_kind_ab,  # 2 -> 3: run kind "ab"
     _v4_typed_results,  # 3 -> 4: thresholds of runs; nvcc calls, sides and interleave groups of results
+    _v5_run_uuid,  # 4 -> 5: a unique id of each run (kbench import)
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 assert SCHEMA_VERSION == len(MIGRATIONS), "SCHEMA_VERSION must equal len(MIGRATIONS)"
 assert set(_V1_OUTCOMES) == set(OUTCOMES), (
     "harness.model.OUTCOMES changed: add a store migration that widens results.outcome's CHECK")
 
 
-def read_version(conn: sqlite3.Connection) -> int:
-    has_table = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'").fetchone()
-    if has_table is None:
+def read_version(conn: Connection) -> int:
+    """The schema version of the database behind ``conn`` (0: no kbench tables)."""
+    if not conn.table_exists("schema_version"):
         return 0
     (version,) = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
     return int(version or 0)
 
 
-def migrate(conn: sqlite3.Connection, path: Path) -> None:
+def migrate(conn: Connection, path: object) -> None:
     """Bring the database to ``len(MIGRATIONS)`` in one transaction, or refuse a newer one."""
     target = len(MIGRATIONS)  # read at call time, so tests can append a fake migration
     version = read_version(conn)
@@ -251,32 +279,37 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
             f" ({__version__}) supports (version {target}); upgrade kbench or use another --db file")
     if version == target:
         return
-    # Foreign keys are off while migrating (a migration may rebuild a referenced table, see
+    sqlite = conn.dialect == "sqlite"
+    # SQLite: foreign keys are off while migrating (a migration may rebuild a referenced table, see
     # _v3_run_kind_ab; the pragma cannot change inside a transaction) and checked before COMMIT.
-    conn.execute("PRAGMA foreign_keys = OFF")
-    conn.execute("BEGIN IMMEDIATE")
+    if sqlite:
+        conn.execute("PRAGMA foreign_keys = OFF")
     try:
-        version = read_version(conn)  # another process may have migrated meanwhile
-        while version < target:
-            try:
-                MIGRATIONS[version](conn)
-            except Exception as e:
-                raise StoreError(f"result store {path}: migrating schema version {version} to"
-                                 f" {version + 1} failed: {e}") from e
-            version += 1
-            conn.execute("INSERT INTO schema_version (version, applied_at, kbench_version)"
-                         " VALUES (?, ?, ?)", (version, now(), __version__))
-        broken = conn.execute("PRAGMA foreign_key_check").fetchall()
-        if broken:
-            raise StoreError(f"result store {path}: migrating to schema version {target} would leave "
-                             f"{len(broken)} broken reference(s), e.g. {broken[0]}; nothing was changed")
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
+        conn.begin()
+        try:
+            conn.lock_schema()  # PostgreSQL: one migrating process at a time
+            version = read_version(conn)  # another process may have migrated meanwhile
+            while version < target:
+                try:
+                    MIGRATIONS[version](conn)
+                except Exception as e:
+                    raise StoreError(f"result store {path}: migrating schema version {version} to"
+                                     f" {version + 1} failed: {e}") from e
+                version += 1
+                conn.execute("INSERT INTO schema_version (version, applied_at, kbench_version)"
+                             " VALUES (?, ?, ?)", (version, now(), __version__))
+            broken = conn.execute("PRAGMA foreign_key_check").fetchall() if sqlite else []
+            if broken:
+                raise StoreError(f"result store {path}: migrating to schema version {target} would leave "
+                                 f"{len(broken)} broken reference(s), e.g. {broken[0]}; nothing was changed")
+            conn.commit()
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
     finally:
-        conn.execute("PRAGMA foreign_keys = ON")
+        if sqlite:
+            conn.execute("PRAGMA foreign_keys = ON")
 
 
 def now() -> str:

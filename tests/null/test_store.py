@@ -690,7 +690,7 @@ def test_v3_store_migrates_to_v4_with_typed_columns_filled_from_the_json(db, tmp
                                                                   "interleave_side": side, "batch": 1})
         results_before = conn.execute("SELECT * FROM results ORDER BY id").fetchall()
     with Store.open(db) as s:
-        assert s.schema_version == 4
+        assert s.schema_version == store.SCHEMA_VERSION  # 4, then 5 (run uuids)
         frame = s.results_frame().set_index("case_key")
         # typed columns filled from the JSON the rows carried; the JSON itself is untouched
         assert frame.loc[make_case().key, "nvcc_calls"] == 3

@@ -1,0 +1,119 @@
+"""The store on a real PostgreSQL server (tests/store/conftest.py) against the same content in SQLite:
+the same frames, runs and results come back; migrations, constraints and errors behave alike."""
+
+from __future__ import annotations
+
+import uuid
+
+import pandas as pd
+import psycopg
+import pytest
+from store_data import H100, FakeSuite, fill, make_case, timed_result
+
+from harness.model import MeasureConfig, Result
+from harness.store import SCHEMA_VERSION, DuplicateResult, Store, StoreError, UnknownRun, schema
+
+# written when stored: the one thing two stores filled alike may not share
+_TIMES = ["run_started_at", "created_at"]
+
+
+def _frame(store: Store) -> pd.DataFrame:
+    return store.results_frame(with_samples=True).drop(columns=_TIMES)
+
+
+def _runs(store: Store) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in ("started_at", "ended_at", "uuid")}
+            for r in store.list_runs(None)]
+
+
+def test_round_trip_on_postgres_equals_sqlite(tmp_path, pg_url):
+    with Store.open(tmp_path / "k.db") as lite, Store.open(pg_url) as pg:
+        assert (lite.dialect, pg.dialect) == ("sqlite", "postgresql")
+        assert fill(lite) == fill(pg) == [1, 2, 3, 4, 5]  # ids from 1 on both
+        pd.testing.assert_frame_equal(_frame(lite), _frame(pg))
+        assert _runs(lite) == _runs(pg)
+        for run in (1, 2, 3, 4, 5):
+            assert lite.get_results(run) == pg.get_results(run)
+        assert lite.list_baselines()[0]["run_id"] == pg.list_baselines()[0]["run_id"] == 1
+        keys = _frame(lite)["case_key"].unique().tolist()
+        assert lite.latest_results(keys, before_run=10, per_key=2) == pg.latest_results(
+            keys, before_run=10, per_key=2) == [5, 3, 2, 1]  # ok results of kinds run and remeasure
+        pd.testing.assert_frame_equal(lite.samples_frame([1, 2, 5]), pg.samples_frame([1, 2, 5]))
+        frame = _frame(pg)
+    # what was stored is what fill() wrote, read independently of the store's own reader
+    assert frame["outcome"].tolist() == ["ok", "ok", "ok", "build_error", "ok", "ok", "ok", "wrong"]
+    assert frame["samples"].map(len).tolist() == [40, 40, 40, 0, 25, 30, 30, 0]
+    assert frame.loc[0, "sm_clocks_mhz"][-1] is None and frame.loc[0, "sm_clocks_mhz"][0] == 1980.0
+    assert frame["interleave_group"].tolist()[5:7] == [3, 3] and frame["side"].tolist()[5:7] == ["base", "head"]
+    with psycopg.connect(pg_url) as raw:
+        n, total = raw.execute("SELECT COUNT(*), SUM(value_s) FROM samples").fetchone()
+    assert n == 205
+    assert total == pytest.approx(sum(sum(s) for s in frame["samples"]), rel=1e-12)
+
+
+def test_schema_on_postgres(pg_url):
+    with Store.open(pg_url) as pg:
+        assert pg.schema_version == SCHEMA_VERSION == 5
+        run = pg.begin_run(FakeSuite(), [], "local", MeasureConfig(), kind="ab")  # the v3 CHECK took "ab"
+        assert uuid.UUID(pg.get_run(run)["uuid"]).version == 4
+        assert pg.run_by_uuid(pg.get_run(run)["uuid"]) == run
+    with psycopg.connect(pg_url, autocommit=True) as raw:
+        assert [v for (v,) in raw.execute("SELECT version FROM schema_version ORDER BY version")] == [1, 2, 3, 4, 5]
+        types = dict(raw.execute("SELECT column_name, data_type FROM information_schema.columns"
+                                 " WHERE table_name = 'results'").fetchall())
+        assert (types["id"], types["run_id"], types["median_s"], types["telemetry"]) == (
+            "bigint", "bigint", "double precision", "text")
+        with pytest.raises(psycopg.errors.CheckViolation):
+            raw.execute("UPDATE runs SET kind = 'bogus'")
+        with pytest.raises(psycopg.errors.UniqueViolation):  # run UUIDs are unique
+            raw.execute("INSERT INTO runs (started_at, status, suite_name, kbench_version, argv, executor,"
+                        " measure_config, uuid) SELECT started_at, status, suite_name, kbench_version, argv,"
+                        " executor, measure_config, uuid FROM runs")
+
+
+def test_v4_postgres_store_migrates_to_v5_giving_each_run_a_uuid(pg_url, monkeypatch):
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:4])
+    with Store.open(pg_url) as old:
+        assert old.schema_version == 4
+        ids = [old._conn.insert("INSERT INTO runs (started_at, status, suite_name, kbench_version, argv,"
+                                " executor, measure_config) VALUES ('t', 'done', 's', 'v', '[]', 'local', '{}')",
+                                ()) for _ in range(3)]
+    monkeypatch.undo()
+    with Store.open(pg_url) as new:
+        assert new.schema_version == 5
+        uuids = [new.get_run(i)["uuid"] for i in ids]
+    assert len(set(uuids)) == 3 and all(uuid.UUID(u).version == 4 for u in uuids)
+
+
+def test_newer_postgres_schema_is_refused(pg_url):
+    with Store.open(pg_url):
+        pass
+    with psycopg.connect(pg_url, autocommit=True) as raw:
+        raw.execute("INSERT INTO schema_version VALUES (99, 'now', '9.9')")
+    with pytest.raises(StoreError, match="schema version 99, newer than this kbench"):
+        Store.open(pg_url)
+
+
+def test_duplicates_nan_and_unknown_runs_on_postgres(pg_url):
+    case = make_case(gpu_model=H100)
+    with Store.open(pg_url) as pg:
+        run = pg.begin_run(FakeSuite(), [], "local", MeasureConfig())
+        pg.record_result(run, timed_result(case, [1e-4, 2e-4, 3e-4]))
+        with pytest.raises(DuplicateResult, match="already has a result"):
+            pg.record_result(run, timed_result(case, [1e-4]))
+        # a NaN sample is refused as SQLite refuses it (NULL in a NOT NULL column): nothing is written
+        with pytest.raises(StoreError, match="could not record"):
+            pg.record_result(run, timed_result(make_case(n=8), [1e-4, float("nan")]))
+        with pytest.raises(UnknownRun):
+            pg.record_result(run + 1, Result(case=make_case(n=9), outcome="crashed"))
+        assert pg.done_keys(run) == {case.key}
+        assert pg.samples_frame([1, 2, 3])["result_id"].tolist() == [1, 1, 1]
+    with psycopg.connect(pg_url) as raw:
+        assert raw.execute("SELECT COUNT(*) FROM cases").fetchone()[0] == 1
+
+
+def test_unreachable_server_and_missing_database_are_named(pg_server):
+    with pytest.raises(StoreError, match=r"cannot open result store postgresql://kbench@127\.0\.0\.1:\d+/nosuch"):
+        Store.open(pg_server.url("nosuch"))
+    with pytest.raises(StoreError, match=r"postgresql://kbench:\*\*\*@127\.0\.0\.1:1/x"):  # password hidden
+        Store.open("postgresql://kbench:secret@127.0.0.1:1/x")
