@@ -1,0 +1,90 @@
+"""The site's charts (:mod:`reports.site`): a case's trend on one GPU generation, drawn with matplotlib
+as inline SVG under the same conventions as :mod:`reports.plots` (text stays text, ids prefixed by
+the chart's id, no active content)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.ticker import MaxNLocator
+
+from reports.data import time_unit
+from reports.plots import NEW_COLOUR, STEP_COLOUR, _chart_id, _figure, _legend_room, _styled, _svg, _titles
+
+__all__ = ["BASELINE_COLOUR", "case_trend"]
+
+#: the points of runs a named baseline points to
+BASELINE_COLOUR = "#009E73"
+
+
+@_styled
+def case_trend(points: Sequence[dict[str, Any]], steps: Sequence[Any] = (), title: str = "",
+               subtitle: str = "", chart_id: str | None = None) -> str:
+    """Median (with its 95 % CI band) of one case on one GPU generation over its runs.
+
+    Parameters
+    ----------
+    points : sequence of dict
+        In run order: ``run_id``, ``date``, ``commit``, ``median_s``, ``ci_low_s``, ``ci_high_s``
+        and ``baselines`` (names of the baselines pointing to that run).
+    steps : sequence of harness.stats.Step
+        Steps found in the medians: each ``index`` (a position in ``points``) is marked by a
+        dashed line labelled with the ratio of the levels.
+    title, subtitle : str
+        The case, and a smaller line under it (shape, dtype, target, generation).
+    chart_id : str, optional
+        Prefix of the SVG's ids (unique on its page).
+
+    Returns
+    -------
+    str
+        One ``<svg>`` element.
+    """
+    cid = _chart_id(chart_id)
+    n = len(points)
+    scale, unit = time_unit([p["median_s"] for p in points])
+    x = np.arange(n)
+    med = np.array([p["median_s"] for p in points], dtype=float) / scale
+    lo = np.array([p["ci_low_s"] for p in points], dtype=float) / scale
+    hi = np.array([p["ci_high_s"] for p in points], dtype=float) / scale
+    legend = ["95 % CI", "median", "detected step", "baseline run"]
+    fig, ax = _figure(6.2, 2.2, right=_legend_room(legend), bottom=0.95, top=0.6 if subtitle else 0.4)
+    if n:
+        ax.fill_between(x, lo, hi, color=NEW_COLOUR, alpha=0.18, linewidth=0, label="95 % CI",
+                        step=None)
+        ax.errorbar(x, med, yerr=[med - lo, hi - med], color=NEW_COLOUR, marker="o", markersize=3.5,
+                    linewidth=1.4, elinewidth=0.8, capsize=2, label="median")
+    marked = False
+    for i, p in enumerate(points):
+        if p.get("baselines"):
+            ax.plot([i], [med[i]], marker="D", markersize=8, markerfacecolor="none",
+                    markeredgecolor=BASELINE_COLOUR, markeredgewidth=1.6, linestyle="none",
+                    label=None if marked else "baseline run")
+            ax.annotate(", ".join(p["baselines"])[:24], (i, med[i]), xytext=(0, 9), textcoords="offset points",
+                        ha="center", fontsize=7, color=BASELINE_COLOUR)
+            marked = True
+    for k, st in enumerate(steps):
+        idx = int(getattr(st, "index", 0))
+        if not 0 < idx < n:
+            continue
+        ax.axvline(idx - 0.5, color=STEP_COLOUR, linestyle="--", linewidth=1.0,
+                   label="detected step" if k == 0 else None)
+        ratio = getattr(st, "ratio", None)
+        if ratio is not None and math.isfinite(float(ratio)):
+            ax.annotate(f"×{float(ratio):.3g}", (idx - 0.5, 1.0), xycoords=("data", "axes fraction"),
+                        xytext=(3, -10), textcoords="offset points", color=STEP_COLOUR, fontsize=8)
+    labels = [f"{p['run_id']}\n{p['date'][:10]}\n{p['commit'][:7]}" for p in points]
+    every = max(1, math.ceil(n / 12))
+    ax.set_xticks(x[::every])
+    ax.set_xticklabels(labels[::every], fontsize=7)
+    ax.set_xlim(-0.5, max(n - 0.5, 0.5))
+    ax.set_xlabel("run / date / commit")
+    ax.set_ylabel(f"median time ({unit})")
+    ax.yaxis.set_major_locator(MaxNLocator(5))
+    _titles(ax, title, subtitle, 6.2)
+    if n:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _svg(fig, cid, f"{title} {subtitle}".strip())
