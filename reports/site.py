@@ -168,7 +168,7 @@ def publish(store: Any, out_dir: str | Path, *, reports: bool = True, judge: boo
 
     case_pages = _case_pages(history, base_runs)
     workload_pages = _workload_pages(history)
-    latest = _latest_per_suite(runs)
+    latest = _latest_per_suite(runs, frame)
     written: list[int] = []
     if reports:
         for run in runs:
@@ -181,8 +181,9 @@ def publish(store: Any, out_dir: str | Path, *, reports: bool = True, judge: boo
             write_html(data, path)
             written.append(int(run["id"]))
             say(f"report of run {run['id']}")
-    for run in latest.values():
-        judgement_of(run)
+    for per_gen in latest.values():
+        for _, run in per_gen:
+            judgement_of(run)
 
     common = {"css": Markup(_css()), "csp": _CSP, "kbench_version": __version__,
               "generated": datetime.now().astimezone().isoformat(timespec="seconds")}
@@ -372,14 +373,20 @@ def _n_ranked(rows: dict[str, dict[str, Any]], gen: str) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-def _latest_per_suite(runs: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """suite -> its newest ordinary run with results (runs come newest first)."""
-    out: dict[str, dict[str, Any]] = {}
+def _latest_per_suite(runs: Iterable[dict[str, Any]], frame: pd.DataFrame
+                      ) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """suite -> [(generation, its newest ordinary run with results on it)], by generation (``runs``
+    come newest first). Machines of different generations storing into one store each keep their
+    latest run on the index."""
+    gens_of_run = {int(rid): set(g["gen"]) for rid, g in frame.groupby("run_id")} if len(frame) else {}
+    out: dict[str, dict[str, dict[str, Any]]] = {}
     for run in runs:
         if run.get("kind", "run") in NOT_HISTORY or not run.get("n_results"):
             continue
-        out.setdefault(str(run.get("suite_name") or ""), run)
-    return out
+        per_gen = out.setdefault(str(run.get("suite_name") or ""), {})
+        for gen in gens_of_run.get(int(run["id"]), ()):
+            per_gen.setdefault(gen, run)
+    return {suite: sorted(per_gen.items()) for suite, per_gen in out.items()}
 
 
 def _index_view(runs, frame, history, latest, judgements, case_pages, workload_pages, baselines,
@@ -387,19 +394,27 @@ def _index_view(runs, frame, history, latest, judgements, case_pages, workload_p
     report_of = {int(r["id"]): f"runs/run{r['id']}-report.html" for r in runs
                  if (out / "runs" / f"run{r['id']}-report.html").is_file()}
     gens_of_run = {int(rid): sorted(g["gen"].unique().tolist()) for rid, g in frame.groupby("run_id")}
+    gen_of_key = dict(zip(frame["case_key"], frame["gen"])) if len(frame) else {}
     suites = []
     for name in sorted({str(r.get("suite_name") or "") for r in runs}):
         of_suite = [r for r in runs if str(r.get("suite_name") or "") == name]
-        run = latest.get(name)
-        j = judgements.get(int(run["id"])) if run else None
-        counts = j.counts() if j else {}
+        latest_rows = []
+        for gen, run in latest.get(name, []):
+            j = judgements.get(int(run["id"]))
+            counts: dict[str, int] = {}
+            for v in (j.verdicts if j else ()):
+                if gen_of_key.get(v.case_key, v.device) == gen:
+                    counts[v.verdict] = counts.get(v.verdict, 0) + 1
+            latest_rows.append({
+                "generation": gen, "run": _run_row(run, report_of, gens_of_run), "judged": j is not None,
+                "verdicts": [{"name": k, "count": counts[k], "help": VERDICT_HELP.get(k, "")}
+                             for k in VERDICTS if counts.get(k)],
+                "baseline_label": j.baseline_label if j else "",
+            })
         suites.append({
             "name": name or "(unnamed)", "n_runs": len(of_suite),
             "first": _when(of_suite[-1].get("started_at")), "last": _when(of_suite[0].get("started_at")),
-            "run": None if run is None else _run_row(run, report_of, gens_of_run),
-            "verdicts": [{"name": k, "count": counts[k], "help": VERDICT_HELP.get(k, "")}
-                         for k in VERDICTS if counts.get(k)],
-            "baseline_label": j.baseline_label if j else "",
+            "latest": latest_rows,
         })
     gens = []
     for gen, g in history.groupby("gen", sort=True):
