@@ -9,15 +9,29 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import LogLocator, MaxNLocator
 
 from reports.data import time_unit
-from reports.plots import NEW_COLOUR, STEP_COLOUR, _chart_id, _figure, _legend_room, _styled, _svg, _titles
+from reports.plots import (
+    NEW_COLOUR,
+    STEP_COLOUR,
+    _chart_id,
+    _figure,
+    _legend_room,
+    _plain_log,
+    _styled,
+    _svg,
+    _titles,
+)
 
-__all__ = ["BASELINE_COLOUR", "case_trend"]
+__all__ = ["BASELINE_COLOUR", "CI_ROOM", "LOG_SPAN", "case_trend"]
 
 #: the points of runs a named baseline points to
 BASELINE_COLOUR = "#009E73"
+#: a CI reaching further than this factor beyond the highest (lowest) median is cut at the edge
+CI_ROOM = 1.3
+#: medians spanning more than this ratio are drawn on a log axis
+LOG_SPAN = 4.0
 
 
 @_styled
@@ -83,8 +97,33 @@ def case_trend(points: Sequence[dict[str, Any]], steps: Sequence[Any] = (), titl
     ax.set_xlim(-0.5, max(n - 0.5, 0.5))
     ax.set_xlabel("run / date / commit")
     ax.set_ylabel(f"median time ({unit})")
-    ax.yaxis.set_major_locator(MaxNLocator(5))
+    _y_range(ax, med, lo, hi)
     _titles(ax, title, subtitle, 6.2)
     if n:
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _svg(fig, cid, f"{title} {subtitle}".strip())
+
+
+def _y_range(ax: Any, med: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+    """Limits that keep every median in view whatever the CIs do (one noisy run's wide interval is
+    cut at the edge rather than flattening the line); a log axis where the medians span more than
+    :data:`LOG_SPAN` (a large step keeps both levels readable)."""
+    ok = med[np.isfinite(med) & (med > 0)]
+    if not len(ok):
+        ax.yaxis.set_major_locator(MaxNLocator(5))
+        return
+    top, bottom = float(ok.max()), float(ok.min())
+    hi_f, lo_f = hi[np.isfinite(hi)], lo[np.isfinite(lo) & (lo > 0)]
+    if len(hi_f):
+        top = max(top, min(float(hi_f.max()), top * CI_ROOM))
+    if len(lo_f):
+        bottom = min(bottom, max(float(lo_f.min()), bottom / CI_ROOM))
+    if top / bottom > LOG_SPAN:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        _plain_log(ax.yaxis)
+        ax.set_ylim(bottom / 1.15, top * 1.15)
+        return
+    pad = 0.08 * (top - bottom) or 0.05 * top
+    ax.set_ylim(max(0.0, bottom - pad), top + pad)
+    ax.yaxis.set_major_locator(MaxNLocator(5))

@@ -111,12 +111,18 @@ def test_summary_and_files(store):
         assert report.is_file() and f"kbench run {rid}" in report.read_text(encoding="utf-8")
     index = (site / "index.html").read_text(encoding="utf-8")
     assert all(f'href="runs/run{rid}-report.html"' in index for rid in range(1, n_runs + 1))
-    # no page loads anything: no http(s) URL in src/href, no script
+    # no page loads anything (no http(s) URL in src/href, no script) and every link leads to a page
+    links = 0
     for page in site.rglob("*.html"):
         text = page.read_text(encoding="utf-8")
         assert not re.search(r'(src|href)="(https?:)?//', text), page
-        if page.parent.name != "runs":
-            assert "<script" not in text, page
+        if page.parent.name == "runs":
+            continue
+        assert "<script" not in text, page
+        for href in re.findall(r'href="([^"#][^"]*)"', text):
+            assert (page.parent / unescape(href)).resolve().is_file(), (page, href)
+            links += 1
+    assert links >= n_runs + 2 + 1 + 2 * 2  # reports, cases, workload, and the pages' links back
 
 
 def test_index_lists_suite_generations_and_latest_verdicts(store):
