@@ -25,6 +25,7 @@ and inline SVG charts (matplotlib) only. Text from data is escaped by jinja2's a
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 from collections.abc import Iterable
@@ -49,12 +50,15 @@ from reports import site_plots
 from reports.data import collect, fmt_num, fmt_time, pairs_text, short_commit
 from reports.html import VERDICT_HELP, write_html
 
-__all__ = ["PEER_PREFIX", "SiteSummary", "case_id", "generation_of", "publish"]
+__all__ = ["MANIFEST", "PEER_PREFIX", "SiteSummary", "case_id", "generation_of", "publish"]
 
 #: variants of library peers ("peer:torch.sum(dim=1)") are shown in the matrix but not ranked
 PEER_PREFIX = "peer:"
 #: run statuses after which a run's report is final (a report of a running run is written again)
 _FINAL = ("done", "failed", "interrupted")
+#: the site's record of the run reports it holds (which run, in which state, each was written for)
+MANIFEST = "kbench-site.json"
+_REPORT_NAME = re.compile(r"run\d+-report\.html")
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 _env = Environment(loader=PackageLoader("reports", "templates"),
@@ -125,8 +129,10 @@ def publish(store: Any, out_dir: str | Path, *, reports: bool = True, judge: boo
     store : harness.store.Store
         An open result store (any backend of the Store API).
     out_dir : path
-        The site's folder (created if missing). Pages written before are replaced; run reports
-        already there are kept unless their run was still running.
+        The site's folder (created if missing). Pages written before are replaced, and those of
+        cases and workloads the store does not hold are removed. A run report already there is kept
+        while its run is unchanged and finished (:data:`MANIFEST` records the run each report was
+        written for), so publishing after every nightly run writes the new runs' reports only.
     reports : bool
         Write the missing run reports into ``out_dir / "runs"``.
     judge : bool
@@ -170,10 +176,12 @@ def publish(store: Any, out_dir: str | Path, *, reports: bool = True, judge: boo
     workload_pages = _workload_pages(history)
     latest = _latest_per_suite(runs, frame)
     written: list[int] = []
+    manifest = _read_manifest(out)
+    kept = _drop_stale_reports(out, runs, manifest)
     if reports:
         for run in runs:
             path = out / "runs" / f"run{run['id']}-report.html"
-            if path.is_file() and run.get("status") in _FINAL:
+            if path.name in kept:
                 continue
             j = judgement_of(run)
             data = collect(store, int(run["id"]), j.verdicts if j else (),
@@ -207,8 +215,58 @@ def publish(store: Any, out_dir: str | Path, *, reports: bool = True, judge: boo
     index = _index_view(runs, frame, history, latest, judgements, case_pages, workload_pages, baselines, out)
     html = _env.get_template("site_index.html.j2").render(index=index, notes=notes, root="", **common)
     (out / "index.html").write_text(html, encoding="utf-8")
+    _drop_stale_pages(out, {f"{p['slug']}.html" for p in case_pages},
+                      {f"{p['slug']}.html" for p in workload_pages})
+    _write_manifest(out, runs)
     return SiteSummary(out=out, runs=len(runs), cases=len(case_pages), workloads=len(workload_pages),
                        reports_written=tuple(written), seconds=time.perf_counter() - t0, notes=tuple(notes))
+
+
+def _read_manifest(out: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _report_stamp(run: dict[str, Any]) -> list[Any]:
+    """What a written report of ``run`` depends on: the run's identity and its final state."""
+    return [str(run.get("started_at")), str(run.get("status")), int(run.get("n_results") or 0)]
+
+
+def _drop_stale_reports(out: Path, runs: list[dict[str, Any]], manifest: dict[str, Any]) -> set[str]:
+    """Remove the run reports of ``out/runs`` that belong to no run of the store, to another run of
+    the same id (another store published into the same folder) or to a run that has changed since
+    (it was running); return the names of those kept."""
+    stamps = manifest.get("reports", {}) if isinstance(manifest.get("reports"), dict) else {}
+    wanted = {f"run{r['id']}-report.html": r for r in runs}
+    kept = set()
+    for path in (out / "runs").glob("run*-report.html"):
+        if not _REPORT_NAME.fullmatch(path.name):
+            continue
+        run = wanted.get(path.name)
+        if run is not None and run.get("status") in _FINAL and stamps.get(path.name) == _report_stamp(run):
+            kept.add(path.name)
+        else:
+            path.unlink()
+    return kept
+
+
+def _drop_stale_pages(out: Path, cases: set[str], workloads: set[str]) -> None:
+    """Remove case and workload pages this publication did not write (left by another store)."""
+    for folder, names in (("cases", cases), ("workloads", workloads)):
+        for path in (out / folder).glob("*.html"):
+            if path.name not in names:
+                path.unlink()
+
+
+def _write_manifest(out: Path, runs: list[dict[str, Any]]) -> None:
+    reports = {f"run{r['id']}-report.html": _report_stamp(r) for r in runs
+               if (out / "runs" / f"run{r['id']}-report.html").is_file()}
+    data = {"kbench_version": __version__, "written_at": datetime.now().astimezone().isoformat(),
+            "reports": reports}
+    (out / MANIFEST).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _css() -> str:

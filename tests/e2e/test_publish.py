@@ -11,17 +11,20 @@ The pages are opened in headless Chromium (console errors, non-blank screenshots
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import replace
 from html import unescape
 from pathlib import Path
 
 import numpy as np
 import pytest
+from null.test_reports import FakeSuite
 from test_cli import kbench
 from test_report_html import CHROMIUM, browser, console_errors
 
 from harness import judge
 from harness.execute.local import LocalExecutor
+from harness.model import MeasureConfig
 from harness.run import RunRequest, run_suite
 from harness.store import Store
 from reports.site import publish
@@ -210,6 +213,30 @@ def test_cli_publish_again_keeps_reports(store, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "0 reports written" in r.stdout and "1 workloads, 2 cases" in r.stdout
     assert {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()} == before
+
+
+def test_republish_keeps_finished_reports_and_drops_stale_files(store, tmp_path):
+    db, site = tmp_path / "k.db", tmp_path / "site"
+    shutil.copy(store["db"], db)
+    shutil.copytree(store["site"], site)
+    n_runs = H100_RUNS + H200_PLAIN + H200_SLOW
+    with Store.open(db, create=False) as st:
+        assert publish(st, site, judge=False).reports_written == ()
+        running = st.begin_run(FakeSuite(), [], "local", MeasureConfig())
+        # the running run's report is written, and written again while the run runs
+        assert publish(st, site, judge=False).reports_written == (running,)
+        assert publish(st, site, judge=False).reports_written == (running,)
+        st.finish_run(running, "done")
+        assert publish(st, site, judge=False).reports_written == (running,)
+        assert publish(st, site, judge=False).reports_written == ()
+    assert len(list((site / "runs").iterdir())) == n_runs + 1
+    # another store published into the same folder: its run 1 is not this store's run 1
+    with Store.open(tmp_path / "other.db") as other:
+        rid = other.begin_run(FakeSuite(), [], "local", MeasureConfig())
+        other.finish_run(rid, "done")
+        s = publish(other, site, judge=False)
+    assert s.reports_written == (rid,) and [p.name for p in (site / "runs").iterdir()] == ["run1-report.html"]
+    assert list((site / "cases").iterdir()) == [] and list((site / "workloads").iterdir()) == []
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary")

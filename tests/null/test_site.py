@@ -73,3 +73,4 @@ def test_hostile_names_are_text(tmp_path):
     index = s.index.read_text(encoding="utf-8")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in index
     assert not re.search(r'href="runs/', index)  # reports=False: none written, none linked
+
