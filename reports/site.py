@@ -1,7 +1,8 @@
 """The whole result store as a static site (``kbench publish``): pages that open from disk, with no
 server and no external asset.
 
-- ``index.html``: the suites with their latest run and its verdicts against recent history, the GPU
+- ``index.html``: per suite, the latest run on each GPU generation with its verdicts against recent
+  history, the GPU
   models (generations) seen, the workloads and the cases, and every run with a link to its report;
 - ``cases/<id>.html``: per case (workload, variant, knobs, shape, dtype, target), the trend of its
   median with the 95 % CI over the runs on each GPU model, the steps that
