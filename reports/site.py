@@ -2,8 +2,8 @@
 server and no external asset.
 
 - ``index.html``: per suite, the latest run on each GPU generation with its verdicts against recent
-  history, the GPU
-  models (generations) seen, the workloads and the cases, and every run with a link to its report;
+  history, the GPU models (generations) seen, the workloads and the cases, and every run with a link
+  to its report;
 - ``cases/<id>.html``: per case (workload, variant, knobs, shape, dtype, target), the trend of its
   median with the 95 % CI over the runs on each GPU model, the steps that
   :func:`harness.stats.detect_steps` finds in it and the runs named baselines point to;
