@@ -77,13 +77,15 @@ class SiteSummary:
     out : pathlib.Path
         The site's folder; ``out / "index.html"`` is its front page.
     runs, cases, workloads : int
-        Runs listed, case pages and workload pages written.
+        Runs listed, case pages and workload pages the site has.
     reports_written : tuple of int
         Runs whose report was (re)written into ``out / "runs"``; the others were there already.
     seconds : float
         Wall time of the publication.
     notes : tuple of str
         What could not be done (a run that could not be judged...), also shown on the index.
+    case_pages_written : int
+        Case pages (re)written; the others showed the same data already.
     """
 
     out: Path
@@ -93,6 +95,7 @@ class SiteSummary:
     reports_written: tuple[int, ...]
     seconds: float
     notes: tuple[str, ...] = ()
+    case_pages_written: int = 0
 
     @property
     def index(self) -> Path:
@@ -196,7 +199,15 @@ def publish(store: Any, out_dir: str | Path, *, reports: bool = True, judge: boo
 
     common = {"css": Markup(_css()), "csp": _CSP, "kbench_version": __version__,
               "generated": datetime.now().astimezone().isoformat(timespec="seconds")}
+    old_pages = manifest.get("pages", {}) if isinstance(manifest.get("pages"), dict) else {}
+    page_keys: dict[str, str] = {}
+    fresh = 0
     for page in case_pages:
+        name = f"cases/{page['slug']}.html"
+        page_keys[name] = _page_key(page)
+        if old_pages.get(name) == page_keys[name] and (out / name).is_file():
+            continue  # the same points, steps and baselines as when it was written
+        fresh += 1
         charts = []
         for i, g in enumerate(page["generations"]):
             svg = site_plots.case_trend(g["points"], g["steps"], title=page["title"],
@@ -206,7 +217,7 @@ def publish(store: Any, out_dir: str | Path, *, reports: bool = True, judge: boo
         html = _env.get_template("site_case.html.j2").render(page=page, charts=charts, root="../",
                                                              **common)
         (out / "cases" / f"{page['slug']}.html").write_text(html, encoding="utf-8")
-    say(f"{len(case_pages)} case pages")
+    say(f"{len(case_pages)} case pages ({fresh} changed)")
     case_links = {p["id"]: f"../cases/{p['slug']}.html" for p in case_pages}
     for page in workload_pages:
         html = _env.get_template("site_workload.html.j2").render(page=page, case_links=case_links,
@@ -218,9 +229,10 @@ def publish(store: Any, out_dir: str | Path, *, reports: bool = True, judge: boo
     (out / "index.html").write_text(html, encoding="utf-8")
     _drop_stale_pages(out, {f"{p['slug']}.html" for p in case_pages},
                       {f"{p['slug']}.html" for p in workload_pages})
-    _write_manifest(out, runs)
+    _write_manifest(out, runs, page_keys)
     return SiteSummary(out=out, runs=len(runs), cases=len(case_pages), workloads=len(workload_pages),
-                       reports_written=tuple(written), seconds=time.perf_counter() - t0, notes=tuple(notes))
+                       reports_written=tuple(written), seconds=time.perf_counter() - t0, notes=tuple(notes),
+                       case_pages_written=fresh)
 
 
 def _read_manifest(out: Path) -> dict[str, Any]:
@@ -262,12 +274,24 @@ def _drop_stale_pages(out: Path, cases: set[str], workloads: set[str]) -> None:
                 path.unlink()
 
 
-def _write_manifest(out: Path, runs: list[dict[str, Any]]) -> None:
+def _write_manifest(out: Path, runs: list[dict[str, Any]], pages: dict[str, str]) -> None:
     reports = {f"run{r['id']}-report.html": _report_stamp(r) for r in runs
                if (out / "runs" / f"run{r['id']}-report.html").is_file()}
     data = {"kbench_version": __version__, "written_at": datetime.now().astimezone().isoformat(),
-            "reports": reports}
+            "reports": reports, "pages": pages}
     (out / MANIFEST).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _page_key(page: dict[str, Any]) -> str:
+    """What a case page shows, as a hash: its data, this kbench's version and the page's templates
+    (an unchanged case keeps its page: its charts are most of a publication's time)."""
+    h = hashlib.sha1(json.dumps(page, sort_keys=True, default=repr).encode("utf-8"))
+    h.update(__version__.encode("utf-8"))
+    files = resources.files("reports").joinpath("templates")
+    for name in ("report.css", "site.css", "site_base.html.j2", "site_case.html.j2"):
+        h.update(files.joinpath(name).read_bytes())
+    h.update(Path(site_plots.__file__).read_bytes())
+    return h.hexdigest()
 
 
 def _css() -> str:

@@ -221,7 +221,13 @@ def test_republish_keeps_finished_reports_and_drops_stale_files(store, tmp_path)
     shutil.copytree(store["site"], site)
     n_runs = H100_RUNS + H200_PLAIN + H200_SLOW
     with Store.open(db, create=False) as st:
-        assert publish(st, site, judge=False).reports_written == ()
+        s = publish(st, site, judge=False)
+        assert s.reports_written == () and (s.cases, s.case_pages_written) == (2, 0)
+        # a new baseline changes the pages whose trend holds its run: both cases ran in run 5
+        st.set_baseline("release", 5)
+        s = publish(st, site, judge=False)
+        assert s.case_pages_written == 2 and s.reports_written == ()
+        assert all("baseline release" in p.read_text(encoding="utf-8") for p in (site / "cases").iterdir())
         running = st.begin_run(FakeSuite(), [], "local", MeasureConfig())
         # the running run's report is written, and written again while the run runs
         assert publish(st, site, judge=False).reports_written == (running,)
