@@ -321,6 +321,11 @@ def _when(text: Any, fmt: str = "%Y-%m-%d %H:%M") -> str:
         return str(text)
 
 
+def _text(x: Any) -> str:
+    """A stored text, '' for None or NaN (missing in a frame)."""
+    return x if isinstance(x, str) else ""
+
+
 def _variant_label(variant: Any, knobs: Any) -> str:
     kn = pairs_text(knobs)
     return f"{variant} [{kn}]" if kn else str(variant)
@@ -345,7 +350,7 @@ def _case_pages(history: pd.DataFrame, base_runs: dict[int, list[str]]) -> list[
                 "ci_low_s": float(r.ci_low_s) if pd.notna(r.ci_low_s) else float(r.median_s),
                 "ci_high_s": float(r.ci_high_s) if pd.notna(r.ci_high_s) else float(r.median_s),
                 "median": fmt_time(r.median_s), "ci": f"{fmt_time(r.ci_low_s)} – {fmt_time(r.ci_high_s)}",
-                "baselines": base_runs.get(int(r.run_id), []), "device": r.device or "",
+                "baselines": base_runs.get(int(r.run_id), []), "device": _text(r.device),
             } for r in ok.itertuples(index=False)]
             steps = list(detect_steps([p["median_s"] for p in points])) if len(points) >= 3 else []
             for s in steps:
@@ -354,7 +359,7 @@ def _case_pages(history: pd.DataFrame, base_runs: dict[int, list[str]]) -> list[
             failed = h[h["outcome"] != "ok"]
             gens.append({"name": gen, "points": points, "steps": steps,
                          "step_texts": [_step_text(s, points) for s in steps],
-                         "failed": [{"run_id": int(r.run_id), "outcome": r.outcome, "message": r.message or ""}
+                         "failed": [{"run_id": int(r.run_id), "outcome": r.outcome, "message": _text(r.message)}
                                     for r in failed.itertuples(index=False)]})
         shape = pairs_text(first["params"])
         pages.append({
@@ -427,7 +432,7 @@ def _matrix(g: pd.DataFrame, shape: str, dtype: str) -> dict[str, Any]:
         row["cells"][r.gen] = {"ok": ok, "median_s": float(r.median_s) if ok else None,
                                "median": fmt_time(r.median_s) if ok else "", "throughput": thr, "pct": pct,
                                "pct_value": pct_v, "outcome": r.outcome, "run_id": int(r.run_id),
-                               "rank": None, "best": False, "message": r.message or ""}
+                               "rank": None, "best": False, "message": _text(r.message)}
     best: dict[str, str] = {}
     for gen in gens:
         ranked = sorted((row["cells"][gen]["median_s"], cid) for cid, row in rows.items()
