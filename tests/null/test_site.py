@@ -74,3 +74,18 @@ def test_hostile_names_are_text(tmp_path):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in index
     assert not re.search(r'href="runs/', index)  # reports=False: none written, none linked
 
+
+
+def test_wrong_result_shown_in_trend_and_matrix(tmp_path):
+    from null.test_reports import N_RUNS
+
+    store, _, _ = build_store(tmp_path / "k.db")
+    with store:
+        s = publish(store, tmp_path / "site", reports=False, judge=False)
+    case = next((tmp_path / "site" / "cases").glob("vector_add-default-*.html")).read_text(encoding="utf-8")
+    a100 = re.search(r'<section class="generation" data-generation="A100".*?</section>', case, re.DOTALL).group(0)
+    # A100 ran the last three runs; the last was wrong: two points, the failure listed with its message
+    assert 'data-points="2"' in a100 and f"run {N_RUNS}: wrong max |err| 3.1e-02" in a100.replace("&lt;", "<")
+    matrix = next((tmp_path / "site" / "workloads").glob("vector_add-*.html")).read_text(encoding="utf-8")
+    assert f'<td class="cell failed" data-gen="A100">wrong<span class="sub">run {N_RUNS}</span>' in matrix
+    assert s.cases == 8
