@@ -51,12 +51,14 @@ from reports import site_plots
 from reports.data import collect, fmt_num, fmt_time, pairs_text, short_commit
 from reports.html import VERDICT_HELP, write_html
 
-__all__ = ["MANIFEST", "PEER_PREFIX", "SiteSummary", "case_id", "generation_of", "publish"]
+__all__ = ["INDEX_RUNS", "MANIFEST", "PEER_PREFIX", "SiteSummary", "case_id", "generation_of", "publish"]
 
 #: variants of library peers ("peer:torch.sum(dim=1)") are shown in the matrix but not ranked
 PEER_PREFIX = "peer:"
 #: run statuses after which a run's report is final (a report of a running run is written again)
 _FINAL = ("done", "failed", "interrupted")
+#: the index lists this many runs, newest first (the reports of all are under runs/)
+INDEX_RUNS = 200
 #: the site's record of the run reports it holds (which run, in which state, each was written for)
 MANIFEST = "kbench-site.json"
 _REPORT_NAME = re.compile(r"run\d+-report\.html")
@@ -518,7 +520,8 @@ def _index_view(runs, frame, history, latest, judgements, case_pages, workload_p
         "cases": [{"id": p["id"], "href": f"cases/{p['slug']}.html", "points": p["n_points"],
                    "steps": p["n_steps"], "generations": ", ".join(x["name"] for x in p["generations"])}
                   for p in case_pages],
-        "runs": [_run_row(r, report_of, gens_of_run) for r in runs],
+        "runs": [_run_row(r, report_of, gens_of_run) for r in runs[:INDEX_RUNS]],
+        "older_runs": max(0, len(runs) - INDEX_RUNS),
         "baselines": [{"name": b["name"], "run_id": b["run_id"], "set_at": _when(b["set_at"]),
                        "note": b.get("note") or ""} for b in baselines],
         "n_results": len(frame),
