@@ -222,6 +222,10 @@ def publish(store: Any, out_dir: str | Path, *, reports: bool = True, judge: boo
     say(f"{len(case_pages)} case pages ({fresh} changed)")
     case_links = {p["id"]: f"../cases/{p['slug']}.html" for p in case_pages}
     for page in workload_pages:
+        for i, grp in enumerate(page["groups"]):
+            svg = site_plots.relative_speed(grp["rows"], grp["generations"], title=str(page["workload"]),
+                                            subtitle=f"{grp['shape']} · {grp['dtype']}", chart_id=f"speed-{i}")
+            grp["chart"] = Markup(svg) if svg else None
         html = _env.get_template("site_workload.html.j2").render(page=page, case_links=case_links,
                                                                  root="../", **common)
         (out / "workloads" / f"{page['slug']}.html").write_text(html, encoding="utf-8")

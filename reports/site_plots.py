@@ -14,17 +14,19 @@ from matplotlib.ticker import LogLocator, MaxNLocator
 from reports.data import time_unit
 from reports.plots import (
     NEW_COLOUR,
+    PALETTE,
     STEP_COLOUR,
     _chart_id,
     _figure,
     _legend_room,
     _plain_log,
+    _short,
     _styled,
     _svg,
     _titles,
 )
 
-__all__ = ["BASELINE_COLOUR", "CI_ROOM", "LOG_SPAN", "case_trend"]
+__all__ = ["BASELINE_COLOUR", "CI_ROOM", "LOG_SPAN", "case_trend", "relative_speed"]
 
 #: the points of runs a named baseline points to
 BASELINE_COLOUR = "#009E73"
@@ -127,3 +129,60 @@ def _y_range(ax: Any, med: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
     pad = 0.08 * (top - bottom) or 0.05 * top
     ax.set_ylim(max(0.0, bottom - pad), top + pad)
     ax.yaxis.set_major_locator(MaxNLocator(5))
+
+
+@_styled
+def relative_speed(rows: Sequence[dict[str, Any]], generations: Sequence[str], title: str = "",
+                   subtitle: str = "", chart_id: str | None = None) -> str | None:
+    """Each variant's speed relative to the fastest schedule variant on each GPU generation.
+
+    Parameters
+    ----------
+    rows : sequence of dict
+        The rows of a matrix group (:func:`reports.site._matrix`): ``label``, ``peer`` and ``cells``
+        (generation -> ``{"ok", "median_s", "best"}``).
+    generations : sequence of str
+        The matrix's columns, one bar colour each.
+    title, subtitle : str
+        The workload, and the shape and dtype.
+    chart_id : str, optional
+        Prefix of the SVG's ids.
+
+    Returns
+    -------
+    str or None
+        One ``<svg>`` element: horizontal bars, ``best median / median`` (1 = the best variant on
+        that GPU; a library peer may pass 1), or None when no generation has a timed variant.
+    """
+    cid = _chart_id(chart_id)
+    best = {}
+    for gen in generations:
+        for row in rows:
+            cell = row["cells"].get(gen)
+            if cell and cell.get("best"):
+                best[gen] = cell["median_s"]
+    if not best:
+        return None
+    n, ng = len(rows), max(1, len(generations))
+    height = max(1.2, 0.22 * n * ng + 0.2 * n)
+    labels = [_short(r["label"], 40) for r in rows]
+    fig, ax = _figure(4.6, height, left=0.3 + 0.075 * max(len(x) for x in labels), top=0.6 if subtitle else 0.4,
+                      bottom=0.6, right=_legend_room(list(generations), title="GPU"))
+    bar = 0.8 / ng
+    for gi, gen in enumerate(generations):
+        ys, xs = [], []
+        for ri, row in enumerate(rows):
+            cell = row["cells"].get(gen)
+            if cell and cell.get("ok") and gen in best and cell["median_s"]:
+                ys.append(ri - 0.4 + bar * (gi + 0.5))
+                xs.append(best[gen] / cell["median_s"])
+        ax.barh(ys, xs, height=bar * 0.9, color=PALETTE[gi % len(PALETTE)], label=gen)
+    ax.axvline(1.0, color="#333", linewidth=0.8, linestyle=":")
+    ax.set_yticks(range(n))
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("speed relative to the best variant on that GPU (1 = best)")
+    ax.grid(axis="y", visible=False)
+    _titles(ax, title, subtitle, 4.6)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), title="GPU", title_fontsize=8)
+    return _svg(fig, cid, f"{title} {subtitle}".strip())
