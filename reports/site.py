@@ -29,12 +29,12 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -50,6 +50,9 @@ from harness.store import NOT_HISTORY
 from reports import site_plots
 from reports.data import collect, fmt_num, fmt_time, pairs_text, short_commit
 from reports.html import VERDICT_HELP, write_html
+
+if TYPE_CHECKING:
+    from harness.store import Store
 
 __all__ = ["INDEX_RUNS", "MANIFEST", "PEER_PREFIX", "SiteSummary", "case_id", "generation_of", "publish"]
 
@@ -126,8 +129,8 @@ def _slug(text: str, prefix: str) -> str:
     return f"{head}-{hashlib.sha1(text.encode('utf-8')).hexdigest()[:10]}"
 
 
-def publish(store: Any, out_dir: str | Path, *, reports: bool = True, judge: bool = True,
-            on_progress: Any = None) -> SiteSummary:
+def publish(store: Store, out_dir: str | Path, *, reports: bool = True, judge: bool = True,
+            on_progress: Callable[[str], None] | None = None) -> SiteSummary:
     """Write the static site of everything in ``store`` into ``out_dir``.
 
     Parameters
