@@ -1,4 +1,5 @@
-"""``kbench publish``: the static site over a store of real runs made by the harness on the C target,
+"""``kbench publish``: the static site over a store of real runs made by the harness on the C target
+(and, in one test, the OpenCL target on PoCL),
 on two fake GPU generations ("H100" and "H200": the local executor runs every case on this CPU under
 that model's label, as a fake GPU node of a Ray cluster does).
 
@@ -246,6 +247,29 @@ def test_republish_keeps_finished_reports_and_drops_stale_files(store, tmp_path)
         s = publish(other, site, judge=False)
     assert s.reports_written == (rid,) and [p.name for p in (site / "runs").iterdir()] == ["run1-report.html"]
     assert list((site / "cases").iterdir()) == [] and list((site / "workloads").iterdir()) == []
+
+
+@pytest.mark.opencl
+def test_opencl_runs_on_two_generations(tmp_path):
+    """The OpenCL target (PoCL on this CPU) under both labels: the matrix has its row on both."""
+    suite, db = tmp_path / "ocl.toml", tmp_path / "k.db"
+    suite.write_text(SUITE.replace('targets = ["c"]', 'targets = ["opencl"]')
+                     .replace('variants = ["default", "split"]', 'variants = ["bind"]'))
+    req = RunRequest(str(suite), db, executor_kind="local")
+    for label in ("H100", "H200"):
+        assert run_suite(req, executor=LabelledExecutor(label)).counts["ok"] == 1
+    with Store.open(db, create=False) as st:
+        s = publish(st, tmp_path / "site", reports=False)
+        f = st.results_frame()
+    assert (s.cases, s.workloads) == (1, 1)
+    html = _page(tmp_path / "site", "workloads", "row_sum-")
+    (row,) = re.findall(r'<tr class="variant" data-case="([^"]*)">(.*?)</tr>', html, re.DOTALL)
+    assert row[0].startswith("row_sum/bind[") and row[0].endswith("/m=128,n=256/float32/opencl")
+    assert "opencl" in row[1]
+    medians = dict(re.findall(r'data-gen="([^"]*)" data-rank="1" data-median="([^"]*)"', row[1]))
+    expected = dict(zip(f["gpu_model"], f["median_s"]))
+    assert {g: float(m) for g, m in medians.items()} == pytest.approx(expected, rel=1e-12)
+    assert "differs" not in re.search(r'<section class="group[^"]*"', html).group(0)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary")
