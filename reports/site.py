@@ -202,6 +202,18 @@ def publish(store: Store, out_dir: str | Path, *, reports: bool = True, judge: b
         for _, run in per_gen:
             judgement_of(run)
 
+    # link each point and matrix cell to its run's report where the site has it
+    have = {int(r["id"]) for r in runs if (out / "runs" / f"run{r['id']}-report.html").is_file()}
+    for page in case_pages:
+        for g in page["generations"]:
+            for p in g["points"]:
+                p["report"] = f"../runs/run{p['run_id']}-report.html" if p["run_id"] in have else ""
+    for page in workload_pages:
+        for grp in page["groups"]:
+            for row in grp["rows"]:
+                for cell in row["cells"].values():
+                    cell["report"] = f"../runs/run{cell['run_id']}-report.html" if cell["run_id"] in have else ""
+
     common = {"css": Markup(_css()), "csp": _CSP, "kbench_version": __version__,
               "generated": datetime.now().astimezone().isoformat(timespec="seconds")}
     old_pages = manifest.get("pages", {}) if isinstance(manifest.get("pages"), dict) else {}
