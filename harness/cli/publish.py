@@ -22,7 +22,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     pub.add_argument("--no-reports", action="store_true",
                      help="do not write the runs' HTML reports into DIR/runs")
     pub.add_argument("--no-verdicts", action="store_true",
-                     help="do not judge the latest run of each suite against its history")
+                     help="do not judge runs against their history (the latest run of each suite on "
+                          "each GPU generation, and the runs whose reports are written)")
     db_arg(pub)
     pub.set_defaults(handler=publish)
 
@@ -38,7 +39,13 @@ def publish(args: argparse.Namespace, argv: list[str]) -> int:
                              on_progress=lambda text: out.print(escape(text), highlight=False))
     for note in summary.notes:
         out.print(f"[yellow]{escape(note)}[/yellow]")
-    out.print(f"site: {escape(str(summary.index))} ({summary.runs} runs, {summary.workloads} workloads, "
-              f"{summary.cases} cases, {len(summary.reports_written)} reports written, "
-              f"{summary.seconds:.1f} s)", highlight=False)
+    counts = ", ".join(_n(n, what) for n, what in ((summary.runs, "run"), (summary.workloads, "workload"),
+                                                   (summary.cases, "case")))
+    out.print(f"site: {escape(str(summary.index))} ({counts}; {_n(len(summary.reports_written), 'report')} "
+              f"and {_n(summary.case_pages_written, 'case page')} written; {summary.seconds:.1f} s)",
+              highlight=False)
     return 0
+
+
+def _n(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
