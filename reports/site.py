@@ -54,7 +54,7 @@ from reports.html import VERDICT_HELP, write_html
 if TYPE_CHECKING:
     from harness.store import Store
 
-__all__ = ["INDEX_RUNS", "MANIFEST", "PEER_PREFIX", "SiteSummary", "case_id", "generation_of", "publish"]
+__all__ = ["INDEX_RUNS", "INDEX_STEPS", "MANIFEST", "PEER_PREFIX", "SiteSummary", "case_id", "generation_of", "publish"]
 
 #: variants of library peers ("peer:torch.sum(dim=1)") are shown in the matrix but not ranked
 PEER_PREFIX = "peer:"
@@ -62,6 +62,8 @@ PEER_PREFIX = "peer:"
 _FINAL = ("done", "failed", "interrupted")
 #: the index lists this many runs, newest first (the reports of all are under runs/)
 INDEX_RUNS = 200
+#: the index lists at most this many detected steps, newest first
+INDEX_STEPS = 50
 #: the site's record of the run reports it holds (which run, in which state, each was written for)
 MANIFEST = "kbench-site.json"
 _REPORT_NAME = re.compile(r"run\d+-report\.html")
@@ -539,6 +541,7 @@ def _index_view(runs, frame, history, latest, judgements, case_pages, workload_p
         "cases": [{"id": p["id"], "href": f"cases/{p['slug']}.html", "points": p["n_points"],
                    "steps": p["n_steps"], "generations": ", ".join(x["name"] for x in p["generations"])}
                   for p in case_pages],
+        "steps": _recent_steps(case_pages),
         "runs": [_run_row(r, report_of, gens_of_run) for r in runs[:INDEX_RUNS]],
         "older_runs": max(0, len(runs) - INDEX_RUNS),
         "baselines": [{"name": b["name"], "run_id": b["run_id"], "set_at": _when(b["set_at"]),
@@ -546,6 +549,21 @@ def _index_view(runs, frame, history, latest, judgements, case_pages, workload_p
         "n_results": len(frame),
         "medians_ok": int(np.sum(frame["outcome"] == "ok")) if len(frame) else 0,
     }
+
+
+def _recent_steps(case_pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every detected step, the newest first (by the run that starts its level), at most
+    :data:`INDEX_STEPS`."""
+    out = []
+    for p in case_pages:
+        for g in p["generations"]:
+            for st, text in zip(g["steps"], g["step_texts"]):
+                first = g["points"][st.index]
+                out.append({"case": p["id"], "href": f"cases/{p['slug']}.html", "generation": g["name"],
+                            "run_id": first["run_id"], "commit": first["commit"], "date": first["date"],
+                            "change": f"{(st.ratio - 1) * 100:+.1f} %", "slower": st.ratio > 1, "text": text})
+    out.sort(key=lambda x: (-x["run_id"], x["case"], x["generation"]))
+    return out[:INDEX_STEPS]
 
 
 def _run_row(run: dict[str, Any], report_of: dict[int, str], gens_of_run: dict[int, list[str]]

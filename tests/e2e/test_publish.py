@@ -149,6 +149,10 @@ def test_index_lists_suite_generations_and_latest_verdicts(store):
                 expected[v.verdict] = expected.get(v.verdict, 0) + 1
         assert shown == expected and sum(shown.values()) == 2, (gen, shown, expected)
     assert 'href="workloads/row_sum-' in index and index.count('<tr class="case">') == 2
+    # the planted step, and only it, in the index's list of steps
+    (step,) = re.findall(r'<tr class="step">(.*?)</tr>', index, re.DOTALL)
+    assert f"row_sum/{store['best_h100']}" in step and "<td>H200</td>" in step and "worse" in step
+    assert f'<td class="num">{H100_RUNS + H200_PLAIN + 1}</td>' in step
 
 
 def test_matrix_has_both_generations_ranks_and_the_differing_best(store):
