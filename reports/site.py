@@ -54,7 +54,8 @@ from reports.html import VERDICT_HELP, write_html
 if TYPE_CHECKING:
     from harness.store import Store
 
-__all__ = ["INDEX_RUNS", "INDEX_STEPS", "MANIFEST", "PEER_PREFIX", "SiteSummary", "case_id", "generation_of", "publish"]
+__all__ = ["INDEX_RUNS", "INDEX_STEPS", "MANIFEST", "PEER_PREFIX", "SiteSummary", "case_id", "generation_of",
+           "publish"]
 
 #: variants of library peers ("peer:torch.sum(dim=1)") are shown in the matrix but not ranked
 PEER_PREFIX = "peer:"
@@ -214,7 +215,8 @@ def publish(store: Store, out_dir: str | Path, *, reports: bool = True, judge: b
         for grp in page["groups"]:
             for row in grp["rows"]:
                 for cell in row["cells"].values():
-                    cell["report"] = f"../runs/run{cell['run_id']}-report.html" if cell["run_id"] in have else ""
+                    rid = cell["run_id"]
+                    cell["report"] = f"../runs/run{rid}-report.html" if rid in have else ""
 
     common = {"css": Markup(_css()), "csp": _CSP, "kbench_version": __version__,
               "generated": datetime.now().astimezone().isoformat(timespec="seconds")}
@@ -241,7 +243,8 @@ def publish(store: Store, out_dir: str | Path, *, reports: bool = True, judge: b
     for page in workload_pages:
         for i, grp in enumerate(page["groups"]):
             svg = site_plots.relative_speed(grp["rows"], grp["generations"], title=str(page["workload"]),
-                                            subtitle=f"{grp['shape']} · {grp['dtype']}", chart_id=f"speed-{i}")
+                                            subtitle=f"{grp['shape']} · {grp['dtype']}",
+                                            chart_id=f"speed-{i}")
             grp["chart"] = Markup(svg) if svg else None
         html = _env.get_template("site_workload.html.j2").render(page=page, case_links=case_links,
                                                                  root="../", **common)
@@ -368,7 +371,8 @@ def _case_pages(history: pd.DataFrame, base_runs: dict[int, list[str]]) -> list[
             ok = h[(h["outcome"] == "ok") & h["median_s"].notna()]
             ok = ok.sort_values(["run_started_at", "run_id", "result_id"], kind="stable")
             points = [{
-                "run_id": int(r.run_id), "date": _when(r.run_started_at), "commit": short_commit(r.git_commit),
+                "run_id": int(r.run_id), "date": _when(r.run_started_at),
+                "commit": short_commit(r.git_commit),
                 "median_s": float(r.median_s),
                 "ci_low_s": float(r.ci_low_s) if pd.notna(r.ci_low_s) else float(r.median_s),
                 "ci_high_s": float(r.ci_high_s) if pd.notna(r.ci_high_s) else float(r.median_s),
@@ -382,7 +386,8 @@ def _case_pages(history: pd.DataFrame, base_runs: dict[int, list[str]]) -> list[
             failed = h[h["outcome"] != "ok"]
             gens.append({"name": gen, "points": points, "steps": steps,
                          "step_texts": [_step_text(s, points) for s in steps],
-                         "failed": [{"run_id": int(r.run_id), "outcome": r.outcome, "message": _text(r.message)}
+                         "failed": [{"run_id": int(r.run_id), "outcome": r.outcome,
+                                     "message": _text(r.message)}
                                     for r in failed.itertuples(index=False)]})
         shape = pairs_text(first["params"])
         pages.append({
@@ -573,5 +578,6 @@ def _run_row(run: dict[str, Any], report_of: dict[int, str], gens_of_run: dict[i
     return {"id": rid, "suite": run.get("suite_name") or "", "kind": run.get("kind") or "run",
             "status": run.get("status") or "", "started": _when(run.get("started_at")),
             "commit": short_commit(run.get("git_commit")) or "unknown", "n": run.get("n_results", 0),
-            "outcomes": ", ".join(f"{v} {k}" for k, v in sorted(outcomes.items(), key=lambda kv: kv[0] != "ok")),
+            "outcomes": ", ".join(f"{v} {k}" for k, v in sorted(outcomes.items(),
+                                                                key=lambda kv: kv[0] != "ok")),
             "generations": ", ".join(gens_of_run.get(rid, [])), "report": report_of.get(rid)}

@@ -79,7 +79,8 @@ def case_trend(points: Sequence[dict[str, Any]], steps: Sequence[Any] = (), titl
             ax.plot([i], [med[i]], marker="D", markersize=8, markerfacecolor="none",
                     markeredgecolor=BASELINE_COLOUR, markeredgewidth=1.6, linestyle="none",
                     label=None if marked else "baseline run")
-            ax.annotate(", ".join(p["baselines"])[:24], (i, med[i]), xytext=(0, 9), textcoords="offset points",
+            ax.annotate(", ".join(p["baselines"])[:24], (i, med[i]), xytext=(0, 9),
+                        textcoords="offset points",
                         ha="center", fontsize=7, color=BASELINE_COLOUR)
             marked = True
     for k, st in enumerate(steps):
@@ -166,7 +167,8 @@ def relative_speed(rows: Sequence[dict[str, Any]], generations: Sequence[str], t
     n, ng = len(rows), max(1, len(generations))
     height = max(1.2, 0.22 * n * ng + 0.2 * n)
     labels = [_short(r["label"], 40) for r in rows]
-    fig, ax = _figure(4.6, height, left=0.3 + 0.075 * max(len(x) for x in labels), top=0.6 if subtitle else 0.4,
+    fig, ax = _figure(4.6, height, left=0.3 + 0.075 * max(len(x) for x in labels),
+                      top=0.6 if subtitle else 0.4,
                       bottom=0.6, right=_legend_room(list(generations), title="GPU"))
     bar = 0.8 / ng
     for gi, gen in enumerate(generations):
