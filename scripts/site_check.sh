@@ -15,7 +15,7 @@ if [ "$#" -gt 1 ]; then
   "$py" -m harness.cli import "$@" --db "$db"
 fi
 "$py" -m harness.cli publish --db "$db" --out "$out/site"
-browser=$(command -v chromium || command -v chromium-browser)
+browser=$(command -v chromium || command -v chromium-browser) || { echo "no chromium" >&2; exit 1; }
 status=0
 for page in "$out/site/index.html" "$out"/site/workloads/*.html; do
   name=$(basename "$page" .html)
