@@ -6,12 +6,13 @@ from __future__ import annotations
 import uuid
 
 import pandas as pd
-import psycopg
 import pytest
-from store_data import H100, FakeSuite, fill, make_case, timed_result
 
-from harness.model import MeasureConfig, Result
-from harness.store import SCHEMA_VERSION, DuplicateResult, Store, StoreError, UnknownRun, schema
+psycopg = pytest.importorskip("psycopg", reason="psycopg 3 is not installed")
+from store_data import H100, FakeSuite, fill, make_case, timed_result  # noqa: E402
+
+from harness.model import MeasureConfig, Result  # noqa: E402
+from harness.store import SCHEMA_VERSION, DuplicateResult, Store, StoreError, UnknownRun, schema  # noqa: E402
 
 # written when stored: the one thing two stores filled alike may not share
 _TIMES = ["run_started_at", "created_at"]
