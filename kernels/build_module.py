@@ -48,6 +48,8 @@ def is_tensor_ir(inputs) -> bool:
     """Whether ``inputs`` is TensorIR (a script-level IRModule or PrimFunc, or a tir.Schedule)."""
     from .tir import function as _tf
 
+    if type(inputs) in (IRModule, PrimFunc):  # what tvm.lower returns (a virtual tir subclass): loops
+        return False
     return isinstance(inputs, (_tf.IRModule, _tf.PrimFunc)) or isinstance(getattr(inputs, "mod", None),
                                                                          _tf.IRModule)
 

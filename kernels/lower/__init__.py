@@ -361,7 +361,9 @@ def lower(sch: Schedule, args=None, name: str = "main", binds=None, simple_mode:
     first and then goes through the same passes (``args`` is not needed)."""
     from ..tir import function as _tf
 
-    if isinstance(sch, (_tf.IRModule, _tf.PrimFunc)) or isinstance(getattr(sch, "mod", None), _tf.IRModule):
+    tir_input = isinstance(sch, (_tf.IRModule, _tf.PrimFunc)) or isinstance(getattr(sch, "mod", None),
+                                                                           _tf.IRModule)
+    if tir_input and type(sch) not in (IRModule, PrimFunc):
         from .from_blocks import tir_function
 
         func = run_passes(tir_function(sch, "", name if name not in ("main", "default_function") else

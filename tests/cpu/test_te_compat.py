@@ -354,3 +354,20 @@ def test_cross_thread_reduction_inside_a_thread_bound_stage(target, n, nthread):
     a = _rand(m, n)
     _, c = run(f, target, a, np.full(m, np.nan, "float32"))
     np.testing.assert_allclose(c, a.astype(np.float64).sum(1) + 2.0, rtol=1e-4, atol=1e-4)
+
+
+def test_build_of_a_lowered_module_with_a_name():
+    """tvm.build(tvm.lower(s, args), target, name=...) as TVM's test_reduce does: the lowered module
+    (also an instance of tvm.IRModule for isinstance checks) is built as loops, not as TensorIR."""
+    n = 37
+    A = te.placeholder((n,), name="A")
+    k = te.reduce_axis((0, n), "k")
+    B = te.compute((), lambda: te.sum(A[k], axis=k, init=10.0), name="B")
+    s = te.create_schedule(B.op)
+    lowered = tvm.lower(s, args=[A, B])
+    assert isinstance(lowered, tvm.IRModule)
+    f = tvm.build(lowered, target="c", name="mysum")
+    a = np.random.default_rng(0).uniform(size=n).astype("float32")
+    b = tvm.nd.array(np.zeros((), "float32"))
+    f(tvm.nd.array(a), b)
+    np.testing.assert_allclose(b.numpy(), 10.0 + a.astype(np.float64).sum(), rtol=1e-5)
