@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,29 +22,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import kernels as tvm  # noqa: E402
+from devtime import median_ms, tutorial_namespace  # noqa: E402
 from kernels.build_module import build_spec  # noqa: E402
-
-
-def median_ms(fn, reps: int) -> float:
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
-def tutorial_namespace():
-    src = (ROOT / "tests" / "tutorials" / "auto_tensorcore.py").read_text()
-    ns: dict = {}
-    exec(compile(src[:src.index("# check whether the gpu has tensorcore")], "auto_tensorcore.py", "exec"), ns)
-    return ns
 
 
 def main() -> None:

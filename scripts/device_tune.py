@@ -16,8 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from devtime import tutorial_namespace  # noqa: E402
 
 
 def main() -> None:
@@ -26,9 +26,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=72)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     opt = ap.parse_args()
-    src = (ROOT / "tests" / "tutorials" / "auto_tensorcore.py").read_text()
-    ns: dict = {}
-    exec(compile(src[:src.index("# check whether the gpu has tensorcore")], "auto_tensorcore.py", "exec"), ns)
+    ns = tutorial_namespace()
     autotvm = ns["autotvm"]
     n = opt.n
     ns.update(N=n, L=n, M=n)

@@ -99,3 +99,31 @@ def gpu_target_params():
 
     return [pytest.param("opencl", marks=pytest.mark.skipif(not opencl_available(), reason="no OpenCL")),
             pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def tensorcore_tutorial() -> dict:
+    """The auto-tensor-core tutorial's definitions (tests/tutorials/auto_tensorcore.py, imports
+    changed, everything before its GPU checks) as a namespace: ``tvm``, ``autotvm``, ``test_gemm``."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent / "tutorials" / "auto_tensorcore.py"
+    src = path.read_text()
+    ns: dict = {}
+    exec(compile(src[:src.index("# check whether the gpu has tensorcore")], str(path), "exec"), ns)
+    return ns
+
+
+def tensorcore_operands(dtype: str, layout: str, N: int, L: int, M: int, rng, lo: float = 0.0):
+    """(a, b, float64 reference) for the tutorial's layouts: NN A(N, L) B(L, M); NT A(L, N);
+    TN B(M, L); TT both transposed. int8 in [-128, 127), floats in [lo, 1)."""
+    a_t, b_t = layout[1] == "T", layout[0] == "T"
+    shape_a = (L, N) if a_t else (N, L)
+    shape_b = (M, L) if b_t else (L, M)
+    if dtype == "int8":
+        a = rng.integers(-128, 127, shape_a).astype("int8")
+        b = rng.integers(-128, 127, shape_b).astype("int8")
+    else:
+        a = rng.uniform(lo, 1, shape_a).astype(dtype)
+        b = rng.uniform(lo, 1, shape_b).astype(dtype)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return a, b, (a64.T if a_t else a64) @ (b64.T if b_t else b64)

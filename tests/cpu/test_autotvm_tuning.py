@@ -6,27 +6,22 @@ number while the search goes on, and the search strategies on a space whose cost
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-from kbtest import opencl_available, run
+from kbtest import opencl_available, run, tensorcore_tutorial
 
 import kernels as tvm
 from kernels import autotvm, te
 from kernels.tuning.measure import MeasureErrorNo, MeasureResult
 from kernels.tuning.record import RecordError, decode, encode, load_from_file
 
-TUTORIAL = Path(__file__).resolve().parents[1] / "tutorials" / "auto_tensorcore.py"
 needs_opencl = pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
 
 
 @pytest.fixture(scope="module")
 def tutorial():
-    src = TUTORIAL.read_text()
-    ns: dict = {}
-    exec(compile(src[:src.index("# check whether the gpu has tensorcore")], str(TUTORIAL), "exec"), ns)
-    return ns
+    return tensorcore_tutorial()
 
 
 @needs_opencl

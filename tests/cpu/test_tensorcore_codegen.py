@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import logging
 import re
-from pathlib import Path
 
 import pytest
+from kbtest import tensorcore_tutorial
 
 from kernels.build_module import build_spec
 from kernels.contrib import nvcc
 
-TUTORIAL = Path(__file__).resolve().parents[1] / "tutorials" / "auto_tensorcore.py"
 needs_nvcc = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc not installed")
 
 #: (bx, by, step_k, v) -> the fragment shape the warps of that configuration get
@@ -24,10 +23,7 @@ WMMA_CONFIGS = {(4, 16, 2, 8): "16, 16, 16", (4, 8, 1, 4): "8, 32, 16", (8, 32, 
 
 @pytest.fixture(scope="module")
 def tutorial():
-    src = TUTORIAL.read_text()
-    ns: dict = {}
-    exec(compile(src[:src.index("# check whether the gpu has tensorcore")], str(TUTORIAL), "exec"), ns)
-    return ns
+    return tensorcore_tutorial()
 
 
 def _source(tutorial, dtype, layout, cfg, n=256, arch="sm_80"):

@@ -4,38 +4,14 @@ computes the same product: checked on OpenCL (PoCL) against numpy."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
-from kbtest import opencl_available, run
-
-TUTORIAL = Path(__file__).resolve().parents[1] / "tutorials" / "auto_tensorcore.py"
+from kbtest import opencl_available, run, tensorcore_operands, tensorcore_tutorial
 
 
 @pytest.fixture(scope="module")
 def tutorial():
-    """The tutorial's definitions (everything before its GPU checks), as a namespace."""
-    src = TUTORIAL.read_text()
-    ns: dict = {}
-    exec(compile(src[:src.index("# check whether the gpu has tensorcore")], str(TUTORIAL), "exec"), ns)
-    return ns
-
-
-def _operands(dtype, layout, N, L, M, rng):
-    # the tutorial's layouts: NN A(N, L) B(L, M); NT A(L, N); TN B(M, L); TT both transposed
-    a_t, b_t = layout[1] == "T", layout[0] == "T"
-    shape_a = (L, N) if a_t else (N, L)
-    shape_b = (M, L) if b_t else (L, M)
-    if dtype == "int8":
-        a = rng.integers(-128, 127, shape_a).astype("int8")
-        b = rng.integers(-128, 127, shape_b).astype("int8")
-    else:
-        a = rng.uniform(size=shape_a).astype(dtype)
-        b = rng.uniform(size=shape_b).astype(dtype)
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    ref = (a64.T if a_t else a64) @ (b64.T if b_t else b64)
-    return a, b, ref
+    return tensorcore_tutorial()
 
 
 def test_space_has_the_tutorials_288_configurations(tutorial):
@@ -60,6 +36,6 @@ def test_int8_fallback_is_exact_on_opencl(tutorial, layout, config):
                                target="opencl")
     s, bufs = task.instantiate(task.config_space.index_of(config))
     f = tvm.build(s, bufs, "opencl")
-    a, b, ref = _operands("int8", layout, N, L, M, np.random.default_rng(0))
+    a, b, ref = tensorcore_operands("int8", layout, N, L, M, np.random.default_rng(0))
     _, _, c = run(f, "opencl", a, b, np.zeros((N, M), "int32"))
     np.testing.assert_array_equal(c, ref.astype(np.int64))

@@ -5,39 +5,21 @@ configurations that keep plain code: results against numpy float64 (float16 inpu
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from kbtest import tensorcore_operands, tensorcore_tutorial
 
 pytestmark = pytest.mark.gpu
 
-TUTORIAL = Path(__file__).resolve().parents[1] / "tutorials" / "auto_tensorcore.py"
 
 
 @pytest.fixture(scope="module")
 def tutorial():
-    src = TUTORIAL.read_text()
-    ns: dict = {}
-    exec(compile(src[:src.index("# check whether the gpu has tensorcore")], str(TUTORIAL), "exec"), ns)
+    ns = tensorcore_tutorial()
     tvm = ns["tvm"]
     if not tvm.cuda(0).exist:
         pytest.skip("no CUDA GPU")
     return ns
-
-
-def _operands(dtype, layout, N, L, M, rng):
-    a_t, b_t = layout[1] == "T", layout[0] == "T"
-    shape_a = (L, N) if a_t else (N, L)
-    shape_b = (M, L) if b_t else (L, M)
-    if dtype == "int8":
-        a = rng.integers(-128, 127, shape_a).astype("int8")
-        b = rng.integers(-128, 127, shape_b).astype("int8")
-    else:
-        a = rng.uniform(-1, 1, shape_a).astype(dtype)
-        b = rng.uniform(-1, 1, shape_b).astype(dtype)
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    return a, b, (a64.T if a_t else a64) @ (b64.T if b_t else b64)
 
 
 CASES = [("float16", lay, cfg, True) for lay in ("NN", "NT", "TN", "TT")
@@ -58,7 +40,7 @@ def test_template_on_the_gpu(tutorial, dtype, layout, cfg, wmma):
     s, bufs = task.instantiate(task.config_space.index_of(dict(bx=bx, by=by, step_k=step_k, v=v)))
     f = tvm.build(s, bufs, "cuda")
     assert ("mma_sync" in f.imported_modules[0].get_source()) == wmma
-    a, b, ref = _operands(dtype, layout, N, L, M, np.random.default_rng(1))
+    a, b, ref = tensorcore_operands(dtype, layout, N, L, M, np.random.default_rng(1), lo=-1.0)
     dev = tvm.cuda(0)
     out_dtype = "int32" if dtype == "int8" else "float32"
     c = tvm.nd.array(np.full((N, M), -7, out_dtype), dev)
