@@ -210,8 +210,10 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
 
         again = rerun_keys(request, parent_run=summary.base_run, on_event=announce, executor=executor,
                            side_specs_for=side_specs_for) if remeasure else None
-        judgement = judge.judge_runs(store_location(str(db)), [summary.head_run], [summary.base_run], fail_on=fail_on)
-        judgement = judge.remeasure_ambiguous(store_location(str(db)), judgement, again, new_side="head", base_side="base")
+        judgement = judge.judge_runs(store_location(str(db)), [summary.head_run], [summary.base_run],
+                                     fail_on=fail_on)
+        judgement = judge.remeasure_ambiguous(store_location(str(db)), judgement, again, new_side="head",
+                                              base_side="base")
         summary.judgement = replace(judgement, baseline_label=f"base tree {root} (run {summary.base_run})")
     finally:
         executor.close()

@@ -26,8 +26,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from harness.errors import StoreError
 
-__all__ = ["BUSY_WAIT_S", "Connection", "PostgresConnection", "SQLiteConnection", "as_connection", "is_url", "redact",
-           "retry_busy"]
+__all__ = ["BUSY_WAIT_S", "Connection", "PostgresConnection", "SQLiteConnection", "as_connection", "is_url",
+           "redact", "retry_busy"]
 
 #: how long a SQLite writer waits for a busy file in all (busy timeout, then BEGIN retries)
 BUSY_WAIT_S = 120.0

@@ -90,7 +90,8 @@ def _dest_run(dest: Store, source: Store, source_run: int | None) -> int | None:
     return found
 
 
-def _insert(conn: Connection, table: str, row: dict[str, Any], *, tail: str = "", returning: bool = False) -> Any:
+def _insert(conn: Connection, table: str, row: dict[str, Any], *, tail: str = "",
+            returning: bool = False) -> Any:
     names = list(row)
     sql = (f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}){tail}")
     values = tuple(row[n] for n in names)
