@@ -15,17 +15,16 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from devtime import median_ms, ptxas_report  # noqa: E402
+
 import kernels as tvm  # noqa: E402
-from devtime import median_ms  # noqa: E402
 from kernels import workloads  # noqa: E402
 from kernels.build_module import build_spec  # noqa: E402
 
@@ -40,15 +39,6 @@ def grid():
     for tiles in ((4, 4, 16, 16), (8, 8, 16, 16)):  # virtual threads: each thread's tile spread 2 x 2
         knobs = dict(zip(("local_y", "local_x", "block_y", "block_x"), tiles))
         yield "shared_blocked", dict(knobs, tile_k=8, vector=4, double_buffer=0, reg_cache=1, vthread=2)
-
-
-def ptxas_report(src: str, arch: str) -> str:
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "k.cu"
-        path.write_text(src)
-        proc = subprocess.run(["nvcc", "-cubin", f"-arch={arch}", "-Xptxas", "-v", "-o", str(path) + ".cubin",
-                               str(path)], capture_output=True, text=True)
-        return (proc.stdout + proc.stderr).strip()
 
 
 def main() -> None:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +19,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from devtime import median_ms, ptxas_report, tutorial_namespace  # noqa: E402
+
 import kernels as tvm  # noqa: E402
-from devtime import median_ms, tutorial_namespace  # noqa: E402
 from kernels.build_module import build_spec  # noqa: E402
 
 
@@ -91,13 +90,9 @@ def main() -> None:
         if best is not None:
             s, bufs = task.instantiate(task.config_space.index_of(best["knobs"]))
             src = build_spec(s, bufs, f"cuda -arch={arch}").source
-            with tempfile.TemporaryDirectory() as d:
-                p = Path(d) / "k.cu"
-                p.write_text(src)
-                cmd = ["nvcc", "-cubin", f"-arch={arch}", "-Xptxas", "-v", "-o", str(p) + ".o", str(p)]
-                r = subprocess.run(cmd, capture_output=True, text=True)
-            report[f"best_{dtype}"] = dict(best, ptxas=(r.stdout + r.stderr).strip()[-600:])
-            tail = (r.stdout + r.stderr)[-400:]
+            ptx = ptxas_report(src, arch)
+            report[f"best_{dtype}"] = dict(best, ptxas=ptx[-600:])
+            tail = ptx[-400:]
             print(f"best {dtype}: {best['knobs']} x{best['ratio']:.3f} of {peer}\n{tail}", flush=True)
     if opt.json:
         Path(opt.json).write_text(json.dumps(report, indent=1))

@@ -25,8 +25,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import kernels as tvm  # noqa: E402
 from devtime import median_ms  # noqa: E402
+
+import kernels as tvm  # noqa: E402
 from kernels import workloads  # noqa: E402
 
 N_UNARY = 1 << 26

@@ -4,6 +4,8 @@ of one launch at a time and the auto-tensor-core tutorial's definitions."""
 from __future__ import annotations
 
 import statistics
+import subprocess
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,6 +28,17 @@ def median_ms(fn, reps: int, warmup: int = 3) -> float:
         end.synchronize()
         times.append(start.elapsed_time(end))
     return statistics.median(times)
+
+
+def ptxas_report(src: str, arch: str) -> str:
+    """What ``nvcc -Xptxas -v`` says of CUDA source ``src`` for ``arch`` (registers, spills, shared
+    memory)."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "k.cu"
+        path.write_text(src)
+        proc = subprocess.run(["nvcc", "-cubin", f"-arch={arch}", "-Xptxas", "-v", "-o", str(path) + ".cubin",
+                               str(path)], capture_output=True, text=True)
+        return (proc.stdout + proc.stderr).strip()
 
 
 def tutorial_namespace() -> dict:

@@ -6,7 +6,6 @@ defaults; see docs/PERF.md. Run on the GPU machine: python3 scripts/perf_rowsum.
 from __future__ import annotations
 
 import dataclasses
-import statistics
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from devtime import median_ms  # noqa: E402
 from kbtest import row_sum  # noqa: E402
 
 import kernels as tvm  # noqa: E402
@@ -23,21 +23,6 @@ from kernels.runtime import build_module  # noqa: E402
 N = M = 16384
 
 
-def median_ms(fn, reps=60):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
-
-
 def main():
     a_np = np.random.default_rng(0).uniform(size=(N, M)).astype("float32")
     ref = a_np.astype(np.float64).sum(axis=1)
@@ -45,7 +30,7 @@ def main():
     a = tvm.nd.array(a_np, dev)
     b = tvm.nd.array(np.zeros(N, "float32"), dev)
     ta = torch.from_numpy(a_np).cuda()
-    t0 = median_ms(lambda: torch.sum(ta, dim=1))
+    t0 = median_ms(lambda: torch.sum(ta, dim=1), 60, warmup=5)
     rows = []
     for factor, nrows in [(16, 32), (32, 8), (64, 4), (128, 2)]:
         s, args = row_sum("crossthread", factor=factor, rows=nrows)
@@ -63,9 +48,9 @@ def main():
             f = build_module(dataclasses.replace(spec, source=src))
             f(a, b)
             ok = np.allclose(b.numpy(), ref, rtol=1e-4)
-            ms = median_ms(lambda: f(a, b))
+            ms = median_ms(lambda: f(a, b), 60, warmup=5)
             rows.append((f"{factor}x{nrows} {unroll.strip() or 'no pragma'}", ms, ok))
-    t1 = median_ms(lambda: torch.sum(ta, dim=1))
+    t1 = median_ms(lambda: torch.sum(ta, dim=1), 60, warmup=5)
     gb = (N * M + N) * 4 / 1e9
     print(f"device: {torch.cuda.get_device_name(0)}; torch.sum(dim=1) {t0:.3f} / {t1:.3f} ms "
           f"({gb / (min(t0, t1) / 1e3):.0f} GB/s)")
