@@ -131,18 +131,12 @@ class TIRTask:
         sch.bind(j0, "blockIdx.x")
         t = sch.fuse(i1, j1)
         sch.bind(t, "threadIdx.x")
-        nthread = ty * tx
+        # both inputs staged in shared memory, fetched by all the block's threads (the notes' helper;
+        # imported here: kernels.workloads imports the package this module is loaded with)
+        from ..workloads.tensorir import cache_read_and_coop_fetch
+
         for idx in (0, 1):
-            cache = sch.cache_read(block, idx, "shared")
-            sch.compute_at(cache, k0)
-            a0, a1 = sch.get_loops(cache)[-2:]
-            fused = sch.fuse(a0, a1)
-            vec = v["vector"]
-            # the fetch: nthread threads, `vec` consecutive elements each per step
-            _, ftx, fv = sch.split(fused, [None, nthread, vec])
-            if vec > 1:
-                sch.vectorize(fv)
-            sch.bind(ftx, "threadIdx.x")
+            cache_read_and_coop_fetch(sch, block, ty * tx, idx, k0, vector=v["vector"])
         if v["unroll_k"]:
             sch.unroll(k1)
         sch.decompose_reduction(block, k0)
