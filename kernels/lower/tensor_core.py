@@ -285,13 +285,18 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
                 env[tvars[t][0]] = vals[t]
         return env
 
+    owner_memo: Dict[int, Dict[int, Tuple[int, int, Dict[Var, int]]]] = {}
+
     def owner_table(lane):
-        env = lane_env(lane)
-        where = {}
-        for pt in _loop_points(store_loops):
-            e = {**env, **pt}
-            flat = _ev(out_st.indices[0], e)
-            where[_ev(out_st.value.indices[0], e)] = divmod(flat, out_cols)
+        """accumulator element -> (row, column, store-loop values) of the output it is stored to"""
+        where = owner_memo.get(lane)
+        if where is None:
+            env = lane_env(lane)
+            where = owner_memo[lane] = {}
+            for pt in _loop_points(store_loops):
+                e = {**env, **pt}
+                row, col = divmod(_ev(out_st.indices[0], e), out_cols)
+                where[_ev(out_st.value.indices[0], e)] = (row, col, pt)
         return where
 
     warps = (X * Y * Z) // 32
@@ -307,9 +312,9 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
             env = {**lane_env(lane), **kl_env}
             for pt in _loop_points(tile_loops + [ki]):
                 e = {**env, **pt}
-                row, col = owners[_ev(upd.indices[0], e)]
+                row, col, _ = owners[_ev(upd.indices[0], e)]
                 k = pt[ki.loop_var]
-                for load, fmap, tab, key in ((lx, fx, xa, None), (ly, fy, yb, None)):
+                for load, fmap, tab in ((lx, fx, xa), (ly, fy, yb)):
                     loc = _ev(load.indices[0], e)
                     fenv, gidx = fmap[loc]
                     addr = _ev(gidx, {**e, **fenv})
@@ -361,45 +366,39 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
     (la, lda), (lb, ldb) = layouts
     if lda % ldm_mult or ldb % ldm_mult:
         raise TensorCoreMiss(f"leading dimensions {lda}, {ldb} are not multiples of {ldm_mult}")
-    for w, r0, c0, ta, tb, _src, _cells in info:
+    for _w, _r, _c, ta, tb, _src, _cells in info:
         for t, rr, cc in ((ta, m, 16), (tb, 16, n)):
             _, s1, s2 = _affine(t, rr, cc)
             if (s1, s2) != ((asr, ask) if t is ta else (bsk, bsc)):
                 raise TensorCoreMiss("the warps read their tiles with different strides")
     esize = 2 if dt_in == "float16" else 1
     # symbolic bases: evaluated at each warp's first lane, the k-step loops kept symbolic
-    lid = (tvars["x"][0] if tvars["x"][0] is not None else const(0))
-    if tvars["y"][0] is not None:
-        lid = lid + tvars["y"][0] * X
-    if tvars["z"][0] is not None:
-        lid = lid + tvars["z"][0] * (X * Y)
+    # the thread indices of this thread's warp's first lane (x fastest, then y, then z)
+    strides = (("x", 1, X), ("y", X, Y), ("z", X * Y, None))
+    lid = const(0)
+    for t, stride, _ in strides:
+        if tvars[t][0] is not None:
+            lid = lid + tvars[t][0] * stride
     first = (lid // 32) * 32
-    lane0 = {}
-    if tvars["x"][0] is not None:
-        lane0[tvars["x"][0]] = first % X
-    if tvars["y"][0] is not None:
-        lane0[tvars["y"][0]] = (first // X) % Y
-    if tvars["z"][0] is not None:
-        lane0[tvars["z"][0]] = first // (X * Y)
+    lane0 = {tvars[t][0]: (first // stride if ext is None else (first // stride) % ext)
+             for t, stride, ext in strides if tvars[t][0] is not None}
+    r0, c0, cells0 = info[0][1], info[0][2], info[0][6]
+    lane, pt_first = cells0[(r0, c0)]
+    if lane % 32:
+        raise TensorCoreMiss("a warp's first lane does not own the first element of its tile")
 
-    def base_expr(load, fmap, row_side: bool):
+    def base_expr(load, fmap):
         # the local element lane 0 of the warp reads for the tile's first row / column at k = 0
-        for w, r0, c0, ta, tb, _src, cells in info[:1]:
-            lane, pt = cells[(r0, c0)]
-            if lane % 32:
-                raise TensorCoreMiss("a warp's first lane does not own the first element of its tile")
-            e = {**lane_env(lane), **kl_env, **pt}
-            e[ki.loop_var] = 0
-            loc = _ev(load.indices[0], e)
-            fenv, gidx = fmap[loc]
-            sym = substitute(gidx, {v: const(x, v.dtype) for v, x in fenv.items()})
-            return simplify(substitute(sym, lane0))
-        raise AssertionError  # pragma: no cover
+        e = {**lane_env(lane), **kl_env, **pt_first}
+        e[ki.loop_var] = 0
+        fenv, gidx = fmap[_ev(load.indices[0], e)]
+        sym = substitute(gidx, {v: const(x, v.dtype) for v, x in fenv.items()})
+        return simplify(substitute(sym, lane0))
 
-    a_base = base_expr(a_load, a_fill, True)
-    b_base = base_expr(b_load, b_fill, False)
+    a_base = base_expr(a_load, a_fill)
+    b_base = base_expr(b_load, b_fill)
     # check the symbolic bases against every warp (k loops at 0) and alignment (32 bytes)
-    for w, r0, c0, ta, tb, _src, cells in info:
+    for w, _r, _c, ta, tb, _src, _cells in info:
         env = {**lane_env(32 * w), **kl_env}
         for base, t, what in ((a_base, ta, "A"), (b_base, tb, "B")):
             if _ev(base, env) != t[(0, 0)]:
@@ -413,29 +412,18 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
             if (_ev(a_base, env) * esize) % 32 or (_ev(b_base, env) * esize) % 32:
                 raise TensorCoreMiss("a k step's tile is not 32-byte aligned")
     # the output tile: row-major with the output's row length
-    c_lane = lane_env(0)
-    out_tab = {}
-    for w, r0, c0, _ta, _tb, _src, cells in info[:1]:
-        for (row, col), (lane, _pt) in cells.items():
-            out_tab[(row - r0, col - c0)] = row * out_cols + col
+    out_tab = {(row - r0, col - c0): row * out_cols + col for row, col in cells0}
     _, csr, csc = _affine(out_tab, m, n)
     if csc != 1 or csr % 4:
         raise TensorCoreMiss("the output tile is not row-major with a leading dimension a multiple of 4")
-    # the store index of the tile's first element, symbolically: lane 0's accumulator element
-    owners0 = owner_table(0)
-    r0, c0 = info[0][1], info[0][2]
-    acc_idx = next(i for i, rc in owners0.items() if rc == (r0, c0))
-    pt0 = None
-    for pt in _loop_points(store_loops):
-        if _ev(out_st.value.indices[0], {**c_lane, **pt}) == acc_idx:
-            pt0 = pt
-            break
+    # the store index of the tile's first element, symbolically: where lane 0 stores it
+    pt0 = next(pt for row, col, pt in owner_table(0).values() if (row, col) == (r0, c0))
     at_pt0 = substitute(out_st.indices[0], {v: const(x, v.dtype) for v, x in pt0.items()})
     c_base = simplify(substitute(at_pt0, lane0))
-    for w, r0, c0, *_ in info:
+    for w, wr0, wc0, *_ in info:
         env = {**lane_env(32 * w)}
         env.update({v: 0 for v in block_env})
-        if _ev(c_base, env) != r0 * out_cols + c0:
+        if _ev(c_base, env) != wr0 * out_cols + wc0:
             raise TensorCoreMiss(f"the output tile of warp {w} does not start where its first lane writes")
     return _emit(acc_alloc, ko, path, outer_local, a_src, b_src, a_base, b_base, c_base, out_buf,
                  (m, n, 16), (la, lda), (lb, ldb), out_cols, ctype, acc_dtype)
