@@ -69,17 +69,22 @@ class CUDACodegen(CFamilyCodegen):
     _FRAGMENT_KINDS = {"wmma.matrix_a": "matrix_a", "wmma.matrix_b": "matrix_b",
                        "wmma.accumulator": "accumulator"}
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fragment_info: dict = {}  # buffer variable -> its fragment_shape / _layout / storage_alignment
+        self.fragment_names: dict = {}  # fragment buffer variable -> its C name
+        self.uses_wmma = False
+
     def stmt(self, s, ind: int) -> None:
         if isinstance(s, AttrStmt) and s.attr_key in _FRAGMENT_ATTRS:
-            info = self.__dict__.setdefault("fragment_info", {})
-            info.setdefault(s.node, {})[s.attr_key] = getattr(s.value, "value", s.value)
+            self.fragment_info.setdefault(s.node, {})[s.attr_key] = getattr(s.value, "value", s.value)
             self.stmt(s.body, ind)
             return
         super().stmt(s, ind)
 
     def allocate(self, s, ind: int) -> None:
         b = s.buffer
-        info = self.__dict__.get("fragment_info", {}).get(b.data, {})
+        info = self.fragment_info.get(b.data, {})
         kind = self._FRAGMENT_KINDS.get(b.scope)
         if kind is None and b.scope == "shared" and "storage_alignment" in info:
             name = self.buffer_name(b)
@@ -90,21 +95,20 @@ class CUDACodegen(CFamilyCodegen):
         if kind is None:
             super().allocate(s, ind)
             return
-        self.__dict__["uses_wmma"] = True
+        self.uses_wmma = True
         m, n, k = (int(x) for x in str(info["fragment_shape"]).split(","))
         t = self.type_str(b.dtype)
         args = f"nvcuda::wmma::{kind}, {m}, {n}, {k}, {t}"
         if kind != "accumulator":
             args += f", nvcuda::wmma::{info.get('fragment_layout', 'row_major')}"
-        self.__dict__.setdefault("fragment_names", {})[b.data] = self.buffer_name(b)
+        self.fragment_names[b.data] = self.buffer_name(b)
         self.emit(ind, f"nvcuda::wmma::fragment<{args}> {self.buffer_name(b)}[{s.extent.value}];")
         self.stmt(s.body, ind)
 
     def _frag(self, e) -> str:
-        names = self.__dict__.get("fragment_names", {})
-        if e not in names:
+        if e not in self.fragment_names:
             raise BuildError(f"WMMA operation on {e}, which is not a fragment in scope")
-        return names[e]
+        return self.fragment_names[e]
 
     def _wmma_call(self, e: Call) -> Optional[str]:
         name, a = e.op.name, e.args
@@ -135,7 +139,7 @@ class CUDACodegen(CFamilyCodegen):
 
     def header(self) -> str:
         out = HEADER
-        if self.__dict__.get("uses_wmma"):
+        if self.uses_wmma:
             out = "#include <mma.h>\n" + out
         if "float16" in self.uses_dtypes:
             out = "#include <cuda_fp16.h>\n" + out
