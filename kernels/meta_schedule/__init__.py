@@ -94,16 +94,11 @@ def tune_tir(mod: Any, target: Any, config: Optional[TuneConfig] = None, work_di
     # earlier records of this function: measured configurations are known, not measured again
     done = 0
     if log_file.exists():
-        for inp, res in load_from_file(log_file):
-            if tuple(inp.task.workload) != tuple(task.workload):
-                continue
-            cfg = task.config_space.get(inp.config.index)
-            tuner.visited.add(cfg.index)
-            tuner.update([MeasureInput(task.target, task, cfg)], [res])
-            flops = tuner._flops(res)
-            if flops > tuner.best_flops:
-                tuner.best_flops, tuner.best_config = flops, cfg
-            done += 1
+        earlier = [(MeasureInput(task.target, task, task.config_space.get(inp.config.index)), res)
+                   for inp, res in load_from_file(log_file)
+                   if tuple(inp.task.workload) == tuple(task.workload)]
+        tuner.load_history([i for i, _ in earlier], [r for _, r in earlier])
+        done = len(earlier)
         log.info("tune_tir: %d earlier records of %s in %s", done, task.workload[1], log_file)
     budget = min(config.max_trials_global, config.max_trials_per_task or config.max_trials_global) - done
     option = measure_option(builder or LocalBuilder(n_parallel=os.cpu_count()),

@@ -59,6 +59,24 @@ class Tuner:
     def _flops(self, res: MeasureResult) -> float:
         return self.task.flop / res.mean if res.ok and res.mean > 0 else 0.0
 
+    def _note(self, inp: MeasureInput, res: MeasureResult, trial: int) -> float:
+        """Count one measured candidate towards the best so far; its FLOP/s."""
+        flops = self._flops(res)
+        if flops > self.best_flops:
+            self.best_flops, self.best_config = flops, inp.config
+            self.best_measure_pair, self.best_iter = (inp, res), trial
+        self.flops_history.append(self.best_flops)
+        return flops
+
+    def load_history(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+        """Start from candidates measured earlier (records of a previous session): they count towards
+        the best, the model learns from them, and they are not proposed again."""
+        for k, (inp, res) in enumerate(zip(inputs, results)):
+            self.visited.add(inp.config.index)
+            self._note(inp, res, k)
+        if inputs:
+            self.update(inputs, results)
+
     #: whether the next batch can be proposed before the current one is measured; then its build
     #: (CPU, nvcc) runs while the current batch is timed on the device
     overlap = True
@@ -94,13 +112,9 @@ class Tuner:
                     building = pool.submit(builder.build, ahead) if ahead else None
                 results = runner.run(inputs, built)
                 for k, (inp, res) in enumerate(zip(inputs, results)):
-                    flops = self._flops(res)
-                    if flops > self.best_flops:
-                        self.best_flops, self.best_config = flops, inp.config
-                        self.best_measure_pair, self.best_iter = (inp, res), trial + k
+                    flops = self._note(inp, res, trial + k)
                     logger.debug("No: %d\t%sFLOPS: %.2f/%.2f\tresult: %s\t%s", trial + k + 1, si_prefix,
                                  flops / 1e9, self.best_flops / 1e9, res, inp.config)
-                    self.flops_history.append(self.best_flops)
                 trial += len(results)
                 self.update(inputs, results)
                 for cb in callbacks:
