@@ -160,12 +160,13 @@ def random_args(tensors: Sequence[Any], rng: np.random.Generator) -> List[np.nda
     return out
 
 
-def _device_of(target) -> Any:
-    from ..runtime import device as _device
+def _device_args(built: BuildResult, target: Any, seed: int) -> Tuple[Any, List[Any]]:
+    """The target's device and the candidate's arguments on it, filled from ``seed``."""
+    from ..runtime.device import device
+    from ..runtime.ndarray import array as nd_array
 
-    kind = getattr(target, "kind", None)
-    kind = getattr(kind, "name", kind) or str(target).split()[0]
-    return {"c": _device.cpu, "llvm": _device.cpu, "opencl": _device.opencl, "cuda": _device.cuda}[kind](0)
+    dev = device(str(target))
+    return dev, [nd_array(a, dev) for a in random_args(built.args, np.random.default_rng(seed))]
 
 
 class LocalRunner:
@@ -205,24 +206,13 @@ class LocalRunner:
             if first.module is None:
                 self._references[key] = None
             else:
-                arrays = self._run_once(first, target, rng_seed)
-                self._references[key] = arrays
+                _, nd = _device_args(first, target, rng_seed)
+                first.module(*nd)
+                self._references[key] = [x.numpy() for x in nd]
         return self._references[key]
-
-    @staticmethod
-    def _run_once(built: BuildResult, target, seed: int) -> List[np.ndarray]:
-        from ..runtime.ndarray import array as nd_array
-
-        dev = _device_of(target)
-        host = random_args(built.args, np.random.default_rng(seed))
-        nd = [nd_array(a, dev) for a in host]
-        built.module(*nd)
-        return [x.numpy() for x in nd]
 
     def run(self, inputs: Sequence[MeasureInput],
             build_results: Sequence[BuildResult]) -> List[MeasureResult]:
-        from ..runtime.ndarray import array as nd_array
-
         out: List[MeasureResult] = []
         for inp, built in zip(inputs, build_results):
             t0 = time.perf_counter()
@@ -230,9 +220,7 @@ class LocalRunner:
                 out.append(MeasureResult((built.error,), int(built.error_no), built.time_cost, time.time()))
                 continue
             try:
-                dev = _device_of(inp.target)
-                host = random_args(built.args, np.random.default_rng(0))
-                nd = [nd_array(a, dev) for a in host]
+                dev, nd = _device_args(built, inp.target, 0)
                 if self.check_correctness:
                     ref = self._reference(inp.task, inp.target, 0)
                     built.module(*nd)
