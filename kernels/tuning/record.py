@@ -39,10 +39,6 @@ class RecordError(TVMError):
     """A tuning log line that cannot be read (its file and line are named)."""
 
 
-def _target_str(target: Any) -> str:
-    return str(target)
-
-
 def _jsonable(x: Any) -> Any:
     if isinstance(x, tuple):
         return [_jsonable(v) for v in x]
@@ -62,7 +58,7 @@ def encode(inp: MeasureInput, result: MeasureResult) -> str:
     workload = inp.task.workload
     costs = [c if isinstance(c, (int, float)) else str(c) for c in result.costs]
     obj = {
-        "input": [_target_str(inp.target), workload[0], _jsonable(list(workload[1:])), {}],
+        "input": [str(inp.target), workload[0], _jsonable(list(workload[1:])), {}],
         "config": inp.config.to_json_dict(),
         "result": [costs, int(result.error_no), float(result.all_cost), float(result.timestamp)],
         "version": VERSION,
@@ -111,10 +107,11 @@ def save_to_file(pairs: Iterable[Tuple[MeasureInput, MeasureResult]],
             fh.write(encode(inp, res) + "\n")
 
 
-def _target_keys(target: Any) -> Tuple[str, ...]:
-    """What identifies a target in the records: its kind (``cuda``, ``opencl``, ``c``)."""
-    s = str(target).split()[0] if target is not None else ""
-    return (s,)
+def _record_key(target: Any, workload: Any) -> Tuple[str, Tuple[Any, ...]]:
+    """What identifies a tuning problem in the records: the target's kind (``cuda``, ``opencl``,
+    ``c``; its options do not matter) and the workload."""
+    kind = str(target).split()[0] if target is not None and str(target).split() else ""
+    return kind, tuple(workload)
 
 
 class ApplyHistoryBest(DispatchContext):
@@ -145,7 +142,7 @@ class ApplyHistoryBest(DispatchContext):
             if res.error_no != MeasureErrorNo.NO_ERROR:
                 continue
             cost = float(sum(res.costs) / len(res.costs))
-            key = (_target_keys(inp.target)[0], tuple(inp.task.workload))
+            key = _record_key(inp.target, inp.task.workload)
             if key not in self.best or cost < self.best[key][1]:
                 self.best[key] = (inp.config, cost)
         logger.debug("ApplyHistoryBest: %d records, %d best configurations", n, len(self.best))
@@ -153,7 +150,7 @@ class ApplyHistoryBest(DispatchContext):
     def query(self, target: Any, workload: Any) -> Any:
         if workload is None:
             return self._fallback.query(target, workload)
-        key = (_target_keys(target)[0], tuple(workload))
+        key = _record_key(target, workload)
         got = self.best.get(key)
         if got is None:
             return self._fallback.query(target, workload)
@@ -171,7 +168,7 @@ def best_records(filename: Union[str, os.PathLike]) -> List[Tuple[MeasureInput, 
     for inp, res in load_from_file(filename):
         if res.error_no != MeasureErrorNo.NO_ERROR:
             continue
-        key = (_target_keys(inp.target)[0], tuple(inp.task.workload))
+        key = _record_key(inp.target, inp.task.workload)
         if key not in best or res.mean < best[key][1].mean:
             best[key] = (inp, res)
     return list(best.values())
