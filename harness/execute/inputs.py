@@ -19,7 +19,7 @@ import os
 import time
 import zlib
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
 import numpy as np
@@ -58,9 +58,8 @@ class CaseData:
 class _Entry:
     args: List[np.ndarray]
     outputs: Tuple[int, ...]
+    reference: List[np.ndarray]
     nbytes: int
-    reference: List[np.ndarray] = field(default_factory=list)
-    has_reference: bool = False
 
 
 _CACHE: "OrderedDict[str, _Entry]" = OrderedDict()
@@ -83,7 +82,7 @@ def _evict(room: int) -> None:
         total -= old.nbytes
 
 
-def case_data(workload: Any, case: Any, seed: int, *, reference: bool = True) -> CaseData:
+def case_data(workload: Any, case: Any, seed: int) -> CaseData:
     """The host data of ``case`` (a harness Case of ``workload``) for the run's ``seed``.
 
     Parameters
@@ -92,45 +91,34 @@ def case_data(workload: Any, case: Any, seed: int, *, reference: bool = True) ->
     case : harness.model.Case
     seed : int
         The run's seed (MeasureConfig.seed).
-    reference : bool
-        Whether to compute (or reuse) the float64 reference.
     """
-    params = case.param_dict
     key = data_key(case.workload, case.params, case.dtype, seed)
     entry = _CACHE.get(key)
     out = CaseData(args=[], reference=[])
     if entry is None:
         _STATS["misses"] += 1
         t0 = time.perf_counter()
-        args = workload.make_args(params, case.dtype, np.random.default_rng(_seed(key, seed)))
+        args = workload.make_args(case.param_dict, case.dtype, np.random.default_rng(_seed(key, seed)))
         outputs = tuple(workload.outputs)
         for i, a in enumerate(args):
             if i not in outputs:
                 a.setflags(write=False)
-        nbytes = sum(a.nbytes for a in args)
-        entry = _Entry(args=args, outputs=outputs, nbytes=nbytes)
         out.inputs_s = time.perf_counter() - t0
-        _evict(nbytes)
+        t0 = time.perf_counter()
+        reference = [np.asarray(r) for r in workload.reference(args)]
+        for r in reference:
+            r.setflags(write=False)
+        out.reference_s = time.perf_counter() - t0
+        entry = _Entry(args=args, outputs=outputs, reference=reference,
+                       nbytes=sum(a.nbytes for a in args) + sum(r.nbytes for r in reference))
+        _evict(entry.nbytes)
         _CACHE[key] = entry
     else:
         _STATS["hits"] += 1
         out.cached = True
         _CACHE.move_to_end(key)
-    if reference and not entry.has_reference:
-        t0 = time.perf_counter()
-        entry.reference = [np.asarray(r) for r in workload.reference(entry.args)]
-        for r in entry.reference:
-            r.setflags(write=False)
-        entry.has_reference = True
-        extra = sum(r.nbytes for r in entry.reference)
-        entry.nbytes += extra
-        out.reference_s = time.perf_counter() - t0
-        out.cached = False
-        _CACHE.pop(key)
-        _evict(entry.nbytes)
-        _CACHE[key] = entry
     out.args = [a.copy() if i in entry.outputs else a for i, a in enumerate(entry.args)]
-    out.reference = entry.reference if reference else []
+    out.reference = entry.reference
     return out
 
 
