@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .codegen import generate
 from .errors import BuildError, TVMError
-from .lower import IRModule, PrimFunc, lower, lower_for_target, run_passes
+from .lower import IRModule, PrimFunc, is_tensor_ir, lower, lower_for_target, run_passes
 from .target import DEFAULT_CUDA_ARCH, Target
 
 
@@ -42,16 +42,6 @@ def resolve_target(target) -> Target:
             raise TVMError("build: a dict target must map exactly one target to one module")
         target = next(iter(target))
     return Target(target)
-
-
-def is_tensor_ir(inputs) -> bool:
-    """Whether ``inputs`` is TensorIR (a script-level IRModule or PrimFunc, or a tir.Schedule)."""
-    from .tir import function as _tf
-
-    if type(inputs) in (IRModule, PrimFunc):  # what tvm.lower returns (a virtual tir subclass): loops
-        return False
-    return isinstance(inputs, (_tf.IRModule, _tf.PrimFunc)) or isinstance(getattr(inputs, "mod", None),
-                                                                         _tf.IRModule)
 
 
 def build_spec(inputs, args=None, target=None, name: str = "default_function"):

@@ -359,11 +359,7 @@ def lower(sch: Schedule, args=None, name: str = "main", binds=None, simple_mode:
     (:func:`schedule_to_primfunc`), then every pass of :data:`PASSES` in order. A TensorIR input
     (an IRModule or PrimFunc from TVMScript, or a ``tir.Schedule``) has its blocks lowered to loops
     first and then goes through the same passes (``args`` is not needed)."""
-    from ..tir import function as _tf
-
-    tir_input = isinstance(sch, (_tf.IRModule, _tf.PrimFunc)) or isinstance(getattr(sch, "mod", None),
-                                                                           _tf.IRModule)
-    if tir_input and type(sch) not in (IRModule, PrimFunc):
+    if is_tensor_ir(sch):
         from .from_blocks import tir_function
 
         func = run_passes(tir_function(sch, "", name if name not in ("main", "default_function") else
@@ -376,6 +372,15 @@ def lower(sch: Schedule, args=None, name: str = "main", binds=None, simple_mode:
         raise TVMError("lower needs the argument list, e.g. tvm.lower(s, [A, B])")
     func = run_passes(schedule_to_primfunc(sch, args, name if name != "default_function" else "main"))
     return IRModule({func.name: func})
+
+
+def is_tensor_ir(inputs) -> bool:
+    """Whether ``inputs`` is TensorIR (a script-level IRModule or PrimFunc, or a tir.Schedule). What
+    :func:`lower` returns is loops, though it passes isinstance checks for the TensorIR classes."""
+    if type(inputs) in (IRModule, PrimFunc):
+        return False
+    return isinstance(inputs, (_tir_function.IRModule, _tir_function.PrimFunc)) or \
+        isinstance(getattr(inputs, "mod", None), _tir_function.IRModule)
 
 
 def run_passes(func: PrimFunc) -> PrimFunc:
