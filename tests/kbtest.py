@@ -127,3 +127,35 @@ def tensorcore_operands(dtype: str, layout: str, N: int, L: int, M: int, rng, lo
         b = rng.uniform(lo, 1, shape_b).astype(dtype)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     return a, b, (a64.T if a_t else a64) @ (b64.T if b_t else b64)
+
+
+def notes_check_source(target: str, rtol: float) -> str:
+    """Python source of ``_check(sch)``, inserted into the GPU notes' code by the tests that run it:
+    builds ``sch.mod`` for ``target``, runs it on random inputs (output poisoned with NaN) and
+    compares with numpy float64 (vector add, window sum or matmul, told apart by the buffers'
+    shapes); prints ``CHECKED <number of kernels in the source>``."""
+    dev = {"opencl": "tvm.opencl(0)", "cuda": "tvm.cuda(0)"}[target]
+    marker = {"opencl": "__kernel", "cuda": "__global__"}[target]
+    return f'''
+def _check(sch):
+    import numpy as _np
+    _mod = sch.mod
+    _f = tvm.build(_mod, target="{target}")
+    _dev = {dev}
+    _rng = _np.random.default_rng(0)
+    _shapes = [tuple(int(s) for s in b.shape) for b in _mod["main"].buffers]
+    _arrays = [_rng.uniform(-1, 1, size=s).astype("float32") for s in _shapes]
+    _arrays[-1][...] = _np.nan
+    _nd = [tvm.nd.array(a, _dev) for a in _arrays]
+    _f(*_nd)
+    _out = _nd[-1].numpy()
+    if len(_shapes) == 3 and len(_shapes[0]) == 1:
+        _ref = _arrays[0].astype("float64") + _arrays[1]
+    elif len(_shapes) == 2:
+        _a = _arrays[0].astype("float64")
+        _ref = _a[:-2] + _a[1:-1] + _a[2:]
+    else:
+        _ref = _arrays[0].astype("float64") @ _arrays[1].astype("float64")
+    _np.testing.assert_allclose(_out, _ref, rtol={rtol!r}, atol=1e-4)
+    print("CHECKED", _f.imported_modules[0].get_source().count("{marker}"))
+'''

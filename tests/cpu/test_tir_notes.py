@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from kbtest import opencl_available
+from kbtest import notes_check_source, opencl_available
 
 import kernels as tvm
 from kernels.script import from_source
@@ -117,29 +117,7 @@ def test_notes_printouts_parse(k):
     assert skeleton(mod.script()) == skeleton(notes_printouts()[k])
 
 
-_CHECK = '''
-def _check(sch):
-    import numpy as _np
-    _mod = sch.mod
-    _f = tvm.build(_mod, target="opencl")
-    _dev = tvm.opencl(0)
-    _rng = _np.random.default_rng(0)
-    _shapes = [tuple(int(s) for s in b.shape) for b in _mod["main"].buffers]
-    _arrays = [_rng.uniform(-1, 1, size=s).astype("float32") for s in _shapes]
-    _arrays[-1][...] = _np.nan
-    _nd = [tvm.nd.array(a, _dev) for a in _arrays]
-    _f(*_nd)
-    _out = _nd[-1].numpy()
-    if len(_shapes) == 3 and len(_shapes[0]) == 1:
-        _ref = _arrays[0].astype("float64") + _arrays[1]
-    elif len(_shapes) == 2:
-        _a = _arrays[0].astype("float64")
-        _ref = _a[:-2] + _a[1:-1] + _a[2:]
-    else:
-        _ref = _arrays[0].astype("float64") @ _arrays[1].astype("float64")
-    _np.testing.assert_allclose(_out, _ref, rtol=1e-5, atol=1e-4)
-    print("CHECKED", _f.imported_modules[0].get_source().count("__kernel"))
-'''
+_CHECK = notes_check_source("opencl", rtol=1e-5)
 
 
 @needs_opencl

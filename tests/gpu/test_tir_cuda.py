@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from kbtest import notes_check_source
 
 import kernels as tvm
 from kernels import workloads
@@ -18,29 +19,7 @@ from kernels.workloads import tensorir as notes
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
 
-_CHECK = '''
-def _check(sch):
-    import numpy as _np
-    _mod = sch.mod
-    _f = tvm.build(_mod, target="cuda")
-    _dev = tvm.cuda(0)
-    _rng = _np.random.default_rng(0)
-    _shapes = [tuple(int(s) for s in b.shape) for b in _mod["main"].buffers]
-    _arrays = [_rng.uniform(-1, 1, size=s).astype("float32") for s in _shapes]
-    _arrays[-1][...] = _np.nan
-    _nd = [tvm.nd.array(a, _dev) for a in _arrays]
-    _f(*_nd)
-    _out = _nd[-1].numpy()
-    if len(_shapes) == 3 and len(_shapes[0]) == 1:
-        _ref = _arrays[0].astype("float64") + _arrays[1]
-    elif len(_shapes) == 2:
-        _a = _arrays[0].astype("float64")
-        _ref = _a[:-2] + _a[1:-1] + _a[2:]
-    else:
-        _ref = _arrays[0].astype("float64") @ _arrays[1].astype("float64")
-    _np.testing.assert_allclose(_out, _ref, rtol=1e-4, atol=1e-4)
-    print("CHECKED")
-'''
+_CHECK = notes_check_source("cuda", rtol=1e-4)
 
 
 def test_notes_unchanged_on_cuda(tmp_path):
