@@ -126,21 +126,29 @@ class _RedirectReads(ExprMutator):
         return dataclasses.replace(out, reads=reads)
 
 
-def cache_read(st: ScheduleState, token: BlockToken, name: str, index: int, scope: str,
-               consumer_tokens: Optional[Sequence[BlockToken]] = None) -> BlockToken:
-    r = st.realize(token, "cache_read", name)
+def _cache_target(st: ScheduleState, token: BlockToken, name: str, index: int, scope: str, prim: str):
+    """What cache_read / cache_write (``prim``) start from: the block's realize, the buffer its
+    ``index``-th read / write region names (checked), the enclosing scope block, the cache buffer in
+    ``scope`` and the new stage's name."""
+    r = st.realize(token, prim, name)
     blk = r.block
-    _check_scope("cache_read", scope)
-    if not isinstance(index, int) or not 0 <= index < len(blk.reads):
-        names = ", ".join(x.buffer.name for x in blk.reads) or "none"
-        raise ScheduleError(f"cache_read: block {blk.name_hint} reads {len(blk.reads)} buffer(s) ({names}); "
-                            f"read_buffer_index {index!r} is out of range")
-    buf = blk.reads[index].buffer
+    _check_scope(prim, scope)
+    regions, verb = (blk.reads, "read") if prim == "cache_read" else (blk.writes, "write")
+    if not isinstance(index, int) or not 0 <= index < len(regions):
+        names = ", ".join(x.buffer.name for x in regions) or "none"
+        raise ScheduleError(f"{prim}: block {blk.name_hint} {verb}s {len(regions)} buffer(s) ({names}); "
+                            f"{verb}_buffer_index {index!r} is out of range")
+    buf = regions[index].buffer
     scope_blk = st.index.scope_block(r)
-    scope_token = scope_blk.sref
     bnames, fnames = _names(st)
     new_buf = _new_buffer(buf, scope, fnames)
-    stage_name = _unique(bnames, new_buf.name)
+    return r, buf, scope_blk, new_buf, _unique(bnames, new_buf.name)
+
+
+def cache_read(st: ScheduleState, token: BlockToken, name: str, index: int, scope: str,
+               consumer_tokens: Optional[Sequence[BlockToken]] = None) -> BlockToken:
+    r, buf, scope_blk, new_buf, stage_name = _cache_target(st, token, name, index, scope, "cache_read")
+    scope_token = scope_blk.sref
     siblings = child_realizes(scope_blk)
     writers = [q for q in siblings if any(w.buffer is buf for w in q.block.writes)]
     if len(writers) > 1:
@@ -174,19 +182,9 @@ def cache_read(st: ScheduleState, token: BlockToken, name: str, index: int, scop
 
 
 def cache_write(st: ScheduleState, token: BlockToken, name: str, index: int, scope: str) -> BlockToken:
-    r = st.realize(token, "cache_write", name)
+    r, buf, scope_blk, new_buf, stage_name = _cache_target(st, token, name, index, scope, "cache_write")
     blk = r.block
-    _check_scope("cache_write", scope)
-    if not isinstance(index, int) or not 0 <= index < len(blk.writes):
-        names = ", ".join(x.buffer.name for x in blk.writes) or "none"
-        raise ScheduleError(f"cache_write: block {blk.name_hint} writes {len(blk.writes)} buffer(s) "
-                            f"({names}); write_buffer_index {index!r} is out of range")
-    buf = blk.writes[index].buffer
-    scope_blk = st.index.scope_block(r)
     scope_token = scope_blk.sref
-    bnames, fnames = _names(st)
-    new_buf = _new_buffer(buf, scope, fnames)
-    stage_name = _unique(bnames, new_buf.name)
     region = _relaxed_region(st, r, blk.writes[index])
     stage = copy_stage(stage_name, new_buf, buf, region)
     stage_token = _stage_token(stage)
