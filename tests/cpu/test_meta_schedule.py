@@ -12,7 +12,7 @@ from kbtest import opencl_available, run
 
 import kernels as tvm
 from kernels import meta_schedule as ms
-from kernels.tuning.tir_task import TIRTask, TIRTaskError
+from kernels.tuning.tir_task import TIRTask
 from kernels.workloads import tensorir as notes
 
 needs_opencl = pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
@@ -68,24 +68,3 @@ def test_target_tags():
     assert str(ms.target_of_tag("nvidia/tesla-p100")).startswith("cuda") and "sm_60" not in \
         str(ms.target_of_tag("nvidia/tesla-p100"))
     assert str(ms.target_of_tag("opencl")).startswith("opencl")
-
-
-def test_functions_the_generator_cannot_take_are_named(tmp_path):
-    from kernels.script import tir as T
-
-    @T.prim_func
-    def two(A: T.Buffer[(8,), "float32"], B: T.Buffer[(8,), "float32"],  # noqa: F821
-            C: T.Buffer[(8,), "float32"]) -> None:  # noqa: F821
-        for i in range(8):
-            with T.block("B"):
-                vi = T.axis.remap("S", [i])
-                B[vi] = A[vi] * 2.0
-        for i in range(8):
-            with T.block("C"):
-                vi = T.axis.remap("S", [i])
-                C[vi] = B[vi] + 1.0
-
-    with pytest.raises(TIRTaskError, match=r"function main has 2 blocks \(B, C\)"):
-        ms.tune_tir(tvm.IRModule({"main": two}), "c", ms.TuneConfig(2, 2), str(tmp_path))
-    with pytest.raises(tvm.TVMError, match=r"TuneConfig: trials must be >= 1"):
-        ms.TuneConfig(max_trials_global=0)
