@@ -33,6 +33,11 @@ class Case:
     ``gpu_model`` names the GPU model the case must run on ("" = any, CPU targets: ""). ``peer`` names
     a library implementation timed instead of a build of ``kernels`` (harness.execute.peers, e.g.
     ``"torch.sum(dim=1)"``; "" for a kernels build); :meth:`as_peer` makes such a case.
+
+    ``tuned`` marks a case of a variant the suite marks ``tuned = true``: its knobs are the
+    configuration ``kbench tune`` found best for the case on its device (or, before any tuning, the
+    first of the tuning space), and its key names no knobs (``matmul/shared_blocked[tuned]/...``),
+    so that the results of one tuned case compare across runs whichever configuration won.
     """
 
     suite: str
@@ -47,14 +52,24 @@ class Case:
     timeout_s: float = 120.0
     gpu_model: str = ""
     peer: str = ""
+    tuned: bool = False
 
     @property
     def key(self) -> str:
         """Stable identity of the case across runs (the suite name is not part of it)."""
+        gpu = f"@{self.gpu_model}" if self.gpu_model else ""
+        if self.tuned:
+            return f"{self.tuning_key}{gpu}"
         p = ",".join(f"{k}={v}" for k, v in self.params)
         kn = ",".join(f"{k}={v}" for k, v in self.knobs)
-        gpu = f"@{self.gpu_model}" if self.gpu_model else ""
         return f"{self.workload}/{self.variant}[{kn}]/{p}/{self.dtype}/{self.target}{gpu}"
+
+    @property
+    def tuning_key(self) -> str:
+        """What tuning results are stored under: the case without its knobs and GPU model,
+        ``workload/variant[tuned]/params/dtype/target`` (the device is stored beside it)."""
+        p = ",".join(f"{k}={v}" for k, v in self.params)
+        return f"{self.workload}/{self.variant}[tuned]/{p}/{self.dtype}/{self.target}"
 
     @property
     def param_dict(self) -> Dict[str, Any]:
@@ -67,7 +82,8 @@ class Case:
     def as_peer(self, name: str) -> "Case":
         """The case of library peer ``name`` at this case's shape, dtype and GPU (a CUDA case; its
         variant reads ``peer:<name>`` in keys and reports, e.g. ``row_sum/peer:torch.sum(dim=1)``)."""
-        return replace(self, variant=f"{PEER_VARIANT_PREFIX}{name}", knobs=(), target="cuda", peer=name)
+        return replace(self, variant=f"{PEER_VARIANT_PREFIX}{name}", knobs=(), target="cuda", peer=name,
+                       tuned=False)
 
     def to_json(self) -> str:
         d = {
@@ -78,6 +94,8 @@ class Case:
         }
         if self.peer:  # kernels builds keep the JSON (and so the stored case rows) they always had
             d["peer"] = self.peer
+        if self.tuned:
+            d["tuned"] = True
         return json.dumps(d, sort_keys=True)
 
     @staticmethod
