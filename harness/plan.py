@@ -13,6 +13,10 @@ lacks, and batches of cases that can share one worker.
 * :func:`peer_cases` adds the suite's library peers (torch, cupy) next to the CUDA cases of their
   workload, timed in the same run.
 * :func:`missing` keeps the cases whose key is not yet stored (``kbench run --resume``).
+* :func:`pick_tuned` gives each case of a tuned variant the configuration `kbench tune` stored as
+  the best for it on its device (a tuned cuda case with no GPU model is planned once per model of the
+  cluster: the best configuration depends on the model); a case never tuned there runs the first
+  configuration of its space, and the pick says so.
 * :func:`batches` groups cases by (target, gpu_model), keeping their order, in chunks that shrink
   towards the end of a group, so that free workers pull the rest and finish together.
 """
@@ -20,8 +24,9 @@ lacks, and batches of cases that can share one worker.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
-from typing import Mapping, Optional
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
 
 from .model import Case
 from .suite import Suite, SuiteError
@@ -103,6 +108,80 @@ def peer_cases(cases: Sequence[Case], peers: Sequence[tuple[str, str]]) -> list[
     return out
 
 
+@dataclass(frozen=True)
+class TunedPick:
+    """The configuration a tuned case runs with: ``source`` "best" (the stored best of its tuning
+    key on ``device``, found by tuning session ``session_id`` at trial ``trial_id``, ``cost_s`` seconds
+    a launch while tuning) or "untuned" (none stored: the first configuration of its space)."""
+
+    case_key: str
+    device: str
+    source: str
+    knobs: tuple[tuple[str, Any], ...]
+    session_id: Optional[int] = None
+    trial_id: Optional[int] = None
+    cost_s: Optional[float] = None
+
+    def as_extra(self) -> dict[str, Any]:
+        """What a result of the case stores about its configuration (``Result.extra["tuning"]``)."""
+        return {"source": self.source, "device": self.device, "session_id": self.session_id,
+                "trial_id": self.trial_id, "tuned_cost_s": self.cost_s}
+
+
+#: ``lookup(tuning_key, device, space)``: the stored best configuration that lies in ``space``, as
+#: harness.store.Store.best_in_space answers it (a dict with ``knobs``, ``session_id``, ``trial_id``,
+#: ``cost_s``), or None
+BestLookup = Callable[[str, str, Any], Optional[Mapping[str, Any]]]
+
+
+def pick_tuned(cases: Sequence[Case], suite: Suite, gpu_models: Sequence[str], cpu_device: str,
+               lookup: BestLookup) -> tuple[list[Case], list[TunedPick]]:
+    """The cases with each tuned one set to its configuration, and what was picked for each.
+
+    Parameters
+    ----------
+    cases : sequence of Case
+        Planned cases (:func:`plan`); those without ``tuned`` pass unchanged.
+    suite : Suite
+        The suite the cases come from (its tuning spaces).
+    gpu_models : sequence of str
+        The cluster's GPU models: a tuned cuda case without a GPU model becomes one case per model.
+    cpu_device : str
+        The device key of the c and opencl targets (harness.store.cpu_device of this host).
+    lookup : BestLookup
+        Where stored configurations come from (the result store).
+
+    Returns
+    -------
+    (list of Case, list of TunedPick)
+        The cases in order, and one pick per tuned case (``source`` "untuned" where nothing is
+        stored: the case keeps the first configuration of its space).
+    """
+    models = list(dict.fromkeys(m for m in gpu_models if m))
+    out: list[Case] = []
+    picks: list[TunedPick] = []
+    for case in cases:
+        if not case.tuned:
+            out.append(case)
+            continue
+        expanded = ([dataclasses.replace(case, gpu_model=m) for m in models]
+                    if case.target == "cuda" and not case.gpu_model and models else [case])
+        space = suite.space_for(case)
+        for c in expanded:
+            device = c.gpu_model if c.target == "cuda" else cpu_device
+            best = lookup(c.tuning_key, device, space) if device else None
+            if best is None:
+                picks.append(TunedPick(c.key, device, "untuned", c.knobs))
+                out.append(c)
+                continue
+            knobs = tuple(sorted(dict(best["knobs"]).items()))
+            c = dataclasses.replace(c, knobs=knobs)
+            picks.append(TunedPick(c.key, device, "best", knobs, best.get("session_id"), best.get("trial_id"),
+                                   best.get("cost_s")))
+            out.append(c)
+    return out, picks
+
+
 def missing(cases: Iterable[Case], done_keys: set[str]) -> list[Case]:
     """The cases whose ``key`` is not in ``done_keys``, in their order (for ``kbench run --resume``)."""
     return [c for c in cases if c.key not in done_keys]
@@ -144,4 +223,4 @@ def batches(cases: Iterable[Case], size: int,
     return out
 
 
-__all__ = ["PlanError", "batches", "missing", "peer_cases", "plan"]
+__all__ = ["BestLookup", "PlanError", "TunedPick", "batches", "missing", "peer_cases", "pick_tuned", "plan"]

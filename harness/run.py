@@ -17,11 +17,11 @@ import kernels as tvm
 
 from . import plan as planmod
 from .config import apply_runtime_defaults, settings
-from .env import git_commit
+from .env import fingerprint, git_commit
 from .errors import ExitCode, UsageError
 from .execute import Executor, make_executor
 from .model import Case, MeasureConfig, Result
-from .store import Store
+from .store import Store, cpu_device
 from .suite import load_suite
 
 #: the events :func:`run_suite` reports to ``on_event(kind, payload)``: "planned" (the RunSummary,
@@ -148,6 +148,10 @@ def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: i
                 avail &= set(request.targets)
             cases = [c for c in planmod.plan(suite, models, compare_all=request.compare_gpus)
                      if c.target in avail]
+            picks: list[planmod.TunedPick] = []
+            if suite.tuned_cases:
+                cases, picks = planmod.pick_tuned(cases, suite, models, cpu_device(fingerprint("cpu")),
+                                                  st.best_in_space)
             if request.with_peers:
                 cases += planmod.peer_cases(cases, suite.peers)
             if only_keys is not None:
@@ -172,13 +176,19 @@ def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: i
                     parent_run=next(iter(side_runs.values()), parent_run))
             if side_runs:
                 run_id = next(iter(side_runs.values()))
+            planned_keys = {c.key for c in cases}
             summary = RunSummary(run_id, Path(db), len(cases), skipped_targets=skipped, side_runs=side_runs,
-                                 phases=phases)
+                                 phases=phases, tuned_picks=[p for p in picks if p.case_key in planned_keys])
+            tuning_extra = {p.case_key: p.as_extra() for p in summary.tuned_picks}
             emit("planned", summary)
 
             def on_result(r: Result) -> None:
                 # interleaved: one result per side (a case that failed as a whole: one for all), all
                 # in the group of the first side's run, which harness.stats.frames recognises
+                if r.case.key in tuning_extra:  # which stored configuration a tuned case ran
+                    r = replace(r, extra=r.extra + (("tuning", tuning_extra[r.case.key]),),
+                                sides=tuple(replace(x, extra=x.extra + (("tuning", tuning_extra[r.case.key]),))
+                                            for x in r.sides))
                 stored = ([replace(r.for_side(name), interleave_group=run_id) for name in side_runs]
                           if side_runs else [r])
                 for into, mine in zip(side_runs.values() or (run_id,), stored):

@@ -153,6 +153,12 @@ def progress_display(title: str = "cases built + checked + measured"):
             if payload.skipped_targets:
                 err.print("[yellow]not available here, skipped: "
                           f"{', '.join(payload.skipped_targets)}[/yellow]")
+            for pick in getattr(payload, "tuned_picks", ()):
+                if pick.source == "untuned":
+                    err.print(f"[yellow]{escape(pick.case_key)}: no tuned configuration stored for "
+                              f"{escape(pick.device or 'this device')}; it runs the first configuration of "
+                              "its space (run `kbench tune` on the suite to tune it)[/yellow]",
+                              highlight=False, soft_wrap=True)
             state["task"] = progress.add_task(title, total=payload.planned, ok=0, failed=0)
             runs = ", ".join(f"{side} run {rid}" for side, rid in payload.side_runs.items())
             err.print(f"run {payload.run_id}: {payload.planned} cases" if not runs

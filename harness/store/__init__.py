@@ -24,7 +24,7 @@ with its case, run and environment (``env_*``) columns; :func:`export` writes CS
 Modules: :mod:`~harness.store.schema` (tables, versions, migrations), :mod:`~harness.store.backend`
 (the SQLite and PostgreSQL connections), :mod:`~harness.store.database` (:class:`Store`),
 :mod:`~harness.store.importing` (runs copied between stores), :mod:`~harness.store.export` (frames and
-files out).
+files out), :mod:`~harness.store.tuning` (`kbench tune`'s sessions, trials and best configurations).
 
 The tables of each schema version are listed in :mod:`harness.store.schema`.
 """
@@ -34,9 +34,10 @@ from harness.store.database import DEFAULT_DB, RUN_STATUSES, DuplicateResult, St
 from harness.store.export import export, load_results
 from harness.store.importing import ImportedRun, import_store
 from harness.store.schema import MIGRATIONS, NOT_HISTORY, RUN_KINDS, SCHEMA_VERSION
+from harness.store.tuning import cpu_device, in_space
 
 __all__ = [
     "DEFAULT_DB", "MIGRATIONS", "NOT_HISTORY", "RUN_KINDS", "RUN_STATUSES", "SCHEMA_VERSION",
-    "DuplicateResult", "ImportedRun", "Store", "StoreError", "UnknownRun", "export", "import_store",
-    "load_results",
+    "DuplicateResult", "ImportedRun", "Store", "StoreError", "UnknownRun", "cpu_device", "export",
+    "import_store", "in_space", "load_results",
 ]

@@ -22,6 +22,7 @@ from harness.model import Case, Result, Timing
 from .backend import Connection, PostgresConnection, SQLiteConnection, is_url, redact, retry_busy
 from .frames import FrameQueries, chunks
 from .schema import RUN_KINDS, migrate, now, read_version
+from .tuning import TuningQueries
 
 __all__ = ["DEFAULT_DB", "RUN_STATUSES", "DuplicateResult", "PathLike", "Store", "UnknownRun"]
 
@@ -50,7 +51,7 @@ _RESULT_COLUMNS = (
 )
 
 
-class Store(FrameQueries):
+class Store(FrameQueries, TuningQueries):
     """A kbench result database. Open with :meth:`Store.open`; use as a context manager.
 
     Examples

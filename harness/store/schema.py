@@ -10,7 +10,7 @@ The DDL is written in SQLite's dialect; a PostgreSQL store runs the same stateme
 :meth:`harness.store.backend.Connection.ddl` (and the one migration SQLite does by rebuilding a
 table, version 3, alters the CHECK constraint in place there).
 
-Schema (version 5)::
+Schema (version 6)::
 
     schema_version(version PK, applied_at, kbench_version)       one row per applied migration
     runs(id PK, started_at, ended_at, status, suite_name, suite_path, suite_sha256, git_commit,
@@ -27,6 +27,14 @@ Schema (version 5)::
             nvcc_calls NULL, side, interleave_group FK NULL,                      [v4]
             UNIQUE(run_id, case_key))
     samples(result_id FK, idx, value_s, sm_clock_mhz, PK(result_id, idx))
+    tuning_sessions(id PK, uuid UNIQUE, started_at, ended_at, status, suite_name, suite_path,   [v6]
+         tuning_key, workload, variant, params JSON, dtype, target, device, gpu_model, tuner,
+         n_trial, executor, space JSON, git_commit, kbench_version, argv JSON)
+    tuning_trials(id PK, session_id FK, trial, config_index, knobs JSON, cost_s NULL, costs JSON, [v6]
+         error_no, error, gflops NULL, all_cost_s, timestamp, device, gpu_model,
+         UNIQUE(session_id, trial))
+    best_configs(tuning_key, device, knobs JSON, config_index, cost_s, gflops NULL,             [v6]
+         session_id FK, trial_id FK, updated_at, PK(tuning_key, device))
 """
 
 from __future__ import annotations
@@ -246,15 +254,79 @@ def _v5_run_uuid(conn: Connection | sqlite3.Connection) -> None:
     conn.execute("CREATE UNIQUE INDEX runs_by_uuid ON runs(uuid)")
 
 
+# Version 6: `kbench tune`. A tuning session tunes one tuned case (its Case.tuning_key) on one device
+# (a GPU model for cuda, the host's CPU for c and opencl) with one tuner; every measured candidate is
+# a trial (its knobs, its cost in seconds or its error number and message, its index in the session);
+# best_configs keeps the fastest trial per (tuning key, device) over every session, which `kbench run`
+# uses for the case.
+_V6_STATEMENTS = (
+    """CREATE TABLE tuning_sessions (
+        id INTEGER PRIMARY KEY,
+        uuid TEXT NOT NULL UNIQUE,
+        started_at TEXT NOT NULL,
+        ended_at TEXT,
+        status TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed', 'interrupted')),
+        suite_name TEXT NOT NULL,
+        suite_path TEXT,
+        tuning_key TEXT NOT NULL,
+        workload TEXT NOT NULL,
+        variant TEXT NOT NULL,
+        params TEXT NOT NULL,
+        dtype TEXT NOT NULL,
+        target TEXT NOT NULL,
+        device TEXT NOT NULL,
+        gpu_model TEXT NOT NULL,
+        tuner TEXT NOT NULL,
+        n_trial INTEGER NOT NULL,
+        executor TEXT NOT NULL,
+        space TEXT NOT NULL,
+        git_commit TEXT,
+        kbench_version TEXT NOT NULL,
+        argv TEXT NOT NULL
+    )""",
+    """CREATE TABLE tuning_trials (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES tuning_sessions(id),
+        trial INTEGER NOT NULL,
+        config_index INTEGER NOT NULL,
+        knobs TEXT NOT NULL,
+        cost_s REAL,
+        costs TEXT NOT NULL,
+        error_no INTEGER NOT NULL,
+        error TEXT NOT NULL,
+        gflops REAL,
+        all_cost_s REAL NOT NULL,
+        timestamp REAL NOT NULL,
+        device TEXT NOT NULL,
+        gpu_model TEXT NOT NULL,
+        UNIQUE (session_id, trial)
+    )""",
+    """CREATE TABLE best_configs (
+        tuning_key TEXT NOT NULL,
+        device TEXT NOT NULL,
+        knobs TEXT NOT NULL,
+        config_index INTEGER NOT NULL,
+        cost_s REAL NOT NULL,
+        gflops REAL,
+        session_id INTEGER NOT NULL REFERENCES tuning_sessions(id),
+        trial_id INTEGER NOT NULL REFERENCES tuning_trials(id),
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (tuning_key, device)
+    )""",
+    "CREATE INDEX tuning_sessions_by_key ON tuning_sessions(tuning_key, device)",
+)
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     _sql(*_V1_STATEMENTS),  # 0 -> 1: the first layout
     _sql(*_V2_STATEMENTS),  # 1 -> 2: run kinds, re-measure parents, named baselines
     _v3_run_kind_ab,  # 2 -> 3: run kind "ab"
     _v4_typed_results,  # 3 -> 4: thresholds of runs; nvcc calls, sides and interleave groups of results
     _v5_run_uuid,  # 4 -> 5: a unique id of each run (kbench import)
+    _sql(*_V6_STATEMENTS),  # 5 -> 6: tuning sessions, their trials, the best configuration per device
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 assert SCHEMA_VERSION == len(MIGRATIONS), "SCHEMA_VERSION must equal len(MIGRATIONS)"
 assert set(_V1_OUTCOMES) == set(OUTCOMES), (

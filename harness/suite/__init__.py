@@ -20,6 +20,8 @@ Format (docs/SUITES.md has the full reference)::
     dtypes = ["float32"]                 # default: the workload's first dtype
     variants = ["default", { name = "rfactor_crossthread", knobs = { factor = [16, 32] } }]
                                          # default: every variant with its default knobs
+                                         # { name = ..., tuned = true, knobs = { ... } }: the knob
+                                         #   lists are a tuning space (kbench tune), not cases
     targets = ["c", "cuda"]              # overrides [suite].targets
     rtol = 1e-5                          # default: the workload's tolerance for the dtype, else
     atol = 1e-5                          #   kernels.workloads.tutorial.default_tolerance(dtype)
@@ -31,9 +33,12 @@ Format (docs/SUITES.md has the full reference)::
 Expansion, per [[workload]] entry in file order: variants (in the listed order) x knob grid (the
 cartesian product of the knob lists; a scalar is a one-element list; knobs left out keep the
 variant's defaults) x shape grid (cartesian product in the workload's parameter order) x dtypes x
-targets. A target is used for a variant only when the variant can build for it; a target that no
-variant of the entry can build is an error when the entry names it, and skipped when it comes from
-[suite].targets (unless no entry at all can use it). ``Case.gpu_model`` is "" here: harness.plan
+targets; a variant marked ``tuned = true`` gives one case per shape x dtype x target instead of one
+per point of its knob grid (``Case.tuned``; the grid is its tuning space, ``Suite.space_for``),
+which `kbench run` runs with the best configuration `kbench tune` stored. A target is used for a
+variant only when the variant can build for it; a target that no variant of the entry can build is
+an error when the entry names it, and skipped when it comes from [suite].targets (unless no entry
+at all can use it). ``Case.gpu_model`` is "" here: harness.plan
 assigns GPU models.
 
 Every problem is found before anything runs and raised as :class:`SuiteError` whose text is

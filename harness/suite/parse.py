@@ -36,6 +36,7 @@ from .values import (
     TOP_KEYS,
     VARIANT_KEYS,
     WORKLOAD_KEYS,
+    Space,
     Suite,
     SuiteError,
     Where,
@@ -210,6 +211,7 @@ class _Parser:
 
         ctx = _SuiteContext(name, suite_targets, timeout)
         cases: list[Case] = []
+        spaces: dict[str, Space] = {}
         origin: dict[str, int] = {}  # case key -> entry index
         thresholds: dict[str, tuple[float, int]] = {}
         gpu_models: dict[str, tuple[tuple[str, ...], int]] = {}
@@ -226,6 +228,7 @@ class _Parser:
                     raise self.err(where, f"duplicate case {c.key}: {other} already produces it")
                 origin[c.key] = i
                 cases.append(c)
+            spaces.update(r.spaces)
             if r.inherits_targets:
                 for t in suite_targets:
                     inherited_used[t] = inherited_used.get(t, False) or t in r.used_targets
@@ -262,6 +265,7 @@ class _Parser:
             peers=tuple(peers), measure=measure, imports=tuple(imports), sha256=self.sha256,
             gpu_models=tuple((w, g) for w, (g, _) in gpu_models.items()),
             gpu_model_lines=tuple((w, ln) for w, (_, ln) in gpu_models.items()),
+            spaces=tuple(spaces.items()),
         )
 
     def measure(self, m: Any) -> MeasureConfig:
@@ -376,7 +380,7 @@ class _Parser:
 
         # variants and knob grids
         variants = self.variants(e.get("variants"), wl, W, ctxw) if "variants" in e else [
-            (v, [v.knob_defaults()]) for v in wl.variants.values()]
+            (v, [v.knob_defaults()], None) for v in wl.variants.values()]
 
         # targets
         inherits = "targets" not in e
@@ -385,8 +389,8 @@ class _Parser:
         else:
             targets = self.targets(e["targets"], W + ("targets",), f"{ctxw}: targets")
             for t in targets:
-                if not any(t in v.targets for v, _ in variants):
-                    builds = "; ".join(f"{v.name}: {', '.join(v.targets)}" for v, _ in variants)
+                if not any(t in v.targets for v, _, _ in variants):
+                    builds = "; ".join(f"{v.name}: {', '.join(v.targets)}" for v, _, _ in variants)
                     raise self.err(W + ("targets",), f"{ctxw}: no listed variant can build for target {t!r} "
                                                      f"(variant targets: {builds})", value_needle(t))
 
@@ -416,9 +420,11 @@ class _Parser:
 
         # expansion
         cases: list[Case] = []
+        spaces: dict[str, Space] = {}
         used: set = set()
-        for v, grid in variants:
-            for knobs in grid:
+        for v, grid, space in variants:
+            tuned = space is not None
+            for knobs in grid[:1] if tuned else grid:  # a tuned variant: one case, its space aside
                 for shape in itertools.product(*axes):
                     params = pairs(dict(zip(wl.params, shape)))
                     for d in dtypes:
@@ -431,15 +437,19 @@ class _Parser:
                             cases.append(Case(
                                 suite=ctx.name, workload=name, variant=v.name, params=params,
                                 knobs=pairs(knobs), dtype=d, target=t, rtol=float(tol["rtol"]),
-                                atol=float(tol["atol"]), timeout_s=timeout))
+                                atol=float(tol["atol"]), timeout_s=timeout, tuned=tuned))
+                            if tuned:
+                                spaces[cases[-1].tuning_key] = space
         if not cases:
-            builds = "; ".join(f"{v.name}: {', '.join(v.targets)}" for v, _ in variants)
+            builds = "; ".join(f"{v.name}: {', '.join(v.targets)}" for v, _, _ in variants)
             where = W + ("variants",) if "variants" in e else W
             raise self.err(where, f"{ctxw} gives no cases: its variants build for other targets than "
                                   f"{', '.join(targets)} (variant targets: {builds})")
-        return _EntryResult(name, cases, inherits, used, threshold, gpu_models, peers)
+        return _EntryResult(name, cases, inherits, used, threshold, gpu_models, peers, spaces)
 
-    def variants(self, vs: Any, wl: Any, W: Where, ctxw: str) -> list[tuple[Any, list[dict[str, Any]]]]:
+    def variants(self, vs: Any, wl: Any, W: Where,
+                 ctxw: str) -> list[tuple[Any, list[dict[str, Any]], Space | None]]:
+        """Each listed variant with its knob grid, and its tuning space when it is ``tuned``."""
         where = W + ("variants",)
         if not isinstance(vs, list):
             raise self.err(where, f"{ctxw}: variants must be an array of variant names or "
@@ -449,11 +459,12 @@ class _Parser:
                                   f"{', '.join(wl.variants)} (or leave `variants` out for all)")
         out = []
         for item in vs:
+            tuned = False
             if isinstance(item, str):
                 vname, knobs = item, {}
             elif isinstance(item, dict):
                 self.check_keys(item, VARIANT_KEYS, where, f"a {ctxw} variant table")
-                vname, knobs = item.get("name"), item.get("knobs", {})
+                vname, knobs, tuned = item.get("name"), item.get("knobs", {}), item.get("tuned", False)
                 if not isinstance(vname, str):
                     raise self.err(where, f"{ctxw}: a variant table needs `name`, a string, got "
                                           f"{_show(vname) if vname is not None else 'nothing'}",
@@ -485,8 +496,17 @@ class _Parser:
                         raise self.err(where, f"variant {wl.name}/{vname}: knob {k!r} takes {_tname(d)} "
                                               f"values (default {d!r}), got {_show(x)}", *nd)
                 lists[k] = vals
+            if not isinstance(tuned, bool):
+                raise self.err(where, f"variant {wl.name}/{vname}: tuned must be true or false, got "
+                                      f"{_show(tuned)}", value_needle(vname), key_needle("tuned"))
             grid = [dict(zip(lists, combo)) for combo in itertools.product(*lists.values())]
-            out.append((v, grid))
+            if tuned and len(grid) < 2:
+                raise self.err(where, f"variant {wl.name}/{vname} is tuned but its knobs give one "
+                                      "configuration: list several values of a knob (knobs = { "
+                                      f"{next(iter(defaults), 'knob')} = [...] }}) to tune over",
+                               value_needle(vname), key_needle("tuned"))
+            space = tuple((k, tuple(vals)) for k, vals in lists.items()) if tuned else None
+            out.append((v, grid, space))
         return out
 
 
@@ -536,5 +556,6 @@ class _EntryResult:
     threshold: float | None
     gpu_models: tuple[str, ...]
     peers: list[str]
+    spaces: dict[str, Space]
 
 

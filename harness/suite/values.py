@@ -10,7 +10,7 @@ from harness.errors import ConfigError, ExitCode
 from harness.model import Case, MeasureConfig
 
 __all__ = ["DEFAULT_TIMEOUT_S", "EXIT_CONFIG", "MEASURE_MODES", "SUITE_KEYS", "TARGETS", "TOP_KEYS",
-           "VARIANT_KEYS", "WORKLOAD_KEYS", "Suite", "SuiteError", "Where"]
+           "VARIANT_KEYS", "WORKLOAD_KEYS", "Space", "Suite", "SuiteError", "Where"]
 
 #: exit code of the CLI for a malformed suite (a usage or configuration error)
 EXIT_CONFIG = ExitCode.USAGE
@@ -24,8 +24,11 @@ TOP_KEYS = ("suite", "measure", "workload")
 SUITE_KEYS = ("name", "description", "targets", "regression_threshold", "timeout_s", "imports")
 WORKLOAD_KEYS = ("name", "params", "dtypes", "variants", "targets", "rtol", "atol",
                  "regression_threshold", "timeout_s", "peers", "gpu_models")
-VARIANT_KEYS = ("name", "knobs")
+VARIANT_KEYS = ("name", "knobs", "tuned")
 MEASURE_MODES = ("cold", "hot")
+
+#: a tuning space: (knob, candidate values) in the variant's knob order
+Space = tuple[tuple[str, tuple[Any, ...]], ...]
 
 Where = tuple[Any, ...]  # ("workload", 2, "params", "n"): a table path, an index after an array name
 
@@ -77,6 +80,23 @@ class Suite:
     sha256: str  # of the file's bytes
     gpu_models: tuple[tuple[str, tuple[str, ...]], ...]  # workload -> GPU models its cuda cases need
     gpu_model_lines: tuple[tuple[str, int], ...] = ()  # workload -> line of its gpu_models (errors)
+    # tuned variants (``tuned = true``): Case.tuning_key -> its tuning space (the knob lists)
+    spaces: tuple[tuple[str, Space], ...] = ()
+
+    def space_for(self, case: Case) -> Space:
+        """The tuning space of a tuned case (its variant's knob lists in the suite).
+
+        Raises
+        ------
+        KeyError
+            ``case`` is not a tuned case of this suite.
+        """
+        return dict(self.spaces)[case.tuning_key]
+
+    @property
+    def tuned_cases(self) -> tuple[Case, ...]:
+        """The cases of tuned variants, in suite order."""
+        return tuple(c for c in self.cases if c.tuned)
 
     def threshold(self, workload: str) -> float:
         """The practical regression threshold (a fraction) for the cases of ``workload``."""
