@@ -71,6 +71,9 @@ class RunSummary:
     # "runners_ready" / "runner_prepare" (GPU runners: see RayExecutor.last_stats), "close" (ending
     # the executor: the embedded Ray's shutdown)
     phases: dict[str, float] = field(default_factory=dict)
+    # the configuration each tuned case runs with (harness.plan.pick_tuned); "untuned" ones have none
+    # stored for their device and run the first configuration of their space
+    tuned_picks: list[planmod.TunedPick] = field(default_factory=list)
 
     @property
     def exit_code(self) -> ExitCode:

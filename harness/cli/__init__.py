@@ -27,7 +27,7 @@ from harness.errors import ExitCode, KbenchError
 from .common import Parser, err
 
 #: the subcommand modules of this package, in the order ``kbench --help`` lists their commands
-SUBCOMMANDS = ("run", "verdicts", "calibrate", "ab", "inspect", "imports", "publish")
+SUBCOMMANDS = ("run", "tune", "verdicts", "calibrate", "ab", "inspect", "imports", "publish")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -154,7 +154,12 @@ def progress_display(title: str = "cases built + checked + measured"):
                 err.print("[yellow]not available here, skipped: "
                           f"{', '.join(payload.skipped_targets)}[/yellow]")
             for pick in getattr(payload, "tuned_picks", ()):
-                if pick.source == "untuned":
+                if pick.source == "best":
+                    knobs = ", ".join(f"{k}={v}" for k, v in pick.knobs)
+                    err.print(f"{escape(pick.case_key)}: the best configuration of tuning session "
+                              f"{pick.session_id} on {escape(pick.device)} ({escape(knobs)})",
+                              highlight=False, soft_wrap=True)
+                else:
                     err.print(f"[yellow]{escape(pick.case_key)}: no tuned configuration stored for "
                               f"{escape(pick.device or 'this device')}; it runs the first configuration of "
                               "its space (run `kbench tune` on the suite to tune it)[/yellow]",

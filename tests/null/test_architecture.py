@@ -34,7 +34,7 @@ FLOORS = (
     ("harness.env",),  # fingerprints (GPU facts through harness.measure.nvml)
     ("harness.suite", "harness.plan", "harness.store"),  # suites, plans, the result store
     ("harness.execute",),  # executors and workers
-    ("harness.judge", "harness.run"),  # verdicts against baselines; a suite from file to store
+    ("harness.judge", "harness.run", "harness.tune"),  # verdicts; a suite from file to store; tuning
     ("reports",),  # reports of stored runs
     ("harness.cli",),  # the kbench command line
 )

@@ -1,0 +1,124 @@
+"""What a tuning session measures with: the engine's builder and runner, chosen by executor.
+
+- ``local``: :class:`kernels.tuning.LocalBuilder` (threads in this process) and
+  :class:`CheckedRunner`, a :class:`kernels.tuning.LocalRunner` that first checks each candidate's
+  outputs against the workload's float64 reference on the case's seeded inputs, within the case's
+  tolerances (harness.execute.check, as `kbench run` checks), and times only the correct ones; a
+  wrong candidate is recorded as WRONG_ANSWER with the worst element named.
+- ``ray``: ``kernels.tuning.ray_measure.RayBuilder`` (builds on CPU workers) and ``RayRunner``
+  (checks and times on the GPU workers of one GPU model), imported when used.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import kernels as tvm
+from harness.errors import ConfigError
+from harness.execute.check import check_outputs
+from harness.execute.inputs import case_data
+from harness.model import Case
+from kernels import workloads
+from kernels.tuning import (LocalBuilder, LocalRunner, MeasureErrorNo, MeasureInput, MeasureResult,
+                            measure_option)
+from kernels.tuning.measure import BuildResult, MeasureOption
+
+__all__ = ["CheckedRunner", "RunnerSettings", "measure_option_for"]
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    """How each candidate is timed: ``number`` launches per repeat (their mean is one cost),
+    ``repeat`` costs per candidate, ``number`` raised until a repeat takes ``min_repeat_ms``;
+    ``timeout_s`` per candidate for building and for running; ``seed`` of the checked inputs."""
+
+    number: int = 4
+    repeat: int = 3
+    min_repeat_ms: float = 0.0
+    timeout_s: float = 60.0
+    seed: int = 0
+
+
+def _device(target: str) -> Any:
+    kind = str(target).split()[0]
+    return {"c": tvm.cpu, "llvm": tvm.cpu, "opencl": tvm.opencl, "cuda": tvm.cuda}[kind](0)
+
+
+class CheckedRunner(LocalRunner):
+    """A :class:`~kernels.tuning.LocalRunner` whose correctness check is the harness's: each built
+    candidate runs once on the case's inputs (outputs poisoned) and is compared with the workload's
+    float64 reference within ``case.rtol`` / ``case.atol``; correct candidates are then timed as the
+    LocalRunner times them.
+
+    Parameters
+    ----------
+    case : Case
+        The tuned case (its workload, shape, dtype and tolerances).
+    settings : RunnerSettings
+        Timing and seed.
+    """
+
+    def __init__(self, case: Case, settings: RunnerSettings):
+        super().__init__(number=settings.number, repeat=settings.repeat,
+                         min_repeat_ms=settings.min_repeat_ms, timeout=settings.timeout_s)
+        self.case = case
+        self.seed = settings.seed
+
+    def _check(self, built: BuildResult, target: Any) -> tuple[int, str] | None:
+        """None when the candidate's outputs match the reference, else (error number, message)."""
+        w = workloads.get(self.case.workload)
+        data = case_data(w, self.case, self.seed)
+        try:
+            dev = _device(target)
+            nd = [tvm.nd.array(a, dev) for a in data.args]
+            built.module(*nd)
+            dev.sync()
+            got = [nd[i].numpy() for i in w.outputs]
+        except Exception as exc:  # the candidate cannot run: recorded, never raised
+            return int(MeasureErrorNo.RUNTIME_DEVICE), f"{type(exc).__name__}: {exc}"
+        ok, message = check_outputs(got, data.reference, self.case.rtol, self.case.atol)
+        return None if ok else (int(MeasureErrorNo.WRONG_ANSWER), message)
+
+    def run(self, inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult]) -> list[MeasureResult]:
+        out: list[MeasureResult | None] = [None] * len(inputs)
+        for i, (inp, built) in enumerate(zip(inputs, build_results)):
+            if built.module is None:
+                continue  # the LocalRunner reports the build's error
+            t0 = time.perf_counter()
+            bad = self._check(built, inp.target)
+            if bad is not None:
+                out[i] = MeasureResult((bad[1],), bad[0], built.time_cost + time.perf_counter() - t0, time.time())
+        rest = [i for i, r in enumerate(out) if r is None]
+        for i, r in zip(rest, super().run([inputs[i] for i in rest], [build_results[i] for i in rest])):
+            out[i] = r
+        return [r for r in out if r is not None]
+
+
+def measure_option_for(executor: str, case: Case, settings: RunnerSettings, *, gpu_model: str = "",
+                       address: str | None = None) -> MeasureOption:
+    """The builder and runner of a session of ``case`` on ``executor`` ("local" or "ray"; the Ray
+    runner is placed on GPUs of ``gpu_model``).
+
+    Raises
+    ------
+    ConfigError
+        ``executor`` is unknown, or "ray" without the Ray builder and runner installed.
+    """
+    if executor == "local":
+        return measure_option(builder=LocalBuilder(timeout=settings.timeout_s),
+                              runner=CheckedRunner(case, settings))
+    if executor != "ray":
+        raise ConfigError(f"--executor {executor!r}: use local or ray")
+    try:
+        # imported when used: it needs Ray and a cluster, which the local executor does without
+        from kernels.tuning.ray_measure import RayBuilder, RayRunner
+    except ImportError as exc:
+        raise ConfigError(f"--executor ray: the Ray builder and runner (kernels.tuning.ray_measure) cannot "
+                          f"be imported: {exc}; use --executor local") from None
+    builder = RayBuilder(timeout=settings.timeout_s, n_parallel=None, address=address)
+    runner = RayRunner(number=settings.number, repeat=settings.repeat, min_repeat_ms=settings.min_repeat_ms,
+                       timeout=settings.timeout_s, gpu_model=gpu_model or None, check_correctness=True)
+    return measure_option(builder=builder, runner=runner)

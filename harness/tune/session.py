@@ -1,0 +1,258 @@
+"""A suite's tuned cases tuned and stored: ``kbench tune``'s flow.
+
+For every tuned case of the suite (``tuned = true`` variants: harness.suite) on every device it can
+run on here (each GPU model of the cluster for cuda, ``--gpu-model`` keeping one; the host's CPU
+for c and opencl), :func:`tune_suite` opens a tuning session in the store, starts the chosen tuner
+(grid, random or xgb: kernels.tuning) on the task of harness.tune.task with the builder and runner of
+harness.tune.runner, and stores every trial as its batch is measured (the best configuration per
+tuning key and device follows in the same transaction). Trials stored by earlier sessions on the
+same device count as history: the tuner starts from their best, the cost model learns from them and
+they are not measured again, so a second ``kbench tune`` explores further instead of repeating.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.config import apply_runtime_defaults
+from harness.env import fingerprint, git_commit
+from harness.errors import ConfigError, UsageError
+from harness.execute import make_executor
+from harness.model import Case
+from harness.store import Store, cpu_device
+from harness.suite import Suite, load_suite
+from kernels.tuning import (GridSearchTuner, MeasureErrorNo, MeasureInput, MeasureResult, RandomTuner, Tuner,
+                            XGBTuner)
+
+from .runner import RunnerSettings, measure_option_for
+from .task import config_of, make_task
+
+__all__ = ["TUNERS", "SessionSummary", "TuneRequest", "TuneSummary", "tune_suite"]
+
+#: the tuners ``--tuner`` names
+TUNERS = ("xgb", "random", "grid")
+
+#: events of :func:`tune_suite` for ``on_event(kind, payload)``: "planned" (the TuneSummary before any
+#: session), "session" (a SessionSummary as it starts), "trials" ((SessionSummary, [trial dicts]) after
+#: every measured batch), "done" (the SessionSummary as it ends)
+EVENTS = ("planned", "session", "trials", "done")
+
+OnEvent = Callable[[str, object], None]
+
+
+@dataclass(frozen=True)
+class TuneRequest:
+    """What ``kbench tune`` was asked: the suite, the store, the tuner and its trials, where to run,
+    which GPU model (``""``: every model of the cluster), which targets (None: all), timing."""
+
+    suite_path: str
+    db: Path | str
+    tuner: str = "xgb"
+    n_trial: int = 64
+    executor_kind: str = "local"
+    address: str | None = None
+    gpu_model: str = ""
+    targets: tuple[str, ...] | None = None
+    settings: RunnerSettings = RunnerSettings()
+    seed: int | None = None
+    argv: tuple[str, ...] = ()
+
+
+@dataclass
+class SessionSummary:
+    """One tuned case on one device: its session id, trials measured (``counts`` by error name),
+    history it started from, and the best configuration stored for it after the session."""
+
+    case: Case
+    device: str
+    session_id: int | None = None
+    planned: int = 0
+    history: int = 0
+    measured: int = 0
+    counts: Counter = field(default_factory=Counter)
+    session_best_s: float | None = None
+    best: dict[str, Any] | None = None
+    note: str = ""
+
+
+@dataclass
+class TuneSummary:
+    suite: Suite
+    sessions: list[SessionSummary] = field(default_factory=list)
+    skipped_targets: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def planned(self) -> int:
+        return sum(s.planned for s in self.sessions)
+
+
+def _make_tuner(name: str, task: Any, seed: int | None) -> Tuner:
+    if name == "grid":
+        return GridSearchTuner(task)
+    if name == "random":
+        return RandomTuner(task, seed=seed)
+    if name == "xgb":
+        return XGBTuner(task, seed=seed)
+    raise UsageError(f"--tuner {name!r}: use one of {', '.join(TUNERS)}")
+
+
+def _error_name(error_no: int) -> str:
+    try:
+        return MeasureErrorNo(int(error_no)).name
+    except ValueError:
+        return f"ERROR_{int(error_no)}"
+
+
+def _available(target: str, gpus: float) -> bool:
+    if target == "c":
+        return True
+    if target == "cuda":
+        return gpus > 0
+    import kernels as tvm  # the OpenCL runtime starts only when a suite asks for it
+
+    try:
+        return bool(tvm.opencl(0).exist)
+    except Exception:
+        return False
+
+
+def plan_sessions(suite: Suite, gpu_models: Sequence[str], gpu_model: str, cpu: str,
+                  targets: Sequence[str] | None, gpus: float) -> tuple[list[tuple[Case, str]], list[str]]:
+    """(tuned case with its GPU model, device) per session in suite order, and the targets skipped.
+
+    Raises
+    ------
+    ConfigError
+        The suite has no tuned variant, ``gpu_model`` is not in the cluster, or nothing is left to
+        tune on this cluster.
+    """
+    tuned = suite.tuned_cases
+    if not tuned:
+        raise ConfigError(f"{suite.path}: suite {suite.name!r} has no tuned variant: mark one "
+                          "`{ name = ..., tuned = true, knobs = { knob = [values...] } }` to tune it")
+    models = list(dict.fromkeys(m for m in gpu_models if m))
+    if gpu_model:
+        by_name = {m.casefold(): m for m in models}
+        if gpu_model.casefold() not in by_name:
+            raise ConfigError(f"--gpu-model {gpu_model!r} is not in the cluster; cluster GPU models: "
+                              f"{', '.join(models) or 'none'}")
+        models = [by_name[gpu_model.casefold()]]
+    out: list[tuple[Case, str]] = []
+    skipped: set[str] = set()
+    for case in tuned:
+        if targets is not None and case.target not in targets:
+            continue
+        if not _available(case.target, gpus):
+            skipped.add(case.target)
+            continue
+        if case.target != "cuda":
+            out.append((case, cpu))
+            continue
+        wanted = {g.casefold() for g in suite.gpu_models_for(case.workload)}
+        for m in models:
+            if not wanted or m.casefold() in wanted:
+                out.append((dataclasses.replace(case, gpu_model=m), m))
+    if not out:
+        raise ConfigError(f"{suite.path}: no tuned case of suite {suite.name!r} can run here"
+                          + (f" (targets not available: {', '.join(sorted(skipped))})" if skipped else ""))
+    return out, sorted(skipped)
+
+
+def tune_suite(request: TuneRequest, *, on_event: OnEvent | None = None) -> TuneSummary:
+    """Tune every tuned case of ``request``'s suite on every device it can run on here and store the
+    sessions, trials and best configurations (see the module docstring).
+
+    Raises
+    ------
+    harness.errors.UsageError
+        A bad tuner or trial count.
+    harness.errors.ConfigError
+        See :func:`plan_sessions`; the suite (harness.suite.SuiteError); the executor.
+    """
+    if request.tuner not in TUNERS:
+        raise UsageError(f"--tuner {request.tuner!r}: use one of {', '.join(TUNERS)}")
+    if request.n_trial < 1:
+        raise UsageError(f"--trials must be at least 1, got {request.n_trial}")
+    apply_runtime_defaults()
+    emit = on_event or (lambda kind, payload: None)
+    t0 = time.time()
+    suite = load_suite(request.suite_path)
+    executor = make_executor(request.executor_kind, address=request.address, imports=tuple(suite.imports))
+    try:
+        cluster = executor.cluster_summary()
+        plan, skipped = plan_sessions(suite, executor.gpu_models(), request.gpu_model,
+                                      cpu_device(fingerprint("cpu")), request.targets,
+                                      float(cluster.get("gpus", 0)))
+        summary = TuneSummary(suite, [SessionSummary(c, d) for c, d in plan], skipped)
+        with Store.open(request.db) as st:
+            emit("planned", summary)
+            for s in summary.sessions:
+                _tune_one(st, suite, request, s, emit)
+    finally:
+        executor.close()
+    summary.seconds = time.time() - t0
+    return summary
+
+
+def _tune_one(st: Store, suite: Suite, request: TuneRequest, s: SessionSummary, emit: OnEvent) -> None:
+    """One session: history from the store, the tuner's trials stored batch by batch."""
+    case, space = s.case, suite.space_for(s.case)
+    task = make_task(case, space, case.gpu_model)
+    tuner = _make_tuner(request.tuner, task, request.seed)
+    inputs, results = [], []
+    for t in st.tuning_trials(case.tuning_key, device=s.device):
+        config = config_of(task, t["knobs"])
+        if config is None or config.index in tuner.visited:
+            continue
+        inputs.append(MeasureInput(task.target, task, config))
+        results.append(MeasureResult(tuple(t["costs"]), int(t["error_no"]), float(t["all_cost_s"]),
+                                     float(t["timestamp"])))
+    tuner.load_history(inputs, results)
+    s.history = len(inputs)
+    s.planned = min(request.n_trial, len(task.config_space) - len(tuner.visited))
+    if s.planned <= 0:
+        s.note = f"every one of the {len(task.config_space)} configurations is measured on this device"
+        s.best = st.best_in_space(case.tuning_key, s.device, space)
+        emit("session", s)
+        emit("done", s)
+        return
+    s.session_id = st.begin_tuning_session(
+        case, device=s.device, tuner=request.tuner, n_trial=s.planned, executor=request.executor_kind,
+        space=space, suite=suite, argv=request.argv, git_commit=git_commit())
+    emit("session", s)
+    option = measure_option_for(request.executor_kind, case, request.settings, gpu_model=case.gpu_model,
+                                address=request.address)
+
+    def store_batch(_tuner: Tuner, batch: Sequence[MeasureInput], measured: Sequence[MeasureResult]) -> None:
+        rows = []
+        for inp, res in zip(batch, measured):
+            st.record_trial(s.session_id, s.measured, config_index=inp.config.index,
+                            knobs=inp.config.to_values(), costs=res.costs, error_no=res.error_no,
+                            all_cost_s=res.all_cost, timestamp=res.timestamp, flop=task.flop)
+            s.counts["ok" if res.ok else _error_name(res.error_no)] += 1
+            if res.ok and (s.session_best_s is None or res.mean < s.session_best_s):
+                s.session_best_s = res.mean
+            rows.append({"trial": s.measured, "knobs": inp.config.to_values(), "ok": res.ok,
+                         "cost_s": res.mean if res.ok else None, "error_no": int(res.error_no),
+                         "error": "" if res.ok else str(res.costs[0])})
+            s.measured += 1
+        emit("trials", (s, rows))
+
+    status = "failed"
+    try:
+        tuner.tune(n_trial=s.planned, measure_option=option, callbacks=[store_batch])
+        status = "done"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        st.finish_tuning_session(s.session_id, status)
+        s.best = st.best_in_space(case.tuning_key, s.device, space)
+        emit("done", s)
