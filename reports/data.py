@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from harness.model import DEFAULT_THRESHOLD, VERDICTS, Verdict
+from harness.model import DEFAULT_THRESHOLD, VERDICTS, Case, Verdict
 from harness.stats import detect_steps
 from harness.store import NOT_HISTORY, UnknownRun
 
@@ -61,6 +61,11 @@ class ReportData:
         (MHz, None where unknown) of the baseline results named by the verdicts.
     notes : list of str
         Things the report could not do (e.g. no step detection available), shown in the report.
+    tuning : pandas.DataFrame
+        The stored tuning trials of the run's tuned cases (``store.trials_frame``: session, tuner,
+        device, trial index, cost, GFLOP/s, error number and the best so far within the session),
+        on the device each case ran on, with ``case_key`` (the run's case) added; empty without
+        tuned cases.
     """
 
     run: dict[str, Any]
@@ -72,6 +77,7 @@ class ReportData:
     steps: dict[str, list[Any]] = field(default_factory=dict)
     baseline_samples: dict[str, dict[str, list]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    tuning: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def run_id(self) -> int:
@@ -125,7 +131,25 @@ def collect(store: Store, run_id: int, verdicts: Iterable[Verdict] = (),
                       baseline_label=baseline_label, history=history)
     data.baseline_samples = _baseline_samples(store, verdicts)
     data.steps = _steps(data)
+    data.tuning = _tuning(store, results)
     return data
+
+
+def _tuning(store: Store, results: pd.DataFrame) -> pd.DataFrame:
+    """The tuning trials behind the run's tuned cases (see :attr:`ReportData.tuning`)."""
+    frames = []
+    for _, r in results.iterrows():
+        case = Case.from_json(str(r["case_json"]))
+        if not case.tuned:
+            continue
+        extra = json.loads(r["extra"]) if isinstance(r.get("extra"), str) else (r.get("extra") or {})
+        device = (extra.get("tuning") or {}).get("device")
+        trials = store.trials_frame([case.tuning_key])
+        if device:
+            trials = trials[trials["device"] == device]
+        if not trials.empty:
+            frames.append(trials.assign(case_key=r["case_key"]))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def _history(store: Store, run_id: int, keys: Sequence[str]) -> pd.DataFrame:

@@ -23,7 +23,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from harness import __version__
-from reports import plots
+from reports import plots, tuning_plots
 from reports.data import (
     ReportData,
     case_history,
@@ -123,6 +123,7 @@ def render_html(data: ReportData) -> str:
     ctx["roofline"] = Markup(roof) if roof else None
     ctx["trends"], ctx["trends_total"] = _trend_charts(data, rows)
     ctx["details"], ctx["details_total"] = _detail_charts(data, rows)
+    ctx["tuning"] = _tuning_charts(data, rows)
     ctx["render_s"] = f"{time.perf_counter() - t0:.1f}"
     ctx["generated"] = datetime.now().astimezone().isoformat(timespec="seconds")
     return _env.get_template("report.html.j2").render(**ctx)
@@ -384,6 +385,23 @@ def _detail_charts(data: ReportData, rows: list[dict[str, Any]]) -> tuple[list[d
         out.append({"row": _row_view(r), "hist": Markup(hist_svg), "trace": Markup(trace_svg),
                     "has_base": bool(base)})
     return out, len(picked)
+
+
+def _tuning_charts(data: ReportData, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A best-so-far curve per tuned case of the run that has stored trials (ReportData.tuning)."""
+    if data.tuning.empty:
+        return []
+    by_key = {r["case_key"]: r for r in rows}
+    out = []
+    for i, (key, trials) in enumerate(data.tuning.groupby("case_key", sort=False)):
+        r = by_key.get(key)
+        title, sub = _case_titles(r) if r is not None else (key, "")
+        svg = tuning_plots.best_so_far_chart(trials, title=title, subtitle=sub, chart_id=f"tuning-{i}")
+        sessions = trials["session_id"].nunique()
+        failed = int((trials["error_no"] != 0).sum())
+        out.append({"row": _row_view(r) if r is not None else None, "case_key": key, "svg": Markup(svg),
+                    "sessions": sessions, "trials": len(trials), "failed": failed})
+    return out
 
 
 __all__ = ["MAX_DETAIL_CASES", "MAX_TREND_CHARTS", "MIN_TREND_RUNS", "VERDICT_HELP", "render_html",

@@ -230,9 +230,12 @@ class TuningQueries:
                                          "cost_s", "gflops", "error_no"])
         if df.empty:
             return df.assign(best_cost_s=pd.Series(dtype=float), best_gflops=pd.Series(dtype=float))
+        # a failed trial keeps the best before it (none yet: NaN)
         by = df.groupby("session_id", sort=False)
         df["best_cost_s"] = by["cost_s"].cummin()
+        df["best_cost_s"] = df.groupby("session_id", sort=False)["best_cost_s"].ffill()
         df["best_gflops"] = by["gflops"].cummax()
+        df["best_gflops"] = df.groupby("session_id", sort=False)["best_gflops"].ffill()
         return df
 
 
