@@ -91,3 +91,40 @@ def fill(store: Store, seed: int = 0) -> list[int]:
     store.record_result(calibration, Result(case=make_case(n=64, target="c"), outcome="wrong",
                                             message="max abs err 3.2 at (1, 2)", device="cpu0"))
     return runs
+
+
+def tuned_case(gpu_model: str = "H100") -> Case:
+    """A case of a tuned variant (schema version 6: tuning sessions and trials)."""
+    return Case(suite="tutorials", workload="matmul", variant="shared_blocked",
+                params=(("k", 64), ("m", 64), ("n", 64)), knobs=(("tile_k", 4), ("vector", 1)),
+                dtype="float32", target="cuda", gpu_model=gpu_model, tuned=True)
+
+
+#: the tuning space of :func:`tuned_case` and the trials :func:`fill_tuning` stores:
+#: (session, knobs, costs or the error message, error number)
+TUNING_SPACE = (("tile_k", (4, 8)), ("vector", (1, 4)))
+TUNING_TRIALS = (
+    (0, {"tile_k": 4, "vector": 1}, [4e-5, 6e-5], 0),
+    (0, {"tile_k": 8, "vector": 1}, ["ScheduleError: split: factor must be positive"], 1),
+    (0, {"tile_k": 8, "vector": 4}, [3e-5, 3e-5], 0),
+    (1, {"tile_k": 4, "vector": 4}, [2e-5, 2e-5], 0),
+)
+
+
+def fill_tuning(store: Store) -> list[int]:
+    """Two tuning sessions of :func:`tuned_case` on the H100 with the trials of :data:`TUNING_TRIALS`
+    (flop 2 * 64^3); returns the session ids."""
+    case = tuned_case()
+    sessions = [store.begin_tuning_session(case, device="H100", tuner=t, n_trial=3, executor="local",
+                                           space=TUNING_SPACE, suite=FakeSuite(), argv=["kbench", "tune"])
+                for t in ("random", "xgb")]
+    counters = [0, 0]
+    for s, knobs, costs, error_no in TUNING_TRIALS:
+        space = dict(TUNING_SPACE)
+        index = space["tile_k"].index(knobs["tile_k"]) + 2 * space["vector"].index(knobs["vector"])
+        store.record_trial(sessions[s], counters[s], config_index=index, knobs=knobs, costs=costs,
+                           error_no=error_no, all_cost_s=0.5, timestamp=1.7e9 + counters[s], flop=2 * 64 ** 3)
+        counters[s] += 1
+    for sid in sessions:
+        store.finish_tuning_session(sid, "done")
+    return sessions

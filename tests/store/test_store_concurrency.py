@@ -91,9 +91,9 @@ def test_concurrent_first_opens_migrate_once(location):
     """Four processes opening a store nobody made yet: one migrates it, all write."""
     reports = _run_writers(location, None)
     with Store.open(location) as st:
-        assert st.schema_version == 5
+        assert st.schema_version == 6
         versions = [v for (v,) in st._conn.execute("SELECT version FROM schema_version ORDER BY version")]
-        assert versions == [1, 2, 3, 4, 5]
+        assert versions == [1, 2, 3, 4, 5, 6]
         assert sorted(r["id"] for r in st.list_runs(None)) == sorted(r[1] for r in reports)
         assert st.results_frame()["run_id"].value_counts().tolist() == [PER_WRITER] * WRITERS
 

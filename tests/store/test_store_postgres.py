@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg 3 is not installed")
-from store_data import H100, FakeSuite, fill, make_case, timed_result  # noqa: E402
+from store_data import H100, TUNING_SPACE, FakeSuite, fill, fill_tuning, make_case, timed_result, tuned_case  # noqa: E402
 
 from harness.model import MeasureConfig, Result  # noqa: E402
 from harness.store import SCHEMA_VERSION, DuplicateResult, Store, StoreError, UnknownRun, schema  # noqa: E402
@@ -52,14 +52,45 @@ def test_round_trip_on_postgres_equals_sqlite(tmp_path, pg_url):
     assert total == pytest.approx(sum(sum(s) for s in frame["samples"]), rel=1e-12)
 
 
+def _tuning(store: Store) -> tuple:
+    """A store's tuning content without the times it was written at."""
+    sessions = [{k: v for k, v in s.items() if k not in ("uuid", "started_at", "ended_at")}
+                for s in store.tuning_sessions()]
+    best = {k: v for k, v in store.best_config(tuned_case().tuning_key, "H100").items() if k != "updated_at"}
+    return sessions, store.tuning_trials(), best
+
+
+def test_tuning_round_trip_on_postgres_equals_sqlite(tmp_path, pg_url):
+    with Store.open(tmp_path / "k.db") as lite, Store.open(pg_url) as pg:
+        assert fill_tuning(lite) == fill_tuning(pg) == [1, 2]
+        assert _tuning(lite) == _tuning(pg)
+        pd.testing.assert_frame_equal(lite.trials_frame().drop(columns="started_at"),
+                                      pg.trials_frame().drop(columns="started_at"))
+        sessions, trials, best = _tuning(pg)
+        assert pg.best_in_space(tuned_case().tuning_key, "H100", TUNING_SPACE)["knobs"] == best["knobs"]
+    # the fastest successful trial over both sessions: session 2's (2e-5 s), 2 * 64^3 / 2e-5 / 1e9 GFLOP/s
+    assert best["knobs"] == {"tile_k": 4, "vector": 4} and best["session_id"] == 2
+    assert best["cost_s"] == pytest.approx(2e-5) and best["gflops"] == pytest.approx(2 * 64 ** 3 / 2e-5 / 1e9)
+    assert [t["error_no"] for t in trials] == [0, 1, 0, 0] and trials[1]["cost_s"] is None
+    assert trials[1]["error"] == "ScheduleError: split: factor must be positive"
+    assert [s["tuner"] for s in sessions] == ["random", "xgb"] and sessions[0]["space"] == [["tile_k", [4, 8]],
+                                                                                         ["vector", [1, 4]]]
+    with psycopg.connect(pg_url) as raw:
+        assert raw.execute("SELECT COUNT(*) FROM tuning_trials").fetchone()[0] == 4
+        with pytest.raises(psycopg.errors.UniqueViolation):  # one row per (session, trial)
+            raw.execute("INSERT INTO tuning_trials (session_id, trial, config_index, knobs, costs, error_no,"
+                        " error, all_cost_s, timestamp, device, gpu_model) VALUES (1, 0, 0, '{}', '[]', 0, '',"
+                        " 0, 0, 'H100', 'H100')")
+
+
 def test_schema_on_postgres(pg_url):
     with Store.open(pg_url) as pg:
-        assert pg.schema_version == SCHEMA_VERSION == 5
+        assert pg.schema_version == SCHEMA_VERSION == 6
         run = pg.begin_run(FakeSuite(), [], "local", MeasureConfig(), kind="ab")  # the v3 CHECK took "ab"
         assert uuid.UUID(pg.get_run(run)["uuid"]).version == 4
         assert pg.run_by_uuid(pg.get_run(run)["uuid"]) == run
     with psycopg.connect(pg_url, autocommit=True) as raw:
-        assert [v for (v,) in raw.execute("SELECT version FROM schema_version ORDER BY version")] == [1, 2, 3, 4, 5]
+        assert [v for (v,) in raw.execute("SELECT version FROM schema_version ORDER BY version")] == [1, 2, 3, 4, 5, 6]
         types = dict(raw.execute("SELECT column_name, data_type FROM information_schema.columns"
                                  " WHERE table_name = 'results'").fetchall())
         assert (types["id"], types["run_id"], types["median_s"], types["telemetry"]) == (
@@ -81,7 +112,7 @@ def test_v4_postgres_store_migrates_to_v5_giving_each_run_a_uuid(pg_url, monkeyp
                                 ()) for _ in range(3)]
     monkeypatch.undo()
     with Store.open(pg_url) as new:
-        assert new.schema_version == 5
+        assert new.schema_version == 6
         uuids = [new.get_run(i)["uuid"] for i in ids]
     assert len(set(uuids)) == 3 and all(uuid.UUID(u).version == 4 for u in uuids)
 
