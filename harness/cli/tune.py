@@ -74,12 +74,13 @@ def _progress():
         if kind == "planned":
             if payload.skipped_targets:
                 err.print(f"[yellow]not available here, skipped: {', '.join(payload.skipped_targets)}[/yellow]")
-            err.print(f"tuning {len(payload.sessions)} case(s) x device(s)")
+            err.print(f"tuning {len(payload.sessions)} case(s) x device(s)", soft_wrap=True)
         elif kind == "session":
             s = payload
             label = f"{s.case.tuning_key} on {s.device}"
             if s.session_id is None:
-                err.print(f"{escape(label)}: nothing left to measure ({escape(s.note)})", highlight=False)
+                err.print(f"{escape(label)}: nothing left to measure ({escape(s.note)})", highlight=False,
+                          soft_wrap=True)
                 return
             hist = f" ({s.history} earlier trials)" if s.history else ""
             err.print(f"session {s.session_id}: {escape(label)}{hist}", highlight=False, soft_wrap=True)
