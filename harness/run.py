@@ -189,9 +189,9 @@ def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: i
                 # interleaved: one result per side (a case that failed as a whole: one for all), all
                 # in the group of the first side's run, which harness.stats.frames recognises
                 if r.case.key in tuning_extra:  # which stored configuration a tuned case ran
-                    r = replace(r, extra=r.extra + (("tuning", tuning_extra[r.case.key]),),
-                                sides=tuple(replace(x, extra=x.extra + (("tuning", tuning_extra[r.case.key]),))
-                                            for x in r.sides))
+                    tuned = (("tuning", tuning_extra[r.case.key]),)
+                    r = replace(r, extra=r.extra + tuned,
+                                sides=tuple(replace(x, extra=x.extra + tuned) for x in r.sides))
                 stored = ([replace(r.for_side(name), interleave_group=run_id) for name in side_runs]
                           if side_runs else [r])
                 for into, mine in zip(side_runs.values() or (run_id,), stored):

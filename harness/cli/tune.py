@@ -39,7 +39,8 @@ def _non_negative(text: str) -> float:
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("tune", help="tune the variants a suite marks tuned; store the best configurations")
+    p = commands.add_parser("tune",
+                            help="tune the variants a suite marks tuned; store the best configurations")
     p.add_argument("suite", help="suite file (TOML) with variants marked `tuned = true`")
     p.add_argument("--trials", type=_positive_int, default=64, metavar="N",
                    help="configurations to measure per tuned case and device (default 64; fewer when the "
@@ -66,14 +67,16 @@ def register(commands: argparse._SubParsersAction) -> None:
 def _progress():
     """A progress display of the sessions and the ``on_event`` feeding it."""
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("ok {task.fields[ok]}  failed {task.fields[failed]}  best {task.fields[best]}"),
+                        TextColumn("ok {task.fields[ok]}  failed {task.fields[failed]}  "
+                                   "best {task.fields[best]}"),
                         TimeElapsedColumn(), console=err, transient=False, disable=not err.is_terminal)
     tasks: dict[int, int] = {}
 
     def on_event(kind: str, payload: object) -> None:
         if kind == "planned":
             if payload.skipped_targets:
-                err.print(f"[yellow]not available here, skipped: {', '.join(payload.skipped_targets)}[/yellow]")
+                skipped = ", ".join(payload.skipped_targets)
+                err.print(f"[yellow]not available here, skipped: {skipped}[/yellow]")
             err.print(f"tuning {len(payload.sessions)} case(s) x device(s)", soft_wrap=True)
         elif kind == "session":
             s = payload
@@ -99,7 +102,8 @@ def _progress():
                     progress.console.print(f"[red]trial {r['trial']} failed[/red] {escape(str(r['knobs']))}: "
                                            f"{escape(first)}", highlight=False, soft_wrap=True)
                 elif not err.is_terminal:
-                    progress.console.print(f"trial {r['trial']} {fmt_time(r['cost_s'])} {escape(str(r['knobs']))}",
+                    progress.console.print(f"trial {r['trial']} {fmt_time(r['cost_s'])} "
+                                           f"{escape(str(r['knobs']))}",
                                            highlight=False, soft_wrap=True)
 
     return progress, on_event
@@ -145,6 +149,6 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         summary = tune_suite(request, on_event=on_event)
     print_summary(summary)
     measured = sum(s.measured for s in summary.sessions)
-    out.print(f"tuned {len(summary.sessions)} case(s) x device(s): {measured} trials in {summary.seconds:.1f} s; "
-              f"results: {store_label(args.db)}")
+    out.print(f"tuned {len(summary.sessions)} case(s) x device(s): {measured} trials in "
+              f"{summary.seconds:.1f} s; results: {store_label(args.db)}")
     return int(ExitCode.OK)

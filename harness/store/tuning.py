@@ -187,7 +187,8 @@ class TuningQueries:
                         "session_id": t["session_id"], "trial_id": t["id"], "updated_at": None}
         return None
 
-    def tuning_sessions(self, tuning_key: str | None = None, device: str | None = None) -> list[dict[str, Any]]:
+    def tuning_sessions(self, tuning_key: str | None = None,
+                        device: str | None = None) -> list[dict[str, Any]]:
         """Sessions (oldest first), optionally of one tuning key and device; ``space``, ``params`` and
         ``argv`` decoded."""
         where, args = _where(tuning_key=tuning_key, device=device)

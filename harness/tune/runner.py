@@ -22,8 +22,14 @@ from harness.execute.check import check_outputs
 from harness.execute.inputs import case_data
 from harness.model import Case
 from kernels import workloads
-from kernels.tuning import (LocalBuilder, LocalRunner, MeasureErrorNo, MeasureInput, MeasureResult,
-                            measure_option)
+from kernels.tuning import (
+    LocalBuilder,
+    LocalRunner,
+    MeasureErrorNo,
+    MeasureInput,
+    MeasureResult,
+    measure_option,
+)
 from kernels.tuning.measure import BuildResult, MeasureOption
 
 __all__ = ["CheckedRunner", "RunnerSettings", "measure_option_for"]
@@ -82,7 +88,8 @@ class CheckedRunner(LocalRunner):
         ok, message = check_outputs(got, data.reference, self.case.rtol, self.case.atol)
         return None if ok else (int(MeasureErrorNo.WRONG_ANSWER), message)
 
-    def run(self, inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult]) -> list[MeasureResult]:
+    def run(self, inputs: Sequence[MeasureInput],
+            build_results: Sequence[BuildResult]) -> list[MeasureResult]:
         out: list[MeasureResult | None] = [None] * len(inputs)
         for i, (inp, built) in enumerate(zip(inputs, build_results)):
             if built.module is None:
@@ -90,7 +97,8 @@ class CheckedRunner(LocalRunner):
             t0 = time.perf_counter()
             bad = self._check(built, inp.target)
             if bad is not None:
-                out[i] = MeasureResult((bad[1],), bad[0], built.time_cost + time.perf_counter() - t0, time.time())
+                spent = built.time_cost + time.perf_counter() - t0
+                out[i] = MeasureResult((bad[1],), bad[0], spent, time.time())
         rest = [i for i, r in enumerate(out) if r is None]
         for i, r in zip(rest, super().run([inputs[i] for i in rest], [build_results[i] for i in rest])):
             out[i] = r

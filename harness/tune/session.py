@@ -27,8 +27,15 @@ from harness.execute import make_executor
 from harness.model import Case
 from harness.store import Store, cpu_device
 from harness.suite import Suite, load_suite
-from kernels.tuning import (GridSearchTuner, MeasureErrorNo, MeasureInput, MeasureResult, RandomTuner, Tuner,
-                            XGBTuner)
+from kernels.tuning import (
+    GridSearchTuner,
+    MeasureErrorNo,
+    MeasureInput,
+    MeasureResult,
+    RandomTuner,
+    Tuner,
+    XGBTuner,
+)
 
 from .runner import RunnerSettings, measure_option_for
 from .task import config_of, make_task

@@ -11,11 +11,11 @@ from typing import Any
 
 from harness.model import Case
 from kernels import workloads
-from kernels.target import arch_of_model
 from kernels.errors import TVMError
+from kernels.target import arch_of_model
 from kernels.tuning import ConfigEntity, ConfigSpace, Task, get_config, template
-from kernels.tuning.task import TaskError
 from kernels.tuning.space import SpaceError
+from kernels.tuning.task import TaskError
 
 __all__ = ["TEMPLATE", "config_of", "make_task", "target_of"]
 

@@ -31,7 +31,8 @@ min_samples = 5
 name = "matmul"
 params = { n = [64], m = [64], k = [64] }
 variants = [
-  { name = "shared_blocked", tuned = true, knobs = { tile_k = [0, 4, 8], local_y = [2, 4], local_x = [2, 4], block_y = [4, 8] } },
+  { name = "shared_blocked", tuned = true,
+    knobs = { tile_k = [0, 4, 8], local_y = [2, 4], local_x = [2, 4], block_y = [4, 8] } },
 ]
 """
 
@@ -65,8 +66,8 @@ def test_tune_then_run_uses_the_best_configuration(tmp_path, capsys):
     code, stdout, _ = _kbench("tune", suite, "--trials", 8, "--tuner", "random", "--executor", "local",
                               "--seed", 1, "--db", db, capsys=capsys)
     assert code == 0 and "kbench tune tiny-tune" in stdout
-    trials = _rows(db, "SELECT session_id, trial, config_index, knobs, cost_s, error_no, error FROM tuning_trials"
-                       " ORDER BY id")
+    trials = _rows(db, "SELECT session_id, trial, config_index, knobs, cost_s, error_no, error"
+                       " FROM tuning_trials ORDER BY id")
     assert [t[1] for t in trials] == list(range(8)) and {t[0] for t in trials} == {1}
     assert len({t[2] for t in trials}) == 8  # no configuration measured twice
     for _, _, index, knobs, cost, error_no, error in trials:
@@ -145,7 +146,8 @@ def test_grid_records_wrong_candidates_and_stops_when_the_space_is_measured(tmp_
     suite, db = tmp_path / "probe.toml", tmp_path / "k.db"
     suite.write_text('[suite]\nname = "probe"\ntargets = ["c"]\nimports = ["kbench_tune_probe"]\n\n'
                      '[[workload]]\nname = "tune_probe_scale"\nparams = { n = [256] }\n'
-                     'variants = [{ name = "scaled", tuned = true, knobs = { scale = [1, 2], factor = [4, 8] } }]\n')
+                     'variants = [{ name = "scaled", tuned = true, '
+                     'knobs = { scale = [1, 2], factor = [4, 8] } }]\n')
     code, _, _ = _kbench("tune", suite, "--trials", 8, "--tuner", "grid", "--executor", "local", "--db", db,
                          capsys=capsys)
     assert code == 0

@@ -63,7 +63,8 @@ def test_tuned_case_key_json_and_peer():
 
 
 @pytest.mark.parametrize("variant, line, needle", [
-    ('{ name = "shared_blocked", tuned = "yes", knobs = { tile_k = [4, 8] } }', 8, "tuned must be true or false"),
+    ('{ name = "shared_blocked", tuned = "yes", knobs = { tile_k = [4, 8] } }', 8,
+     "tuned must be true or false"),
     ('{ name = "shared_blocked", tuned = true }', 8, "is tuned but its knobs give one configuration"),
     ('{ name = "shared_blocked", tuned = true, knobs = { tile_k = 4 } }', 8,
      "is tuned but its knobs give one configuration"),

@@ -9,7 +9,16 @@ import pandas as pd
 import pytest
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg 3 is not installed")
-from store_data import H100, TUNING_SPACE, FakeSuite, fill, fill_tuning, make_case, timed_result, tuned_case  # noqa: E402
+from store_data import (  # noqa: E402
+    H100,
+    TUNING_SPACE,
+    FakeSuite,
+    fill,
+    fill_tuning,
+    make_case,
+    timed_result,
+    tuned_case,
+)
 
 from harness.model import MeasureConfig, Result  # noqa: E402
 from harness.store import SCHEMA_VERSION, DuplicateResult, Store, StoreError, UnknownRun, schema  # noqa: E402
@@ -73,14 +82,14 @@ def test_tuning_round_trip_on_postgres_equals_sqlite(tmp_path, pg_url):
     assert best["cost_s"] == pytest.approx(2e-5) and best["gflops"] == pytest.approx(2 * 64 ** 3 / 2e-5 / 1e9)
     assert [t["error_no"] for t in trials] == [0, 1, 0, 0] and trials[1]["cost_s"] is None
     assert trials[1]["error"] == "ScheduleError: split: factor must be positive"
-    assert [s["tuner"] for s in sessions] == ["random", "xgb"] and sessions[0]["space"] == [["tile_k", [4, 8]],
-                                                                                         ["vector", [1, 4]]]
+    assert [s["tuner"] for s in sessions] == ["random", "xgb"]
+    assert sessions[0]["space"] == [["tile_k", [4, 8]], ["vector", [1, 4]]]
     with psycopg.connect(pg_url) as raw:
         assert raw.execute("SELECT COUNT(*) FROM tuning_trials").fetchone()[0] == 4
         with pytest.raises(psycopg.errors.UniqueViolation):  # one row per (session, trial)
-            raw.execute("INSERT INTO tuning_trials (session_id, trial, config_index, knobs, costs, error_no,"
-                        " error, all_cost_s, timestamp, device, gpu_model) VALUES (1, 0, 0, '{}', '[]', 0, '',"
-                        " 0, 0, 'H100', 'H100')")
+            raw.execute("INSERT INTO tuning_trials (session_id, trial, config_index, knobs, costs,"
+                        " error_no, error, all_cost_s, timestamp, device, gpu_model)"
+                        " VALUES (1, 0, 0, '{}', '[]', 0, '', 0, 0, 'H100', 'H100')")
 
 
 def test_schema_on_postgres(pg_url):
@@ -90,7 +99,8 @@ def test_schema_on_postgres(pg_url):
         assert uuid.UUID(pg.get_run(run)["uuid"]).version == 4
         assert pg.run_by_uuid(pg.get_run(run)["uuid"]) == run
     with psycopg.connect(pg_url, autocommit=True) as raw:
-        assert [v for (v,) in raw.execute("SELECT version FROM schema_version ORDER BY version")] == [1, 2, 3, 4, 5, 6]
+        versions = [v for (v,) in raw.execute("SELECT version FROM schema_version ORDER BY version")]
+        assert versions == [1, 2, 3, 4, 5, 6]
         types = dict(raw.execute("SELECT column_name, data_type FROM information_schema.columns"
                                  " WHERE table_name = 'results'").fetchall())
         assert (types["id"], types["run_id"], types["median_s"], types["telemetry"]) == (
