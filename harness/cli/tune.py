@@ -64,6 +64,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=main)
 
 
+def _varied(knobs: dict, summary, case) -> str:
+    """The knobs of a configuration that the case's space varies (the others are fixed), as text."""
+    space = dict(summary.suite.space_for(case))
+    return ", ".join(f"{k}={v}" for k, v in knobs.items() if len(space.get(k, ())) > 1) or "-"
+
+
 def _progress():
     """A progress display of the sessions and the ``on_event`` feeding it."""
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -71,9 +77,11 @@ def _progress():
                                    "best {task.fields[best]}"),
                         TimeElapsedColumn(), console=err, transient=False, disable=not err.is_terminal)
     tasks: dict[int, int] = {}
+    state: dict[str, object] = {}
 
     def on_event(kind: str, payload: object) -> None:
         if kind == "planned":
+            state["summary"] = payload
             if payload.skipped_targets:
                 skipped = ", ".join(payload.skipped_targets)
                 err.print(f"[yellow]not available here, skipped: {skipped}[/yellow]")
@@ -97,13 +105,13 @@ def _progress():
             progress.update(task, advance=len(rows), ok=t.fields["ok"] + ok,
                             failed=t.fields["failed"] + len(rows) - ok, best=fmt_time(s.session_best_s))
             for r in rows:
+                knobs = escape(_varied(r["knobs"], state["summary"], s.case))
                 if not r["ok"]:
                     first = r["error"].splitlines()[0] if r["error"] else ""
-                    progress.console.print(f"[red]trial {r['trial']} failed[/red] {escape(str(r['knobs']))}: "
-                                           f"{escape(first)}", highlight=False, soft_wrap=True)
+                    progress.console.print(f"[red]trial {r['trial']} failed[/red] {knobs}: {escape(first)}",
+                                           highlight=False, soft_wrap=True)
                 elif not err.is_terminal:
-                    progress.console.print(f"trial {r['trial']} {fmt_time(r['cost_s'])} "
-                                           f"{escape(str(r['knobs']))}",
+                    progress.console.print(f"trial {r['trial']} {fmt_time(r['cost_s'])} {knobs}",
                                            highlight=False, soft_wrap=True)
 
     return progress, on_event
@@ -113,18 +121,18 @@ def print_summary(summary) -> None:
     """The sessions as a table: case, device, trials, failures, this session's best, the stored best."""
     table = Table(title=f"kbench tune {summary.suite.name}")
     for col in ("case", "device", "session", "trials", "failed", "session best", "stored best", "GFLOP/s",
-                "best configuration"):
+                "best configuration (tuned knobs)"):
         table.add_column(col, justify="right" if col in ("trials", "failed", "session best", "stored best",
                                                          "GFLOP/s") else "left")
     for s in summary.sessions:
         failed = sum(n for k, n in s.counts.items() if k != "ok")
         best = s.best or {}
         gflops = best.get("gflops")
-        knobs = ", ".join(f"{k}={v}" for k, v in sorted((best.get("knobs") or {}).items()))
+        knobs = _varied(best.get("knobs") or {}, summary, s.case)
         table.add_row(escape(s.case.tuning_key), escape(s.device),
                       "-" if s.session_id is None else str(s.session_id), str(s.measured), str(failed),
                       fmt_time(s.session_best_s), fmt_time(best.get("cost_s")),
-                      "-" if gflops is None else f"{gflops:.2f}", escape(knobs or "-"))
+                      "-" if gflops is None else f"{gflops:.2f}", escape(knobs))
     out.print(table)
 
 

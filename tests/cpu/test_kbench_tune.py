@@ -30,11 +30,8 @@ min_samples = 5
 [[workload]]
 name = "matmul"
 params = { n = [64], m = [64], k = [64] }
-variants = [
-  { name = "shared_blocked", tuned = true,
-    knobs = { tile_k = [0, 4, 8], local_y = [2, 4], local_x = [2, 4], block_y = [4, 8] } },
-]
-"""
+variants = [{ name = "shared_blocked", tuned = true, knobs = { KNOBS } }]
+""".replace("KNOBS", "tile_k = [0, 4, 8], local_y = [2, 4], local_x = [2, 4], block_y = [4, 8]")
 
 KEY = "matmul/shared_blocked[tuned]/k=64,m=64,n=64/float32/opencl"
 
