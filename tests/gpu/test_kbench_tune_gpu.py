@@ -24,7 +24,8 @@ max_time_s = 1.0
 name = "matmul"
 params = { n = [1024], m = [1024], k = [1024] }
 variants = [{ name = "shared_blocked", tuned = true, knobs = { KNOBS } }]
-""".replace("KNOBS", "local_y = [4, 8], local_x = [4, 8], block_y = [8, 16], tile_k = [4, 8, 16], vector = [1, 4]")
+""".replace("KNOBS", "local_y = [4, 8], local_x = [4, 8], block_y = [8, 16], tile_k = [4, 8, 16], "
+                    "vector = [1, 4]")
 
 
 def test_tune_matmul_on_the_gpu_then_run_the_best(tmp_path):
