@@ -144,11 +144,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
 
     targets = tuple(t.strip() for t in args.targets.split(",")) if args.targets else None
     suite = load_suite(args.suite)  # a malformed suite is reported before anything starts
-    cuda = any(c.target == "cuda" for c in suite.tuned_cases)
-    timeout = args.timeout if args.timeout else max(c.timeout_s for c in suite.cases)
-    min_repeat = args.min_repeat_ms if args.min_repeat_ms is not None else (100.0 if cuda else 0.0)
-    settings = RunnerSettings(number=args.number, repeat=args.repeat, min_repeat_ms=min_repeat,
-                              timeout_s=float(timeout), seed=int(suite.measure.seed))
+    settings = RunnerSettings(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
+                              timeout_s=args.timeout or None, seed=int(suite.measure.seed))
     request = TuneRequest(args.suite, args.db, tuner=args.tuner, n_trial=args.trials,
                           executor_kind=args.executor, address=args.address, gpu_model=args.gpu_model,
                           targets=targets, settings=settings, seed=args.seed, argv=tuple(argv))

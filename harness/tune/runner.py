@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import kernels as tvm
@@ -38,14 +38,21 @@ __all__ = ["CheckedRunner", "RunnerSettings", "measure_option_for"]
 @dataclass(frozen=True)
 class RunnerSettings:
     """How each candidate is timed: ``number`` launches per repeat (their mean is one cost),
-    ``repeat`` costs per candidate, ``number`` raised until a repeat takes ``min_repeat_ms``;
-    ``timeout_s`` per candidate for building and for running; ``seed`` of the checked inputs."""
+    ``repeat`` costs per candidate, ``number`` raised until a repeat takes ``min_repeat_ms`` (None:
+    100 ms for cuda, where single launches take microseconds, else 0); ``timeout_s`` per candidate
+    for building and for running (None: the case's timeout); ``seed`` of the checked inputs."""
 
     number: int = 4
     repeat: int = 3
-    min_repeat_ms: float = 0.0
-    timeout_s: float = 60.0
+    min_repeat_ms: float | None = None
+    timeout_s: float | None = None
     seed: int = 0
+
+    def for_case(self, case: Case) -> RunnerSettings:
+        """These settings with the defaults that depend on the case filled in."""
+        return replace(self, min_repeat_ms=(100.0 if case.target == "cuda" else 0.0)
+                       if self.min_repeat_ms is None else self.min_repeat_ms,
+                       timeout_s=case.timeout_s if self.timeout_s is None else self.timeout_s)
 
 
 def _device(target: str) -> Any:
@@ -68,6 +75,7 @@ class CheckedRunner(LocalRunner):
     """
 
     def __init__(self, case: Case, settings: RunnerSettings):
+        settings = settings.for_case(case)
         super().__init__(number=settings.number, repeat=settings.repeat,
                          min_repeat_ms=settings.min_repeat_ms, timeout=settings.timeout_s)
         self.case = case
@@ -108,18 +116,20 @@ class CheckedRunner(LocalRunner):
 def measure_option_for(executor: str, case: Case, settings: RunnerSettings, *, gpu_model: str = "",
                        address: str | None = None) -> MeasureOption:
     """The builder and runner of a session of ``case`` on ``executor`` ("local" or "ray"; the Ray
-    runner is placed on GPUs of ``gpu_model``).
+    runner is placed on GPUs of ``gpu_model``). Cases of the c and opencl targets are measured in
+    this process whatever the executor: their device key is this host's CPU.
 
     Raises
     ------
     ConfigError
         ``executor`` is unknown, or "ray" without the Ray builder and runner installed.
     """
-    if executor == "local":
+    if executor not in ("local", "ray"):
+        raise ConfigError(f"--executor {executor!r}: use local or ray")
+    settings = settings.for_case(case)
+    if executor == "local" or case.target != "cuda":
         return measure_option(builder=LocalBuilder(timeout=settings.timeout_s),
                               runner=CheckedRunner(case, settings))
-    if executor != "ray":
-        raise ConfigError(f"--executor {executor!r}: use local or ray")
     try:
         # imported when used: it needs Ray and a cluster, which the local executor does without
         from kernels.tuning.ray_measure import RayBuilder, RayRunner

@@ -92,12 +92,14 @@ def test_no_tuned_case_can_run_here(tmp_path, capsys):
 def test_the_ray_executor_without_its_runner_is_named(tmp_path, capsys, monkeypatch):
     """--executor ray needs kernels.tuning.ray_measure; where it cannot be imported the message says so."""
     import sys
+    from dataclasses import replace
 
     from harness.model import Case
     from harness.tune.runner import RunnerSettings, measure_option_for
 
     monkeypatch.setitem(sys.modules, "kernels.tuning.ray_measure", None)  # as if not installed
-    case = Case("t", "row_sum", "split", (("m", 64), ("n", 64)), (("factor", 4),), "float32", "c", tuned=True)
+    case = Case("t", "row_sum", "bind", (("m", 64), ("n", 64)), (("rows", 32),), "float32", "cuda",
+                tuned=True)
     from harness.errors import ConfigError
 
     with pytest.raises(ConfigError,
@@ -105,3 +107,6 @@ def test_the_ray_executor_without_its_runner_is_named(tmp_path, capsys, monkeypa
         measure_option_for("ray", case, RunnerSettings())
     with pytest.raises(ConfigError, match="--executor 'slurm'"):
         measure_option_for("slurm", case, RunnerSettings())
+    # CPU targets are measured in this process whatever the executor (their device is this host)
+    local = measure_option_for("ray", replace(case, target="c", variant="split"), RunnerSettings())
+    assert type(local.runner).__name__ == "CheckedRunner" and local.runner.timeout == case.timeout_s
