@@ -163,3 +163,26 @@ def test_grid_records_wrong_candidates_and_stops_when_the_space_is_measured(tmp_
                            capsys=capsys)
     assert code == 0 and "nothing left to measure" in err
     assert _rows(db, "SELECT COUNT(*) FROM tuning_sessions") == [(1,)]
+
+
+def test_xgb_learns_from_the_stored_trials_of_an_earlier_session(tmp_path, capsys):
+    """A second xgb session starts from the first's 9 stored trials (enough for its cost model) and
+    proposes only configurations not measured yet; together they cover the space once."""
+    (tmp_path / "kbench_tune_probe2.py").write_text(textwrap.dedent(PROBE).replace("tune_probe_scale",
+                                                                                    "tune_probe_scale2"))
+    suite, db = tmp_path / "probe.toml", tmp_path / "k.db"
+    suite.write_text('[suite]\nname = "probe"\ntargets = ["c"]\nimports = ["kbench_tune_probe2"]\n\n'
+                     '[[workload]]\nname = "tune_probe_scale2"\nparams = { n = [512] }\n'
+                     'variants = [{ name = "scaled", tuned = true, '
+                     'knobs = { scale = [1, 2], factor = [1, 2, 4, 8, 16, 32] } }]\n')
+    for trials, seed in ((9, 3), (3, 4)):
+        code, _, err = _kbench("tune", suite, "--trials", trials, "--tuner", "xgb", "--executor", "local",
+                               "--seed", seed, "--db", db, capsys=capsys)
+        assert code == 0, err
+    assert "(9 earlier trials)" in err
+    rows = _rows(db, "SELECT session_id, config_index, error_no, knobs FROM tuning_trials ORDER BY id")
+    assert [s for s, *_ in rows] == [1] * 9 + [2] * 3
+    assert sorted(i for _, i, _, _ in rows) == list(range(12))  # each of the 12 points once
+    assert all((e == 5) == (json.loads(k)["scale"] == 2) for _, _, e, k in rows)
+    (best,) = _rows(db, "SELECT knobs FROM best_configs")
+    assert json.loads(best[0])["scale"] == 1
