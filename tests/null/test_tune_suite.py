@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 from store_data import TUNING_SPACE, FakeSuite, fill_tuning, tuned_case  # noqa: E402
 
 from harness import plan as planmod  # noqa: E402
+from harness.errors import ConfigError  # noqa: E402
 from harness.model import Case, MeasureConfig  # noqa: E402
 from harness.store import SCHEMA_VERSION, Store, StoreError, in_space, schema  # noqa: E402
 from harness.suite import SuiteError, parse_suite  # noqa: E402
@@ -180,3 +181,25 @@ def test_best_so_far_chart_draws_each_session(tmp_path):
     svg = best_so_far_chart(frame.assign(gflops=float("nan")), chart_id="tuning-1")
     assert "best time so far" in svg
     assert pd.isna(frame.assign(gflops=float("nan"))["gflops"]).all()
+
+
+def test_sessions_are_planned_per_gpu_model_of_the_cluster():
+    from harness.tune.session import plan_sessions
+
+    s = parse_suite(SUITE, "tiny.toml")
+    plan, skipped = plan_sessions(s, ["H100", "A100", "H100"], "", "cpu:X", ("cuda",), gpus=3)
+    assert [(c.key, d) for c, d in plan] == [
+        ("matmul/shared_blocked[tuned]/k=64,m=64,n=64/float32/cuda@H100", "H100"),
+        ("matmul/shared_blocked[tuned]/k=64,m=64,n=64/float32/cuda@A100", "A100"),
+        ("matmul/shared_blocked[tuned]/k=64,m=64,n=128/float32/cuda@H100", "H100"),
+        ("matmul/shared_blocked[tuned]/k=64,m=64,n=128/float32/cuda@A100", "A100")] and skipped == []
+    # --gpu-model keeps one model (spelled as the cluster spells it)
+    plan, _ = plan_sessions(s, ["H100", "A100"], "a100", "cpu:X", ("cuda",), gpus=2)
+    assert {d for _, d in plan} == {"A100"}
+    # a workload restricted to some GPU models is tuned on those only
+    restricted = parse_suite(SUITE + 'gpu_models = ["H100"]\n', "tiny.toml")
+    plan, _ = plan_sessions(restricted, ["H100", "A100"], "", "cpu:X", ("cuda",), gpus=2)
+    assert {d for _, d in plan} == {"H100"}
+    # no GPU: cuda is skipped, and with nothing left that is an error naming the suite
+    with pytest.raises(ConfigError, match="no tuned case of suite 'tiny' can run here .*cuda"):
+        plan_sessions(s, [], "", "cpu:X", ("cuda",), gpus=0)
