@@ -100,13 +100,15 @@ class TuneSummary:
         return sum(s.planned for s in self.sessions)
 
 
-def _make_tuner(name: str, task: Any, seed: int | None) -> Tuner:
+def _make_tuner(name: str, task: Any, seed: int | None, n_trial: int) -> Tuner:
+    """The tuner ``name`` on ``task``. The xgb tuner measures batches of a quarter of the trials (8 to
+    64): its model is refit after each batch, so a session of 64 trials learns three times."""
     if name == "grid":
         return GridSearchTuner(task)
     if name == "random":
         return RandomTuner(task, seed=seed)
     if name == "xgb":
-        return XGBTuner(task, seed=seed)
+        return XGBTuner(task, plan_size=max(8, min(64, n_trial // 4)), seed=seed)
     raise UsageError(f"--tuner {name!r}: use one of {', '.join(TUNERS)}")
 
 
@@ -212,7 +214,7 @@ def _tune_one(st: Store, suite: Suite, request: TuneRequest, s: SessionSummary, 
     """One session: history from the store, the tuner's trials stored batch by batch."""
     case, space = s.case, suite.space_for(s.case)
     task = make_task(case, space, case.gpu_model)
-    tuner = _make_tuner(request.tuner, task, request.seed)
+    tuner = _make_tuner(request.tuner, task, request.seed, request.n_trial)
     inputs, results = [], []
     for t in st.tuning_trials(case.tuning_key, device=s.device):
         config = config_of(task, t["knobs"])
@@ -230,12 +232,13 @@ def _tune_one(st: Store, suite: Suite, request: TuneRequest, s: SessionSummary, 
         emit("session", s)
         emit("done", s)
         return
+    # before the session is stored: a builder or runner that cannot be made leaves nothing behind
+    option = measure_option_for(request.executor_kind, case, request.settings, gpu_model=case.gpu_model,
+                                address=request.address)
     s.session_id = st.begin_tuning_session(
         case, device=s.device, tuner=request.tuner, n_trial=s.planned, executor=request.executor_kind,
         space=space, suite=suite, argv=request.argv, git_commit=git_commit())
     emit("session", s)
-    option = measure_option_for(request.executor_kind, case, request.settings, gpu_model=case.gpu_model,
-                                address=request.address)
 
     def store_batch(_tuner: Tuner, batch: Sequence[MeasureInput], measured: Sequence[MeasureResult]) -> None:
         rows = []
