@@ -38,7 +38,7 @@ from kernels.tuning import (
 )
 
 from .runner import RunnerSettings, measure_option_for
-from .task import config_of, make_task
+from .task import TaskError, config_of, make_task
 
 __all__ = ["TUNERS", "SessionSummary", "TuneRequest", "TuneSummary", "tune_suite"]
 
@@ -213,7 +213,10 @@ def tune_suite(request: TuneRequest, *, on_event: OnEvent | None = None) -> Tune
 def _tune_one(st: Store, suite: Suite, request: TuneRequest, s: SessionSummary, emit: OnEvent) -> None:
     """One session: history from the store, the tuner's trials stored batch by batch."""
     case, space = s.case, suite.space_for(s.case)
-    task = make_task(case, space, case.gpu_model)
+    try:
+        task = make_task(case, space, case.gpu_model)
+    except TaskError as exc:  # no point of the space builds: the suite's knob lists are at fault
+        raise ConfigError(f"{suite.path}: {case.tuning_key}: {exc}") from None
     tuner = _make_tuner(request.tuner, task, request.seed, request.n_trial)
     inputs, results = [], []
     for t in st.tuning_trials(case.tuning_key, device=s.device):

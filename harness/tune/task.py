@@ -17,7 +17,7 @@ from kernels.tuning import ConfigEntity, ConfigSpace, Task, get_config, template
 from kernels.tuning.space import SpaceError
 from kernels.tuning.task import TaskError
 
-__all__ = ["TEMPLATE", "config_of", "make_task", "target_of"]
+__all__ = ["TEMPLATE", "TaskError", "config_of", "make_task", "target_of"]
 
 #: the name of the template every tuned case is a task of
 TEMPLATE = "kbench/workload_variant"

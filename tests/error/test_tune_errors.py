@@ -79,6 +79,16 @@ def test_a_malformed_tuned_variant_names_file_and_line(tmp_path, capsys):
                                          "got 'yes' (string)")
 
 
+def test_a_space_where_nothing_builds_is_named(tmp_path, capsys):
+    suite, db = tmp_path / "t.toml", tmp_path / "k.db"
+    suite.write_text(TUNED.replace("factor = [4, 8]", "factor = [0, -4]"))
+    code, err = _kbench(capsys, "tune", suite, "--executor", "local", "--db", db)
+    assert code == 4 and "Traceback" not in err
+    assert f"{suite}: row_sum/split[tuned]/m=64,n=64/float32/c: row_sum/split: no configuration of the " \
+           "tuning space builds" in err and "factor must be positive" in err
+    assert _sessions(db) == 0
+
+
 def test_no_tuned_case_can_run_here(tmp_path, capsys):
     suite = tmp_path / "t.toml"
     suite.write_text(TUNED.replace('targets = ["c"]', 'targets = ["cuda"]')
