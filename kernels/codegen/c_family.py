@@ -121,6 +121,8 @@ class CFamilyCodegen:
     shared_qualifier = ""
     #: address-space qualifier (with its trailing space) of a pointer parameter
     global_qualifier = ""
+    #: address-space qualifier (with its trailing space) of a pointer cast, by buffer scope
+    pointer_spaces: Dict[str, str] = {}
     #: qualifier of the helper functions (floordiv & co)
     helper_qualifier = "static inline"
     #: scalar type names
@@ -240,7 +242,7 @@ class CFamilyCodegen:
         if isinstance(e, Select):
             return f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
         if isinstance(e, BufferLoad):
-            return f"{self.buffer_name(e.buffer)}[{self.expr(e.indices[0])}]"
+            return f"{self.buffer_ref(e.buffer, e.dtype)}[{self.expr(e.indices[0])}]"
         if isinstance(e, Call):
             return self.call(e)
         if isinstance(e, Let):
@@ -305,6 +307,14 @@ class CFamilyCodegen:
         """The C identifier of a buffer."""
         return self.names.get(b, b.name)
 
+    def buffer_ref(self, b: Buffer, access: str) -> str:
+        """The buffer as an array of what an access moves: its name, or for a byte or a half word of
+        a packed sub-byte buffer (declared as 32-bit words, see kernels.lower.subbyte) a cast pointer."""
+        if b.dtype in dt.STORAGE_ONLY and access in ("uint8", "uint16"):
+            space = self.pointer_spaces.get(b.scope, "")
+            return f"(({space}{self.type_str(access)}*){self.buffer_name(b)})"
+        return self.buffer_name(b)
+
     # -- statements --------------------------------------------------------------------------
     def emit(self, indent: int, text: str) -> None:
         """Append one line of code."""
@@ -331,7 +341,7 @@ class CFamilyCodegen:
             if dt.lanes(s.value.dtype) > 1 or dt.lanes(s.indices[0].dtype) > 1:
                 self.vector_store(s, ind)
             else:
-                self.emit(ind, f"{self.buffer_name(s.buffer)}[{self.expr(s.indices[0])}] = "
+                self.emit(ind, f"{self.buffer_ref(s.buffer, s.value.dtype)}[{self.expr(s.indices[0])}] = "
                                f"{self.expr(s.value)};")
         elif isinstance(s, LetStmt) and dt.lanes(s.var.dtype) > 1:
             self.vector_let(s, ind)
