@@ -143,10 +143,11 @@ def lower_subbyte(stmt: Stmt, args: Sequence[Buffer]) -> Stmt:
     """Rewrite every access of a sub-byte buffer into 32-bit (or chunk) accesses (see the module's
     documentation). ``args`` are the function's argument buffers (stored packed)."""
     if not collect(stmt, lambda n: isinstance(n, (BufferLoad, BufferStore, Allocate))
-                   and n.buffer.dtype in SUBBYTE_BITS):
+                   and n.buffer.dtype in SUBBYTE_BITS and not n.buffer.scope.startswith("wmma.")):
         return stmt
     packed_ids = {id(b) for b in args if b.dtype in SUBBYTE_BITS}
-    allocs = [a for a in collect(stmt, lambda n: isinstance(n, Allocate)) if a.buffer.dtype in SUBBYTE_BITS]
+    allocs = [a for a in collect(stmt, lambda n: isinstance(n, Allocate)) if a.buffer.dtype in SUBBYTE_BITS
+              and not a.buffer.scope.startswith("wmma.")]  # fragments: the WMMA element types
 
     def is_packed(b: Buffer) -> bool:
         return id(b) in packed_ids
