@@ -181,7 +181,7 @@ def lower_subbyte(stmt: Stmt, args: Sequence[Buffer]) -> Stmt:
         if isinstance(n, BufferStore):
             if id(n.buffer) in unpacked:
                 return BufferStore(unpacked[id(n.buffer)], n.value, n.indices)
-            if is_packed(n.buffer) and dt.element_of(n.value.dtype) not in ("int32", "uint8", "uint16"):
+            if is_packed(n.buffer):  # the chunk copies were replaced before (pre), unvisited
                 raise BuildError(
                     f"buffer {n.buffer.name} ({n.buffer.dtype}) is stored packed, {32 // SUBBYTE_BITS[n.buffer.dtype][0]}"
                     " elements a 32-bit word: storing single elements into it is not supported (write "

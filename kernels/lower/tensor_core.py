@@ -8,16 +8,30 @@ Where it applies. A stage cached in registers (``C.local``, allocated per thread
 tiles; after the loop each thread stores its ``C.local`` to the output. The pass works out, by
 evaluating the index expressions for every lane of every warp of a block, what each warp computes:
 which rows and columns of the output (an m x n tile), which elements of the shared tiles it reads at
-each step of 16 along k (an m x 16 tile of A and a 16 x n tile of B, row- or column-major, with
-their leading dimensions), and where its tile of the output lies. Where that is a fragment shape
-WMMA has — 16x16x16, 8x32x16 or 32x8x16 for float16 -> float32 and int8 -> int32 — with aligned
-tiles and legal leading dimensions, the per-thread code becomes::
+each step of k along the reduction (an m x k tile of A and a k x n tile of B, row- or column-major,
+with their leading dimensions), and where its tile of the output lies. Where that is a fragment
+shape WMMA has — 16x16x16, 8x32x16 or 32x8x16 for float16 -> float32 and int8 -> int32; 8x8x32
+for int4 -> int32 (``precision::s4``) and 8x8x128 for int1 -> int32 (``precision::b1``), both with
+A row-major and B column-major (the tutorial's layout TN) — with aligned tiles and legal leading
+dimensions, the per-thread code becomes::
 
     fragment<accumulator> acc;  fill_fragment(acc, 0)
     for ko: (the cooperative fetches into shared memory, unchanged)
         for each k step: load_matrix_sync(a, &A.shared[...], lda); load_matrix_sync(b, ...);
                          mma_sync(acc, a, b, acc)
     store_matrix_sync(&C[...], acc, ldc, mem_row_major)
+
+Alignment: PTX requires the first element of an operand tile, and every row (column) start, to be
+aligned to the size of one thread's share of the fragment (PTX ISA, "Matrix Storage for WMMA"):
+32 bytes for float16 operands, 4 to 16 bytes for int8, 4 bytes for int4 and int1. The pass asks for
+that and at least 16 bytes (the leading dimensions are multiples of 16 bytes), so the tutorial's
+shared tiles padded by 16 bytes (storage_align offset 16 for int8, 32 for int4, 128 for int1) and
+its k steps of 16 bytes are legal as they are.
+
+1-bit products: ``bmma_sync`` counts the k where both bits are set (``bmmaBitOpAND``) on sm_80 and
+newer; sm_75 has only XOR, and the CUDA printer uses a.b = (popc(a) + popc(b) - popc(a ^ b)) / 2
+there (an ``#if __CUDA_ARCH__`` in the source). int4 and int1 tiles are read from shared memory as
+packed words (kernels.lower.subbyte), so their fetch must copy whole bytes of packed data.
 
 Anywhere else (another target, a shape or layout WMMA lacks, a bounds check inside the tile, a
 block that is not whole warps) the plain code stays — it computes the same product — and the reason
