@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kbtest import opencl_available, run, tensorcore_operands, tensorcore_tutorial
+from kbtest import (opencl_available, pack_bits, run, subbyte_operands, tensorcore_operands,
+                    tensorcore_tutorial)
 
 
 @pytest.fixture(scope="module")
@@ -44,26 +45,6 @@ def test_int8_fallback_is_exact_on_opencl(tutorial, layout, config):
 # -- int4 / int1 (layout TN): packed 32-bit words, element 0 in the highest bits ----------------------
 
 
-def _pack(x: np.ndarray, bits: int, word_dtype: str = "int32") -> np.ndarray:
-    """The tutorial's packing, written independently: 32 // bits elements a word, element 0 in the
-    highest bits (each element masked to its bits)."""
-    per = 32 // bits
-    rows, cols = x.shape
-    out = np.zeros((rows, cols // per), np.uint64)
-    for t in range(per):
-        out |= (x[:, t::per].astype(np.int64) & ((1 << bits) - 1)).astype(np.uint64) << np.uint64(32 - bits * (t + 1))
-    return out.astype(np.uint32).view(word_dtype)
-
-
-def _subbyte_operands(dtype: str, N: int, L: int, M: int, rng):
-    """Random A (N, L) and B (M, L) of int4 (-8..7) or int1 (0/1, about half of the bits set), and
-    A @ B.T in int64."""
-    lo, hi = (-8, 8) if dtype == "int4" else (0, 2)
-    a = rng.integers(lo, hi, (N, L))
-    b = rng.integers(lo, hi, (M, L))
-    return a, b, a.astype(np.int64) @ b.astype(np.int64).T
-
-
 def test_packing_reference_matches_the_tutorials_loops():
     # the tutorial's own int4 and int1 packing loops (numpy int32 arithmetic) agree with _pack
     rng = np.random.default_rng(5)
@@ -78,8 +59,8 @@ def test_packing_reference_matches_the_tutorials_loops():
                     ref4[i, j] = ref4[i, j] | ((x4[i, j * 8 + k] & np.int32(0xF)) << np.int32((7 - k) * 4))
                 for k in range(32):
                     ref1[i, j] = ref1[i, j] | ((x1[i, j * 32 + k] & np.int32(0xF)) << np.int32(31 - k))
-    np.testing.assert_array_equal(_pack(x4, 4), ref4)
-    np.testing.assert_array_equal(_pack(x1, 1), ref1)
+    np.testing.assert_array_equal(pack_bits(x4, 4), ref4)
+    np.testing.assert_array_equal(pack_bits(x1, 1), ref1)
 
 
 @pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
@@ -100,9 +81,9 @@ def test_subbyte_fallback_is_exact_on_opencl(tutorial, dtype, config):
                                target="opencl")
     s, bufs = task.instantiate(task.config_space.index_of(config))
     f = tvm.build(s, bufs, "opencl")
-    a, b, ref = _subbyte_operands(dtype, N, L, M, np.random.default_rng(2))
+    a, b, ref = subbyte_operands(dtype, N, L, M, np.random.default_rng(2))
     words = "int32" if dtype == "int4" else "uint32"
-    _, _, c = run(f, "opencl", _pack(a, bits, words), _pack(b, bits, words), np.full((N, M), -7, "int32"))
+    _, _, c = run(f, "opencl", pack_bits(a, bits, words), pack_bits(b, bits, words), np.full((N, M), -7, "int32"))
     np.testing.assert_array_equal(c, ref)
 
 
@@ -117,13 +98,13 @@ def test_subbyte_matmul_is_exact_on_c(tutorial, dtype):
     B = te.placeholder((M, L), name="B", dtype=dtype)
     C = tutorial["matmul_nn"](A, B, L, dtype, "TN")
     f = tvm.build(te.create_schedule(C.op), [A, B, C], "c")
-    a, b, ref = _subbyte_operands(dtype, N, L, M, np.random.default_rng(3))
+    a, b, ref = subbyte_operands(dtype, N, L, M, np.random.default_rng(3))
     c = np.full((N, M), -7, "int32")
-    f(_pack(a, bits), _pack(b, bits), c)  # numpy words straight into the C function
+    f(pack_bits(a, bits), pack_bits(b, bits), c)  # numpy words straight into the C function
     np.testing.assert_array_equal(c, ref)
     # an NDArray of the logical type, filled with the same words, gives the same result
-    a_nd = tvm.nd.empty((N, L), dtype).copyfrom(_pack(a, bits))
-    b_nd = tvm.nd.empty((M, L), dtype).copyfrom(_pack(b, bits))
+    a_nd = tvm.nd.empty((N, L), dtype).copyfrom(pack_bits(a, bits))
+    b_nd = tvm.nd.empty((M, L), dtype).copyfrom(pack_bits(b, bits))
     c_nd = tvm.nd.array(np.full((N, M), -7, "int32"))
     f(a_nd, b_nd, c_nd)
     np.testing.assert_array_equal(c_nd.numpy(), ref)
