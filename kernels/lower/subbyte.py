@@ -183,9 +183,10 @@ def lower_subbyte(stmt: Stmt, args: Sequence[Buffer]) -> Stmt:
                 return BufferStore(unpacked[id(n.buffer)], n.value, n.indices)
             if is_packed(n.buffer):  # the chunk copies were replaced before (pre), unvisited
                 raise BuildError(
-                    f"buffer {n.buffer.name} ({n.buffer.dtype}) is stored packed, {32 // SUBBYTE_BITS[n.buffer.dtype][0]}"
-                    " elements a 32-bit word: storing single elements into it is not supported (write "
-                    "whole words: a vectorized copy of a multiple of 8 bits, or produce int8/int32)")
+                    f"buffer {n.buffer.name} ({n.buffer.dtype}) is stored packed, "
+                    f"{32 // SUBBYTE_BITS[n.buffer.dtype][0]} elements a 32-bit word: storing single "
+                    "elements into it is not supported (write whole words: a vectorized copy of a "
+                    "multiple of 8 bits, or produce int8/int32)")
             return None
         if isinstance(n, Allocate):
             if id(n.buffer) in unpacked:
@@ -211,7 +212,8 @@ def _unvectorize(stmt: Stmt, is_packed) -> Stmt:
         got = chunk_copy(n, is_packed)
         if got is not None and is_packed(got[0].buffer):
             return None
-        if collect(n.body, lambda x: isinstance(x, (BufferLoad, BufferStore)) and x.buffer.dtype in SUBBYTE_BITS):
+        if collect(n.body, lambda x: isinstance(x, (BufferLoad, BufferStore))
+                   and x.buffer.dtype in SUBBYTE_BITS):
             return dataclasses.replace(n, kind=ForKind.UNROLLED)
         return None
 

@@ -497,8 +497,8 @@ def _emit(acc_alloc, ko, path, outer_local, a_src, b_src, a_base, b_base, c_base
     step = seq(
         _call("tir.tvm_load_matrix_sync", frag_a.data, m, n, k, 0, _addr(a_src, a_base), la[1], la[0]),
         _call("tir.tvm_load_matrix_sync", frag_b.data, m, n, k, 0, _addr(b_src, b_base), lb[1], lb[0]),
-        _call("tir.tvm_bmma_sync" if a_src.dtype == "int1" else "tir.tvm_mma_sync", frag_c.data, 0, frag_a.data, 0,
-              frag_b.data, 0, frag_c.data, 0),
+        _call("tir.tvm_bmma_sync" if a_src.dtype == "int1" else "tir.tvm_mma_sync", frag_c.data, 0,
+              frag_a.data, 0, frag_b.data, 0, frag_c.data, 0),
     )
     step = _fragment(frag_a, mnk, la[0], _fragment(frag_b, mnk, lb[0], step))
 

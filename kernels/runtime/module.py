@@ -745,7 +745,8 @@ def _packed_words_view(where: str, array: NDArray, arg: Any, dtype: str) -> NDAr
     if arg.shape:
         last = arg.shape[-1]
         text = getattr(last, "text", str(last))
-        want = _shape_text(arg.shape[:-1] + ((str(last // per) if isinstance(last, int) else f"{text}/{per}"),))
+        packed_last = str(last // per) if isinstance(last, int) else f"{text}/{per}"
+        want = _shape_text(arg.shape[:-1] + (packed_last,))
     if array.dtype not in ("int32", "uint32"):
         raise ArgumentError(
             f"{where}: dtype is {array.dtype}, expected {arg.dtype}: an {arg.dtype} NDArray, or its packed "

@@ -112,7 +112,8 @@ def test_int1_becomes_bmma_8x8x128_b1(tutorial, cfg):
     ("float16", "NN", (2, 8, 2, 8), "16 threads a block is not whole warps"),
     ("int8", "NT", (4, 8, 1, 4), "leading dimensions 8, 48 are not multiples of 16"),
     ("int4", "TN", (2, 8, 2, 8), "16 threads a block is not whole warps"),
-    ("int1", "TN", (4, 16, 1, 4), "the shared tile A.shared is not filled by copies of whole bytes of packed int1"),
+    ("int1", "TN", (4, 16, 1, 4),
+     "the shared tile A.shared is not filled by copies of whole bytes of packed int1"),
 ])
 def test_configurations_wmma_cannot_take_stay_plain_and_say_why(tutorial, caplog, dtype, layout, cfg, why):
     with caplog.at_level(logging.DEBUG, logger="kernels.tensor_core"):

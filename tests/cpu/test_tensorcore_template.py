@@ -83,7 +83,8 @@ def test_subbyte_fallback_is_exact_on_opencl(tutorial, dtype, config):
     f = tvm.build(s, bufs, "opencl")
     a, b, ref = subbyte_operands(dtype, N, L, M, np.random.default_rng(2))
     words = "int32" if dtype == "int4" else "uint32"
-    _, _, c = run(f, "opencl", pack_bits(a, bits, words), pack_bits(b, bits, words), np.full((N, M), -7, "int32"))
+    _, _, c = run(f, "opencl", pack_bits(a, bits, words), pack_bits(b, bits, words),
+                  np.full((N, M), -7, "int32"))
     np.testing.assert_array_equal(c, ref)
 
 

@@ -71,8 +71,9 @@ def test_words_with_another_number_of_dimensions(int4_c):
 
 def test_last_dimension_that_cannot_be_packed():
     f = _matmul_tn("int4", length=12)
-    with pytest.raises(ArgumentError, match=r"argument A \(index 0\): an int4 tensor of shape \(4, 12\) .*a last "
-                                            r"dimension of 12, not a multiple of 8, which cannot be packed"):
+    with pytest.raises(ArgumentError, match=r"argument A \(index 0\): an int4 tensor of shape \(4, 12\) "
+                                            r".*a last dimension of 12, not a multiple of 8, which cannot "
+                                            r"be packed"):
         f(_words((4, 1)), _words((2, 1)), np.zeros((4, 2), "int32"))
 
 
