@@ -445,7 +445,7 @@ class CFamilyCodegen:
             for k in range(n):
                 self.emit(ind, f"{name}[{self.expr(lane_of(idx, k, alias))}] = {vals[k]};")
             return
-        vtype = self.vector_type(dt.element_of(s.buffer.dtype), w)
+        vtype = self.vector_type(_word_element(s.buffer.dtype), w)
         for j in range(0, n, w):
             ptr = f"{name} + {self.expr(idx.base if j == 0 else simplify(idx.base + j))}"
             self.emit(ind, self.vector_store_text(vtype, w, ptr, self.vector_make(vtype, vals[j:j + w])))
@@ -470,7 +470,7 @@ class CFamilyCodegen:
             return 1
         if buf.scope == "shared" and id(buf) not in self.vector_buffers:
             return 1  # its declaration (printed before prepare() knew of it) is not aligned
-        elem = dt.element_of(buf.dtype)
+        elem = _word_element(buf.dtype)
         for w in VECTOR_LANES.get(self.target, {}).get(elem, ()):
             if idx.lanes % w == 0 and self.vector_type(elem, w) is not None and (
                     not NEEDS_ALIGNMENT.get(self.target, True) or is_multiple(idx.base, w, self.facts)):
@@ -490,7 +490,7 @@ class CFamilyCodegen:
                 w = self.vector_chunk(ld.buffer, idx)
                 if w == 1:
                     continue
-                elem = dt.element_of(ld.buffer.dtype)
+                elem = _word_element(ld.buffer.dtype)
                 vtype = self.vector_type(elem, w)
                 name = self.buffer_name(ld.buffer)
                 for j in range(0, n, w):  # one vector load per chunk of w lanes
@@ -576,6 +576,12 @@ class CFamilyCodegen:
             return (f"{self.global_qualifier}{self.type_str(obj.dtype)}* {self.restrict} {name}"
                     .replace("  ", " "))
         return f"{self.type_str(obj.dtype)} {name}"
+
+
+def _word_element(dtype: str) -> str:
+    """The element type of a buffer's memory: packed sub-byte buffers are 32-bit words."""
+    elem = dt.element_of(dtype)
+    return "int32" if elem in dt.STORAGE_ONLY else elem
 
 
 def _conjuncts(e: PrimExpr) -> List[PrimExpr]:
