@@ -26,16 +26,25 @@ def tutorial():
     return tensorcore_tutorial()
 
 
-def _source(tutorial, dtype, layout, cfg, n=None, arch="sm_80"):
+#: generated sources by (dtype, layout, config, size): the text does not depend on the architecture
+#: (int1's sm_75 path is an #if in the source), so each is made once and compiled for every one
+_SOURCES: dict = {}
+
+
+def _source(tutorial, dtype, layout, cfg, n=None, arch="sm_80", fresh=False):
     # int1 steps 128 along k: a reduction of 256 would make the pragma'd loop a single step
     n = n or (512 if dtype == "int1" else 256)
+    key = (dtype, layout, cfg, n)
+    if key in _SOURCES and not fresh:
+        return _SOURCES[key]
     autotvm = tutorial["autotvm"]
     tutorial.update(N=n, L=n, M=n)
     task = autotvm.task.create("tutorial/auto_tensorcore/test_gemm", args=(n, n, n, dtype, layout),
                                target="cuda")
     bx, by, step_k, v = cfg
     s, bufs = task.instantiate(task.config_space.index_of(dict(bx=bx, by=by, step_k=step_k, v=v)))
-    return build_spec(s, bufs, f"cuda -arch={arch}").source
+    _SOURCES[key] = build_spec(s, bufs, f"cuda -arch={arch}").source
+    return _SOURCES[key]
 
 
 @pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
@@ -117,7 +126,7 @@ def test_int1_becomes_bmma_8x8x128_b1(tutorial, cfg):
 ])
 def test_configurations_wmma_cannot_take_stay_plain_and_say_why(tutorial, caplog, dtype, layout, cfg, why):
     with caplog.at_level(logging.DEBUG, logger="kernels.tensor_core"):
-        src = _source(tutorial, dtype, layout, cfg)
+        src = _source(tutorial, dtype, layout, cfg, fresh=True)
     assert "wmma" not in src and "_local[" in src
     assert any(why in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
 
