@@ -104,6 +104,16 @@ def test_int4_becomes_wmma_8x8x32_s4(tutorial, cfg):
     assert "_local[" not in src
 
 
+@pytest.mark.parametrize("dtype, cfg, moves", [("int4", (4, 16, 2, 4), "ushort"),
+                                               ("int1", (4, 16, 2, 8), "uchar")])
+def test_fetches_of_less_than_a_word_move_bytes_or_half_words(tutorial, dtype, cfg, moves):
+    # 4 int4 or 8 int1 elements a thread: the packed words are filled a half word / byte at a time
+    src = _source(tutorial, dtype, "TN", cfg)
+    assert "mma_sync" in src
+    assert f"(({moves}*)A_shared)[" in src and f"(({moves}*)A)[" in src
+    assert f"(({moves}*)B_shared)[" in src and f"(({moves}*)B)[" in src
+
+
 @pytest.mark.parametrize("cfg", SUBBYTE_CONFIGS)
 def test_int1_becomes_bmma_8x8x128_b1(tutorial, cfg):
     src = _source(tutorial, "int1", "TN", cfg)

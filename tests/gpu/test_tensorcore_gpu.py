@@ -57,7 +57,8 @@ def test_template_on_the_gpu(tutorial, dtype, layout, cfg, wmma):
 #: int4 / int1 (layout TN only): (dtype, (bx, by, step_k, v), WMMA expected)
 SUBBYTE_CASES = [(dtype, cfg, True) for dtype in ("int4", "int1")
                  for cfg in ((4, 16, 2, 8), (8, 32, 1, 32), (4, 32, 2, 16))]
-SUBBYTE_CASES += [("int4", (2, 8, 2, 8), False), ("int1", (4, 16, 1, 4), False)]
+SUBBYTE_CASES += [("int4", (4, 16, 2, 4), True),  # the fetch moves half words (4 x 4 bits)
+                  ("int4", (2, 8, 2, 8), False), ("int1", (4, 16, 1, 4), False)]
 
 
 @pytest.mark.parametrize("dtype, cfg, wmma", SUBBYTE_CASES)
