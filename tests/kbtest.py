@@ -129,6 +129,27 @@ def tensorcore_operands(dtype: str, layout: str, N: int, L: int, M: int, rng, lo
     return a, b, (a64.T if a_t else a64) @ (b64.T if b_t else b64)
 
 
+def pack_bits(x: np.ndarray, bits: int, word_dtype: str = "int32") -> np.ndarray:
+    """The tutorial's packing, written independently: 32 // bits elements a word, element 0 in the
+    highest bits (each element masked to its bits)."""
+    per = 32 // bits
+    rows, cols = x.shape
+    out = np.zeros((rows, cols // per), np.uint64)
+    for t in range(per):
+        part = (x[:, t::per].astype(np.int64) & ((1 << bits) - 1)).astype(np.uint64)
+        out |= part << np.uint64(32 - bits * (t + 1))
+    return out.astype(np.uint32).view(word_dtype)
+
+
+def subbyte_operands(dtype: str, N: int, L: int, M: int, rng):
+    """Random A (N, L) and B (M, L) of int4 (-8..7) or int1 (0/1, about half of the bits set), and
+    A @ B.T in int64."""
+    lo, hi = (-8, 8) if dtype == "int4" else (0, 2)
+    a = rng.integers(lo, hi, (N, L))
+    b = rng.integers(lo, hi, (M, L))
+    return a, b, a.astype(np.int64) @ b.astype(np.int64).T
+
+
 def notes_check_source(target: str, rtol: float) -> str:
     """Python source of ``_check(sch)``, inserted into the GPU notes' code by the tests that run it:
     builds ``sch.mod`` for ``target``, runs it on random inputs (output poisoned with NaN) and

@@ -121,6 +121,8 @@ class CFamilyCodegen:
     shared_qualifier = ""
     #: address-space qualifier (with its trailing space) of a pointer parameter
     global_qualifier = ""
+    #: address-space qualifier (with its trailing space) of a pointer cast, by buffer scope
+    pointer_spaces: Dict[str, str] = {}
     #: qualifier of the helper functions (floordiv & co)
     helper_qualifier = "static inline"
     #: scalar type names
@@ -240,7 +242,7 @@ class CFamilyCodegen:
         if isinstance(e, Select):
             return f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
         if isinstance(e, BufferLoad):
-            return f"{self.buffer_name(e.buffer)}[{self.expr(e.indices[0])}]"
+            return f"{self.buffer_ref(e.buffer, e.dtype)}[{self.expr(e.indices[0])}]"
         if isinstance(e, Call):
             return self.call(e)
         if isinstance(e, Let):
@@ -305,6 +307,14 @@ class CFamilyCodegen:
         """The C identifier of a buffer."""
         return self.names.get(b, b.name)
 
+    def buffer_ref(self, b: Buffer, access: str) -> str:
+        """The buffer as an array of what an access moves: its name, or for a byte or a half word of
+        a packed sub-byte buffer (declared as 32-bit words, see kernels.lower.subbyte) a cast pointer."""
+        if b.dtype in dt.STORAGE_ONLY and access in ("uint8", "uint16"):
+            space = self.pointer_spaces.get(b.scope, "")
+            return f"(({space}{self.type_str(access)}*){self.buffer_name(b)})"
+        return self.buffer_name(b)
+
     # -- statements --------------------------------------------------------------------------
     def emit(self, indent: int, text: str) -> None:
         """Append one line of code."""
@@ -331,7 +341,7 @@ class CFamilyCodegen:
             if dt.lanes(s.value.dtype) > 1 or dt.lanes(s.indices[0].dtype) > 1:
                 self.vector_store(s, ind)
             else:
-                self.emit(ind, f"{self.buffer_name(s.buffer)}[{self.expr(s.indices[0])}] = "
+                self.emit(ind, f"{self.buffer_ref(s.buffer, s.value.dtype)}[{self.expr(s.indices[0])}] = "
                                f"{self.expr(s.value)};")
         elif isinstance(s, LetStmt) and dt.lanes(s.var.dtype) > 1:
             self.vector_let(s, ind)
@@ -435,7 +445,7 @@ class CFamilyCodegen:
             for k in range(n):
                 self.emit(ind, f"{name}[{self.expr(lane_of(idx, k, alias))}] = {vals[k]};")
             return
-        vtype = self.vector_type(dt.element_of(s.buffer.dtype), w)
+        vtype = self.vector_type(_word_element(s.buffer.dtype), w)
         for j in range(0, n, w):
             ptr = f"{name} + {self.expr(idx.base if j == 0 else simplify(idx.base + j))}"
             self.emit(ind, self.vector_store_text(vtype, w, ptr, self.vector_make(vtype, vals[j:j + w])))
@@ -460,7 +470,7 @@ class CFamilyCodegen:
             return 1
         if buf.scope == "shared" and id(buf) not in self.vector_buffers:
             return 1  # its declaration (printed before prepare() knew of it) is not aligned
-        elem = dt.element_of(buf.dtype)
+        elem = _word_element(buf.dtype)
         for w in VECTOR_LANES.get(self.target, {}).get(elem, ()):
             if idx.lanes % w == 0 and self.vector_type(elem, w) is not None and (
                     not NEEDS_ALIGNMENT.get(self.target, True) or is_multiple(idx.base, w, self.facts)):
@@ -480,7 +490,7 @@ class CFamilyCodegen:
                 w = self.vector_chunk(ld.buffer, idx)
                 if w == 1:
                     continue
-                elem = dt.element_of(ld.buffer.dtype)
+                elem = _word_element(ld.buffer.dtype)
                 vtype = self.vector_type(elem, w)
                 name = self.buffer_name(ld.buffer)
                 for j in range(0, n, w):  # one vector load per chunk of w lanes
@@ -566,6 +576,12 @@ class CFamilyCodegen:
             return (f"{self.global_qualifier}{self.type_str(obj.dtype)}* {self.restrict} {name}"
                     .replace("  ", " "))
         return f"{self.type_str(obj.dtype)} {name}"
+
+
+def _word_element(dtype: str) -> str:
+    """The element type of a buffer's memory: packed sub-byte buffers are 32-bit words."""
+    elem = dt.element_of(dtype)
+    return "int32" if elem in dt.STORAGE_ONLY else elem
 
 
 def _conjuncts(e: PrimExpr) -> List[PrimExpr]:

@@ -25,6 +25,11 @@ HEADER = """#ifdef _WIN32
 """
 
 
+#: WMMA element types of the sub-byte inputs
+_PRECISION = {"int4": "nvcuda::wmma::experimental::precision::s4",
+              "uint4": "nvcuda::wmma::experimental::precision::u4",
+              "int1": "nvcuda::wmma::experimental::precision::b1"}
+
 #: attributes kernels.lower.tensor_core puts on fragments and the shared tiles they load from
 _FRAGMENT_ATTRS = ("fragment_shape", "fragment_layout", "storage_alignment")
 
@@ -73,6 +78,8 @@ class CUDACodegen(CFamilyCodegen):
         super().__init__(*args, **kwargs)
         self.fragment_info: dict = {}  # buffer variable -> its fragment_shape / _layout / storage_alignment
         self.fragment_names: dict = {}  # fragment buffer variable -> its C name
+        self.fragment_types: dict = {}  # fragment buffer variable -> its C type
+        self.bmma_temps = 0  # sm_75 1-bit products printed so far (names of their temporaries)
         self.uses_wmma = False
 
     def stmt(self, s, ind: int) -> None:
@@ -97,11 +104,12 @@ class CUDACodegen(CFamilyCodegen):
             return
         self.uses_wmma = True
         m, n, k = (int(x) for x in str(info["fragment_shape"]).split(","))
-        t = self.type_str(b.dtype)
+        t = _PRECISION.get(b.dtype) or self.type_str(b.dtype)
         args = f"nvcuda::wmma::{kind}, {m}, {n}, {k}, {t}"
         if kind != "accumulator":
             args += f", nvcuda::wmma::{info.get('fragment_layout', 'row_major')}"
         self.fragment_names[b.data] = self.buffer_name(b)
+        self.fragment_types[b.data] = f"nvcuda::wmma::fragment<{args}>"
         self.emit(ind, f"nvcuda::wmma::fragment<{args}> {self.buffer_name(b)}[{s.extent.value}];")
         self.stmt(s.body, ind)
 
@@ -120,12 +128,42 @@ class CUDACodegen(CFamilyCodegen):
         if name == "tir.tvm_mma_sync":
             d, a_, b_, c = (f"{self._frag(a[i])}[{self.expr(a[i + 1])}]" for i in (0, 2, 4, 6))
             return f"nvcuda::wmma::mma_sync({d}, {a_}, {b_}, {c})"
+        if name == "tir.tvm_bmma_sync":
+            frags = [f"{self._frag(a[i])}[{self.expr(a[i + 1])}]" for i in (0, 2, 4, 6)]
+            return self._bmma(*frags, *(self.fragment_types[a[i]] for i in (0, 2, 4)))
         if name == "tir.tvm_store_matrix_sync":
             layout = a[7].value if hasattr(a[7], "value") else "row_major"
             frag = f"{self._frag(a[0])}[{self.expr(a[4])}]"
             return (f"nvcuda::wmma::store_matrix_sync({self.expr(a[5])}, {frag}, {self.expr(a[6])}, "
                     f"nvcuda::wmma::mem_{layout})")
         return None
+
+    def _bmma(self, d: str, a: str, b: str, c: str, acc: str, za: str, zb: str) -> str:
+        """``d = c + a . b`` on 1-bit fragments, a . b counting the k where both bits are 1.
+
+        sm_80 and newer have that product (bmmaBitOpAND). sm_75 has only popc(a ^ b), so there the
+        code uses a . b = (popc(a) + popc(b) - popc(a ^ b)) / 2, computing popc(a) and popc(b) of
+        each row and column as XOR products with a zero fragment; the accumulators' elements are
+        combined one by one (fragments of one type share their element layout)."""
+        self.bmma_temps += 1
+        k = self.bmma_temps
+        xor = "nvcuda::wmma::experimental::bmmaBitOpXOR"
+        return (
+            "\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800\n"
+            f"{{ {acc} kb_x{k}, kb_pa{k}, kb_pb{k}; {za} kb_za{k}; {zb} kb_zb{k};\n"
+            f"  nvcuda::wmma::fill_fragment(kb_x{k}, 0); nvcuda::wmma::fill_fragment(kb_pa{k}, 0);\n"
+            f"  nvcuda::wmma::fill_fragment(kb_pb{k}, 0); nvcuda::wmma::fill_fragment(kb_za{k}, 0);\n"
+            f"  nvcuda::wmma::fill_fragment(kb_zb{k}, 0);\n"
+            f"  nvcuda::wmma::bmma_sync(kb_x{k}, {a}, {b}, kb_x{k}, {xor});\n"
+            f"  nvcuda::wmma::bmma_sync(kb_pa{k}, {a}, kb_zb{k}, kb_pa{k}, {xor});\n"
+            f"  nvcuda::wmma::bmma_sync(kb_pb{k}, kb_za{k}, {b}, kb_pb{k}, {xor});\n"
+            f"  for (int kb_t = 0; kb_t < kb_x{k}.num_elements; ++kb_t) {{\n"
+            f"    {d}.x[kb_t] = {c}.x[kb_t] + (kb_pa{k}.x[kb_t] + kb_pb{k}.x[kb_t] - kb_x{k}.x[kb_t]) / 2;\n"
+            "  } }\n"
+            "#else\n"
+            f"nvcuda::wmma::bmma_sync({d}, {a}, {b}, {c}, nvcuda::wmma::experimental::bmmaBitOpAND)\n"
+            "#endif\n"
+        )
 
     def dialect_call(self, e: Call) -> str:
         name = e.op.name

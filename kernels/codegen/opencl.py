@@ -13,6 +13,7 @@ class OpenCLCodegen(CFamilyCodegen):
     restrict = "restrict"
     shared_qualifier = "__local"
     global_qualifier = "__global "
+    pointer_spaces = {"global": "__global ", "shared": "__local "}
     helper_qualifier = "inline"
     int_types = {"int8": "char", "int16": "short", "int32": "int", "int64": "long", "uint8": "uchar",
                  "uint16": "ushort", "uint32": "uint", "uint64": "ulong", "bool": "bool"}

@@ -39,6 +39,7 @@ from .intrin import lower_intrinsics
 from .loop_partition import partition_loops
 from .schedule_ops import check_attachments, inline_bodies, schedule_to_stmt
 from .storage_sync import insert_storage_sync
+from .subbyte import lower_subbyte
 from .tensor_core import rewrite_tensor_core
 from .te_stmt import ThreadAllReduce
 from .unroll import unroll_loops
@@ -341,6 +342,8 @@ PASSES: List[Pass] = [
 TARGET_PASSES: List[Pass] = [
     Pass("rewrite_tensor_core", _target_body(rewrite_tensor_core),
          "the tensor_core pragma: warp-wide WMMA fragments on CUDA where the tile allows (plain code else)"),
+    Pass("lower_subbyte", lambda f, t: f.with_body(lower_subbyte(f.body, f.buffers)),
+         "int4/int1 accesses -> 32-bit words of packed data (shift and mask), or one int32 per element"),
     Pass("lower_thread_allreduce", _target_body(lower_thread_allreduce),
          "cross-thread reductions -> warp shuffles or shared-memory trees"),
     Pass("lower_intrinsics", _target_body(lower_intrinsics), "tir.exp & co -> the target's math calls"),

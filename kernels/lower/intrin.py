@@ -21,7 +21,8 @@ BUILTIN = {
     "tir.bitwise_or", "tir.if_then_else", "tir.tvm_call_packed", "tir.tvm_stack_make_array",
     "tir.address_of", "tir.type_annotation",
     # WMMA fragment operations (kernels.lower.tensor_core; printed by the CUDA printer)
-    "tir.tvm_fill_fragment", "tir.tvm_load_matrix_sync", "tir.tvm_mma_sync", "tir.tvm_store_matrix_sync",
+    "tir.tvm_fill_fragment", "tir.tvm_load_matrix_sync", "tir.tvm_mma_sync", "tir.tvm_bmma_sync",
+    "tir.tvm_store_matrix_sync",
 }
 
 #: float functions with the same name in C99 <math.h> (float: suffix f), CUDA and OpenCL C

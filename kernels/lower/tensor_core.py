@@ -8,16 +8,30 @@ Where it applies. A stage cached in registers (``C.local``, allocated per thread
 tiles; after the loop each thread stores its ``C.local`` to the output. The pass works out, by
 evaluating the index expressions for every lane of every warp of a block, what each warp computes:
 which rows and columns of the output (an m x n tile), which elements of the shared tiles it reads at
-each step of 16 along k (an m x 16 tile of A and a 16 x n tile of B, row- or column-major, with
-their leading dimensions), and where its tile of the output lies. Where that is a fragment shape
-WMMA has — 16x16x16, 8x32x16 or 32x8x16 for float16 -> float32 and int8 -> int32 — with aligned
-tiles and legal leading dimensions, the per-thread code becomes::
+each step of k along the reduction (an m x k tile of A and a k x n tile of B, row- or column-major,
+with their leading dimensions), and where its tile of the output lies. Where that is a fragment
+shape WMMA has — 16x16x16, 8x32x16 or 32x8x16 for float16 -> float32 and int8 -> int32; 8x8x32
+for int4 -> int32 (``precision::s4``) and 8x8x128 for int1 -> int32 (``precision::b1``), both with
+A row-major and B column-major (the tutorial's layout TN) — with aligned tiles and legal leading
+dimensions, the per-thread code becomes::
 
     fragment<accumulator> acc;  fill_fragment(acc, 0)
     for ko: (the cooperative fetches into shared memory, unchanged)
         for each k step: load_matrix_sync(a, &A.shared[...], lda); load_matrix_sync(b, ...);
                          mma_sync(acc, a, b, acc)
     store_matrix_sync(&C[...], acc, ldc, mem_row_major)
+
+Alignment: PTX requires the first element of an operand tile, and every row (column) start, to be
+aligned to the size of one thread's share of the fragment (PTX ISA, "Matrix Storage for WMMA"):
+32 bytes for float16 operands, 4 to 16 bytes for int8, 4 bytes for int4 and int1. The pass asks for
+that and at least 16 bytes (the leading dimensions are multiples of 16 bytes), so the tutorial's
+shared tiles padded by 16 bytes (storage_align offset 16 for int8, 32 for int4, 128 for int1) and
+its k steps of 16 bytes are legal as they are.
+
+1-bit products: ``bmma_sync`` counts the k where both bits are set (``bmmaBitOpAND``) on sm_80 and
+newer; sm_75 has only XOR, and the CUDA printer uses a.b = (popc(a) + popc(b) - popc(a ^ b)) / 2
+there (an ``#if __CUDA_ARCH__`` in the source). int4 and int1 tiles are read from shared memory as
+packed words (kernels.lower.subbyte), so their fetch must copy whole bytes of packed data.
 
 Anywhere else (another target, a shape or layout WMMA lacks, a bounds check inside the tile, a
 block that is not whole warps) the plain code stays — it computes the same product — and the reason
@@ -36,6 +50,7 @@ from ..tir.expr import (Add, Buffer, BufferLoad, Call, Cast, FloatImm, IntImm, M
 from ..tir.functor import collect, rewrite_stmts, substitute
 from ..tir.simplify import simplify
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, SeqStmt, Stmt, seq
+from .subbyte import SUBBYTE_BITS, packable, word_address
 
 __all__ = ["rewrite_tensor_core", "PRAGMA", "FRAGMENT_SHAPES", "TensorCoreMiss"]
 
@@ -45,9 +60,21 @@ log = logging.getLogger("kernels.tensor_core")
 PRAGMA = "tensor_core"
 #: (m, n, k) fragment shapes WMMA has for float16 and int8 inputs
 FRAGMENT_SHAPES = ((16, 16, 16), (8, 32, 16), (32, 8, 16))
-#: input dtype -> (C type of the fragment element, accumulator dtype, ldm multiple for the inputs)
-_INPUTS = {"float16": ("half", "float32", 8), "int8": ("signed char", "int32", 16),
-           "uint8": ("unsigned char", "int32", 16)}
+#: input dtype -> (fragment shapes, accumulator dtype, ldm multiple for the inputs (16 bytes), bits)
+_INPUTS = {"float16": (FRAGMENT_SHAPES, "float32", 8, 16), "int8": (FRAGMENT_SHAPES, "int32", 16, 8),
+           "uint8": (FRAGMENT_SHAPES, "int32", 16, 8),
+           "int4": (((8, 8, 32),), "int32", 32, 4), "uint4": (((8, 8, 32),), "int32", 32, 4),
+           "int1": (((8, 8, 128),), "int32", 128, 1)}
+
+
+def _fragment_bytes(dtype: str, rows: int, cols: int) -> int:
+    """Bytes of one thread's share of an operand fragment of ``rows x cols`` elements: the
+    alignment PTX requires of the fragment's first element and of every row (column) start
+    (PTX ISA, "Matrix Storage for WMMA"). float16 operands are 8 registers (32 bytes) whatever the
+    shape; integer operands are spread over the 32 lanes without copies."""
+    if dtype == "float16":
+        return 32
+    return rows * cols * _INPUTS[dtype][3] // (8 * 32)
 
 
 class TensorCoreMiss(Exception):
@@ -264,15 +291,16 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
     kvars = [f for f in inner if f.loop_var in set(collect(lx.indices[0], lambda n: isinstance(n, Var)))
              and f.loop_var in set(collect(ly.indices[0], lambda n: isinstance(n, Var)))
              and f.loop_var not in set(collect(upd.indices[0], lambda n: isinstance(n, Var)))]
-    kext = simplify(kvars[0].extent) if len(kvars) == 1 else None
-    if not (isinstance(kext, IntImm) and kext.value == 16):
-        raise TensorCoreMiss("the reduction step inside the register copies is not 16 long")
-    ki = kvars[0]
-    tile_loops = [f for f in inner if f is not ki]
     dt_in = str(sx.dtype)
     if dt_in not in _INPUTS or str(sy.dtype) != dt_in:
-        raise TensorCoreMiss(f"inputs of type {sx.dtype}/{sy.dtype}: WMMA takes float16 or int8")
-    ctype, acc_dtype, ldm_mult = _INPUTS[dt_in]
+        raise TensorCoreMiss(f"inputs of type {sx.dtype}/{sy.dtype}: WMMA takes float16, int8, int4 or int1")
+    shapes, acc_dtype, ldm_mult, bits = _INPUTS[dt_in]
+    K = shapes[0][2]
+    kext = simplify(kvars[0].extent) if len(kvars) == 1 else None
+    if not (isinstance(kext, IntImm) and kext.value == K):
+        raise TensorCoreMiss(f"the reduction step inside the register copies is not {K} long ({dt_in})")
+    ki = kvars[0]
+    tile_loops = [f for f in inner if f is not ki]
     if str(acc.dtype) != acc_dtype:
         raise TensorCoreMiss(f"{dt_in} inputs accumulate in {acc_dtype}, not {acc.dtype}")
 
@@ -323,7 +351,7 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
         rows = sorted({r for r, _ in cells})
         cols = sorted({c for _, c in cells})
         m, n = len(rows), len(cols)
-        if (m, n, 16) not in FRAGMENT_SHAPES or len(cells) != m * n or rows[-1] - rows[0] != m - 1 or \
+        if (m, n, K) not in shapes or len(cells) != m * n or rows[-1] - rows[0] != m - 1 or \
                 cols[-1] - cols[0] != n - 1:
             raise TensorCoreMiss(f"warp {w} computes a {m} x {n} block of outputs, not a WMMA tile")
         if shape is not None and shape != (m, n):
@@ -353,8 +381,8 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
     b_src = sy if a_src is sx else sx
     a_load, b_load = (lx, ly) if a_src is sx else (ly, lx)
     a_fill, b_fill = (fx, fy) if a_src is sx else (fy, fx)
-    _, asr, ask = _affine(w0[3], m, 16)
-    _, bsk, bsc = _affine(w0[4], 16, n)
+    _, asr, ask = _affine(w0[3], m, K)
+    _, bsk, bsc = _affine(w0[4], K, n)
     layouts = []
     for sr_, sc_, what in ((asr, ask, "A"), (bsk, bsc, "B")):
         if sc_ == 1:
@@ -364,14 +392,26 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
         else:
             raise TensorCoreMiss(f"the {what} tile is neither row- nor column-major in shared memory")
     (la, lda), (lb, ldb) = layouts
+    if bits < 8 and (la, lb) != ("row_major", "col_major"):
+        raise TensorCoreMiss(f"{dt_in} WMMA takes A row-major and B column-major (layout TN), not A {la} "
+                             f"and B {lb}")
+    if bits < 8:
+        for src in (sx, sy):
+            alloc = [x for x in collect(ko, lambda q: isinstance(q, Allocate)) if x.buffer is src]
+            if not alloc or not packable(alloc[0], lambda b: b.scope == "global"):
+                raise TensorCoreMiss(
+                    f"the shared tile {src.name} is not filled by copies of whole bytes of packed "
+                    f"{dt_in} words (its fetch moves elements one by one), so WMMA cannot read it")
     if lda % ldm_mult or ldb % ldm_mult:
         raise TensorCoreMiss(f"leading dimensions {lda}, {ldb} are not multiples of {ldm_mult}")
     for _w, _r, _c, ta, tb, _src, _cells in info:
-        for t, rr, cc in ((ta, m, 16), (tb, 16, n)):
+        for t, rr, cc in ((ta, m, K), (tb, K, n)):
             _, s1, s2 = _affine(t, rr, cc)
             if (s1, s2) != ((asr, ask) if t is ta else (bsk, bsc)):
                 raise TensorCoreMiss("the warps read their tiles with different strides")
-    esize = 2 if dt_in == "float16" else 1
+    # alignment (bytes) of each operand's first element: PTX's fragment size, at least the 16 bytes
+    # the leading dimensions are multiples of
+    align = {"A": max(16, _fragment_bytes(dt_in, m, K)), "B": max(16, _fragment_bytes(dt_in, K, n))}
     # symbolic bases: evaluated at each warp's first lane, the k-step loops kept symbolic
     # the thread indices of this thread's warp's first lane (x fastest, then y, then z)
     strides = (("x", 1, X), ("y", X, Y), ("z", X * Y, None))
@@ -397,20 +437,21 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
 
     a_base = base_expr(a_load, a_fill)
     b_base = base_expr(b_load, b_fill)
-    # check the symbolic bases against every warp (k loops at 0) and alignment (32 bytes)
+    # check the symbolic bases against every warp (k loops at 0) and their alignment
     for w, _r, _c, ta, tb, _src, _cells in info:
         env = {**lane_env(32 * w), **kl_env}
         for base, t, what in ((a_base, ta, "A"), (b_base, tb, "B")):
             if _ev(base, env) != t[(0, 0)]:
                 raise TensorCoreMiss(f"the {what} tile of warp {w} does not start where its first lane reads")
-            if (t[(0, 0)] * esize) % 32:
-                raise TensorCoreMiss(f"the {what} tile of warp {w} is not 32-byte aligned")
+            if (t[(0, 0)] * bits) % (8 * align[what]):
+                raise TensorCoreMiss(f"the {what} tile of warp {w} is not {align[what]}-byte aligned")
     for f in k_loops:
         ext = simplify(f.extent).value
         for v in range(ext):
             env = {**lane_env(0), **kl_env, f.loop_var: v}
-            if (_ev(a_base, env) * esize) % 32 or (_ev(b_base, env) * esize) % 32:
-                raise TensorCoreMiss("a k step's tile is not 32-byte aligned")
+            for base, what in ((a_base, "A"), (b_base, "B")):
+                if (_ev(base, env) * bits) % (8 * align[what]):
+                    raise TensorCoreMiss(f"the {what} tile of a k step is not {align[what]}-byte aligned")
     # the output tile: row-major with the output's row length
     out_tab = {(row - r0, col - c0): row * out_cols + col for row, col in cells0}
     _, csr, csc = _affine(out_tab, m, n)
@@ -426,7 +467,7 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
         if _ev(c_base, env) != wr0 * out_cols + wc0:
             raise TensorCoreMiss(f"the output tile of warp {w} does not start where its first lane writes")
     return _emit(acc_alloc, ko, path, outer_local, a_src, b_src, a_base, b_base, c_base, out_buf,
-                 (m, n, 16), (la, lda), (lb, ldb), out_cols, ctype, acc_dtype)
+                 (m, n, K), (la, lda), (lb, ldb), out_cols, None, acc_dtype)
 
 
 def _call(name: str, *args) -> Evaluate:
@@ -442,6 +483,8 @@ def _op(name):
 
 
 def _addr(buf: Buffer, index: PrimExpr) -> PrimExpr:
+    if buf.dtype in SUBBYTE_BITS:  # packed 32-bit words (kernels.lower.subbyte)
+        return word_address(buf, index)
     return Call("handle", _op("tir.address_of"), (BufferLoad(buf, (index,)),))
 
 
@@ -454,7 +497,8 @@ def _emit(acc_alloc, ko, path, outer_local, a_src, b_src, a_base, b_base, c_base
     step = seq(
         _call("tir.tvm_load_matrix_sync", frag_a.data, m, n, k, 0, _addr(a_src, a_base), la[1], la[0]),
         _call("tir.tvm_load_matrix_sync", frag_b.data, m, n, k, 0, _addr(b_src, b_base), lb[1], lb[0]),
-        _call("tir.tvm_mma_sync", frag_c.data, 0, frag_a.data, 0, frag_b.data, 0, frag_c.data, 0),
+        _call("tir.tvm_bmma_sync" if a_src.dtype == "int1" else "tir.tvm_mma_sync", frag_c.data, 0,
+              frag_a.data, 0, frag_b.data, 0, frag_c.data, 0),
     )
     step = _fragment(frag_a, mnk, la[0], _fragment(frag_b, mnk, lb[0], step))
 

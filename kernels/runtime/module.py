@@ -31,7 +31,7 @@ import numpy as np
 
 from kernels.errors import ArgumentError, BuildError, DeviceError, PackedFuncError
 from kernels.runtime.device import Device, unavailable_reason
-from kernels.runtime.ndarray import NDArray, from_numpy_nocopy, normalize_dtype
+from kernels.runtime.ndarray import PACKED_PER_WORD, NDArray, from_numpy_nocopy, normalize_dtype
 from kernels.runtime.spec import (
     DerivedDim,
     FuncSpec,
@@ -589,7 +589,7 @@ class Module:
                     f"must be on one device"
                 )
             if array.dtype != self._arg_dtypes[len(arrays)]:
-                raise ArgumentError(f"{where}: dtype is {array.dtype}, expected {arg.dtype}")
+                array = _packed_words_view(where, array, arg, self._arg_dtypes[len(arrays)])
             if array.ndim != len(arg.shape):
                 raise ArgumentError(
                     f"{where}: has {array.ndim} dimension(s) (shape {array.shape}), expected "
@@ -732,6 +732,39 @@ def _scalar_value(sc: ScalarArg, value: Any) -> Union[int, float]:
     if not info.min <= value <= info.max:
         raise ArgumentError(f"{where}: {value} does not fit in {sc.dtype} ({info.min} .. {info.max})")
     return value
+
+
+def _packed_words_view(where: str, array: NDArray, arg: Any, dtype: str) -> NDArray:
+    """An int4/uint4/int1 argument given as its packed 32-bit words (an int32 or uint32 array whose
+    last dimension is the tensor's divided by the elements a word holds), viewed with the tensor's
+    dtype and logical shape; anything else is an :class:`ArgumentError` naming the argument."""
+    per = PACKED_PER_WORD.get(dtype)
+    if per is None:
+        raise ArgumentError(f"{where}: dtype is {array.dtype}, expected {arg.dtype}")
+    want = "()"
+    if arg.shape:
+        last = arg.shape[-1]
+        text = getattr(last, "text", str(last))
+        packed_last = str(last // per) if isinstance(last, int) else f"{text}/{per}"
+        want = _shape_text(arg.shape[:-1] + (packed_last,))
+    if array.dtype not in ("int32", "uint32"):
+        raise ArgumentError(
+            f"{where}: dtype is {array.dtype}, expected {arg.dtype}: an {arg.dtype} NDArray, or its packed "
+            f"words ({per} elements a 32-bit word, element 0 in the highest bits) as an int32 or uint32 "
+            f"array of shape {want}")
+    if array.ndim != len(arg.shape) or not arg.shape:
+        raise ArgumentError(
+            f"{where}: has {array.ndim} dimension(s) (shape {array.shape}), expected {len(arg.shape)}: "
+            f"the packed words of {arg.dtype} shape {_shape_text(arg.shape)} have shape {want}")
+    last = arg.shape[-1]
+    if isinstance(last, int) and (last % per or array.shape[-1] * per != last):
+        what = (f"shape {want}" if last % per == 0 else
+                f"a last dimension of {last}, not a multiple of {per}, which cannot be packed")
+        raise ArgumentError(
+            f"{where}: an {arg.dtype} tensor of shape {_shape_text(arg.shape)} is passed as {array.dtype} "
+            f"words packing {per} elements each, so it needs {what}; got shape {array.shape}")
+    logical = array.shape[:-1] + (array.shape[-1] * per,)
+    return NDArray(logical, dtype, array.device, array.handle)
 
 
 def launch_dims(

@@ -19,7 +19,7 @@ import numpy as np
 from kernels.errors import ArgumentError, DeviceError
 from kernels.runtime.device import Device, cpu, cuda_context, cuda_driver, opencl_handle, require
 
-__all__ = ["NDArray", "array", "empty", "SUPPORTED_DTYPES", "normalize_dtype"]
+__all__ = ["NDArray", "array", "empty", "SUPPORTED_DTYPES", "PACKED_PER_WORD", "normalize_dtype"]
 
 #: dtypes an NDArray may hold (besides the packed sub-byte types)
 SUPPORTED_DTYPES = (
@@ -39,6 +39,8 @@ SUPPORTED_DTYPES = (
 
 # packed sub-byte types: bits per element, numpy dtype of the 32-bit storage words
 _PACKED = {"int4": (4, "int32"), "uint4": (4, "uint32"), "int1": (1, "uint32")}
+#: packed sub-byte dtype -> elements a 32-bit word holds
+PACKED_PER_WORD = {name: 32 // bits for name, (bits, _) in _PACKED.items()}
 
 ShapeLike = Union[int, Sequence[int]]
 

@@ -145,11 +145,19 @@ class LocalBuilder:
 
 
 def random_args(tensors: Sequence[Any], rng: np.random.Generator) -> List[np.ndarray]:
-    """Random host arrays for a candidate's argument tensors (floats in [0, 1), small integers)."""
+    """Random host arrays for a candidate's argument tensors (floats in [0, 1), small integers;
+    int4 / int1 tensors as random packed 32-bit words, 8 resp. 32 elements a word)."""
+    from ..runtime.ndarray import PACKED_PER_WORD
+
     out = []
     for t in tensors:
         shape = tuple(int(d) for d in t.shape)
-        dt = np.dtype(str(t.dtype)) if str(t.dtype) not in ("int4", "int1", "uint1") else np.dtype("int32")
+        per = PACKED_PER_WORD.get(str(t.dtype))
+        if per is not None:
+            words = shape[:-1] + (shape[-1] // per,)
+            out.append(rng.integers(0, 2**32, size=words, dtype=np.uint64).astype(np.uint32).view(np.int32))
+            continue
+        dt = np.dtype(str(t.dtype))
         if dt.kind == "f":
             out.append(rng.uniform(size=shape).astype(dt))
         elif dt.kind in "iu":

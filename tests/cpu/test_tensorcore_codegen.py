@@ -26,14 +26,25 @@ def tutorial():
     return tensorcore_tutorial()
 
 
-def _source(tutorial, dtype, layout, cfg, n=256, arch="sm_80"):
+#: generated sources by (dtype, layout, config, size): the text does not depend on the architecture
+#: (int1's sm_75 path is an #if in the source), so each is made once and compiled for every one
+_SOURCES: dict = {}
+
+
+def _source(tutorial, dtype, layout, cfg, n=None, arch="sm_80", fresh=False):
+    # int1 steps 128 along k: a reduction of 256 would make the pragma'd loop a single step
+    n = n or (512 if dtype == "int1" else 256)
+    key = (dtype, layout, cfg, n)
+    if key in _SOURCES and not fresh:
+        return _SOURCES[key]
     autotvm = tutorial["autotvm"]
     tutorial.update(N=n, L=n, M=n)
     task = autotvm.task.create("tutorial/auto_tensorcore/test_gemm", args=(n, n, n, dtype, layout),
                                target="cuda")
     bx, by, step_k, v = cfg
     s, bufs = task.instantiate(task.config_space.index_of(dict(bx=bx, by=by, step_k=step_k, v=v)))
-    return build_spec(s, bufs, f"cuda -arch={arch}").source
+    _SOURCES[key] = build_spec(s, bufs, f"cuda -arch={arch}").source
+    return _SOURCES[key]
 
 
 @pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
@@ -54,20 +65,78 @@ def test_float16_becomes_wmma(tutorial, layout, cfg):
     assert src.count("__syncthreads()") == 2
 
 
-def test_int8_becomes_wmma_where_its_tiles_are_aligned(tutorial):
-    src = _source(tutorial, "int8", "NN", (4, 8, 1, 4))
-    assert "fragment<nvcuda::wmma::matrix_a, 8, 32, 16, signed char, nvcuda::wmma::row_major>" in src
-    assert "fragment<nvcuda::wmma::accumulator, 8, 32, 16, int>" in src
+#: one configuration a layout for int8: the tutorial's shared tiles padded by 16 bytes (storage_align
+#: offset 16) and k steps of 16 bytes; (layout, (bx, by, step_k, v), fragment shape)
+INT8_CONFIGS = [("NN", (4, 16, 2, 8), "16, 16, 16"), ("NT", (4, 16, 2, 8), "16, 16, 16"),
+                ("TN", (2, 32, 4, 16), "16, 16, 16"), ("TT", (8, 32, 4, 16), "16, 16, 16"),
+                ("NN", (4, 8, 1, 4), "8, 32, 16")]
+
+
+@pytest.mark.parametrize("layout, cfg, shape", INT8_CONFIGS)
+def test_int8_becomes_wmma_in_every_layout(tutorial, layout, cfg, shape):
+    src = _source(tutorial, "int8", layout, cfg)
+    assert src.count("nvcuda::wmma::mma_sync") == 1, src
+    a_major = "col_major" if layout[1] == "T" else "row_major"
+    b_major = "col_major" if layout[0] == "T" else "row_major"
+    assert f"fragment<nvcuda::wmma::matrix_a, {shape}, signed char, nvcuda::wmma::{a_major}>" in src
+    assert f"fragment<nvcuda::wmma::matrix_b, {shape}, signed char, nvcuda::wmma::{b_major}>" in src
+    assert f"fragment<nvcuda::wmma::accumulator, {shape}, int>" in src
+    assert "_local[" not in src
+
+
+#: int4 / int1 in layout TN: (bx, by, step_k, v) -> how the fetch moves the packed words
+SUBBYTE_CONFIGS = [(4, 16, 2, 8), (8, 32, 1, 32), (4, 32, 2, 16)]
+
+
+@pytest.mark.parametrize("cfg", SUBBYTE_CONFIGS)
+def test_int4_becomes_wmma_8x8x32_s4(tutorial, cfg):
+    src = _source(tutorial, "int4", "TN", cfg)
+    assert src.count("nvcuda::wmma::mma_sync") == 1 and "bmma" not in src, src
+    s4 = "nvcuda::wmma::experimental::precision::s4"
+    assert f"fragment<nvcuda::wmma::matrix_a, 8, 8, 32, {s4}, nvcuda::wmma::row_major>" in src
+    assert f"fragment<nvcuda::wmma::matrix_b, 8, 8, 32, {s4}, nvcuda::wmma::col_major>" in src
+    assert "fragment<nvcuda::wmma::accumulator, 8, 8, 32, int>" in src
+    # the shared tiles hold packed words (8 elements a word): by rows of step_k * 32 elements, the row
+    # stride raised to 32 modulo 64 (storage_align(factor 64, offset 32))
+    _bx, by, step_k, _v = cfg
+    row = step_k * 32
+    assert f"__shared__ __align__(32) int A_shared[{by * (row + (32 - row % 64) % 64) // 8}];" in src
+    assert "_local[" not in src
+
+
+@pytest.mark.parametrize("dtype, cfg, moves", [("int4", (4, 16, 2, 4), "ushort"),
+                                               ("int1", (4, 16, 2, 8), "uchar")])
+def test_fetches_of_less_than_a_word_move_bytes_or_half_words(tutorial, dtype, cfg, moves):
+    # 4 int4 or 8 int1 elements a thread: the packed words are filled a half word / byte at a time
+    src = _source(tutorial, dtype, "TN", cfg)
+    assert "mma_sync" in src
+    assert f"(({moves}*)A_shared)[" in src and f"(({moves}*)A)[" in src
+    assert f"(({moves}*)B_shared)[" in src and f"(({moves}*)B)[" in src
+
+
+@pytest.mark.parametrize("cfg", SUBBYTE_CONFIGS)
+def test_int1_becomes_bmma_8x8x128_b1(tutorial, cfg):
+    src = _source(tutorial, "int1", "TN", cfg)
+    b1 = "nvcuda::wmma::experimental::precision::b1"
+    assert f"fragment<nvcuda::wmma::matrix_a, 8, 8, 128, {b1}, nvcuda::wmma::row_major>" in src
+    assert f"fragment<nvcuda::wmma::matrix_b, 8, 8, 128, {b1}, nvcuda::wmma::col_major>" in src
+    assert "nvcuda::wmma::mma_sync" not in src
+    # AND on sm_80 and newer; XOR and the popcount correction on sm_75, chosen when nvcc compiles
+    assert src.count("bmmaBitOpAND") == 1 and src.count("__CUDA_ARCH__ < 800") == 1
+    assert src.count("nvcuda::wmma::bmma_sync(") == 4
+    assert "(kb_pa1.x[kb_t] + kb_pb1.x[kb_t] - kb_x1.x[kb_t]) / 2" in src
 
 
 @pytest.mark.parametrize("dtype, layout, cfg, why", [
     ("float16", "NN", (2, 8, 2, 8), "16 threads a block is not whole warps"),
-    ("int8", "NN", (4, 16, 2, 8), "not 32-byte aligned"),
     ("int8", "NT", (4, 8, 1, 4), "leading dimensions 8, 48 are not multiples of 16"),
+    ("int4", "TN", (2, 8, 2, 8), "16 threads a block is not whole warps"),
+    ("int1", "TN", (4, 16, 1, 4),
+     "the shared tile A.shared is not filled by copies of whole bytes of packed int1"),
 ])
 def test_configurations_wmma_cannot_take_stay_plain_and_say_why(tutorial, caplog, dtype, layout, cfg, why):
     with caplog.at_level(logging.DEBUG, logger="kernels.tensor_core"):
-        src = _source(tutorial, dtype, layout, cfg)
+        src = _source(tutorial, dtype, layout, cfg, fresh=True)
     assert "wmma" not in src and "_local[" in src
     assert any(why in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
 
@@ -81,13 +150,17 @@ def test_the_pragma_is_plain_code_off_cuda(tutorial):
     assert "wmma" not in build_spec(s, bufs, "opencl").source
 
 
+#: what each architecture builds: (dtype, layout, config); int4 / int1 WMMA exist from sm_75 on, and
+#: CUDA 13's nvcc builds them for every architecture it supports
+COMPILED = [("float16", "TN", (4, 16, 2, 8)), ("int8", "NN", (4, 8, 1, 4)), ("int8", "TT", (8, 32, 4, 16)),
+            ("int4", "TN", (4, 16, 2, 8)), ("int1", "TN", (4, 16, 2, 8))]
+
+
 @needs_nvcc
 @pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90"])
-def test_wmma_sources_compile_for_every_architecture(tutorial, arch, tmp_path):
-    for dtype, layout, cfg in (("float16", "TN", (4, 16, 2, 8)), ("int8", "NN", (4, 8, 1, 4))):
+def test_wmma_sources_compile_for_every_architecture(tutorial, arch):
+    for dtype, layout, cfg in COMPILED:
         src = _source(tutorial, dtype, layout, cfg, arch=arch)
-        path = tmp_path / f"{dtype}_{arch}.cu"
-        path.write_text(src)
+        assert re.search(r"b?mma_sync", src), (dtype, layout)
         out = nvcc.compile_cuda(src, target_format="cubin", arch=arch)
-        assert out[:4] == b"\x7fELF"
-        assert re.search(r"mma_sync", src)
+        assert out[:4] == b"\x7fELF", (dtype, layout)
