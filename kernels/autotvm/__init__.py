@@ -26,5 +26,6 @@ from . import task, tuner
 
 __all__ = ["template", "get_config", "task", "tuner", "callback", "record", "ConfigSpace", "ConfigEntity",
            "FallbackConfigEntity", "ApplyConfig", "DispatchContext", "FallbackContext", "LocalBuilder",
-           "LocalRunner", "RayBuilder", "RayRunner", "MeasureErrorNo", "MeasureInput", "MeasureResult", "measure_option",
+           "LocalRunner", "RayBuilder", "RayRunner", "MeasureErrorNo", "MeasureInput", "MeasureResult",
+           "measure_option",
            "ApplyHistoryBest", "apply_history_best"]

@@ -11,9 +11,11 @@ of each repeat is one cost). Every failure becomes a :class:`MeasureResult` with
 ``measure_option(builder, runner)`` bundles the two, as autotvm's does; ``builder="local"`` and
 ``runner=LocalRunner(...)`` are the in-process pair; :class:`~kernels.tuning.ray_measure.RayBuilder`
 and :class:`~kernels.tuning.ray_measure.RayRunner` spread the same work over a Ray cluster (their
-builds come back as bytes, :attr:`BuildResult.artifact`, which either runner loads). A harness (``kbench tune``) can pass its own
-runner object with the same ``run(inputs, build_results)`` method (for example one that times with
-its own measurement method on GPU workers).
+builds come back as bytes, :attr:`BuildResult.artifact`, which either runner loads). A harness
+(``kbench tune``) can pass its own runner object with the same ``run(inputs, build_results)`` method
+(for example one that times with its own measurement method on GPU workers). When the runner has
+``get_build_kwargs()`` and the builder ``set_build_kwargs()``, ``measure_option`` hands the one to
+the other (the CUDA architecture of the runner's GPUs), as autotvm does.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import numpy as np
 
 __all__ = ["MeasureErrorNo", "MeasureInput", "MeasureResult", "BuildResult", "ArgInfo", "LocalBuilder",
            "LocalRunner", "measure_option", "create_measure_batch", "random_args", "arg_infos",
-           "time_candidate", "reference_outputs"]
+           "time_candidate", "reference_outputs", "with_cuda_arch"]
 
 logger = logging.getLogger("autotvm")
 
@@ -120,6 +122,18 @@ class BuildResult:
         return self.module
 
 
+def with_cuda_arch(target: Any, arch: Optional[str]) -> Any:
+    """``target`` with ``-arch=arch`` when it is a CUDA target naming no architecture (else itself)."""
+    from ..target import Target
+
+    if not arch:
+        return target
+    tgt = target if isinstance(target, Target) else Target(str(target))
+    if tgt.kind.name != "cuda" or tgt.arch:
+        return target
+    return Target(f"{tgt} -arch={arch}")
+
+
 def _classify_build_error(exc: BaseException) -> int:
     from ..errors import BuildError
 
@@ -143,6 +157,13 @@ class LocalBuilder:
         self.timeout = float(timeout)
         self.n_parallel = int(n_parallel or max(1, (os.cpu_count() or 2)))
 
+        self.cuda_arch: Optional[str] = None
+
+    def set_build_kwargs(self, kwargs: dict) -> None:
+        """Take what the runner says about its device (``{"cuda_arch": "sm_80"}``: CUDA targets that
+        name no architecture are built for that one), as autotvm's builders do."""
+        self.cuda_arch = kwargs.get("cuda_arch") or None
+
     @staticmethod
     def build_one(inp: MeasureInput) -> BuildResult:
         from .. import build as _build
@@ -164,7 +185,9 @@ class LocalBuilder:
     def build(self, inputs: Sequence[MeasureInput]) -> List[BuildResult]:
         out: List[BuildResult] = []
         with ThreadPoolExecutor(max_workers=self.n_parallel) as pool:
-            futures = [pool.submit(self.build_one, inp) for inp in inputs]
+            futures = [pool.submit(self.build_one, MeasureInput(with_cuda_arch(inp.target, self.cuda_arch),
+                                                                inp.task, inp.config))
+                       for inp in inputs]
             for fut in futures:
                 try:
                     out.append(fut.result(timeout=self.timeout))
@@ -293,8 +316,8 @@ class LocalRunner:
             t0 = time.perf_counter()
             if not built.ok:
                 error_no = built.error_no or MeasureErrorNo.UNKNOWN_ERROR
-                out.append(MeasureResult((built.error or "nothing was built",), int(error_no), built.time_cost,
-                                         time.time()))
+                out.append(MeasureResult((built.error or "nothing was built",), int(error_no),
+                                         built.time_cost, time.time()))
                 continue
             try:
                 module = built.load()
@@ -305,7 +328,8 @@ class LocalRunner:
             else:
                 costs, error_no = time_candidate(module, built.args, inp.target, self.number, self.repeat,
                                                  self.min_repeat_ms, self.timeout, ref)
-            out.append(MeasureResult(costs, error_no, built.time_cost + time.perf_counter() - t0, time.time()))
+            spent = built.time_cost + time.perf_counter() - t0
+            out.append(MeasureResult(costs, error_no, spent, time.time()))
             if self.cooldown_interval:
                 time.sleep(self.cooldown_interval)
         return out
@@ -342,6 +366,11 @@ def measure_option(builder: Any = "local", runner: Any = None, **kwargs) -> Meas
     elif isinstance(runner, str):
         raise ValueError(f"measure_option: runner {runner!r} is not supported; use LocalRunner(...) or a "
                          "runner object (RPC runners are outside kbench's scope)")
+    # the runner's device decides what the builder builds for (autotvm's get_build_kwargs)
+    get_kwargs = getattr(runner, "get_build_kwargs", None)
+    set_kwargs = getattr(builder, "set_build_kwargs", None)
+    if callable(get_kwargs) and callable(set_kwargs):
+        set_kwargs(get_kwargs())
     return MeasureOption(builder, runner, dict(kwargs))
 
 

@@ -69,6 +69,7 @@ from .measure import (
     arg_infos,
     reference_outputs,
     time_candidate,
+    with_cuda_arch,
 )
 
 __all__ = ["RayBuilder", "RayRunner", "RayMeasureError", "shutdown"]
@@ -210,13 +211,14 @@ def _where() -> dict:
     return {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
 
 
-def _build_for_transport(task: Any, index: int) -> BuildResult:
-    """Build configuration ``index`` of ``task`` here; the module as bytes, its arguments as shapes."""
+def _build_for_transport(task: Any, index: int, cuda_arch: str | None = None) -> BuildResult:
+    """Build configuration ``index`` of ``task`` here (a CUDA target naming no architecture for
+    ``cuda_arch``); the module as bytes, its arguments as shapes and dtypes."""
     from ..runtime.serialize import module_to_bytes
 
     t0 = time.perf_counter()
     config = task.config_space.get(index)
-    built = LocalBuilder.build_one(MeasureInput(task.target, task, config))
+    built = LocalBuilder.build_one(MeasureInput(with_cuda_arch(task.target, cuda_arch), task, config))
     if built.module is None:
         return built
     try:
@@ -227,7 +229,7 @@ def _build_for_transport(task: Any, index: int) -> BuildResult:
     return BuildResult(args=arg_infos(built.args), time_cost=time.perf_counter() - t0, artifact=artifact)
 
 
-def _build_chunk(key: str, holder: list, items: list) -> Iterator[tuple]:
+def _build_chunk(key: str, holder: list, items: list, cuda_arch: str | None) -> Iterator[tuple]:
     """A build task (a Ray streaming generator): ``("hello", where)``, then per candidate
     ``("start", position)`` and ``("result", position, BuildResult)``."""
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the runtime environment says so too; nothing here uses a GPU
@@ -242,13 +244,13 @@ def _build_chunk(key: str, holder: list, items: list) -> Iterator[tuple]:
         return
     for pos, index in items:
         yield ("start", pos)
-        yield ("result", pos, _build_for_transport(task, index))
+        yield ("result", pos, _build_for_transport(task, index, cuda_arch))
 
 
-def _build_reference(key: str, holder: list) -> BuildResult:
+def _build_reference(key: str, holder: list, cuda_arch: str | None) -> BuildResult:
     """A task building the reference configuration (index 0) of a task, for checking outputs."""
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    return _build_for_transport(_restore_task(key, holder), 0)
+    return _build_for_transport(_restore_task(key, holder), 0, cuda_arch)
 
 
 class RunnerActor:
@@ -263,11 +265,24 @@ class RunnerActor:
         self.references: dict[str, Any] = {}
         import ray
 
-        self.info = {**_where(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+        self.info = {**_where(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+                     "cuda_arch": self.cuda_arch()}
 
     def where(self) -> dict:
-        """The node, process id and GPU ids of this runner."""
+        """The node, process id, GPU ids and CUDA architecture (None: no CUDA device) of this runner."""
         return dict(self.info)
+
+    @staticmethod
+    def cuda_arch() -> str | None:
+        """The CUDA architecture of this runner's GPU (``"sm_90"``), None without a CUDA device."""
+        try:
+            from ..contrib.nvcc import normalize_arch
+            from ..runtime.device import Device
+
+            dev = Device("cuda", 0)
+            return normalize_arch(dev.compute_version) if dev.exist else None
+        except Exception:
+            return None
 
     def run(self, target: str, items: list, ref_key: str | None, ref_holder: list) -> Iterator[tuple]:
         """Run a chunk (a streaming generator): ``("hello", where)``, ``("start", None)`` while the
@@ -474,6 +489,12 @@ class RayBuilder:
         self.n_parallel = n_parallel
         self._options = _cpu_options(runtime_env)
         self._tasks = _TaskRefs()
+        self.cuda_arch: str | None = None
+
+    def set_build_kwargs(self, kwargs: dict) -> None:
+        """Take what the runner says about its GPUs (``{"cuda_arch": "sm_80"}``: CUDA targets naming
+        no architecture are built for that one; the build workers see no GPU to ask)."""
+        self.cuda_arch = kwargs.get("cuda_arch") or None
 
     def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
         """Build ``inputs``; one :class:`BuildResult` each, in their order (errors included)."""
@@ -497,7 +518,7 @@ class RayBuilder:
             task = inputs[positions[0]].task
             key, holder = self._tasks.get(task)
             items = [(p, inputs[p].config.index) for p in positions]
-            gen = remote.options(**self._options).remote(key, holder, items)
+            gen = remote.options(**self._options).remote(key, holder, items, self.cuda_arch)
             return _Job(gen, list(positions), self.timeout)
 
         jobs: list[_Job] = []
@@ -635,8 +656,9 @@ class RayRunner:
         nodes = self.cluster.nodes()
         self._placement = self.cluster.placement((True, self.gpu_model), nodes)
         if self._placement is None:
+            models = ", ".join(self.cluster.gpu_models()) or "none"
             raise RayMeasureError(f"{who}: no node of the Ray cluster has a GPU of model {self.gpu_model!r}; "
-                                  f"GPU models in the cluster: {', '.join(self.cluster.gpu_models()) or 'none'}")
+                                  f"GPU models in the cluster: {models}")
         n = self.cluster.capacity((True, self.gpu_model), nodes)
         if n_parallel is not None:
             n = min(n, _positive(n_parallel, "n_parallel", who, integer=True))
@@ -645,11 +667,13 @@ class RayRunner:
         self._dropped = 0
         self._tasks = _TaskRefs()
         self._references: dict[str, Any] = {}  # task key -> object reference of its reference build
+        self._build_kwargs: dict | None = None
 
     def _choose_model(self, gpu_model: str | None) -> str:
         if gpu_model is not None:
             if not isinstance(gpu_model, str):
-                raise RayMeasureError(f"RayRunner: gpu_model must be a string, got {type(gpu_model).__name__}")
+                raise RayMeasureError(f"RayRunner: gpu_model must be a string, got "
+                                      f"{type(gpu_model).__name__}")
             return gpu_model
         nodes = [n for n in self.cluster.nodes() if n.gpus > 0]
         if not nodes:
@@ -657,8 +681,9 @@ class RayRunner:
                                   "one GPU)")
         models = sorted({n.gpu_model for n in nodes})
         if len(models) > 1:
-            raise RayMeasureError(f"RayRunner: the cluster's GPUs are of several models ({', '.join(models)}); "
-                                  "times of different models are not comparable: choose one with gpu_model=")
+            raise RayMeasureError(f"RayRunner: the cluster's GPUs are of several models "
+                                  f"({', '.join(models)}); times of different models are not comparable: "
+                                  "choose one with gpu_model=")
         return models[0]
 
     # -- actors -----------------------------------------------------------------------------------
@@ -688,20 +713,37 @@ class RayRunner:
         if actor in self._actors:
             self._actors.remove(actor)
             if actor.restarts < self.max_restarts:
-                logger.info("RayRunner: runner%s %s; starting a replacement (%d of %d)", _where_text(actor.info),
-                            why, actor.restarts + 1, self.max_restarts)
+                logger.info("RayRunner: runner%s %s; starting a replacement (%d of %d)",
+                            _where_text(actor.info), why, actor.restarts + 1, self.max_restarts)
                 self._actors.append(self._new_actor(actor.slot, actor.restarts + 1))
             else:
                 self._dropped += 1
-                logger.warning("RayRunner: runner%s %s; it has been replaced %d time(s): its GPU is dropped",
-                               _where_text(actor.info), why, actor.restarts)
+                logger.warning("RayRunner: runner%s %s; it has been replaced %d time(s): its GPU is "
+                               "dropped", _where_text(actor.info), why, actor.restarts)
         others, actor.jobs = actor.jobs, []
         return others
 
+    def get_build_kwargs(self) -> dict:
+        """What builders should know of this runner's GPUs: ``{"cuda_arch": ...}``, the architecture
+        an actor's GPU reports (starting the actors), else that of the GPU model
+        (:func:`kernels.target.arch_of_model`); empty when neither is known."""
+        from ..target import arch_of_model
+
+        if self._build_kwargs is None:
+            arch = None
+            try:
+                arch = next((w["cuda_arch"] for w in self.workers() if w.get("cuda_arch")), None)
+            except Exception as exc:
+                logger.debug("RayRunner: asking the actors for their GPU: %s", exc)
+            arch = arch or (arch_of_model(self.gpu_model) if self.gpu_model else None)
+            self._build_kwargs = {"cuda_arch": arch} if arch else {}
+        return dict(self._build_kwargs)
+
     def workers(self) -> list[dict]:
-        """Where the runner's actors are: node id, process id and GPU ids of each (starting them)."""
+        """Where the runner's actors are (starting them): node id, process id, GPU ids and CUDA
+        architecture of each."""
         self._ensure_actors()
-        return [self.ray.get(a.handle.where.remote()) for a in self._actors]
+        return self.ray.get([a.handle.where.remote() for a in self._actors], timeout=self.startup_timeout)
 
     def close(self) -> None:
         """End the actors (their GPUs go back to the cluster)."""
@@ -721,27 +763,32 @@ class RayRunner:
         ref = self._references.get(key)
         if ref is None:
             ref = self._references[key] = _remote("reference").options(
-                **_cpu_options(self.runtime_env)).remote(key, holder)
+                **_cpu_options(self.runtime_env)).remote(key, holder,
+                                                         self.get_build_kwargs().get("cuda_arch"))
         return ref
 
-    def run(self, inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult]) -> list[MeasureResult]:
+    def run(self, inputs: Sequence[MeasureInput],
+            build_results: Sequence[BuildResult]) -> list[MeasureResult]:
         """Check and time the built candidates; one :class:`MeasureResult` each, in input order."""
         inputs, build_results = list(inputs), list(build_results)
         if len(inputs) != len(build_results):
-            raise RayMeasureError(f"RayRunner.run: {len(inputs)} inputs but {len(build_results)} build results")
+            raise RayMeasureError(f"RayRunner.run: {len(inputs)} inputs but {len(build_results)} build "
+                                  "results")
         out: list[MeasureResult | None] = [None] * len(inputs)
         sendable: dict[int, BuildResult] = {}
         for pos, built in enumerate(build_results):
             if built is None or not built.ok:
                 error = getattr(built, "error", "") or "nothing was built"
                 error_no = getattr(built, "error_no", 0) or MeasureErrorNo.UNKNOWN_ERROR
-                out[pos] = MeasureResult((error,), int(error_no), getattr(built, "time_cost", 0.0), time.time())
+                spent = getattr(built, "time_cost", 0.0)
+                out[pos] = MeasureResult((error,), int(error_no), spent, time.time())
                 continue
             try:
                 sendable[pos] = _transportable(built)
             except Exception as exc:
-                out[pos] = MeasureResult((f"the built module cannot be sent to a runner: {type(exc).__name__}: "
-                                          f"{exc}",), int(MeasureErrorNo.COMPILE_HOST), built.time_cost, time.time())
+                msg = f"the built module cannot be sent to a runner: {type(exc).__name__}: {exc}"
+                error_no = int(MeasureErrorNo.COMPILE_HOST)
+                out[pos] = MeasureResult((msg,), error_no, built.time_cost, time.time())
         if sendable:
             self._run(inputs, sendable, out)
         return out  # type: ignore[return-value]
@@ -755,7 +802,8 @@ class RayRunner:
         chunk = max(1, math.ceil(len(pending) / (2 * max(1, len(self._actors)))))
 
         def finish(pos: int, costs: tuple, error_no: int, seconds: float) -> None:
-            out[pos] = MeasureResult(tuple(costs), int(error_no), builds[pos].time_cost + seconds, time.time())
+            spent = builds[pos].time_cost + seconds
+            out[pos] = MeasureResult(tuple(costs), int(error_no), spent, time.time())
 
         def on_result(pos: int, payload: tuple) -> None:
             finish(pos, *payload)
@@ -772,8 +820,9 @@ class RayRunner:
         def on_fail(job: _Job, exc: BaseException) -> None:
             rest = list(job.todo)
             if job.current is not None:
-                finish(job.current, (f"the runner process died{job.where} while running this candidate: "
-                                     f"{type(exc).__name__}: {_short(exc)}",), MeasureErrorNo.RUNTIME_DEVICE, 0.0)
+                msg = (f"the runner process died{job.where} while running this candidate: "
+                       f"{type(exc).__name__}: {_short(exc)}")
+                finish(job.current, (msg,), MeasureErrorNo.RUNTIME_DEVICE, 0.0)
                 rest.remove(job.current)
             if job.actor is not None:
                 for other in self._replace(job.actor, f"died ({type(exc).__name__})"):
@@ -786,8 +835,8 @@ class RayRunner:
         def on_timeout(job: _Job) -> None:
             rest = list(job.todo)
             if job.current is not None:
-                finish(job.current, (f"running took longer than {self.timeout:g} s{job.where}; the runner was "
-                                     "killed",), MeasureErrorNo.RUN_TIMEOUT, self.timeout)
+                msg = f"running took longer than {self.timeout:g} s{job.where}; the runner was killed"
+                finish(job.current, (msg,), MeasureErrorNo.RUN_TIMEOUT, self.timeout)
                 rest.remove(job.current)
             why = "timed out" if job.current is not None else "did not start or prepare in time"
             for other in self._replace(job.actor, why):
@@ -811,8 +860,8 @@ class RayRunner:
                         key, holder = self._tasks.get(inputs[same[0]].task)
                         ref_key, ref_holder = key, [self._reference(inputs[same[0]].task, key, holder)]
                     items = [(p, builds[p]) for p in same]
-                    gen = actor.handle.run.options(num_returns="streaming").remote(target, items, ref_key,
-                                                                                    ref_holder)
+                    call = actor.handle.run.options(num_returns="streaming")
+                    gen = call.remote(target, items, ref_key, ref_holder)
                     job = _Job(gen, list(same), limit, actor=actor)
                     actor.jobs.append(job)
                     active.append(job)

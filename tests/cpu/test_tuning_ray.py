@@ -21,21 +21,21 @@ import time
 
 import numpy as np
 import pytest
-from kbtest import opencl_available, run, tensorcore_tutorial
+from kbtest import run, tensorcore_tutorial
 
 import kernels as tvm
 from kernels import autotvm, te
 from kernels import meta_schedule as ms
 from kernels.runtime.serialize import ModuleFormatError, module_from_bytes, module_to_bytes
 from kernels.tuning import ray_measure
-from kernels.tuning.measure import MeasureErrorNo, MeasureInput
+from kernels.tuning.measure import LocalRunner, MeasureErrorNo, MeasureInput
 from kernels.tuning.record import load_from_file
 
 ray = pytest.importorskip("ray", reason="the Ray tuning tests need ray (pip install 'kbench[test]')")
 from ray import cloudpickle  # noqa: E402  (after the importorskip above)
 from ray.cluster_utils import Cluster  # noqa: E402
 
-needs_opencl = pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
+needs_opencl = pytest.mark.opencl
 
 # the workers cannot import this test module: its templates travel by value
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -91,8 +91,8 @@ def test_damaged_module_bytes_are_a_format_error():
 def cluster():
     if ray.is_initialized():  # another module's connection: this module needs its own cluster
         ray.shutdown()
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 1, "labels": {"gpu-sku": "H100"},
-                                                      "object_store_memory": 100 * MB})
+    head = {"num_cpus": 1, "num_gpus": 1, "labels": {"gpu-sku": "H100"}, "object_store_memory": 100 * MB}
+    c = Cluster(initialize_head=True, head_node_args=head)
     a100 = c.add_node(num_cpus=1, num_gpus=1, labels={"gpu-sku": "A100"}, object_store_memory=100 * MB)
     c.wait_for_nodes()
     ray.init(address=c.address, log_to_driver=False)
@@ -120,7 +120,8 @@ def test_tutorial_tuning_flow_with_ray_builder_and_runner(cluster, builder, tmp_
     task = autotvm.task.create("tutorial/auto_tensorcore/test_gemm", args=(N, L, M, "int8", "NN"),
                                target="opencl")
     log = tmp_path / "matmul.log"
-    with autotvm.RayRunner(number=2, repeat=2, timeout=60, gpu_model="H100", check_correctness=True) as runner:
+    with autotvm.RayRunner(number=2, repeat=2, timeout=60, gpu_model="H100",
+                           check_correctness=True) as runner:
         option = autotvm.measure_option(builder=builder, runner=runner)
         tuner = autotvm.tuner.XGBTuner(task, plan_size=4, seed=3)
         tuner.tune(n_trial=8, measure_option=option, callbacks=[autotvm.callback.log_to_file(str(log))])
@@ -170,14 +171,80 @@ def test_runs_land_on_the_chosen_gpu_model(cluster, builder, tmp_path):
     assert all(res.error_no == MeasureErrorNo.NO_ERROR for _, res in records)
 
 
+def test_local_and_ray_halves_mix(cluster, builder):
+    """A RayRunner times what LocalBuilder built (the driver sends the module as bytes), and
+    LocalRunner runs what RayBuilder built (loaded from its bytes)."""
+    task = autotvm.task.create("test/ray_scale", args=(128,), target="c")
+    inputs = [MeasureInput(task.target, task, task.config_space.get(i)) for i in (1, 3)]
+    with autotvm.RayRunner(number=1, repeat=2, gpu_model="A100", check_correctness=True) as runner:
+        local_built = autotvm.LocalBuilder().build(inputs)
+        got = runner.run(inputs, local_built)
+    assert [r.error_no for r in got] == [0, 0] and all(len(r.costs) == 2 for r in got)
+    ray_built = builder.build(inputs)
+    assert all(b.module is None and b.artifact for b in ray_built)
+    got = LocalRunner(number=1, repeat=3, check_correctness=True).run(inputs, ray_built)
+    assert [r.error_no for r in got] == [0, 0] and all(len(r.costs) == 3 for r in got)
+
+
+@pytest.mark.nvcc
+def test_cuda_builds_on_cpu_workers_for_the_runners_gpu_model(cluster):
+    """measure_option hands the runner's GPU architecture (A100: sm_80) to the builder; nvcc runs on a
+    CPU worker with the GPUs hidden and the cubin comes back as bytes, loadable without a GPU."""
+    task = autotvm.task.create("test/ray_scale_gpu", args=(256,), target="cuda")
+    builder = autotvm.RayBuilder(timeout=120)
+    with autotvm.RayRunner(gpu_model="A100") as runner:
+        arch = runner.workers()[0]["cuda_arch"] or "sm_80"  # a real GPU's own, else the model's
+        assert runner.get_build_kwargs() == {"cuda_arch": arch}
+        autotvm.measure_option(builder=builder, runner=runner)
+    assert builder.cuda_arch == arch
+    (built,) = builder.build([MeasureInput(task.target, task, task.config_space.get(1))])
+    assert built.error_no == 0, built.error
+    module = built.load()
+    assert module.arch == arch and module.binary[:4] == b"\x7fELF"  # a cubin
+    assert "__global__" in module.imported_modules[0].get_source()
+
+
+@autotvm.template("test/ray_scale_gpu")
+def ray_scale_gpu(n):
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    cfg = autotvm.get_config()
+    cfg.define_knob("threads", [32, 64])
+    xo, xi = s[B].split(B.op.axis[0], factor=cfg["threads"].val)
+    s[B].bind(xo, te.thread_axis("blockIdx.x"))
+    s[B].bind(xi, te.thread_axis("threadIdx.x"))
+    return s, [A, B]
+
+
+@pytest.mark.gpu
+def test_cuda_candidates_run_on_the_runner_actors(cluster, builder, tmp_path):
+    """On a machine with a GPU: the fake GPU nodes' actors see GPU 0 (Ray sets CUDA_VISIBLE_DEVICES
+    to the fake GPU's id), so CUDA candidates built on CPU workers are checked and timed there."""
+    from kernels.runtime.device import Device
+
+    task = autotvm.task.create("test/ray_scale_gpu", args=(1 << 20,), target="cuda")
+    log = tmp_path / "cuda.log"
+    with autotvm.RayRunner(number=10, repeat=3, gpu_model="H100", check_correctness=True) as runner:
+        option = autotvm.measure_option(builder=builder, runner=runner)
+        assert builder.cuda_arch == runner.workers()[0]["cuda_arch"]  # the GPU's own architecture
+        tuner = autotvm.tuner.GridSearchTuner(task)
+        tuner.tune(2, option, callbacks=[autotvm.callback.log_to_file(str(log))])
+    records = list(load_from_file(log))
+    assert len(records) == 2 and all(r.error_no == 0 for _, r in records), [r for _, r in records]
+    assert all(0 < min(r.costs) < 1e-2 for _, r in records)
+    assert Device("cuda", 0).exist
+
+
 def test_the_gpu_model_must_exist_and_be_chosen_among_several(cluster):
     with pytest.raises(ray_measure.RayMeasureError, match=r"several models \(A100, H100\).*gpu_model="):
         autotvm.RayRunner()
-    with pytest.raises(ray_measure.RayMeasureError, match=r"model 'V100'.*GPU models in the cluster: A100, H100"):
+    with pytest.raises(ray_measure.RayMeasureError,
+                       match=r"model 'V100'.*GPU models in the cluster: A100, H100"):
         autotvm.RayRunner(gpu_model="V100")
 
 
-@pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
+@needs_opencl
 def test_tune_tir_with_ray_builder_and_runner(cluster, builder, tmp_path):
     from kernels.workloads import tensorir as notes
 
@@ -291,3 +358,4 @@ def test_the_rest_of_a_dead_build_workers_chunk_is_built_again(cluster):
     assert [b.error_no for b in built] == [0, MeasureErrorNo.RUNTIME_DEVICE, 0, 0]
     assert all(b.artifact and b.module is None for k, b in enumerate(built) if k != 1)
     assert [tuple(a.shape) for a in built[0].args] == [(16,), (16,)]
+
