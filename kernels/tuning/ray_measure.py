@@ -365,9 +365,8 @@ def _where_text(info: dict) -> str:
 
 
 class _Driver:
-    """The event loop shared by the builder and the runner: wait for progress of every job, record
-    results, and on a timeout or a failure charge the candidate that was running and hand the rest
-    to ``resubmit``."""
+    """What the builder and the runner share of their event loops: take a job's progress events
+    (which candidate started, each result) and tell when its current step is overdue."""
 
     def __init__(self, ray: Any, poll_s: float):
         self.ray = ray
@@ -668,6 +667,7 @@ class RayRunner:
         self._tasks = _TaskRefs()
         self._references: dict[str, Any] = {}  # task key -> object reference of its reference build
         self._build_kwargs: dict | None = None
+        self._last_failure = ""
 
     def _choose_model(self, gpu_model: str | None) -> str:
         if gpu_model is not None:
@@ -697,8 +697,27 @@ class RayRunner:
         return _Actor(handle, slot, restarts=restarts)
 
     def _ensure_actors(self) -> None:
-        if not self._actors and not self._dropped:
-            self._actors = [self._new_actor(k, 0) for k in range(self.n_parallel)]
+        """Start the actors (once); the first time, wait for them and learn their GPUs' architecture
+        (while they are idle, so that asking does not queue behind a chunk)."""
+        if self._actors or self._dropped:
+            return
+        self._actors = [self._new_actor(k, 0) for k in range(self.n_parallel)]
+        if self._build_kwargs is not None:
+            return
+        from ..target import arch_of_model
+
+        arch = None
+        try:
+            infos = self.ray.get([a.handle.where.remote() for a in self._actors],
+                                 timeout=self.startup_timeout)
+            for actor, info in zip(self._actors, infos):
+                actor.info, actor.ready = dict(info), True
+            arch = next((i["cuda_arch"] for i in infos if i.get("cuda_arch")), None)
+        except Exception as exc:
+            logger.warning("RayRunner: the runner actors did not start within %g s (%s: %s)",
+                           self.startup_timeout, type(exc).__name__, _short(exc, 200))
+        arch = arch or (arch_of_model(self.gpu_model) if self.gpu_model else None)
+        self._build_kwargs = {"cuda_arch": arch} if arch else {}
 
     def _kill(self, actor: _Actor) -> None:
         try:
@@ -709,6 +728,7 @@ class RayRunner:
     def _replace(self, actor: _Actor, why: str) -> list[_Job]:
         """End ``actor`` (and return its other queued jobs, whose candidates did not start); start a
         replacement while its GPU has restarts left."""
+        self._last_failure = f"the runner{_where_text(actor.info)} {why}"
         self._kill(actor)
         if actor in self._actors:
             self._actors.remove(actor)
@@ -725,19 +745,10 @@ class RayRunner:
 
     def get_build_kwargs(self) -> dict:
         """What builders should know of this runner's GPUs: ``{"cuda_arch": ...}``, the architecture
-        an actor's GPU reports (starting the actors), else that of the GPU model
+        the actors' GPU reports (starting the actors), else that of the GPU model
         (:func:`kernels.target.arch_of_model`); empty when neither is known."""
-        from ..target import arch_of_model
-
-        if self._build_kwargs is None:
-            arch = None
-            try:
-                arch = next((w["cuda_arch"] for w in self.workers() if w.get("cuda_arch")), None)
-            except Exception as exc:
-                logger.debug("RayRunner: asking the actors for their GPU: %s", exc)
-            arch = arch or (arch_of_model(self.gpu_model) if self.gpu_model else None)
-            self._build_kwargs = {"cuda_arch": arch} if arch else {}
-        return dict(self._build_kwargs)
+        self._ensure_actors()
+        return dict(self._build_kwargs or {})
 
     def workers(self) -> list[dict]:
         """Where the runner's actors are (starting them): node id, process id, GPU ids and CUDA
@@ -825,7 +836,8 @@ class RayRunner:
                 finish(job.current, (msg,), MeasureErrorNo.RUNTIME_DEVICE, 0.0)
                 rest.remove(job.current)
             if job.actor is not None:
-                for other in self._replace(job.actor, f"died ({type(exc).__name__})"):
+                why = f"died ({type(exc).__name__}: {_short(exc, 200)})"
+                for other in self._replace(job.actor, why):
                     if other is not job:
                         requeue(other.todo, f"{type(exc).__name__}")
                         if other in active:
@@ -871,7 +883,7 @@ class RayRunner:
             while True:
                 if pending and not self._actors:
                     why = ("no runner is left: every actor died or timed out and was replaced "
-                           f"{self.max_restarts} time(s)")
+                           f"{self.max_restarts} time(s); the last failure: {self._last_failure}")
                     while pending:
                         finish(pending.popleft(), (why,), MeasureErrorNo.RUNTIME_DEVICE, 0.0)
                 dispatch()
