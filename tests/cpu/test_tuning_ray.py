@@ -100,6 +100,14 @@ def builder(cluster):
     return autotvm.RayBuilder(timeout=60)
 
 
+@pytest.fixture(scope="module")
+def a100(cluster):
+    """A runner on the A100 node's GPU, checking outputs."""
+    with autotvm.RayRunner(number=1, repeat=2, timeout=60, gpu_model="A100",
+                           check_correctness=True) as runner:
+        yield runner
+
+
 @needs_opencl
 def test_tutorial_tuning_flow_with_ray_builder_and_runner(cluster, builder, tmp_path):
     """tune_and_evaluate's calls with measure_option(RayBuilder, RayRunner) and the target swapped
@@ -114,12 +122,12 @@ def test_tutorial_tuning_flow_with_ray_builder_and_runner(cluster, builder, tmp_
     with autotvm.RayRunner(number=2, repeat=2, timeout=60, gpu_model="H100",
                            check_correctness=True) as runner:
         option = autotvm.measure_option(builder=builder, runner=runner)
-        tuner = autotvm.tuner.XGBTuner(task, plan_size=4, seed=3)
-        tuner.tune(n_trial=8, measure_option=option, callbacks=[autotvm.callback.log_to_file(str(log))])
+        tuner = autotvm.tuner.XGBTuner(task, plan_size=3, seed=3)
+        tuner.tune(n_trial=6, measure_option=option, callbacks=[autotvm.callback.log_to_file(str(log))])
         workers = runner.workers()
     assert [w["node"] for w in workers] == [cluster["H100"]]  # one actor, on the H100 node
     records = list(load_from_file(log))
-    assert len(records) == 8 and len({inp.config.index for inp, _ in records}) == 8
+    assert len(records) == 6 and len({inp.config.index for inp, _ in records}) == 6
     assert all(res.error_no == MeasureErrorNo.NO_ERROR and len(res.costs) == 2 and min(res.costs) > 0
                for _, res in records), [res for _, res in records]
     best_inp, _ = min(records, key=lambda p: np.mean(p[1].costs))
@@ -148,28 +156,25 @@ def ray_scale(n):
     return s, [A, B]
 
 
-def test_runs_land_on_the_chosen_gpu_model(cluster, builder, tmp_path):
+def test_runs_land_on_the_chosen_gpu_model(cluster, builder, a100, tmp_path):
     task = autotvm.task.create("test/ray_scale", args=(256,), target="c")
-    with autotvm.RayRunner(number=1, repeat=1, gpu_model="A100") as runner:
-        before = runner.workers()
-        assert [w["node"] for w in before] == [cluster["A100"]] and before[0]["gpu_ids"]
-        tuner = autotvm.tuner.GridSearchTuner(task)
-        tuner.tune(n_trial=4, measure_option=autotvm.measure_option(builder, runner),
-                   callbacks=[autotvm.callback.log_to_file(str(tmp_path / "a.log"))])
-        assert runner.workers() == before  # the same actor ran every candidate
+    before = a100.workers()
+    assert [w["node"] for w in before] == [cluster["A100"]] and before[0]["gpu_ids"]
+    tuner = autotvm.tuner.GridSearchTuner(task)
+    tuner.tune(n_trial=4, measure_option=autotvm.measure_option(builder, a100),
+               callbacks=[autotvm.callback.log_to_file(str(tmp_path / "a.log"))])
+    assert a100.workers() == before  # the same actor ran every candidate
     records = list(load_from_file(tmp_path / "a.log"))
     assert sorted(inp.config.index for inp, _ in records) == [0, 1, 2, 3]
     assert all(res.error_no == MeasureErrorNo.NO_ERROR for _, res in records)
 
 
-def test_local_and_ray_halves_mix(cluster, builder):
+def test_local_and_ray_halves_mix(cluster, builder, a100):
     """A RayRunner times what LocalBuilder built (the driver sends the module as bytes), and
     LocalRunner runs what RayBuilder built (loaded from its bytes)."""
     task = autotvm.task.create("test/ray_scale", args=(128,), target="c")
     inputs = [MeasureInput(task.target, task, task.config_space.get(i)) for i in (1, 3)]
-    with autotvm.RayRunner(number=1, repeat=2, gpu_model="A100", check_correctness=True) as runner:
-        local_built = autotvm.LocalBuilder().build(inputs)
-        got = runner.run(inputs, local_built)
+    got = a100.run(inputs, autotvm.LocalBuilder().build(inputs))
     assert [r.error_no for r in got] == [0, 0] and all(len(r.costs) == 2 for r in got)
     ray_built = builder.build(inputs)
     assert all(b.module is None and b.artifact for b in ray_built)
@@ -178,15 +183,14 @@ def test_local_and_ray_halves_mix(cluster, builder):
 
 
 @pytest.mark.nvcc
-def test_cuda_builds_on_cpu_workers_for_the_runners_gpu_model(cluster):
+def test_cuda_builds_on_cpu_workers_for_the_runners_gpu_model(cluster, a100):
     """measure_option hands the runner's GPU architecture (A100: sm_80) to the builder; nvcc runs on a
     CPU worker with the GPUs hidden and the cubin comes back as bytes, loadable without a GPU."""
     task = autotvm.task.create("test/ray_scale_gpu", args=(256,), target="cuda")
     builder = autotvm.RayBuilder(timeout=120)
-    with autotvm.RayRunner(gpu_model="A100") as runner:
-        arch = runner.workers()[0]["cuda_arch"] or "sm_80"  # a real GPU's own, else the model's
-        assert runner.get_build_kwargs() == {"cuda_arch": arch}
-        autotvm.measure_option(builder=builder, runner=runner)
+    arch = a100.workers()[0]["cuda_arch"] or "sm_80"  # a real GPU's own, else the model's
+    assert a100.get_build_kwargs() == {"cuda_arch": arch}
+    autotvm.measure_option(builder=builder, runner=a100)
     assert builder.cuda_arch == arch
     (built,) = builder.build([MeasureInput(task.target, task, task.config_space.get(1))])
     assert built.error_no == 0, built.error
