@@ -342,6 +342,7 @@ class _Job:
     actor: _Actor | None = None
     where: str = ""
     current: int | None = None  # the position running (None: none, or the setup step)
+    setup: bool = False  # whether it is known to be in its setup step (not on a candidate)
     started: float | None = None  # when ``current`` (or the setup step) started; None: not yet
     submitted: float = field(default_factory=time.monotonic)
 
@@ -356,6 +357,24 @@ class _Actor:
     ready: bool = False
     restarts: int = 0
     info: dict = field(default_factory=dict)
+
+
+def _charge(job: _Job, head: bool, strikes: dict) -> tuple[int | None, bool, list[int]]:
+    """Whom a job's failure is charged to: ``(position, certain, rest)``. The candidate it had said it
+    was running (certain); else, when the job was running (``head``) and not known to be in its setup
+    step, the next one in order, whose "start" may not have reached the driver before the process
+    died: a second such strike charges it (not certain); else nobody. ``rest``: the positions to run
+    again."""
+    rest = list(job.todo)
+    if job.current is not None:
+        rest.remove(job.current)
+        return job.current, True, rest
+    if head and rest and not job.setup:
+        pos = rest[0]
+        strikes[pos] = strikes.get(pos, 0) + 1
+        if strikes[pos] >= 2:
+            return pos, False, rest[1:]
+    return None, False, rest
 
 
 def _where_text(info: dict) -> str:
@@ -399,12 +418,13 @@ class _Driver:
                     job.actor.ready, job.actor.info = True, dict(event[1])
             elif kind == "start":
                 job.current, job.started = event[1], time.monotonic()
+                job.setup = event[1] is None
             elif kind == "result":
                 pos = event[1]
                 if pos in job.todo:
                     job.todo.remove(pos)
                     on_result(pos, event[2])
-                job.current, job.started = None, time.monotonic()
+                job.current, job.started, job.setup = None, time.monotonic(), False
                 if not job.todo:
                     return True  # the generator's end comes with the next look
 
@@ -529,8 +549,10 @@ class RayBuilder:
         def on_result(pos: int, res: BuildResult) -> None:
             out[pos] = res
 
+        strikes: dict[int, int] = {}
+
         def on_fail(job: _Job, exc: BaseException) -> None:
-            jobs.extend(self._failed(job, exc, out, attempts, submit))
+            jobs.extend(self._failed(job, exc, out, attempts, strikes, submit))
 
         try:
             while jobs:
@@ -567,14 +589,13 @@ class RayBuilder:
         rest.remove(head)
         return [submit(rest)] if rest else []
 
-    def _failed(self, job: _Job, exc: BaseException, out: list, attempts: list, submit) -> list[_Job]:
-        rest = list(job.todo)
-        if job.current is not None:
-            head = job.current
+    def _failed(self, job: _Job, exc: BaseException, out: list, attempts: list, strikes: dict,
+                submit) -> list[_Job]:
+        head, certain, rest = _charge(job, True, strikes)
+        if head is not None:
+            when = "while building this candidate" if certain else "twice when this candidate was next"
             out[head] = BuildResult(error_no=MeasureErrorNo.RUNTIME_DEVICE, error=(
-                f"the build worker died{job.where} while building this candidate: "
-                f"{type(exc).__name__}: {_short(exc)}"))
-            rest.remove(head)
+                f"the build worker died{job.where} {when}: {type(exc).__name__}: {_short(exc)}"))
         again = []
         for pos in rest:
             attempts[pos] += 1
@@ -809,6 +830,7 @@ class RayRunner:
         driver = _Driver(self.ray, self.poll_s)
         pending: deque[int] = deque(builds)
         attempts: dict[int, int] = dict.fromkeys(builds, 0)
+        strikes: dict[int, int] = {}
         limit = self.timeout + 1.0  # the actor's own check is ``timeout``; this catches hangs
         chunk = max(1, math.ceil(len(pending) / (2 * max(1, len(self._actors)))))
 
@@ -829,12 +851,12 @@ class RayRunner:
                     pending.appendleft(pos)
 
         def on_fail(job: _Job, exc: BaseException) -> None:
-            rest = list(job.todo)
-            if job.current is not None:
-                msg = (f"the runner process died{job.where} while running this candidate: "
-                       f"{type(exc).__name__}: {_short(exc)}")
-                finish(job.current, (msg,), MeasureErrorNo.RUNTIME_DEVICE, 0.0)
-                rest.remove(job.current)
+            running = job.actor is not None and bool(job.actor.jobs) and job.actor.jobs[0] is job
+            head, certain, rest = _charge(job, running, strikes)
+            if head is not None:
+                when = "while running this candidate" if certain else "twice when this candidate was next"
+                msg = f"the runner process died{job.where} {when}: {type(exc).__name__}: {_short(exc)}"
+                finish(head, (msg,), MeasureErrorNo.RUNTIME_DEVICE, 0.0)
             if job.actor is not None:
                 why = f"died ({type(exc).__name__}: {_short(exc, 200)})"
                 for other in self._replace(job.actor, why):

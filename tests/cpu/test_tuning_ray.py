@@ -84,7 +84,7 @@ def cluster():
         ray.shutdown()
     head = {"num_cpus": 1, "num_gpus": 1, "labels": {"gpu-sku": "H100"}, "object_store_memory": 100 * MB}
     c = Cluster(initialize_head=True, head_node_args=head)
-    a100 = c.add_node(num_cpus=1, num_gpus=1, labels={"gpu-sku": "A100"}, object_store_memory=100 * MB)
+    a100 = c.add_node(num_cpus=1, num_gpus=2, labels={"gpu-sku": "A100"}, object_store_memory=100 * MB)
     c.wait_for_nodes()
     ray.init(address=c.address, log_to_driver=False)
     try:
@@ -102,7 +102,7 @@ def builder(cluster):
 
 @pytest.fixture(scope="module")
 def a100(cluster):
-    """A runner on the A100 node's GPU, checking outputs."""
+    """A runner on the A100 node's two GPUs (two actors), checking outputs."""
     with autotvm.RayRunner(number=1, repeat=2, timeout=60, gpu_model="A100",
                            check_correctness=True) as runner:
         yield runner
@@ -159,11 +159,12 @@ def ray_scale(n):
 def test_runs_land_on_the_chosen_gpu_model(cluster, builder, a100, tmp_path):
     task = autotvm.task.create("test/ray_scale", args=(256,), target="c")
     before = a100.workers()
-    assert [w["node"] for w in before] == [cluster["A100"]] and before[0]["gpu_ids"]
+    assert [w["node"] for w in before] == [cluster["A100"]] * 2  # one actor per GPU of the model
+    assert sorted(w["gpu_ids"][0] for w in before) == ["0", "1"] and before[0]["pid"] != before[1]["pid"]
     tuner = autotvm.tuner.GridSearchTuner(task)
     tuner.tune(n_trial=4, measure_option=autotvm.measure_option(builder, a100),
                callbacks=[autotvm.callback.log_to_file(str(tmp_path / "a.log"))])
-    assert a100.workers() == before  # the same actor ran every candidate
+    assert a100.workers() == before  # the same actors ran every candidate
     records = list(load_from_file(tmp_path / "a.log"))
     assert sorted(inp.config.index for inp, _ in records) == [0, 1, 2, 3]
     assert all(res.error_no == MeasureErrorNo.NO_ERROR for _, res in records)
@@ -354,3 +355,19 @@ def test_the_rest_of_a_dead_build_workers_chunk_is_built_again(cluster):
     assert all(b.artifact and b.module is None for k, b in enumerate(built) if k != 1)
     assert [tuple(a.shape) for a in built[0].args] == [(16,), (16,)]
 
+
+
+def test_a_gpu_whose_runner_died_too_often_is_dropped(cluster, builder):
+    """With max_restarts=0 the actor is not replaced: the candidate that killed it is RUNTIME_DEVICE,
+    and so are those it had not run, each saying that no runner is left and why."""
+    task = autotvm.task.create("test/ray_misbehaving", args=(16,), target="c")
+    index = {m: i for i, m in enumerate(MODES)}
+    inputs = [MeasureInput(task.target, task, task.config_space.get(index[m]))
+              for m in ("abort", "split1", "split2")]
+    built = builder.build(inputs)
+    with autotvm.RayRunner(number=1, repeat=1, timeout=30, gpu_model="H100", max_restarts=0) as runner:
+        got = runner.run(inputs, built)
+        assert runner.run(inputs[1:], built[1:])[0].error_no == MeasureErrorNo.RUNTIME_DEVICE  # still none
+    assert [r.error_no for r in got] == [MeasureErrorNo.RUNTIME_DEVICE] * 3
+    assert "runner process died" in got[0].costs[0]
+    assert all("no runner is left" in r.costs[0] and "died" in r.costs[0] for r in got[1:])
