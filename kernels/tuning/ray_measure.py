@@ -462,6 +462,16 @@ class _TaskRefs:
         return got[1], [got[2]]
 
 
+def _non_negative(value: Any, name: str, who: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise RayMeasureError(f"{who}: {name} must be a number, got {value!r}") from None
+    if not v >= 0:
+        raise RayMeasureError(f"{who}: {name} must be >= 0, got {value!r}")
+    return v
+
+
 def _positive(value: Any, name: str, who: str, integer: bool = False) -> Any:
     try:
         v = int(value) if integer else float(value)
@@ -543,6 +553,13 @@ class RayBuilder:
         jobs: list[_Job] = []
         total = sum(len(g) for g in groups.values())
         for positions in groups.values():
+            try:
+                self._tasks.get(inputs[positions[0]].task)
+            except Exception as exc:  # e.g. a template holding something that cannot be pickled
+                msg = f"the task cannot be sent to the build workers: {type(exc).__name__}: {_short(exc)}"
+                for pos in positions:
+                    out[pos] = BuildResult(error_no=MeasureErrorNo.INSTANTIATION_ERROR, error=msg)
+                continue
             share = max(1, round(self.n_parallel * len(positions) / total))
             jobs += [submit(chunk) for chunk in _split(positions, share)]
 
@@ -661,11 +678,9 @@ class RayRunner:
         self.timeout = _positive(timeout, "timeout", who)
         self.poll_s = _positive(poll_s, "poll_s", who)
         self.startup_timeout = _positive(startup_timeout, "startup_timeout", who)
-        if float(min_repeat_ms) < 0 or float(cooldown_interval) < 0 or int(max_restarts) < 0:
-            raise RayMeasureError(f"{who}: min_repeat_ms, cooldown_interval and max_restarts must be >= 0, "
-                                  f"got {min_repeat_ms}, {cooldown_interval}, {max_restarts}")
-        self.min_repeat_ms, self.cooldown_interval = float(min_repeat_ms), float(cooldown_interval)
-        self.max_restarts = int(max_restarts)
+        self.min_repeat_ms = _non_negative(min_repeat_ms, "min_repeat_ms", who)
+        self.cooldown_interval = _non_negative(cooldown_interval, "cooldown_interval", who)
+        self.max_restarts = int(_non_negative(max_restarts, "max_restarts", who))
         self.check_correctness = bool(check_correctness)
         if runtime_env is not None and not isinstance(runtime_env, dict):
             raise RayMeasureError(f"{who}: runtime_env must be a dict, got {type(runtime_env).__name__}")
@@ -702,9 +717,9 @@ class RayRunner:
                                   "one GPU)")
         models = sorted({n.gpu_model for n in nodes})
         if len(models) > 1:
-            raise RayMeasureError(f"RayRunner: the cluster's GPUs are of several models "
-                                  f"({', '.join(models)}); times of different models are not comparable: "
-                                  "choose one with gpu_model=")
+            names = ", ".join(m or "(unnamed)" for m in models)
+            raise RayMeasureError(f"RayRunner: the cluster's GPUs are of several models ({names}); times "
+                                  "of different models are not comparable: choose one with gpu_model=")
         return models[0]
 
     # -- actors -----------------------------------------------------------------------------------
@@ -791,7 +806,7 @@ class RayRunner:
 
     # -- running ----------------------------------------------------------------------------------
 
-    def _reference(self, task: Any, key: str, holder: list) -> Any:
+    def _reference(self, key: str, holder: list) -> Any:
         ref = self._references.get(key)
         if ref is None:
             ref = self._references[key] = _remote("reference").options(
@@ -891,8 +906,12 @@ class RayRunner:
                         pending.appendleft(p)
                     ref_key, ref_holder = None, []
                     if self.check_correctness:
-                        key, holder = self._tasks.get(inputs[same[0]].task)
-                        ref_key, ref_holder = key, [self._reference(inputs[same[0]].task, key, holder)]
+                        try:
+                            key, holder = self._tasks.get(inputs[same[0]].task)
+                            ref_key, ref_holder = key, [self._reference(key, holder)]
+                        except Exception as exc:
+                            logger.warning("RayRunner: the task cannot be sent for its reference build (%s: "
+                                           "%s); outputs are not checked", type(exc).__name__, _short(exc))
                     items = [(p, builds[p]) for p in same]
                     call = actor.handle.run.options(num_returns="streaming")
                     gen = call.remote(target, items, ref_key, ref_holder)

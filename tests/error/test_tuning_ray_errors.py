@@ -31,8 +31,9 @@ def test_ray_builder_options(kwargs, match):
     ({"number": 0}, r"RayRunner: number must be >= 1, got 0"),
     ({"repeat": -2}, r"RayRunner: repeat must be >= 1, got -2"),
     ({"timeout": -1}, r"RayRunner: timeout must be > 0, got -1"),
-    ({"min_repeat_ms": -5}, r"RayRunner: min_repeat_ms, cooldown_interval and max_restarts must be >= 0"),
-    ({"max_restarts": -1}, r"max_restarts must be >= 0"),
+    ({"min_repeat_ms": -5}, r"RayRunner: min_repeat_ms must be >= 0, got -5"),
+    ({"cooldown_interval": "a while"}, r"RayRunner: cooldown_interval must be a number, got 'a while'"),
+    ({"max_restarts": -1}, r"RayRunner: max_restarts must be >= 0, got -1"),
     ({"runtime_env": ["x"]}, r"RayRunner: runtime_env must be a dict, got list"),
 ])
 def test_ray_runner_options(kwargs, match):
