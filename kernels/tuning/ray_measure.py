@@ -38,6 +38,8 @@ build_results)`` protocol (``autotvm.measure_option(builder=RayBuilder(...), run
     ``max_restarts`` times per GPU, then dropped; the candidates it had not started go to the other
     actors. With no actor left, the remaining candidates are RUNTIME_DEVICE errors.
 
+* **What runs in the workers** (the build task, the runner actor, a task's pickling and rebuilding)
+  is :mod:`kernels.tuning.ray_workers`; this module is the driver's side.
 * **Starting Ray.** Both attach to this process's Ray connection when there is one, else join
   ``address``, else start the embedded local cluster (dashboard off, token authentication in a
   private temporary folder: :class:`kernels.contrib.ray_cluster.RayCluster`), which the builder and
@@ -51,26 +53,16 @@ import copy
 import hashlib
 import logging
 import math
-import os
 import threading
 import time
-from collections import OrderedDict, deque
-from collections.abc import Iterator, Sequence
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import TVMError
-from .measure import (
-    BuildResult,
-    LocalBuilder,
-    MeasureErrorNo,
-    MeasureInput,
-    MeasureResult,
-    arg_infos,
-    reference_outputs,
-    time_candidate,
-    with_cuda_arch,
-)
+from .measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, arg_infos
+from .ray_workers import TASK_CACHE_SIZE, RunnerActor, build_chunk, build_reference, task_bytes
 
 __all__ = ["RayBuilder", "RayRunner", "RayMeasureError", "shutdown"]
 
@@ -79,8 +71,6 @@ logger = logging.getLogger("autotvm")
 #: how often a candidate may be set back by failures it did not cause (its worker died while running
 #: another one) before it is recorded as an error itself
 MAX_REQUEUES = 3
-#: the most tasks one worker process keeps rebuilt (least recently used first out)
-_TASK_CACHE_SIZE = 32
 
 
 class RayMeasureError(TVMError, ValueError):
@@ -147,184 +137,13 @@ def _make_remote(name: str) -> Any:
     import ray
 
     if name == "build":
-        got = ray.remote(num_returns="streaming", max_retries=0, retry_exceptions=False)(_build_chunk)
+        got = ray.remote(num_returns="streaming", max_retries=0, retry_exceptions=False)(build_chunk)
     elif name == "reference":
-        got = ray.remote(max_retries=0, retry_exceptions=False)(_build_reference)
+        got = ray.remote(max_retries=0, retry_exceptions=False)(build_reference)
     else:
         got = ray.remote(max_restarts=0, max_task_retries=0)(RunnerActor)
     _REMOTES[name] = got
     return got
-
-
-# ---------------------------------------------------------------------------------------------
-# tasks sent to workers
-# ---------------------------------------------------------------------------------------------
-
-
-def _task_bytes(task: Any) -> bytes:
-    """The task pickled for the workers: an autotvm template as (name, function, arguments, target),
-    any other task (a TensorIR task) as the object."""
-    from ray import cloudpickle
-
-    from .task import Task
-
-    if isinstance(task, Task):
-        payload = {"kind": "template", "name": task.name, "fcompute": task.func.fcompute,
-                   "args": task.args, "target": str(task.target), "target_host": task.target_host}
-    else:
-        payload = {"kind": "object", "task": task}
-    return cloudpickle.dumps(payload)
-
-
-_WORKER_TASKS: OrderedDict = OrderedDict()  # in a worker: task key -> rebuilt task
-
-
-def _restore_task(key: str, holder: list) -> Any:
-    """The task of ``key`` in this worker process (rebuilt from ``holder[0]``, an object reference
-    to its pickled bytes, the first time)."""
-    got = _WORKER_TASKS.get(key)
-    if got is not None:
-        _WORKER_TASKS.move_to_end(key)
-        return got
-    import ray
-    from ray import cloudpickle
-
-    payload = cloudpickle.loads(ray.get(holder[0]))
-    if payload["kind"] == "template":
-        from .task import TEMPLATES, Task, template
-
-        known = TEMPLATES.get(payload["name"])
-        if known is None or getattr(known, "fcompute", None) is not payload["fcompute"]:
-            template(payload["name"], payload["fcompute"])
-        got = Task(payload["name"], payload["args"], payload["target"], payload["target_host"])
-    else:
-        got = payload["task"]
-    _WORKER_TASKS[key] = got
-    while len(_WORKER_TASKS) > _TASK_CACHE_SIZE:
-        _WORKER_TASKS.popitem(last=False)
-    return got
-
-
-def _where() -> dict:
-    import ray
-
-    return {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
-
-
-def _build_for_transport(task: Any, index: int, cuda_arch: str | None = None) -> BuildResult:
-    """Build configuration ``index`` of ``task`` here (a CUDA target naming no architecture for
-    ``cuda_arch``); the module as bytes, its arguments as shapes and dtypes."""
-    from ..runtime.serialize import module_to_bytes
-
-    t0 = time.perf_counter()
-    config = task.config_space.get(index)
-    built = LocalBuilder.build_one(MeasureInput(with_cuda_arch(task.target, cuda_arch), task, config))
-    if built.module is None:
-        return built
-    try:
-        artifact = module_to_bytes(built.module)
-    except Exception as exc:
-        return BuildResult(error_no=MeasureErrorNo.COMPILE_HOST, time_cost=time.perf_counter() - t0,
-                           error=f"the built module cannot be sent to a runner: {type(exc).__name__}: {exc}")
-    return BuildResult(args=arg_infos(built.args), time_cost=time.perf_counter() - t0, artifact=artifact)
-
-
-def _build_chunk(key: str, holder: list, items: list, cuda_arch: str | None) -> Iterator[tuple]:
-    """A build task (a Ray streaming generator): ``("hello", where)``, then per candidate
-    ``("start", position)`` and ``("result", position, BuildResult)``."""
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the runtime environment says so too; nothing here uses a GPU
-    yield ("hello", _where())
-    try:
-        task = _restore_task(key, holder)
-    except Exception as exc:
-        msg = (f"the build worker cannot rebuild the task ({type(exc).__name__}: {exc}); is the module "
-               "defining its template importable on the Ray workers (runtime_env PYTHONPATH)?")
-        for pos, _ in items:
-            yield ("result", pos, BuildResult(error_no=MeasureErrorNo.INSTANTIATION_ERROR, error=msg))
-        return
-    for pos, index in items:
-        yield ("start", pos)
-        yield ("result", pos, _build_for_transport(task, index, cuda_arch))
-
-
-def _build_reference(key: str, holder: list, cuda_arch: str | None) -> BuildResult:
-    """A task building the reference configuration (index 0) of a task, for checking outputs."""
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    return _build_for_transport(_restore_task(key, holder), 0, cuda_arch)
-
-
-class RunnerActor:
-    """A runner process holding one GPU for a :class:`RayRunner`'s life (a Ray actor)."""
-
-    def __init__(self, number: int, repeat: int, min_repeat_ms: float, timeout: float,
-                 cooldown_interval: float):
-        import kernels  # noqa: F401  (the imports once, before the first batch)
-
-        self.number, self.repeat, self.min_repeat_ms = number, repeat, min_repeat_ms
-        self.timeout, self.cooldown_interval = timeout, cooldown_interval
-        self.references: dict[str, Any] = {}
-        import ray
-
-        self.info = {**_where(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-                     "cuda_arch": self.cuda_arch()}
-
-    def where(self) -> dict:
-        """The node, process id, GPU ids and CUDA architecture (None: no CUDA device) of this runner."""
-        return dict(self.info)
-
-    @staticmethod
-    def cuda_arch() -> str | None:
-        """The CUDA architecture of this runner's GPU (``"sm_90"``), None without a CUDA device."""
-        try:
-            from ..contrib.nvcc import normalize_arch
-            from ..runtime.device import Device
-
-            dev = Device("cuda", 0)
-            return normalize_arch(dev.compute_version) if dev.exist else None
-        except Exception:
-            return None
-
-    def run(self, target: str, items: list, ref_key: str | None, ref_holder: list) -> Iterator[tuple]:
-        """Run a chunk (a streaming generator): ``("hello", where)``, ``("start", None)`` while the
-        reference outputs are computed, then per candidate ``("start", position)`` and ``("result",
-        position, (costs, error_no, seconds))``."""
-        yield ("hello", self.info)
-        reference = None
-        if ref_key is not None:
-            if ref_key not in self.references:
-                yield ("start", None)
-                self.references[ref_key] = self._reference(ref_holder[0], target)
-            reference = self.references[ref_key]
-        for pos, built in items:
-            yield ("start", pos)
-            t0 = time.perf_counter()
-            try:
-                module = built.load()
-            except Exception as exc:
-                costs, error_no = (f"loading the module failed: {type(exc).__name__}: {exc}",), \
-                    int(MeasureErrorNo.RUNTIME_DEVICE)
-            else:
-                costs, error_no = time_candidate(module, built.args, target, self.number, self.repeat,
-                                                 self.min_repeat_ms, self.timeout, reference)
-            yield ("result", pos, (costs, error_no, time.perf_counter() - t0))
-            if self.cooldown_interval:
-                time.sleep(self.cooldown_interval)
-
-    @staticmethod
-    def _reference(ref: Any, target: str) -> Any:
-        import ray
-
-        try:
-            built = ray.get(ref)
-            if not built.ok:
-                logger.warning("the reference configuration did not build (%s); outputs are not checked",
-                               built.error)
-                return None
-            return reference_outputs(built.load(), built.args, target)
-        except Exception as exc:
-            logger.warning("the reference configuration did not run (%s: %s); outputs are not checked",
-                           type(exc).__name__, exc)
-            return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -454,10 +273,10 @@ class _TaskRefs:
         if got is None or got[0] is not task:
             import ray
 
-            data = _task_bytes(task)
+            data = task_bytes(task)
             key = hashlib.sha256(data).hexdigest()[:32]
             got = self._refs[id(task)] = (task, key, ray.put(data))
-            if len(self._refs) > _TASK_CACHE_SIZE:
+            if len(self._refs) > TASK_CACHE_SIZE:
                 self._refs.pop(next(iter(self._refs)))
         return got[1], [got[2]]
 
