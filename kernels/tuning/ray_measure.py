@@ -745,7 +745,12 @@ class RayRunner:
                     why = ("no runner is left: every actor died or timed out and was replaced "
                            f"{self.max_restarts} time(s); the last failure: {self._last_failure}")
                     while pending:
-                        finish(pending.popleft(), (why,), MeasureErrorNo.RUNTIME_DEVICE, 0.0)
+                        pos = pending.popleft()
+                        msg = why
+                        if strikes.get(pos):  # it may have been the one running when the last died
+                            msg = ("the runner process died when this candidate was next to run (it may "
+                                   f"have been running); {why}")
+                        finish(pos, (msg,), MeasureErrorNo.RUNTIME_DEVICE, 0.0)
                 dispatch()
                 if not active:
                     break

@@ -359,8 +359,9 @@ def test_the_rest_of_a_dead_build_workers_chunk_is_built_again(cluster):
 
 
 def test_a_gpu_whose_runner_died_too_often_is_dropped(cluster, builder):
-    """With max_restarts=0 the actor is not replaced: the candidate that killed it is RUNTIME_DEVICE,
-    and so are those it had not run, each saying that no runner is left and why."""
+    """With max_restarts=0 the actor is not replaced: the candidate that killed it is RUNTIME_DEVICE
+    (said to have killed it, or, when the news that it had started was lost with the process, to
+    have been next), and so are those it had not run, each saying that no runner is left and why."""
     task = autotvm.task.create("test/ray_misbehaving", args=(16,), target="c")
     index = {m: i for i, m in enumerate(MODES)}
     inputs = [MeasureInput(task.target, task, task.config_space.get(index[m]))
@@ -371,4 +372,4 @@ def test_a_gpu_whose_runner_died_too_often_is_dropped(cluster, builder):
         assert runner.run(inputs[1:], built[1:])[0].error_no == MeasureErrorNo.RUNTIME_DEVICE  # still none
     assert [r.error_no for r in got] == [MeasureErrorNo.RUNTIME_DEVICE] * 3
     assert "runner process died" in got[0].costs[0]
-    assert all("no runner is left" in r.costs[0] and "died" in r.costs[0] for r in got[1:])
+    assert all(r.costs[0].startswith("no runner is left") and "died" in r.costs[0] for r in got[1:])
