@@ -156,7 +156,6 @@ class LocalBuilder:
 
         self.timeout = float(timeout)
         self.n_parallel = int(n_parallel or max(1, (os.cpu_count() or 2)))
-
         self.cuda_arch: Optional[str] = None
 
     def set_build_kwargs(self, kwargs: dict) -> None:
