@@ -13,9 +13,12 @@ build_results)`` protocol (``autotvm.measure_option(builder=RayBuilder(...), run
 * **Runs on one long-lived actor per GPU.** The runner starts one actor per GPU of the nodes holding
   the chosen GPU model (``num_gpus=1, num_cpus=0``; placed by the node label ``gpu-sku``, Ray's
   accelerator-type label or resource, as the harness places its runners:
-  :mod:`kernels.contrib.ray_cluster`) and keeps them for its life, so the imports and the device
-  context are paid once per GPU. A batch is cut into chunks that free actors pull (two chunks queued
-  an actor, so that the GPU does not wait for the driver between chunks). Each actor checks a
+  :mod:`kernels.contrib.ray_cluster`) and keeps them until it is closed, so the imports and the
+  device context are paid once per GPU. The runners of one process share the actors of a GPU model
+  (a GPU has one actor, whichever runner asks; a second runner of the model would otherwise wait
+  for GPUs the first one holds); :meth:`RayRunner.close` ends them when the last runner is closed.
+  A batch is cut into chunks that free actors pull (two chunks queued an actor, so that the GPU
+  does not wait for the driver between chunks). Each actor checks a
   candidate against the reference configuration's outputs when asked and times it with the
   runtime's ``time_evaluator``, exactly as the local runner does
   (:func:`kernels.tuning.measure.time_candidate`). The targets ``opencl`` and ``c`` run there as well
@@ -107,9 +110,21 @@ def _cluster(address: str | None, who: str) -> Any:
 
 
 def shutdown() -> None:
-    """Shut down the embedded Ray cluster the builders and runners of this process started (a
-    cluster that was joined, or a connection that existed before, is left alone)."""
+    """End the runner actors of this process and shut down the embedded Ray cluster its builders and
+    runners started (a cluster that was joined, or a connection that existed before, is left
+    alone)."""
     global _CLUSTER
+    with _POOLS_LOCK:
+        pools = list(_POOLS.values())
+        _POOLS.clear()
+    for pool in pools:
+        for actor in pool.actors:
+            try:
+                import ray
+
+                ray.kill(actor.handle, no_restart=True)
+            except Exception as exc:
+                logger.debug("shutdown: kill: %s", exc)
     with _CLUSTER_LOCK:
         if _CLUSTER is not None:
             _CLUSTER.close()
@@ -164,6 +179,23 @@ class _Job:
     setup: bool = False  # whether it is known to be in its setup step (not on a candidate)
     started: float | None = None  # when ``current`` (or the setup step) started; None: not yet
     submitted: float = field(default_factory=time.monotonic)
+
+
+@dataclass(eq=False)
+class _Pool:
+    """The runner actors of one GPU model (and runtime environment) in this process, shared by every
+    :class:`RayRunner` of that model: a GPU has one actor, whichever runner asks."""
+
+    key: tuple
+    actors: list = field(default_factory=list)  # of _Actor
+    dropped: int = 0  # GPUs given up after too many replacements
+    build_kwargs: dict | None = None  # what the actors said of their GPUs
+    last_failure: str = ""
+    users: int = 0  # RayRunners not closed
+
+
+_POOLS: dict[tuple, _Pool] = {}
+_POOLS_LOCK = threading.Lock()
 
 
 @dataclass(eq=False)
@@ -517,12 +549,21 @@ class RayRunner:
         if n_parallel is not None:
             n = min(n, _positive(n_parallel, "n_parallel", who, integer=True))
         self.n_parallel = n
-        self._actors: list[_Actor] = []
-        self._dropped = 0
         self._tasks = _TaskRefs()
         self._references: dict[str, Any] = {}  # task key -> object reference of its reference build
-        self._build_kwargs: dict | None = None
-        self._last_failure = ""
+        key = (self.gpu_model, repr(sorted((self.runtime_env or {}).items())))
+        with _POOLS_LOCK:
+            self._pool = _POOLS.setdefault(key, _Pool(key))
+            self._pool.users += 1
+        self._closed = False
+
+    @property
+    def _actors(self) -> list:
+        return self._pool.actors
+
+    @property
+    def _how(self) -> tuple:
+        return (self.number, self.repeat, self.min_repeat_ms, self.timeout, self.cooldown_interval)
 
     def _choose_model(self, gpu_model: str | None) -> str:
         if gpu_model is not None:
@@ -547,17 +588,20 @@ class RayRunner:
         opts = dict(self._placement)
         if self.runtime_env:
             opts["runtime_env"] = copy.deepcopy(self.runtime_env)
-        handle = _remote("actor").options(**opts).remote(self.number, self.repeat, self.min_repeat_ms,
-                                                           self.timeout, self.cooldown_interval)
+        handle = _remote("actor").options(**opts).remote()
         return _Actor(handle, slot, restarts=restarts)
 
     def _ensure_actors(self) -> None:
-        """Start the actors (once); the first time, wait for them and learn their GPUs' architecture
-        (while they are idle, so that asking does not queue behind a chunk)."""
-        if self._actors or self._dropped:
-            return
-        self._actors = [self._new_actor(k, 0) for k in range(self.n_parallel)]
-        if self._build_kwargs is not None:
+        """Start the actors of the pool up to ``n_parallel`` GPUs (once); the first time, wait for them
+        and learn their GPUs' architecture (while they are idle, so that asking does not queue behind
+        a chunk)."""
+        pool = self._pool
+        if self._closed:
+            raise RayMeasureError("RayRunner: the runner was closed")
+        have = len(pool.actors) + pool.dropped
+        if have < self.n_parallel:
+            pool.actors.extend(self._new_actor(k, 0) for k in range(have, self.n_parallel))
+        if pool.build_kwargs is not None:
             return
         from ..target import arch_of_model
 
@@ -572,7 +616,7 @@ class RayRunner:
             logger.warning("RayRunner: the runner actors did not start within %g s (%s: %s)",
                            self.startup_timeout, type(exc).__name__, _short(exc, 200))
         arch = arch or (arch_of_model(self.gpu_model) if self.gpu_model else None)
-        self._build_kwargs = {"cuda_arch": arch} if arch else {}
+        pool.build_kwargs = {"cuda_arch": arch} if arch else {}
 
     def _kill(self, actor: _Actor) -> None:
         try:
@@ -583,7 +627,7 @@ class RayRunner:
     def _replace(self, actor: _Actor, why: str) -> list[_Job]:
         """End ``actor`` (and return its other queued jobs, whose candidates did not start); start a
         replacement while its GPU has restarts left."""
-        self._last_failure = f"the runner{_where_text(actor.info)} {why}"
+        self._pool.last_failure = f"the runner{_where_text(actor.info)} {why}"
         self._kill(actor)
         if actor in self._actors:
             self._actors.remove(actor)
@@ -592,7 +636,7 @@ class RayRunner:
                             _where_text(actor.info), why, actor.restarts + 1, self.max_restarts)
                 self._actors.append(self._new_actor(actor.slot, actor.restarts + 1))
             else:
-                self._dropped += 1
+                self._pool.dropped += 1
                 logger.warning("RayRunner: runner%s %s; it has been replaced %d time(s): its GPU is "
                                "dropped", _where_text(actor.info), why, actor.restarts)
         others, actor.jobs = actor.jobs, []
@@ -603,7 +647,7 @@ class RayRunner:
         the actors' GPU reports (starting the actors), else that of the GPU model
         (:func:`kernels.target.arch_of_model`); empty when neither is known."""
         self._ensure_actors()
-        return dict(self._build_kwargs or {})
+        return dict(self._pool.build_kwargs or {})
 
     def workers(self) -> list[dict]:
         """Where the runner's actors are (starting them): node id, process id, GPU ids and CUDA
@@ -612,10 +656,21 @@ class RayRunner:
         return self.ray.get([a.handle.where.remote() for a in self._actors], timeout=self.startup_timeout)
 
     def close(self) -> None:
-        """End the actors (their GPUs go back to the cluster)."""
-        for actor in self._actors:
+        """Stop using the actors; when no other runner of this process uses them (the same GPU model),
+        end them: their GPUs go back to the cluster."""
+        if self._closed:
+            return
+        self._closed = True
+        with _POOLS_LOCK:
+            pool = self._pool
+            pool.users -= 1
+            if pool.users > 0:
+                return
+            if _POOLS.get(pool.key) is pool:
+                del _POOLS[pool.key]
+        for actor in pool.actors:
             self._kill(actor)
-        self._actors = []
+        pool.actors.clear()
 
     def __enter__(self) -> RayRunner:
         return self
@@ -733,7 +788,7 @@ class RayRunner:
                                            "%s); outputs are not checked", type(exc).__name__, _short(exc))
                     items = [(p, builds[p]) for p in same]
                     call = actor.handle.run.options(num_returns="streaming")
-                    gen = call.remote(target, items, ref_key, ref_holder)
+                    gen = call.remote(target, items, ref_key, ref_holder, self._how)
                     job = _Job(gen, list(same), limit, actor=actor)
                     actor.jobs.append(job)
                     active.append(job)
@@ -743,7 +798,7 @@ class RayRunner:
             while True:
                 if pending and not self._actors:
                     why = ("no runner is left: every actor died or timed out and was replaced "
-                           f"{self.max_restarts} time(s); the last failure: {self._last_failure}")
+                           f"{self.max_restarts} time(s); the last failure: {self._pool.last_failure}")
                     while pending:
                         pos = pending.popleft()
                         msg = why

@@ -135,12 +135,9 @@ def build_reference(key: str, holder: list, cuda_arch: str | None) -> BuildResul
 class RunnerActor:
     """A runner process holding one GPU for a :class:`RayRunner`'s life (a Ray actor)."""
 
-    def __init__(self, number: int, repeat: int, min_repeat_ms: float, timeout: float,
-                 cooldown_interval: float):
+    def __init__(self) -> None:
         import kernels  # noqa: F401  (the imports once, before the first batch)
 
-        self.number, self.repeat, self.min_repeat_ms = number, repeat, min_repeat_ms
-        self.timeout, self.cooldown_interval = timeout, cooldown_interval
         self.references: dict[str, Any] = {}
         import ray
 
@@ -163,10 +160,14 @@ class RunnerActor:
         except Exception:
             return None
 
-    def run(self, target: str, items: list, ref_key: str | None, ref_holder: list) -> Iterator[tuple]:
+    def run(self, target: str, items: list, ref_key: str | None, ref_holder: list,
+            how: tuple) -> Iterator[tuple]:
         """Run a chunk (a streaming generator): ``("hello", where)``, ``("start", None)`` while the
         reference outputs are computed, then per candidate ``("start", position)`` and ``("result",
-        position, (costs, error_no, seconds))``."""
+        position, (costs, error_no, seconds))``. ``how``: (number, repeat, min_repeat_ms, timeout,
+        cooldown_interval) of the runner asking (the actors of a GPU model serve every runner of the
+        driver's process)."""
+        number, repeat, min_repeat_ms, timeout, cooldown_interval = how
         yield ("hello", self.info)
         reference = None
         if ref_key is not None:
@@ -183,11 +184,11 @@ class RunnerActor:
                 costs, error_no = (f"loading the module failed: {type(exc).__name__}: {exc}",), \
                     int(MeasureErrorNo.RUNTIME_DEVICE)
             else:
-                costs, error_no = time_candidate(module, built.args, target, self.number, self.repeat,
-                                                 self.min_repeat_ms, self.timeout, reference)
+                costs, error_no = time_candidate(module, built.args, target, number, repeat,
+                                                 min_repeat_ms, timeout, reference)
             yield ("result", pos, (costs, error_no, time.perf_counter() - t0))
-            if self.cooldown_interval:
-                time.sleep(self.cooldown_interval)
+            if cooldown_interval:
+                time.sleep(cooldown_interval)
 
     @staticmethod
     def _reference(ref: Any, target: str) -> Any:

@@ -165,9 +165,18 @@ def test_runs_land_on_the_chosen_gpu_model(cluster, builder, a100, tmp_path):
     tuner.tune(n_trial=4, measure_option=autotvm.measure_option(builder, a100),
                callbacks=[autotvm.callback.log_to_file(str(tmp_path / "a.log"))])
     assert a100.workers() == before  # the same actors ran every candidate
+    with autotvm.RayRunner(number=1, repeat=1, gpu_model="A100") as second:  # shares the GPUs' actors
+        assert second.workers() == before
+        assert [r.error_no for r in second.run(*_built(builder, task, [2]))] == [0]
+    assert a100.workers() == before  # closing the second runner left them to the first
     records = list(load_from_file(tmp_path / "a.log"))
     assert sorted(inp.config.index for inp, _ in records) == [0, 1, 2, 3]
     assert all(res.error_no == MeasureErrorNo.NO_ERROR for _, res in records)
+
+
+def _built(builder, task, indices):
+    inputs = [MeasureInput(task.target, task, task.config_space.get(i)) for i in indices]
+    return inputs, builder.build(inputs)
 
 
 def test_local_and_ray_halves_mix(cluster, builder, a100):
