@@ -125,6 +125,7 @@ def shutdown() -> None:
                 ray.kill(actor.handle, no_restart=True)
             except Exception as exc:
                 logger.debug("shutdown: kill: %s", exc)
+        pool.actors.clear()
     with _CLUSTER_LOCK:
         if _CLUSTER is not None:
             _CLUSTER.close()
