@@ -2,320 +2,48 @@
 local cluster kbench starts, a cluster it joins, or this process's existing connection), what its
 nodes offer (CPUs, GPUs and their models) and where a case of each kind may be placed.
 
-* **The embedded cluster.** ``address=None`` starts a local Ray for the executor's lifetime: no
-  dashboard, logs and sockets in a private temporary folder (mode 0700), token authentication with
-  a random token in a 0600 file there (``RAY_AUTH_MODE=token`` and ``RAY_AUTH_TOKEN_PATH``, which
-  Ray 2.60 reads in the driver and passes to every process it starts; so nothing is written to
-  ``~/.ray/auth_token``, where Ray would put a token of its own). On a Ray without token
-  authentication the cluster starts without it, with a warning, and :meth:`RayCluster.summary` says
-  ``auth: none``. Ray's start does not wait for a worker process per CPU
-  (``RAY_prestart_worker_first_driver=0``): on a machine of many cores that wait is seconds of every
-  run, and a GPU suite's CPU work (its builds) needs a few processes, started on demand.
-  :meth:`RayCluster.close` shuts it down and removes the folder. An ``address`` joins an existing
-  cluster (its token, if any, comes from the usual ``RAY_AUTH_TOKEN``/``RAY_AUTH_TOKEN_PATH``/
-  ``~/.ray/auth_token``).
-* **Placement.** A case needs a GPU when its target is ``cuda`` or it names a ``gpu_model``. GPU work
-  asks for ``num_gpus=1, num_cpus=0`` and is pinned to its model by the node label ``gpu-sku``
-  (``label_selector``), else Ray's own label ``ray.io/accelerator-type``, else the
-  ``accelerator_type:<model>`` resource; ``gpu_model == ""`` takes any GPU. CPU work (``c``,
-  ``opencl``, builds) asks for ``num_cpus=1, num_gpus=0`` and runs with ``CUDA_VISIBLE_DEVICES=""``.
-
-Environment variables: this module sets (never reads for its own settings) ``RAY_AUTH_MODE``,
-``RAY_AUTH_TOKEN_PATH`` and ``RAY_prestart_worker_first_driver`` around the embedded cluster's
-lifetime; the harness's own settings live in :mod:`harness.config`.
+The implementation is :mod:`kernels.contrib.ray_cluster`, shared with the tuning engine's Ray builder
+and runner (one embedded-cluster start, one placement by GPU model); see its docstring for the
+embedded cluster (dashboard off, token authentication in a private temporary folder) and for
+placement (``num_gpus=1, num_cpus=0`` pinned by the ``gpu-sku`` label, Ray's accelerator-type label or
+resource; CPU work with ``CUDA_VISIBLE_DEVICES=""``). Here Ray missing is a
+:class:`~harness.execute.common.DispatchError`, as every other executor configuration problem.
 """
 
 from __future__ import annotations
 
-import copy
-import logging
-import os
-import secrets
-import shutil
-import tempfile
-from dataclasses import dataclass
-from typing import Any
+from kernels.contrib import ray_cluster as _shared
+from kernels.contrib.ray_cluster import (
+    ACCELERATOR_RESOURCE_PREFIX,
+    GPU_LABEL,
+    RAY_ACCELERATOR_LABEL,
+    Node,
+    RayUnavailableError,
+)
 
-from .common import DispatchError, Slot
+from .common import DispatchError
 
 __all__ = ["ACCELERATOR_RESOURCE_PREFIX", "GPU_LABEL", "RAY_ACCELERATOR_LABEL", "Node", "RayCluster",
            "import_ray"]
 
-log = logging.getLogger(__name__)
-
-#: the node label naming a node's GPU model (set by whoever starts the node: ``--labels gpu-sku=H100``)
-GPU_LABEL = "gpu-sku"
-#: the label Ray itself sets on GPU nodes (Ray's accelerator-type name, e.g. "H100", "A100")
-RAY_ACCELERATOR_LABEL = "ray.io/accelerator-type"
-#: the resource Ray itself sets on GPU nodes
-ACCELERATOR_RESOURCE_PREFIX = "accelerator_type:"
+_PURPOSE = "the ray executor"
+_HINT = " (or run with --executor local)"
 
 
 def import_ray():
     try:
-        import ray
-    except ImportError as exc:
-        raise DispatchError("the ray executor needs Ray: pip install 'kbench[ray]' "
-                            "(or run with --executor local)") from exc
-    return ray
+        return _shared.import_ray(_PURPOSE)
+    except RayUnavailableError as exc:
+        raise DispatchError(f"{exc}{_HINT}") from exc
 
 
-def _task_option_names() -> set:
-    """The option names Ray's ``.options()`` accepts for tasks (to see whether ``label_selector`` exists)."""
-    for mod in ("ray._common.ray_option_utils", "ray._private.ray_option_utils"):
-        try:
-            module = __import__(mod, fromlist=["task_options"])
-            return set(module.task_options)
-        except (ImportError, AttributeError):
-            continue
-    return set()
-
-
-@dataclass
-class Node:
-    node_id: str
-    host: str
-    alive: bool
-    cpus: float
-    gpus: float
-    labels: dict[str, str]
-    resources: dict[str, float]
-
-    @property
-    def gpu_model(self) -> str:
-        if self.gpus <= 0:
-            return ""
-        model = self.labels.get(GPU_LABEL) or self.labels.get(RAY_ACCELERATOR_LABEL)
-        if model:
-            return model
-        for name in self.resources:
-            if name.startswith(ACCELERATOR_RESOURCE_PREFIX):
-                return name[len(ACCELERATOR_RESOURCE_PREFIX):]
-        return ""
-
-
-
-
-class RayCluster:
-    """A connection to Ray for an executor's lifetime, and what its nodes offer (see the module
-    docstring).
-
-    Parameters
-    ----------
-    address : str or None
-        A Ray cluster to join (``"auto"``, ``"HOST:PORT"``, ``"ray://..."``); None starts an embedded
-        local Ray (dashboard off, token authentication, private temp folder) until :meth:`close`.
-        When this process is already connected to Ray, that connection is used and left open.
-    runtime_env : dict or None
-        A Ray runtime environment for every task (e.g. ``{"env_vars": {"PYTHONPATH": ...}}``).
-    init_kwargs : dict or None
-        Extra ``ray.init`` arguments for the embedded cluster (e.g. ``num_cpus``).
-    """
+class RayCluster(_shared.RayCluster):
+    """:class:`kernels.contrib.ray_cluster.RayCluster` for the executor (Ray missing is a
+    DispatchError)."""
 
     def __init__(self, address: str | None = None, *, runtime_env: dict | None = None,
                  init_kwargs: dict | None = None):
-        ray = import_ray()
-        self.ray = ray
-        self.address = address
-        self.runtime_env = copy.deepcopy(runtime_env) if runtime_env else None
-        self.embedded = False
-        self.auth = "unknown"
-        self.tmp: str | None = None  # the embedded cluster's private folder
-        self._owns_connection = False
-        self._saved_env: dict[str, str | None] = {}
-        self._closed = False
-        if ray.is_initialized():
-            log.info("kbench: using this process's existing Ray connection")
-        elif address is None:
-            self._start_embedded(init_kwargs or {})
-        else:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-            self._owns_connection = True
-        self.labels_ok = "label_selector" in _task_option_names()
-
-    # -- lifetime ---------------------------------------------------------------------------------
-
-    def _set_env(self, values: dict[str, str | None]) -> None:
-        for name, value in values.items():
-            self._saved_env.setdefault(name, os.environ.get(name))
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-    def _restore_env(self) -> None:
-        for name, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        self._saved_env = {}
-
-    def _start_embedded(self, init_kwargs: dict) -> None:
-        ray = self.ray
-        self.tmp = tempfile.mkdtemp(prefix="kbench-ray-")  # mode 0700
-        token_path = os.path.join(self.tmp, "auth_token")
-        fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_hex(32))
-        auth = _token_auth_api()
-        # the embedded Ray starts worker processes on demand (see the module docstring)
-        self._set_env({"RAY_prestart_worker_first_driver": "0"})
-        if auth is not None:
-            self._set_env({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": token_path,
-                           "RAY_AUTH_TOKEN": None})
-            _refresh_auth_config(auth)
-        else:
-            log.warning("kbench: Ray %s has no token authentication; the embedded cluster runs without it",
-                        ray.__version__)
-        kwargs = {"address": "local", "include_dashboard": False, "_temp_dir": os.path.join(self.tmp, "ray"),
-                  "log_to_driver": False, "logging_level": logging.WARNING}
-        kwargs.update(init_kwargs)
         try:
-            ray.init(**kwargs)
-        except BaseException:
-            self._restore_env()
-            if auth is not None:
-                _refresh_auth_config(auth)
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            raise
-        self._owns_connection = True
-        self.embedded = True
-        if auth is not None:
-            self.auth = "token" if auth["get_mode"]() == auth["TOKEN"] else "none"
-        else:
-            self.auth = "none"
-
-    def close(self) -> None:
-        """Disconnect (and for the embedded cluster: shut it down and remove its temp folder)."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._owns_connection and self.ray.is_initialized():
-            self.ray.shutdown()
-        if self._saved_env:
-            self._restore_env()
-            auth = _token_auth_api()
-            if auth is not None:
-                _refresh_auth_config(auth)
-        if self.tmp:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            self.tmp = None
-
-    # -- cluster ----------------------------------------------------------------------------------
-
-    def nodes(self, alive_only: bool = True) -> list[Node]:
-        out = []
-        for n in self.ray.nodes():
-            alive = bool(n.get("Alive"))
-            if alive_only and not alive:
-                continue
-            res = dict(n.get("Resources") or {})
-            host = str(n.get("NodeManagerHostname") or n.get("NodeManagerAddress", ""))
-            out.append(Node(n["NodeID"], host,
-                             alive, float(res.get("CPU", 0)), float(res.get("GPU", 0)),
-                             dict(n.get("Labels") or {}), res))
-        return out
-
-    def gpu_models(self) -> list[str]:
-        """The GPU models of the cluster's alive nodes (label ``gpu-sku``, else Ray's accelerator type),
-        sorted; GPU nodes without a model name are not listed (cuda cases with no model use them)."""
-        return sorted({n.gpu_model for n in self.nodes() if n.gpu_model})
-
-    def summary(self) -> dict[str, Any]:
-        """The cluster for the CLI: nodes (id, host, alive, CPUs, GPUs, GPU model, labels), totals,
-        GPU models, whether the cluster is the embedded one and its authentication mode."""
-        nodes = self.nodes(alive_only=False)
-        alive = [n for n in nodes if n.alive]
-        return {
-            "executor": "ray", "address": self.address, "embedded": self.embedded, "auth": self.auth,
-            "ray_version": self.ray.__version__,
-            "nodes": [{"node_id": n.node_id, "host": n.host, "alive": n.alive, "cpus": n.cpus, "gpus": n.gpus,
-                       "gpu_model": n.gpu_model,
-                       "labels": {k: v for k, v in n.labels.items() if k != "ray.io/node-id"}}
-                      for n in nodes],
-            "cpus": sum(n.cpus for n in alive), "gpus": sum(n.gpus for n in alive),
-            "gpu_models": sorted({n.gpu_model for n in alive if n.gpu_model}),
-        }
-
-    def placement(self, slot: Slot, nodes: list[Node]) -> dict | None:
-        """Ray options placing a task of ``slot`` on ``nodes`` (None: no node can take it)."""
-        gpu, model = slot
-        if not gpu:
-            if not any(n.cpus > 0 for n in nodes):
-                return None
-            return {"num_cpus": 1, "num_gpus": 0, **self.cpu_runtime_env()}
-        opts: dict[str, Any] = {"num_cpus": 0, "num_gpus": 1}
-        if self.runtime_env:
-            opts["runtime_env"] = copy.deepcopy(self.runtime_env)
-        gpu_nodes = [n for n in nodes if n.gpus > 0]
-        if not model:
-            return opts if gpu_nodes else None
-        if self.labels_ok:
-            for label in (GPU_LABEL, RAY_ACCELERATOR_LABEL):
-                if any(n.labels.get(label) == model for n in gpu_nodes):
-                    return dict(opts, label_selector={label: model})
-        if any(n.resources.get(ACCELERATOR_RESOURCE_PREFIX + model, 0) > 0 for n in gpu_nodes):
-            return dict(opts, accelerator_type=model)
-        return None
-
-    @staticmethod
-    def slot_text(slot: Slot) -> str:
-        gpu, model = slot
-        return f"a {model} GPU" if model else ("a GPU" if gpu else "a CPU")
-
-    def capacity(self, slot: Slot, nodes: list[Node]) -> int:
-        """How many runners of the GPU ``slot`` can hold a GPU at once: the GPUs of the alive nodes its
-        placement selects (0: no node can take it)."""
-        opts = self.placement(slot, nodes)
-        if opts is None:
-            return 0
-        selector = opts.get("label_selector") or {}
-        accelerator = opts.get("accelerator_type")
-
-        def fits(n: Node) -> bool:
-            if selector:
-                return all(n.labels.get(k) == v for k, v in selector.items())
-            if accelerator:
-                return n.resources.get(ACCELERATOR_RESOURCE_PREFIX + accelerator, 0) > 0
-            return True
-
-        return max(1, int(sum(n.gpus for n in nodes if n.gpus > 0 and fits(n))))
-
-    # -- running ----------------------------------------------------------------------------------
-
-    def cpu_runtime_env(self) -> dict:
-        """Ray options for CPU work (case batches, builds): the user's runtime environment with the GPUs
-        hidden, or none at all. Without one, the task runs in one of Ray's already started worker
-        processes (a runtime environment of its own would make Ray start new ones, a second or more
-        each); the task body then hides the GPUs itself before anything touches CUDA
-        (:func:`_run_batch_task`, :func:`_build_task`), and these processes only ever run CPU work
-        (GPU work runs on runner actors, whose processes are their own)."""
-        if not self.runtime_env:
-            return {}
-        env = copy.deepcopy(self.runtime_env)
-        env.setdefault("env_vars", {})["CUDA_VISIBLE_DEVICES"] = ""
-        return {"runtime_env": env}
-
-
-
-# ---------------------------------------------------------------------------------------------
-# Ray token authentication (Ray >= 2.5x): which mode this process's Ray config is in
-# ---------------------------------------------------------------------------------------------
-
-
-def _token_auth_api() -> dict | None:
-    """Ray's token-authentication hooks, or None on a Ray without token authentication."""
-    try:
-        from ray._raylet import AuthenticationMode, AuthenticationTokenLoader, Config, get_authentication_mode
-    except ImportError:
-        return None
-    return {"TOKEN": AuthenticationMode.TOKEN, "get_mode": get_authentication_mode, "Config": Config,
-            "loader": AuthenticationTokenLoader}
-
-
-def _refresh_auth_config(auth: dict) -> None:
-    """Make this process's Ray config re-read RAY_AUTH_MODE / the token after they changed."""
-    auth["Config"].initialize("")
-    auth["loader"].instance().reset_cache()
-
+            super().__init__(address, runtime_env=runtime_env, init_kwargs=init_kwargs, purpose=_PURPOSE)
+        except RayUnavailableError as exc:
+            raise DispatchError(f"{exc}{_HINT}") from exc

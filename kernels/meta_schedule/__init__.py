@@ -7,7 +7,8 @@ refit after every batch of ``num_trials_per_iter`` candidates, proposals by simu
 its predictions), builds and times the candidates on the target's device, writes every measured
 candidate to ``work_dir/tuning_records.json`` (JSON lines, the engine's record layout) and returns
 the ``tir.Schedule`` of the fastest one. A later call with the same function and ``work_dir`` reuses
-the records: configurations already measured are not measured again.
+the records: configurations already measured are not measured again. ``builder=``/``runner=`` take
+the engine's builders and runners, e.g. the Ray ones (:mod:`kernels.tuning.ray_measure`).
 
 Target tags name GPUs (``"nvidia/tesla-p100"``, ``"nvidia/nvidia-h100"``...): the tag's
 architecture when nvcc can build for it, else the present GPU's (or the project's default), said in
@@ -79,7 +80,14 @@ def target_of_tag(target: Any) -> Any:
 
 def tune_tir(mod: Any, target: Any, config: Optional[TuneConfig] = None, work_dir: Optional[str] = None,
              task_name: str = "main", seed: Optional[int] = None, runner: Any = None, builder: Any = None):
-    """Tune ``mod`` for ``target`` and return the best ``tir.Schedule`` (see the module docstring)."""
+    """Tune ``mod`` for ``target`` and return the best ``tir.Schedule`` (see the module docstring).
+
+    ``builder`` and ``runner`` measure the candidates, as in TVM's ``tune_tir``: any objects with the
+    tuning engine's ``build(inputs)`` / ``run(inputs, build_results)`` (default: a
+    :class:`~kernels.tuning.measure.LocalBuilder` on every core and a
+    :class:`~kernels.tuning.measure.LocalRunner` timing 3 repeats of at least 1 ms); e.g.
+    ``builder=autotvm.RayBuilder(), runner=autotvm.RayRunner(gpu_model="H100")`` to build on a Ray
+    cluster's CPU workers and time on its H100s."""
     from ..tuning.measure import LocalBuilder, LocalRunner, MeasureInput, measure_option
     from ..tuning.record import load_from_file
     from ..tuning.tir_task import TIRTask

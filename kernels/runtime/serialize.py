@@ -19,6 +19,9 @@ shape variables, packed calls, the source). The description sits beside the file
 (copied into the build cache, content-addressed), a cubin or PTX is loaded on the first call, an
 OpenCL program is built for the device. Packed functions are looked up by name when the loaded
 module is called, as they were for the original.
+
+``module_to_bytes(mod)`` / ``module_from_bytes(data)`` do the same in memory (the ``.tar`` layout):
+how a module built on one machine (a tuning build worker) travels to another that runs it.
 """
 
 from __future__ import annotations
@@ -163,16 +166,35 @@ def export_module(module: Any, path: Union[str, Path]) -> None:
     if not path.parent.is_dir():
         raise TVMError(f"export_library: the folder {path.parent} does not exist")
     if path.suffix == ".tar":
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            for name, data in (("meta.json", meta), (BINARY_NAME[spec.target], binary)):
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        write_atomic(path, buf.getvalue())
+        write_atomic(path, _tar_bytes(spec, meta, binary))
         return
     write_atomic(path, binary)
     write_atomic(meta_path(path), meta)
+
+
+def _tar_bytes(spec: FuncSpec, meta: bytes, binary: bytes) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in (("meta.json", meta), (BINARY_NAME[spec.target], binary)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def module_to_bytes(module: Any) -> bytes:
+    """``module`` as bytes (the ``.tar`` archive ``export_library`` writes: the description plus the
+    shared library, cubin or OpenCL source), for sending it to another process or machine, where
+    :func:`module_from_bytes` loads it back.
+
+    Raises
+    ------
+    TVMError
+        For a module whose launch description is Python code rather than expressions (one not built
+        by ``kernels.build``), or of a target that cannot be saved.
+    """
+    spec = module.spec
+    return _tar_bytes(spec, _meta(spec, _EXPORTED.get(spec.target, "")), _binary(module))
 
 
 def save_object(module: Any, path: Union[str, Path]) -> None:
@@ -289,25 +311,30 @@ def spec_from_json(data: Dict[str, Any]) -> FuncSpec:
         raise ModuleFormatError(f"malformed module description: {type(exc).__name__}: {exc}") from None
 
 
+def _read_tar(what: str, **source: Any) -> Tuple[Dict[str, Any], bytes]:
+    """The description and binary of a module archive (``name=`` a path or ``fileobj=`` bytes)."""
+    try:
+        with tarfile.open(mode="r", **source) as tar:
+            names = tar.getnames()
+            meta_f = tar.extractfile("meta.json") if "meta.json" in names else None
+            if meta_f is None:
+                raise ModuleFormatError(f"load_module: {what} holds no meta.json; it was not written by "
+                                        "export_library")
+            data = json.loads(meta_f.read().decode())
+            name = BINARY_NAME.get(data.get("target", ""), "") if isinstance(data, dict) else ""
+            bin_f = tar.extractfile(name) if name in names else None
+            if bin_f is None:
+                raise ModuleFormatError(f"load_module: {what} lacks the binary {name or '?'}")
+            return data, bin_f.read()
+    except (tarfile.TarError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModuleFormatError(f"load_module: {what} is not a module archive: {exc}") from None
+
+
 def _read_files(path: Path) -> Tuple[Dict[str, Any], bytes]:
     if not path.exists():
         raise ModuleFormatError(f"load_module: {path} does not exist")
     if path.suffix == ".tar":
-        try:
-            with tarfile.open(path, "r") as tar:
-                names = tar.getnames()
-                meta_f = tar.extractfile("meta.json") if "meta.json" in names else None
-                if meta_f is None:
-                    raise ModuleFormatError(f"load_module: {path} holds no meta.json; it was not written by "
-                                            "export_library")
-                data = json.loads(meta_f.read().decode())
-                name = BINARY_NAME.get(data.get("target", ""), "")
-                bin_f = tar.extractfile(name) if name in names else None
-                if bin_f is None:
-                    raise ModuleFormatError(f"load_module: {path} lacks the binary {name or '?'}")
-                return data, bin_f.read()
-        except (tarfile.TarError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ModuleFormatError(f"load_module: {path} is not a module archive: {exc}") from None
+        return _read_tar(str(path), name=path)
     meta = meta_path(path)
     if not meta.exists():
         raise ModuleFormatError(f"load_module: no description {meta.name} beside {path}; kernels loads only "
@@ -339,8 +366,6 @@ def load_module(path: Union[str, Path], fmt: str = ""):
     ModuleFormatError
         When ``path`` is missing, was not written by kernels or is damaged.
     """
-    import dataclasses
-
     path = Path(path)
     data, blob = _read_files(path)
     spec = spec_from_json(data)
@@ -349,6 +374,13 @@ def load_module(path: Union[str, Path], fmt: str = ""):
     if kind in ("cubin", "ptx", "cl") or stored == "host-object" and spec.target != "c":
         device_code = blob if kind in ("cubin", "ptx", "cl") else None
         return _device_module(spec, kind, device_code, path)
+    return _module(spec, blob, str(path))
+
+
+def _module(spec: FuncSpec, blob: bytes, what: str):
+    """The module of ``spec`` with its binary ``blob`` (a shared library, a cubin, OpenCL source)."""
+    import dataclasses
+
     if spec.target == "c":
         from kernels.runtime.c import CModule
 
@@ -361,7 +393,23 @@ def load_module(path: Union[str, Path], fmt: str = ""):
         from kernels.runtime.opencl import OpenCLModule
 
         return OpenCLModule(dataclasses.replace(spec, source=blob.decode()))
-    raise ModuleFormatError(f"load_module: {path} is a module of unknown target {spec.target!r}")
+    raise ModuleFormatError(f"load_module: {what} is a module of unknown target {spec.target!r}")
+
+
+def module_from_bytes(data: bytes):
+    """Load a module from the bytes :func:`module_to_bytes` gave (possibly in another process or on
+    another machine): a C library goes into this machine's build cache, a cubin is loaded on the first
+    call, an OpenCL program is built for the device.
+
+    Raises
+    ------
+    ModuleFormatError
+        When ``data`` is not such an archive or is damaged.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ModuleFormatError(f"module_from_bytes: expected bytes, got {type(data).__name__}")
+    meta, blob = _read_tar("the module bytes", fileobj=io.BytesIO(bytes(data)))
+    return _module(spec_from_json(meta), blob, "the module bytes")
 
 
 def _device_module(spec: FuncSpec, kind: str, code, path: Path):

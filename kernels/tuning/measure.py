@@ -9,9 +9,13 @@ of each repeat is one cost). Every failure becomes a :class:`MeasureResult` with
 (autotvm's :class:`MeasureErrorNo`) and a message: a search never stops on a bad candidate.
 
 ``measure_option(builder, runner)`` bundles the two, as autotvm's does; ``builder="local"`` and
-``runner=LocalRunner(...)`` are the in-process pair. A harness (``kbench tune``) can pass its own
-runner object with the same ``run(inputs, build_results)`` method (for example one that times with
-its own measurement method on GPU workers).
+``runner=LocalRunner(...)`` are the in-process pair; :class:`~kernels.tuning.ray_measure.RayBuilder`
+and :class:`~kernels.tuning.ray_measure.RayRunner` spread the same work over a Ray cluster (their
+builds come back as bytes, :attr:`BuildResult.artifact`, which either runner loads). A harness
+(``kbench tune``) can pass its own runner object with the same ``run(inputs, build_results)`` method
+(for example one that times with its own measurement method on GPU workers). When the runner has
+``get_build_kwargs()`` and the builder ``set_build_kwargs()``, ``measure_option`` hands the one to
+the other (the CUDA architecture of the runner's GPUs), as autotvm does.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["MeasureErrorNo", "MeasureInput", "MeasureResult", "BuildResult", "LocalBuilder", "LocalRunner",
-           "measure_option", "create_measure_batch", "random_args"]
+__all__ = ["MeasureErrorNo", "MeasureInput", "MeasureResult", "BuildResult", "ArgInfo", "LocalBuilder",
+           "LocalRunner", "measure_option", "create_measure_batch", "random_args", "arg_infos",
+           "time_candidate", "reference_outputs", "with_cuda_arch"]
 
 logger = logging.getLogger("autotvm")
 
@@ -76,15 +81,57 @@ class MeasureResult:
         return float(np.mean(self.costs)) if self.ok else float("inf")
 
 
+@dataclass(frozen=True)
+class ArgInfo:
+    """A candidate's argument as a runner needs it (what travels instead of the tensor)."""
+
+    shape: Tuple[int, ...]
+    dtype: str
+
+
+def arg_infos(tensors: Sequence[Any]) -> Tuple[ArgInfo, ...]:
+    """The shapes and dtypes of a candidate's argument tensors (or buffers)."""
+    return tuple(ArgInfo(tuple(int(d) for d in t.shape), str(t.dtype)) for t in tensors)
+
+
 @dataclass
 class BuildResult:
-    """A built candidate: the module and its argument tensors (shapes, dtypes), or an error."""
+    """A built candidate, or an error: the module (built in this process) or ``artifact``, the module
+    as bytes (:func:`kernels.runtime.serialize.module_to_bytes`, built in another process or on
+    another machine), and its arguments (tensors or :class:`ArgInfo`: shapes and dtypes)."""
 
     module: Any = None
     args: Tuple[Any, ...] = ()
     error_no: int = MeasureErrorNo.NO_ERROR
     error: str = ""
     time_cost: float = 0.0
+    artifact: Optional[bytes] = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether there is something to run."""
+        return self.error_no == MeasureErrorNo.NO_ERROR and (self.module is not None or
+                                                             self.artifact is not None)
+
+    def load(self) -> Any:
+        """The runnable module (loaded from :attr:`artifact` on first use)."""
+        if self.module is None and self.artifact is not None:
+            from ..runtime.serialize import module_from_bytes
+
+            self.module = module_from_bytes(self.artifact)
+        return self.module
+
+
+def with_cuda_arch(target: Any, arch: Optional[str]) -> Any:
+    """``target`` with ``-arch=arch`` when it is a CUDA target naming no architecture (else itself)."""
+    from ..target import Target
+
+    if not arch:
+        return target
+    tgt = target if isinstance(target, Target) else Target(str(target))
+    if tgt.kind.name != "cuda" or tgt.arch:
+        return target
+    return Target(f"{tgt} -arch={arch}")
 
 
 def _classify_build_error(exc: BaseException) -> int:
@@ -109,6 +156,12 @@ class LocalBuilder:
 
         self.timeout = float(timeout)
         self.n_parallel = int(n_parallel or max(1, (os.cpu_count() or 2)))
+        self.cuda_arch: Optional[str] = None
+
+    def set_build_kwargs(self, kwargs: dict) -> None:
+        """Take what the runner says about its device (``{"cuda_arch": "sm_80"}``: CUDA targets that
+        name no architecture are built for that one), as autotvm's builders do."""
+        self.cuda_arch = kwargs.get("cuda_arch") or None
 
     @staticmethod
     def build_one(inp: MeasureInput) -> BuildResult:
@@ -131,7 +184,9 @@ class LocalBuilder:
     def build(self, inputs: Sequence[MeasureInput]) -> List[BuildResult]:
         out: List[BuildResult] = []
         with ThreadPoolExecutor(max_workers=self.n_parallel) as pool:
-            futures = [pool.submit(self.build_one, inp) for inp in inputs]
+            futures = [pool.submit(self.build_one, MeasureInput(with_cuda_arch(inp.target, self.cuda_arch),
+                                                                inp.task, inp.config))
+                       for inp in inputs]
             for fut in futures:
                 try:
                     out.append(fut.result(timeout=self.timeout))
@@ -168,13 +223,57 @@ def random_args(tensors: Sequence[Any], rng: np.random.Generator) -> List[np.nda
     return out
 
 
-def _device_args(built: BuildResult, target: Any, seed: int) -> Tuple[Any, List[Any]]:
-    """The target's device and the candidate's arguments on it, filled from ``seed``."""
+def _device_args(args: Sequence[Any], target: Any, seed: int) -> Tuple[Any, List[Any]]:
+    """The target's device and a candidate's arguments on it, filled from ``seed``."""
     from ..runtime.device import device
     from ..runtime.ndarray import array as nd_array
 
     dev = device(str(target))
-    return dev, [nd_array(a, dev) for a in random_args(built.args, np.random.default_rng(seed))]
+    return dev, [nd_array(a, dev) for a in random_args(args, np.random.default_rng(seed))]
+
+
+def reference_outputs(module: Any, args: Sequence[Any], target: Any, seed: int = 0) -> List[np.ndarray]:
+    """Every argument after one call of ``module`` on arguments filled from ``seed`` (what the other
+    candidates' outputs are compared with)."""
+    _, nd = _device_args(args, target, seed)
+    module(*nd)
+    return [x.numpy() for x in nd]
+
+
+def time_candidate(module: Any, args: Sequence[Any], target: Any, number: int, repeat: int,
+                   min_repeat_ms: float = 0.0, timeout: float = 10.0,
+                   reference: Optional[Sequence[np.ndarray]] = None) -> Tuple[Tuple[Any, ...], int]:
+    """Check and time one built candidate on this machine's device for ``target``: ``(costs,
+    error_no)``, the costs in seconds (``repeat`` of them, each the mean of ``number`` launches; with
+    ``min_repeat_ms``, ``number`` doubles until a repeat lasts that long) or, on an error, its message
+    as the only element. With ``reference`` (:func:`reference_outputs` of another configuration), the
+    outputs must match it first (else WRONG_ANSWER). Longer than ``timeout`` seconds is RUN_TIMEOUT;
+    any other failure RUNTIME_DEVICE."""
+    t0 = time.perf_counter()
+    try:
+        dev, nd = _device_args(args, target, 0)
+        if reference is not None:
+            module(*nd)
+            got = [x.numpy() for x in nd]
+            if not all(_close(g, r) for g, r in zip(got, reference)):
+                return ("the outputs differ from the reference configuration's",), \
+                    int(MeasureErrorNo.WRONG_ANSWER)
+        f = module.time_evaluator(module.entry_name, dev, number=number, repeat=1)
+        if min_repeat_ms > 0:
+            while f(*nd).mean * number * 1e3 < min_repeat_ms and number < 1 << 20:
+                number *= 2
+                f = module.time_evaluator(module.entry_name, dev, number=number, repeat=1)
+        costs = []
+        for _ in range(repeat):
+            costs.append(float(f(*nd).mean))
+            if time.perf_counter() - t0 > timeout:
+                raise TimeoutError(f"running took longer than {timeout:g} s")
+        return tuple(costs), int(MeasureErrorNo.NO_ERROR)
+    except TimeoutError as exc:
+        return (str(exc),), int(MeasureErrorNo.RUN_TIMEOUT)
+    except Exception as exc:
+        logger.debug("a candidate failed to run:\n%s", traceback.format_exc(limit=3))
+        return (f"{type(exc).__name__}: {exc}",), int(MeasureErrorNo.RUNTIME_DEVICE)
 
 
 class LocalRunner:
@@ -214,9 +313,7 @@ class LocalRunner:
             if first.module is None:
                 self._references[key] = None
             else:
-                _, nd = _device_args(first, target, rng_seed)
-                first.module(*nd)
-                self._references[key] = [x.numpy() for x in nd]
+                self._references[key] = reference_outputs(first.module, first.args, target, rng_seed)
         return self._references[key]
 
     def run(self, inputs: Sequence[MeasureInput],
@@ -224,41 +321,22 @@ class LocalRunner:
         out: List[MeasureResult] = []
         for inp, built in zip(inputs, build_results):
             t0 = time.perf_counter()
-            if built.module is None:
-                out.append(MeasureResult((built.error,), int(built.error_no), built.time_cost, time.time()))
+            if not built.ok:
+                error_no = built.error_no or MeasureErrorNo.UNKNOWN_ERROR
+                out.append(MeasureResult((built.error or "nothing was built",), int(error_no),
+                                         built.time_cost, time.time()))
                 continue
             try:
-                dev, nd = _device_args(built, inp.target, 0)
-                if self.check_correctness:
-                    ref = self._reference(inp.task, inp.target, 0)
-                    built.module(*nd)
-                    got = [x.numpy() for x in nd]
-                    if ref is not None and not all(_close(g, r) for g, r in zip(got, ref)):
-                        out.append(MeasureResult(("the outputs differ from the reference configuration's",),
-                                                 int(MeasureErrorNo.WRONG_ANSWER),
-                                                 built.time_cost + time.perf_counter() - t0, time.time()))
-                        continue
-                number = self.number
-                f = built.module.time_evaluator(built.module.entry_name, dev, number=number, repeat=1)
-                if self.min_repeat_ms > 0:
-                    while f(*nd).mean * number * 1e3 < self.min_repeat_ms and number < 1 << 20:
-                        number *= 2
-                        f = built.module.time_evaluator(built.module.entry_name, dev, number=number, repeat=1)
-                costs = []
-                for _ in range(self.repeat):
-                    costs.append(float(f(*nd).mean))
-                    if time.perf_counter() - t0 > self.timeout:
-                        raise TimeoutError(f"running took longer than {self.timeout:g} s")
-                out.append(MeasureResult(tuple(costs), int(MeasureErrorNo.NO_ERROR),
-                                         built.time_cost + time.perf_counter() - t0, time.time()))
-            except TimeoutError as exc:
-                out.append(MeasureResult((str(exc),), int(MeasureErrorNo.RUN_TIMEOUT),
-                                         built.time_cost + time.perf_counter() - t0, time.time()))
+                module = built.load()
+                ref = self._reference(inp.task, inp.target, 0) if self.check_correctness else None
             except Exception as exc:
-                logger.debug("candidate %s failed to run:\n%s", inp.config, traceback.format_exc(limit=3))
-                out.append(MeasureResult((f"{type(exc).__name__}: {exc}",),
-                                         int(MeasureErrorNo.RUNTIME_DEVICE),
-                                         built.time_cost + time.perf_counter() - t0, time.time()))
+                logger.debug("candidate %s failed to load:\n%s", inp.config, traceback.format_exc(limit=3))
+                costs, error_no = (f"{type(exc).__name__}: {exc}",), int(MeasureErrorNo.RUNTIME_DEVICE)
+            else:
+                costs, error_no = time_candidate(module, built.args, inp.target, self.number, self.repeat,
+                                                 self.min_repeat_ms, self.timeout, ref)
+            spent = built.time_cost + time.perf_counter() - t0
+            out.append(MeasureResult(costs, error_no, spent, time.time()))
             if self.cooldown_interval:
                 time.sleep(self.cooldown_interval)
         return out
@@ -295,6 +373,11 @@ def measure_option(builder: Any = "local", runner: Any = None, **kwargs) -> Meas
     elif isinstance(runner, str):
         raise ValueError(f"measure_option: runner {runner!r} is not supported; use LocalRunner(...) or a "
                          "runner object (RPC runners are outside kbench's scope)")
+    # the runner's device decides what the builder builds for (autotvm's get_build_kwargs)
+    get_kwargs = getattr(runner, "get_build_kwargs", None)
+    set_kwargs = getattr(builder, "set_build_kwargs", None)
+    if callable(get_kwargs) and callable(set_kwargs):
+        set_kwargs(get_kwargs())
     return MeasureOption(builder, runner, dict(kwargs))
 
 

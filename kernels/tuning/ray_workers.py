@@ -1,0 +1,207 @@
+"""What runs inside Ray's worker processes for :mod:`kernels.tuning.ray_measure`: the build task (a
+chunk of candidates built on a CPU worker, each module sent back as bytes), the reference build, and
+:class:`RunnerActor`, the process that holds one GPU for a runner's life and checks and times the
+candidates sent to it. Also both ends of a task's journey: :func:`task_bytes` (the driver pickles a
+task once) and :func:`restore_task` (a worker rebuilds it once and keeps it).
+
+Each worker function streams its progress as events, so that the driver knows which candidate a
+worker that died was on: ``("hello", where)`` when it runs, ``("start", position)`` before a
+candidate (``("start", None)`` for a setup step), ``("result", position, payload)`` after it.
+Nothing here imports Ray at module level.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+from .measure import (
+    BuildResult,
+    LocalBuilder,
+    MeasureErrorNo,
+    MeasureInput,
+    arg_infos,
+    reference_outputs,
+    time_candidate,
+    with_cuda_arch,
+)
+
+__all__ = ["RunnerActor", "build_chunk", "build_reference", "restore_task", "task_bytes"]
+
+logger = logging.getLogger("autotvm")
+
+#: the most tasks one worker process keeps rebuilt (least recently used first out)
+TASK_CACHE_SIZE = 32
+
+
+
+
+def task_bytes(task: Any) -> bytes:
+    """The task pickled for the workers: an autotvm template as (name, function, arguments, target),
+    any other task (a TensorIR task) as the object."""
+    from ray import cloudpickle
+
+    from .task import Task
+
+    if isinstance(task, Task):
+        payload = {"kind": "template", "name": task.name, "fcompute": task.func.fcompute,
+                   "args": task.args, "target": str(task.target), "target_host": task.target_host}
+    else:
+        payload = {"kind": "object", "task": task}
+    return cloudpickle.dumps(payload)
+
+
+_WORKER_TASKS: OrderedDict = OrderedDict()  # in a worker: task key -> rebuilt task
+
+
+def restore_task(key: str, holder: list) -> Any:
+    """The task of ``key`` in this worker process (rebuilt from ``holder[0]``, an object reference
+    to its pickled bytes, the first time)."""
+    got = _WORKER_TASKS.get(key)
+    if got is not None:
+        _WORKER_TASKS.move_to_end(key)
+        return got
+    import ray
+    from ray import cloudpickle
+
+    payload = cloudpickle.loads(ray.get(holder[0]))
+    if payload["kind"] == "template":
+        from .task import TEMPLATES, Task, template
+
+        known = TEMPLATES.get(payload["name"])
+        if known is None or getattr(known, "fcompute", None) is not payload["fcompute"]:
+            template(payload["name"], payload["fcompute"])
+        got = Task(payload["name"], payload["args"], payload["target"], payload["target_host"])
+    else:
+        got = payload["task"]
+    _WORKER_TASKS[key] = got
+    while len(_WORKER_TASKS) > TASK_CACHE_SIZE:
+        _WORKER_TASKS.popitem(last=False)
+    return got
+
+
+def _where() -> dict:
+    import ray
+
+    return {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
+
+
+def _build_for_transport(task: Any, index: int, cuda_arch: str | None = None) -> BuildResult:
+    """Build configuration ``index`` of ``task`` here (a CUDA target naming no architecture for
+    ``cuda_arch``); the module as bytes, its arguments as shapes and dtypes."""
+    from ..runtime.serialize import module_to_bytes
+
+    t0 = time.perf_counter()
+    config = task.config_space.get(index)
+    built = LocalBuilder.build_one(MeasureInput(with_cuda_arch(task.target, cuda_arch), task, config))
+    if built.module is None:
+        return built
+    try:
+        artifact = module_to_bytes(built.module)
+    except Exception as exc:
+        return BuildResult(error_no=MeasureErrorNo.COMPILE_HOST, time_cost=time.perf_counter() - t0,
+                           error=f"the built module cannot be sent to a runner: {type(exc).__name__}: {exc}")
+    return BuildResult(args=arg_infos(built.args), time_cost=time.perf_counter() - t0, artifact=artifact)
+
+
+def build_chunk(key: str, holder: list, items: list, cuda_arch: str | None) -> Iterator[tuple]:
+    """A build task (a Ray streaming generator): ``("hello", where)``, then per candidate
+    ``("start", position)`` and ``("result", position, BuildResult)``."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the runtime environment says so too; nothing here uses a GPU
+    yield ("hello", _where())
+    try:
+        task = restore_task(key, holder)
+    except Exception as exc:
+        msg = (f"the build worker cannot rebuild the task ({type(exc).__name__}: {exc}); is the module "
+               "defining its template importable on the Ray workers (runtime_env PYTHONPATH)?")
+        for pos, _ in items:
+            yield ("result", pos, BuildResult(error_no=MeasureErrorNo.INSTANTIATION_ERROR, error=msg))
+        return
+    for pos, index in items:
+        yield ("start", pos)
+        yield ("result", pos, _build_for_transport(task, index, cuda_arch))
+
+
+def build_reference(key: str, holder: list, cuda_arch: str | None) -> BuildResult:
+    """A task building the reference configuration (index 0) of a task, for checking outputs."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    return _build_for_transport(restore_task(key, holder), 0, cuda_arch)
+
+
+class RunnerActor:
+    """A runner process holding one GPU for a :class:`RayRunner`'s life (a Ray actor)."""
+
+    def __init__(self) -> None:
+        import kernels  # noqa: F401  (the imports once, before the first batch)
+
+        self.references: dict[str, Any] = {}
+        import ray
+
+        self.info = {**_where(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+                     "cuda_arch": self.cuda_arch()}
+
+    def where(self) -> dict:
+        """The node, process id, GPU ids and CUDA architecture (None: no CUDA device) of this runner."""
+        return dict(self.info)
+
+    @staticmethod
+    def cuda_arch() -> str | None:
+        """The CUDA architecture of this runner's GPU (``"sm_90"``), None without a CUDA device."""
+        try:
+            from ..contrib.nvcc import normalize_arch
+            from ..runtime.device import Device
+
+            dev = Device("cuda", 0)
+            return normalize_arch(dev.compute_version) if dev.exist else None
+        except Exception:
+            return None
+
+    def run(self, target: str, items: list, ref_key: str | None, ref_holder: list,
+            how: tuple) -> Iterator[tuple]:
+        """Run a chunk (a streaming generator): ``("hello", where)``, ``("start", None)`` while the
+        reference outputs are computed, then per candidate ``("start", position)`` and ``("result",
+        position, (costs, error_no, seconds))``. ``how``: (number, repeat, min_repeat_ms, timeout,
+        cooldown_interval) of the runner asking (the actors of a GPU model serve every runner of the
+        driver's process)."""
+        number, repeat, min_repeat_ms, timeout, cooldown_interval = how
+        yield ("hello", self.info)
+        reference = None
+        if ref_key is not None:
+            if ref_key not in self.references:
+                yield ("start", None)
+                self.references[ref_key] = self._reference(ref_holder[0], target)
+            reference = self.references[ref_key]
+        for pos, built in items:
+            yield ("start", pos)
+            t0 = time.perf_counter()
+            try:
+                module = built.load()
+            except Exception as exc:
+                costs, error_no = (f"loading the module failed: {type(exc).__name__}: {exc}",), \
+                    int(MeasureErrorNo.RUNTIME_DEVICE)
+            else:
+                costs, error_no = time_candidate(module, built.args, target, number, repeat,
+                                                 min_repeat_ms, timeout, reference)
+            yield ("result", pos, (costs, error_no, time.perf_counter() - t0))
+            if cooldown_interval:
+                time.sleep(cooldown_interval)
+
+    @staticmethod
+    def _reference(ref: Any, target: str) -> Any:
+        import ray
+
+        try:
+            built = ray.get(ref)
+            if not built.ok:
+                logger.warning("the reference configuration did not build (%s); outputs are not checked",
+                               built.error)
+                return None
+            return reference_outputs(built.load(), built.args, target)
+        except Exception as exc:
+            logger.warning("the reference configuration did not run (%s: %s); outputs are not checked",
+                           type(exc).__name__, exc)
+            return None
