@@ -169,6 +169,10 @@ class Access:
     stride_tx: Optional[int]
     vector_lanes: int
     depth: int
+    #: accesses to a buffer with the same flat index share a number (they touch the same elements)
+    pattern: int = 0
+    #: the buffer's size in elements (None when symbolic)
+    buffer_elements: Optional[int] = None
     #: per level of the main nest (outermost first): (elements touched, accesses made) inside it;
     #: empty when the access is not inside the main nest
     curve: Tuple[Tuple[float, float], ...] = ()
@@ -589,6 +593,7 @@ def _stride_at_origin(index: PrimExpr, level: _Level) -> Optional[int]:
 def analyze(func: Any, vthreads: int = 1, limits: Optional[DeviceLimits] = None) -> ProgramFeatures:
     """The features of a lowered function (see the module docstring)."""
     from ..tir.functor import substitute
+    from ..tir.simplify import skey
 
     w = _Walker()
     w.stmt(func.body)
@@ -600,10 +605,12 @@ def analyze(func: Any, vthreads: int = 1, limits: Optional[DeviceLimits] = None)
     main_levels = main[0].levels if main is not None else ()
     main_pos = {id(lv): k for k, lv in enumerate(main_levels)}
     accesses = []
+    patterns: Dict[Tuple[int, tuple], int] = {}
     for raw in w.accesses:
         index = raw.index
         if w.lets:
             index = substitute(index, w.lets)
+        pattern = patterns.setdefault((id(raw.buffer.data), skey(index)), len(patterns))
         used = _var_ids(index)
         buf = raw.buffer
         cap = _elements(buf, w.allocs.get(id(buf.data)))
@@ -646,7 +653,7 @@ def analyze(func: Any, vthreads: int = 1, limits: Optional[DeviceLimits] = None)
         accesses.append(Access(
             buffer=buf.name, scope=_scope_of(buf), element_bytes=max(1, dt.bits(buf.dtype) // 8),
             store=raw.store, count=raw.weight, touch_thread=touch_t, touch_block=touch_b,
-            stride_inner=stride_inner, stride_tx=stride_tx, vector_lanes=vec,
+            stride_inner=stride_inner, stride_tx=stride_tx, vector_lanes=vec, pattern=pattern, buffer_elements=cap,
             depth=len([lv for lv in raw.levels if id(lv) in main_pos]), curve=tuple(curve)))
     order = [t for t in _THREAD_TAGS if t in w.thread_extents] + \
         sorted(t for t in w.thread_extents if t not in _THREAD_TAGS)
@@ -704,11 +711,20 @@ def _summary(pf: ProgramFeatures) -> List[float]:
 
 
 def _buffer_bytes(pf: ProgramFeatures, name: str, per: str) -> float:
+    """Bytes of buffer ``name`` one thread (``per="thread"``) or one block touches: accesses with
+    the same index touch the same elements (a load and the store of an accumulation), different
+    indices add up (overlaps count twice), at most the buffer's size."""
     accs = pf.buffer_accesses(name)
     if not accs:
         return 0.0
     key = "touch_thread" if per == "thread" else "touch_block"
-    return max(getattr(a, key) for a in accs) * accs[0].element_bytes
+    by_index: Dict[int, float] = {}
+    for a in accs:
+        by_index[a.pattern] = max(by_index.get(a.pattern, 0.0), getattr(a, key))
+    total = sum(by_index.values())
+    if accs[0].buffer_elements is not None:
+        total = min(total, accs[0].buffer_elements)
+    return total * accs[0].element_bytes
 
 
 def _access_slot(pf: ProgramFeatures, accs: List[Access]) -> List[float]:
@@ -720,7 +736,7 @@ def _access_slot(pf: ProgramFeatures, accs: List[Access]) -> List[float]:
     bytes_b = sum(_buffer_bytes(pf, n, "block") for n in names)
     loads = sum(a.count for a in accs if not a.store)
     stores = sum(a.count for a in accs if a.store)
-    elems = sum(max(a.touch_thread for a in accs if a.buffer == n) for n in names)
+    elems = sum(_buffer_bytes(pf, n, "thread") / pf.buffer_accesses(n)[0].element_bytes for n in names)
     hot = max(accs, key=lambda a: (a.count, not a.store))
     total = loads + stores
     contiguous = sum(a.count for a in accs if a.stride_inner in (0, 1) or a.vector_lanes > 1)
