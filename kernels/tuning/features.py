@@ -636,8 +636,8 @@ def analyze(func: Any, vthreads: int = 1, limits: Optional[DeviceLimits] = None)
         curve: List[Tuple[float, float]] = []
         if main_levels:
             # (elements touched, accesses made) inside each level of the main nest the access is in
-            own = [lv for lv in raw.levels]
-            for k, lv in enumerate(main_levels):
+            own = list(raw.levels)
+            for lv in main_levels:
                 if lv not in own:
                     curve.append((0.0, 0.0))
                     continue
@@ -653,8 +653,9 @@ def analyze(func: Any, vthreads: int = 1, limits: Optional[DeviceLimits] = None)
         accesses.append(Access(
             buffer=buf.name, scope=_scope_of(buf), element_bytes=max(1, dt.bits(buf.dtype) // 8),
             store=raw.store, count=raw.weight, touch_thread=touch_t, touch_block=touch_b,
-            stride_inner=stride_inner, stride_tx=stride_tx, vector_lanes=vec, pattern=pattern, buffer_elements=cap,
-            depth=len([lv for lv in raw.levels if id(lv) in main_pos]), curve=tuple(curve)))
+            stride_inner=stride_inner, stride_tx=stride_tx, vector_lanes=vec, pattern=pattern,
+            buffer_elements=cap, depth=sum(1 for lv in raw.levels if id(lv) in main_pos),
+            curve=tuple(curve)))
     order = [t for t in _THREAD_TAGS if t in w.thread_extents] + \
         sorted(t for t in w.thread_extents if t not in _THREAD_TAGS)
     arguments = tuple(b.name for b in getattr(func, "buffers", ()) or ())
@@ -884,8 +885,9 @@ class FeatureExtractor:
     feature_type : str
         ``"itervar"`` or ``"curve"``.
     n_workers : int, optional
-        Worker processes for batches of at least :attr:`pool_min` missing vectors (default: the
-        machine's cores, at most 16; 1 extracts in this process).
+        Worker processes (forked) for batches of at least :attr:`pool_min` missing vectors
+        (default: the machine's cores, at most 16; 1 extracts in this process, as does a process
+        connected to Ray).
     """
 
     #: fewer missing vectors than this are extracted in this process
@@ -949,6 +951,9 @@ class FeatureExtractor:
             ctx = mp.get_context("fork")
         except ValueError:  # no fork on this platform: in this process
             ctx = None
+        if ctx is not None and _ray_connected():
+            # a Ray driver's client threads do not survive a fork: extract in this process
+            ctx = None
         if ctx is None:
             for i in missing:
                 self._store(*_extract_here(self.task, i, self.feature_type))
@@ -968,6 +973,16 @@ class FeatureExtractor:
                     self._store(*_extract_here(self.task, i, self.feature_type))
         finally:
             _POOL_TASK = None
+
+
+def _ray_connected() -> bool:
+    import sys
+
+    ray = sys.modules.get("ray")
+    try:
+        return bool(ray is not None and ray.is_initialized())
+    except Exception:  # a partial or broken Ray import
+        return False
 
 
 def _extract_here(task: Any, index: int, feature_type: str) -> Tuple[int, Optional[np.ndarray], str]:

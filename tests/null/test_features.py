@@ -58,7 +58,8 @@ def matmul_features():
 
 
 def one(accesses, buffer, store=False, depth=None):
-    got = [a for a in accesses if a.buffer == buffer and a.store == store and (depth is None or a.depth == depth)]
+    got = [a for a in accesses
+           if a.buffer == buffer and a.store == store and (depth is None or a.depth == depth)]
     assert len(got) == 1, got
     return got[0]
 
@@ -173,7 +174,7 @@ def test_unrolled_loops_are_kept_as_loops():
     A = te.placeholder((64, 8), name="A")
     B = te.compute((64,), lambda i: A[i, 0] + A[i, 7], name="B")
     s = te.create_schedule(B.op)
-    xo, xi = s[B].split(B.op.axis[0], factor=8)
+    _, xi = s[B].split(B.op.axis[0], factor=8)
     s[B].unroll(xi)
     pf = F.analyze(*F.lower_for_features(s, [A, B], "c"))
     assert [(lp.kind, lp.extent) for lp in pf.loops] == [("serial", 8), ("unrolled", 8)]
@@ -224,7 +225,7 @@ def features_picky(n):
     cfg = autotvm.get_config()
     cfg.define_knob("split", [4, 0, 8, 16])
     cfg.define_knob("pad", list(range(5)))
-    xo, xi = s[B].split(B.op.axis[0], factor=cfg["split"].val if cfg["split"].val else 0)
+    s[B].split(B.op.axis[0], factor=cfg["split"].val)
     return s, [A, B]
 
 
