@@ -886,8 +886,8 @@ class FeatureExtractor:
         ``"itervar"`` or ``"curve"``.
     n_workers : int, optional
         Worker processes (forked) for batches of at least :attr:`pool_min` missing vectors
-        (default: the machine's cores, at most 16; 1 extracts in this process, as does a process
-        connected to Ray).
+        (default: the machine's cores but one, at most 16; 1 extracts in this process, as does a
+        process connected to Ray).
     """
 
     #: fewer missing vectors than this are extracted in this process
@@ -896,7 +896,9 @@ class FeatureExtractor:
     def __init__(self, task: Any, feature_type: str = "itervar", n_workers: Optional[int] = None):
         _check_type(feature_type)
         self.task, self.feature_type = task, feature_type
-        self.n_workers = int(n_workers if n_workers is not None else min(16, os.cpu_count() or 1))
+        if n_workers is None:  # one core stays with the tuner (and with the builder's compilers)
+            n_workers = max(1, min(16, (os.cpu_count() or 1) - 1))
+        self.n_workers = int(n_workers)
         self.length = feature_length(feature_type)
         self.cache: Dict[int, np.ndarray] = {}
         self.failures: Dict[int, str] = {}

@@ -227,7 +227,7 @@ class ModelTuner(Tuner):
         of milliseconds); proposals beyond it are not scored. Default ``max(64, 4 * plan_size)``
         for the loop features, unlimited for the knob values.
     n_workers : int, optional
-        Worker processes extracting loop features (default: the machine's cores, at most 16).
+        Worker processes extracting loop features (default: the machine's cores but one, at most 16).
     """
 
     overlap = False
