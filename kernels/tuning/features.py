@@ -83,9 +83,10 @@ from ..tir.expr import (
 )
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt, SeqStmt, Stmt
 
-__all__ = ["FEATURE_TYPES", "LOOP_SLOTS", "ARG_SLOTS", "SCOPES", "CURVE_SAMPLES", "Loop", "Access",
-           "ProgramFeatures", "FeatureError", "lower_for_features", "analyze", "feature_vector",
-           "feature_names", "candidate_features", "FeatureExtractor", "DeviceLimits"]
+__all__ = ["FEATURE_TYPES", "LOOP_SLOTS", "ARG_SLOTS", "SCOPES", "CURVE_SAMPLES", "LOOP_KINDS",
+           "SKIPPED_PASSES", "Loop", "Access", "ProgramFeatures", "FeatureError", "DeviceLimits",
+           "lower_for_features", "analyze", "feature_vector", "feature_names", "feature_length",
+           "candidate_features", "FeatureExtractor"]
 
 logger = logging.getLogger("autotvm")
 
@@ -176,10 +177,6 @@ class Access:
     #: per level of the main nest (outermost first): (elements touched, accesses made) inside it;
     #: empty when the access is not inside the main nest
     curve: Tuple[Tuple[float, float], ...] = ()
-
-    @property
-    def argument(self) -> bool:
-        return self.scope == "global"
 
 
 @dataclass(frozen=True)
@@ -830,6 +827,7 @@ def feature_vector(pf: ProgramFeatures, feature_type: str = "itervar") -> np.nda
 
 
 def feature_length(feature_type: str = "itervar") -> int:
+    """The length of every ``feature_type`` vector."""
     return len(feature_names(feature_type))
 
 

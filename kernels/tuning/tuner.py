@@ -292,9 +292,8 @@ class ModelTuner(Tuner):
         return self.extractor is None or index in self.extractor.cache
 
     def _predict(self, indices: Sequence[int]) -> np.ndarray:
-        import xgboost as xgb
-
-        return self.model.predict(xgb.DMatrix(self._feature_rows(indices)))
+        # in place: no DMatrix built for each of the annealing's many small batches
+        return self.model.inplace_predict(self._feature_rows(indices))
 
     def _score(self, indices: Sequence[int]) -> np.ndarray:
         """The model's prediction for each of ``indices``; -inf for configurations whose features are
