@@ -85,7 +85,8 @@ def main() -> None:
         log.unlink(missing_ok=True)
         option = autotvm.measure_option(builder=autotvm.LocalBuilder(n_parallel=os.cpu_count(), timeout=120),
                                         runner=autotvm.LocalRunner(number=5, repeat=3, timeout=30))
-        autotvm.tuner.GridSearchTuner(task).tune(size, option, callbacks=[autotvm.callback.log_to_file(str(log))])
+        autotvm.tuner.GridSearchTuner(task).tune(size, option,
+                                                 callbacks=[autotvm.callback.log_to_file(str(log))])
         records = list(autotvm.record.load_from_file(log))
     results = {inp.config.index: res for inp, res in records if tuple(inp.task.workload) == task.workload}
     if len(results) != size:
