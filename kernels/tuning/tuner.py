@@ -224,7 +224,7 @@ class ModelTuner(Tuner):
         followed by its knob values).
     feature_budget : int, optional
         New configurations whose loop features one proposal may extract (lowering each costs tens
-        of milliseconds); proposals beyond it are not scored. Default ``max(64, 4 * plan_size)``
+        of milliseconds); proposals beyond it are not scored. Default ``max(32, 4 * plan_size)``
         for the loop features, unlimited for the knob values.
     n_workers : int, optional
         Worker processes extracting loop features (default: the machine's cores but one, at most 16).
@@ -251,7 +251,7 @@ class ModelTuner(Tuner):
         self.feature_type = feature_type
         self.extractor = None if feature_type == "knob" else FeatureExtractor(task, feature_type, n_workers)
         if feature_budget is None:
-            feature_budget = None if feature_type == "knob" else max(64, 4 * self.plan_size)
+            feature_budget = None if feature_type == "knob" else max(32, 4 * self.plan_size)
         self.feature_budget = feature_budget
         self._budget_left = float("inf")
         self._knob_cache: dict = {}
@@ -478,4 +478,8 @@ class EvolutionaryTuner(ModelTuner):
             pool = sorted(set(pop) | set(fresh), key=lambda i: -seen[i])[:self.population]
             pop = pool
             scores = np.asarray([seen[i] for i in pop])
+        scored = [v for v in seen.values() if v > -np.inf]
+        logger.debug("evolutionary search: %d candidates scored by the model over %d generations, best "
+                     "predicted %.3f of the best measured", len(scored), self.generations,
+                     max(scored, default=0.0))
         return self._diverse(seen, want)

@@ -1,6 +1,6 @@
 """XGBTuner on loop and memory features (feature_type="itervar") tuning a real matrix product on the
-C target, against the grid measured in the same test; and the evolutionary search of tune_tir on
-a landscape whose costs are known."""
+C target, against the grid measured in the same test; the evolutionary search of tune_tir on a
+landscape whose costs are known, and on OpenCL with the model on real candidates' features."""
 
 from __future__ import annotations
 
@@ -122,3 +122,30 @@ def test_evolutionary_search_finds_the_valley_floor(seed):
     tuner.tune(n_trial=96, measure_option=autotvm.measure_option(NoBuild(), ValleyRunner()))
     assert len(tuner.visited) == 96
     assert task.flop / tuner.best_flops <= 1.05 * 1.02e-3, tuner.best_config  # the floor: 1.02e-3
+
+
+@pytest.mark.slow
+@pytest.mark.opencl
+def test_tune_tir_searches_with_the_model_on_opencl(tmp_path, caplog):
+    """tune_tir's evolutionary search on loop features of real candidates: the second batch is
+    proposed by the model fitted on the first; the tuned schedule is correct."""
+    import logging
+
+    import kernels as tvm
+    from kbtest import opencl_available, run
+    from kernels import meta_schedule as ms
+    from kernels.workloads import tensorir as notes
+
+    if not opencl_available():
+        pytest.skip("no OpenCL device")
+    n = 64
+    config = ms.TuneConfig(max_trials_global=16, num_trials_per_iter=8)
+    with caplog.at_level(logging.DEBUG, logger="autotvm"):
+        sch = ms.tune_tir(notes.matmul_module({"n": n}), "opencl", config, str(tmp_path), seed=0)
+    assert any("evolutionary search:" in r.getMessage() for r in caplog.records)
+    assert len((tmp_path / "tuning_records.json").read_text().splitlines()) == 16
+    f = tvm.build(sch.mod, target="opencl")
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(-1, 1, (n, n)).astype("float32"), rng.uniform(-1, 1, (n, n)).astype("float32")
+    _, _, c = run(f, "opencl", a, b, np.full((n, n), np.nan, "float32"))
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
