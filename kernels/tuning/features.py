@@ -119,14 +119,33 @@ class FeatureError(TVMError):
 
 @dataclass(frozen=True)
 class DeviceLimits:
-    """Per-multiprocessor limits the occupancy proxy divides by (defaults: a recent NVIDIA GPU; for
-    a CPU target the proxy only ranks, its absolute value means nothing)."""
+    """Per-multiprocessor limits the occupancy proxy divides by (defaults: sm_90; for a CPU target
+    the proxy only ranks, its absolute value means nothing)."""
 
     max_threads: int = 2048
     max_blocks: int = 32
     shared_bytes: int = 228 * 1024
     registers: int = 65536
     warp: int = 32
+
+    @staticmethod
+    def of_target(target: Any) -> "DeviceLimits":
+        """The limits of a CUDA target's architecture (``-arch=sm_XX``, from NVIDIA's tables of
+        compute capabilities); the defaults for other targets and unknown architectures."""
+        arch = getattr(target, "arch", None) if target is not None else None
+        try:
+            cc = int(str(arch).split("_")[1]) if arch else 0
+        except (IndexError, ValueError):
+            cc = 0
+        if not cc:
+            return DeviceLimits()
+        if cc < 80:  # Turing sm_75 (and older)
+            return DeviceLimits(max_threads=1024, max_blocks=16, shared_bytes=64 * 1024)
+        if cc == 80:
+            return DeviceLimits(max_threads=2048, max_blocks=32, shared_bytes=164 * 1024)
+        if cc < 90:  # sm_86, sm_87, sm_89
+            return DeviceLimits(max_threads=1536, max_blocks=16 if cc < 89 else 24, shared_bytes=100 * 1024)
+        return DeviceLimits()
 
 
 @dataclass(frozen=True)
@@ -853,7 +872,7 @@ def candidate_features(task: Any, config: Any) -> ProgramFeatures:
                            f"{type(exc).__name__}: {exc}") from exc
     try:
         func, vthreads = lower_for_features(sch, None if is_tensor_ir(sch) else args, target)
-        return analyze(func, vthreads)
+        return analyze(func, vthreads, DeviceLimits.of_target(target))
     except FeatureError:
         raise
     except Exception as exc:

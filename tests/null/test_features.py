@@ -306,3 +306,21 @@ def test_proposals_respect_the_feature_budget():
     batch = tuner.next_batch(4)
     assert len(batch) == 4 and len({c.index for c in batch}) == 4
     assert tuner.extractor.extracted - before <= 6
+
+
+def test_occupancy_follows_the_architecture(matmul_features):
+    """128 threads a block: 2048 / 128 = 16 blocks on sm_90, but Turing holds 1024 threads (8 blocks)
+    and sm_86 1536 threads and 16 blocks (12)."""
+    import dataclasses
+
+    from kernels.target import Target
+
+    for arch, blocks in (("sm_90", 16), ("sm_75", 8), ("sm_86", 12), ("sm_80", 16)):
+        limits = F.DeviceLimits.of_target(Target(f"cuda -arch={arch}"))
+        pf = dataclasses.replace(matmul_features, limits=limits)
+        assert pf.blocks_per_sm == blocks, arch
+        assert pf.occupancy == pytest.approx(blocks * 128 / limits.max_threads)
+    assert F.DeviceLimits.of_target(Target("c")) == F.DeviceLimits()
+    # shared memory binds: 64 KiB a block leaves room for 3 blocks in sm_90's 228 KiB
+    big = dataclasses.replace(matmul_features, shared_bytes=64 * 1024)
+    assert big.blocks_per_sm == 3 and big.occupancy == pytest.approx(3 * 128 / 2048)
