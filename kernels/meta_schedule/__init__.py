@@ -2,9 +2,12 @@
 
 ``tune_tir(mod, target, config=TuneConfig(max_trials_global, num_trials_per_iter), work_dir,
 task_name)`` generates the design space from the function's block structure
-(:mod:`kernels.tuning.tir_task`), searches it with the engine's cost-model tuner (an xgboost model
-refit after every batch of ``num_trials_per_iter`` candidates, proposals by simulated annealing on
-its predictions), builds and times the candidates on the target's device, writes every measured
+(:mod:`kernels.tuning.tir_task`), searches it by evolutionary search guided by the engine's cost
+model (:class:`kernels.tuning.tuner.EvolutionaryTuner`: an xgboost model on the loop and memory
+features of each candidate's lowered TensorIR, refit after every batch of ``num_trials_per_iter``
+candidates; a population of tile sizes mutated and selected by predicted throughput, with an
+epsilon-greedy share of random candidates; ``strategy="replay_trace"`` samples at random instead),
+builds and times the candidates on the target's device, writes every measured
 candidate to ``work_dir/tuning_records.json`` (JSON lines, the engine's record layout) and returns
 the ``tir.Schedule`` of the fastest one. A later call with the same function and ``work_dir`` reuses
 the records: configurations already measured are not measured again. ``builder=``/``runner=`` take
@@ -38,6 +41,10 @@ TARGET_TAGS = {
 }
 
 
+#: TuneConfig.strategy values: cost-model-guided evolution, or random sampling of the space
+SEARCH_STRATEGIES = ("evolutionary", "replay_trace")
+
+
 @dataclass(frozen=True)
 class TuneConfig:
     """How much to search: ``max_trials_global`` candidates in all, ``num_trials_per_iter`` a batch."""
@@ -51,6 +58,9 @@ class TuneConfig:
         if self.max_trials_global < 1 or self.num_trials_per_iter < 1:
             raise TVMError(f"TuneConfig: trials must be >= 1, got max_trials_global="
                            f"{self.max_trials_global}, num_trials_per_iter={self.num_trials_per_iter}")
+        if self.strategy not in SEARCH_STRATEGIES:
+            raise TVMError(f"TuneConfig: strategy {self.strategy!r} is not one of "
+                           f"{', '.join(SEARCH_STRATEGIES)}")
 
 
 def target_of_tag(target: Any) -> Any:
@@ -91,14 +101,17 @@ def tune_tir(mod: Any, target: Any, config: Optional[TuneConfig] = None, work_di
     from ..tuning.measure import LocalBuilder, LocalRunner, MeasureInput, measure_option
     from ..tuning.record import load_from_file
     from ..tuning.tir_task import TIRTask
-    from ..tuning.tuner import XGBTuner
+    from ..tuning.tuner import EvolutionaryTuner, RandomTuner
 
     config = config or TuneConfig()
     task = TIRTask(mod, target_of_tag(target), task_name)
     work = Path(work_dir or "./tune_tmp")
     work.mkdir(parents=True, exist_ok=True)
     log_file = work / "tuning_records.json"
-    tuner = XGBTuner(task, plan_size=min(config.num_trials_per_iter, 64), seed=seed)
+    if config.strategy == "evolutionary":
+        tuner = EvolutionaryTuner(task, plan_size=min(config.num_trials_per_iter, 64), seed=seed)
+    else:
+        tuner = RandomTuner(task, seed=seed)
     # earlier records of this function: measured configurations are known, not measured again
     done = 0
     if log_file.exists():

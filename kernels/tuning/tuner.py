@@ -6,10 +6,17 @@ the best. ``tune(n_trial, measure_option, early_stopping, callbacks)`` is autotv
 see every batch (``log_to_file`` writes the records, ``progress_bar`` prints the best so far).
 
 :class:`ModelTuner` (``XGBTuner``) fits a gradient-boosted regression (xgboost) of each measured
-configuration's throughput on its knob values after every batch, then proposes the next batch by
-simulated annealing on the model's predictions over unmeasured points, keeping only candidates that
-differ from the ones already picked (a diversity filter on their knob values), with a share of
-random points so that the model keeps seeing new regions.
+configuration's throughput after every batch: on the loop and memory features of its lowered code
+(``feature_type="itervar"`` or ``"curve"``, :mod:`kernels.tuning.features`, cached per configuration)
+followed by its knob values, or on the knob values alone (``"knob"``). It then proposes the next
+batch by simulated annealing on the model's predictions over unmeasured points, keeping only
+candidates that differ from the ones already picked (a diversity filter on their knob values), with
+a share of random points so that the model keeps seeing new regions. Loop features cost a lowering
+each, so one proposal extracts at most ``feature_budget`` new ones (in worker processes).
+
+:class:`EvolutionaryTuner` (meta_schedule's search) uses the same model, proposing each batch by
+evolving a population of configurations (mutating tile sizes, keeping the best predicted) with an
+epsilon-greedy share of random ones.
 """
 
 from __future__ import annotations
@@ -20,9 +27,10 @@ from typing import Any, Callable, List, Optional, Sequence, Set
 
 import numpy as np
 
+from .features import FEATURE_TYPES, FeatureExtractor
 from .measure import MeasureInput, MeasureOption, MeasureResult
 
-__all__ = ["Tuner", "GridSearchTuner", "RandomTuner", "ModelTuner", "XGBTuner"]
+__all__ = ["Tuner", "GridSearchTuner", "RandomTuner", "ModelTuner", "XGBTuner", "EvolutionaryTuner"]
 
 logger = logging.getLogger("autotvm")
 
@@ -210,21 +218,43 @@ class ModelTuner(Tuner):
         A proposed point must differ from the already chosen ones in at least this many knobs.
     epsilon : float
         Share of each batch taken at random.
+    feature_type : str
+        What the model sees of a configuration: ``"knob"`` (its knob values), ``"itervar"`` or
+        ``"curve"`` (loop and memory features of its lowered code, :mod:`kernels.tuning.features`,
+        followed by its knob values).
+    feature_budget : int, optional
+        New configurations whose loop features one proposal may extract (lowering each costs tens
+        of milliseconds); proposals beyond it are not scored. Default ``max(32, 4 * plan_size)``
+        for the loop features, unlimited for the knob values.
+    n_workers : int, optional
+        Worker processes extracting loop features (default: the machine's cores but one, at most 16).
     """
 
     overlap = False
 
     def __init__(self, task: Any, plan_size: int = 64, n_sa_iter: int = 200, sa_chains: int = 64,
-                 diversity: int = 1, epsilon: float = 0.05, seed: Optional[int] = None, **kwargs):
+                 diversity: int = 1, epsilon: float = 0.05, seed: Optional[int] = None,
+                 feature_type: str = "knob", feature_budget: Optional[int] = None,
+                 n_workers: Optional[int] = None, **kwargs):
         super().__init__(task, plan_size=plan_size, n_sa_iter=n_sa_iter, sa_chains=sa_chains,
-                         diversity=diversity, epsilon=epsilon, seed=seed, **kwargs)
+                         diversity=diversity, epsilon=epsilon, seed=seed, feature_type=feature_type,
+                         feature_budget=feature_budget, n_workers=n_workers, **kwargs)
+        if feature_type not in ("knob",) + FEATURE_TYPES:
+            raise ValueError(f"{type(self).__name__}: unknown feature_type {feature_type!r} (use knob, "
+                             f"{', '.join(FEATURE_TYPES)})")
         self.plan_size = int(plan_size)
         self.n_sa_iter, self.sa_chains = int(n_sa_iter), int(sa_chains)
         self.diversity, self.epsilon = int(diversity), float(epsilon)
         self.rng = np.random.default_rng(seed)
         self.model = None
         self.dims = [len(sp) for sp in self.space.space_map.values()]
-        self._feature_cache: dict = {}
+        self.feature_type = feature_type
+        self.extractor = None if feature_type == "knob" else FeatureExtractor(task, feature_type, n_workers)
+        if feature_budget is None:
+            feature_budget = None if feature_type == "knob" else max(32, 4 * self.plan_size)
+        self.feature_budget = feature_budget
+        self._budget_left = float("inf")
+        self._knob_cache: dict = {}
 
     # model ---------------------------------------------------------------------------------
     def _fit(self) -> None:
@@ -234,24 +264,63 @@ class ModelTuner(Tuner):
             return
         import xgboost as xgb
 
-        X = np.stack([self._features(x) for x, _ in ok])
+        X = self._feature_rows([x for x, _ in ok])
         best = max(y for _, y in ok)
         y = np.asarray([v / best for _, v in ok])  # throughput relative to the best; failures 0
         params = {"max_depth": 4, "eta": 0.2, "min_child_weight": 1, "subsample": 1.0, "nthread": 1,
                   "seed": int(self.rng.integers(1 << 30)), "verbosity": 0, "objective": "reg:squarederror"}
         self.model = xgb.train(params, xgb.DMatrix(X, label=y), num_boost_round=120)
 
-    def _features(self, index: int) -> np.ndarray:
-        got = self._feature_cache.get(index)
+    def _knobs(self, index: int) -> np.ndarray:
+        got = self._knob_cache.get(index)
         if got is None:
-            got = self._feature_cache[index] = _knob_features(self.space, index)
+            got = self._knob_cache[index] = _knob_features(self.space, index)
         return got
 
-    def _predict(self, indices: Sequence[int]) -> np.ndarray:
-        import xgboost as xgb
+    def _features(self, index: int) -> np.ndarray:
+        """What the model sees of configuration ``index`` (see ``feature_type``)."""
+        return self._feature_rows([index])[0]
 
-        X = np.stack([self._features(int(i)) for i in indices])
-        return self.model.predict(xgb.DMatrix(X))
+    def _feature_rows(self, indices: Sequence[int]) -> np.ndarray:
+        indices = [int(i) for i in indices]
+        knobs = np.stack([self._knobs(i) for i in indices]) if indices else np.zeros((0, len(self.dims)))
+        if self.extractor is None:
+            return knobs
+        return np.hstack([self.extractor.get_many(indices).astype(np.float64), knobs])
+
+    def _known(self, index: int) -> bool:
+        return self.extractor is None or index in self.extractor.cache
+
+    def _predict(self, indices: Sequence[int]) -> np.ndarray:
+        # in place: no DMatrix built for each of the annealing's many small batches
+        return self.model.inplace_predict(self._feature_rows(indices))
+
+    def _score(self, indices: Sequence[int]) -> np.ndarray:
+        """The model's prediction for each of ``indices``; -inf for configurations whose features are
+        not known yet once this proposal's feature budget is spent."""
+        indices = [int(i) for i in indices]
+        new = [i for i in dict.fromkeys(indices) if not self._known(i)]
+        allowed = set(new[:int(min(len(new), self._budget_left))])
+        self._budget_left -= len(allowed)
+        take = [k for k, i in enumerate(indices) if self._known(i) or i in allowed]
+        out = np.full(len(indices), -np.inf)
+        if take:
+            out[take] = self._predict([indices[k] for k in take])
+        return out
+
+    def _start_proposal(self) -> None:
+        self._budget_left = float("inf") if self.feature_budget is None else float(self.feature_budget)
+
+    def _seeds(self, n: int) -> List[int]:
+        """Starting points: the best measured configurations, then random ones."""
+        ranked = [x for _, x in sorted(zip(self.ys, self.xs), key=lambda p: -p[0])]
+        out = list(dict.fromkeys(ranked[:max(1, n // 4)]))
+        size = len(self.space)
+        while len(out) < min(n, size):
+            i = int(self.rng.integers(size))
+            if i not in out:
+                out.append(i)
+        return out
 
     # proposals -------------------------------------------------------------------------------
     def _coords(self, index: int) -> List[int]:
@@ -275,38 +344,47 @@ class ModelTuner(Tuner):
             coords[k] = int((coords[k] + self.rng.integers(1, self.dims[k])) % self.dims[k])
         return self._index(coords)
 
+    def _diverse(self, scored: dict, want: int) -> List[int]:
+        """The best-scored unmeasured configurations, each differing from those picked before in at
+        least ``diversity`` knobs."""
+        ranked = sorted((i for i in scored if i not in self.visited and scored[i] > -np.inf),
+                        key=lambda i: -scored[i])
+        chosen: List[int] = []
+        for i in ranked:
+            if len(chosen) >= want:
+                break
+            ci = self._coords(i)
+            if all(sum(a != b for a, b in zip(ci, self._coords(j))) >= self.diversity for j in chosen):
+                chosen.append(i)
+        return chosen
+
     def _anneal(self, want: int) -> List[int]:
-        n = len(self.space)
-        points = [int(i) for i in self.rng.integers(n, size=min(self.sa_chains, n))]
-        scores = self._predict(points)
-        seen = {}
-        for p, s in zip(points, scores):
-            seen[p] = float(s)
+        points = self._seeds(self.sa_chains)
+        scores = self._score(points)
+        seen = {p: float(s) for p, s in zip(points, scores)}
         temp = 1.0
         for step in range(self.n_sa_iter):
             cand = [self._neighbour(p) for p in points]
-            cs = self._predict(cand)
+            cs = self._score(cand)
             for j, (c, s) in enumerate(zip(cand, cs)):
+                if s == -np.inf:
+                    continue
                 seen[c] = float(s)
                 if s >= scores[j] or self.rng.random() < math.exp((s - scores[j]) / max(temp, 1e-6)):
                     points[j], scores[j] = c, s
             temp = max(0.0, 1.0 - (step + 1) / self.n_sa_iter)
-        ranked = sorted((i for i in seen if i not in self.visited), key=lambda i: -seen[i])
-        chosen: List[int] = []
-        for i in ranked:
-            ci = self._coords(i)
-            if all(sum(a != b for a, b in zip(ci, self._coords(j))) >= self.diversity for j in chosen):
-                chosen.append(i)
-            if len(chosen) >= want:
-                break
-        return chosen
+        return self._diverse(seen, want)
+
+    def _propose(self, want: int) -> List[int]:
+        return self._anneal(want)
 
     def next_batch(self, batch_size: int) -> List[Any]:
         n = len(self.space)
         out: List[int] = []
         if self.model is not None:
+            self._start_proposal()
             n_model = batch_size - int(round(self.epsilon * batch_size))
-            out = self._anneal(n_model)
+            out = self._propose(n_model)
         while len(out) < batch_size and len(self.visited) + len(out) < n:
             i = int(self.rng.integers(n))
             if i not in self.visited and i not in out:
@@ -321,17 +399,87 @@ class ModelTuner(Tuner):
 
 
 class XGBTuner(ModelTuner):
-    """autotvm's XGBTuner: the cost-model tuner with an xgboost model on knob features
-    (``feature_type="knob"``; the loop-feature models are not provided)."""
+    """autotvm's XGBTuner: the cost-model tuner with an xgboost model, by default on the loop and
+    memory features of each configuration's lowered code (``feature_type="itervar"``, as autotvm;
+    ``"curve"``: footprint curves; ``"knob"``: the knob values alone). ``loss_type``, ``num_threads``
+    and ``log_interval`` are accepted for autotvm's calls; the model is a regression on throughput
+    relative to the best measured."""
 
-    def __init__(self, task: Any, plan_size: int = 64, feature_type: str = "knob", loss_type: str = "rank",
+    def __init__(self, task: Any, plan_size: int = 64, feature_type: str = "itervar", loss_type: str = "rank",
                  num_threads: Optional[int] = None, optimizer: str = "sa", diversity_filter_ratio=None,
                  log_interval: int = 50, seed: Optional[int] = None, **kwargs):
-        if feature_type not in ("knob", "itervar", "curve"):
+        if feature_type not in ("knob",) + FEATURE_TYPES:
             raise ValueError(f"XGBTuner: unknown feature_type {feature_type!r}")
         if optimizer != "sa":
             raise ValueError(f"XGBTuner: optimizer {optimizer!r} is not supported (use 'sa')")
-        if feature_type != "knob":
-            logger.debug("XGBTuner: feature_type %r uses the knob features", feature_type)
-        super().__init__(task, plan_size=plan_size, seed=seed, **kwargs)
-        self.feature_type, self.loss_type = feature_type, loss_type
+        kwargs.setdefault("n_workers", num_threads)
+        super().__init__(task, plan_size=plan_size, seed=seed, feature_type=feature_type, **kwargs)
+        self.loss_type = loss_type
+
+
+class EvolutionaryTuner(ModelTuner):
+    """meta_schedule's evolutionary search on the cost model: each batch starts from a population
+    of the best measured configurations and random ones; for ``generations`` rounds parents are
+    drawn in proportion to their predicted throughput, their tile sizes (knob values) mutated, and
+    the best predicted of parents and children kept; the batch is the best predicted unmeasured
+    configurations (diversity-filtered) plus an ``epsilon`` share at random (epsilon-greedy).
+    Before the model has enough results (8), batches are random.
+
+    Parameters
+    ----------
+    population : int
+        Configurations a generation holds.
+    generations : int
+        Rounds of selection and mutation per batch.
+    mutate_prob : float
+        Chance that a child differs from its parent (else it is a copy).
+    """
+
+    def __init__(self, task: Any, plan_size: int = 64, population: int = 128, generations: int = 4,
+                 mutate_prob: float = 0.85, epsilon: float = 0.05, feature_type: str = "itervar",
+                 seed: Optional[int] = None, **kwargs):
+        super().__init__(task, plan_size=plan_size, epsilon=epsilon, seed=seed, feature_type=feature_type,
+                         population=population, generations=generations, mutate_prob=mutate_prob, **kwargs)
+        if population < 2 or generations < 1 or not 0.0 <= mutate_prob <= 1.0:
+            raise ValueError(f"EvolutionaryTuner: population {population} (>= 2), generations {generations} "
+                             f"(>= 1) and mutate_prob {mutate_prob} (0..1) out of range")
+        self.population, self.generations = int(population), int(generations)
+        self.mutate_prob = float(mutate_prob)
+
+    def _mutate(self, index: int) -> int:
+        """Another value of one knob: the next or previous one half the time (a tile size one step
+        bigger or smaller), any other value else."""
+        coords = self._coords(index)
+        movable = [k for k, d in enumerate(self.dims) if d > 1]
+        if not movable:
+            return index
+        k = movable[int(self.rng.integers(len(movable)))]
+        d = self.dims[k]
+        if self.rng.random() < 0.5:
+            coords[k] = min(d - 1, max(0, coords[k] + (1 if self.rng.random() < 0.5 else -1)))
+        else:
+            coords[k] = int((coords[k] + self.rng.integers(1, d)) % d)
+        return self._index(coords)
+
+    def _propose(self, want: int) -> List[int]:
+        pop = self._seeds(self.population)
+        scores = self._score(pop)
+        seen = {p: float(s) for p, s in zip(pop, scores)}
+        for _ in range(self.generations):
+            live = np.where(np.isfinite(scores), scores, 0.0)
+            weights = np.clip(live - live.min(), 0.0, None) + 1e-6
+            parents = self.rng.choice(len(pop), size=len(pop), p=weights / weights.sum())
+            children = [self._mutate(pop[k]) if self.rng.random() < self.mutate_prob else pop[k]
+                        for k in parents]
+            fresh = [c for c in dict.fromkeys(children) if c not in seen]
+            for c, s in zip(fresh, self._score(fresh)):
+                seen[c] = float(s)
+            # the best predicted of parents and children survive (each once)
+            pool = sorted(set(pop) | set(fresh), key=lambda i: -seen[i])[:self.population]
+            pop = pool
+            scores = np.asarray([seen[i] for i in pop])
+        scored = [v for v in seen.values() if v > -np.inf]
+        logger.debug("evolutionary search: %d candidates scored by the model over %d generations, best "
+                     "predicted %.3f of the best measured", len(scored), self.generations,
+                     max(scored, default=0.0))
+        return self._diverse(seen, want)
