@@ -86,7 +86,10 @@ def plan(suite: Suite, gpu_models: Sequence[str], compare_all: bool = False) -> 
 def peer_cases(cases: Sequence[Case], peers: Sequence[tuple[str, str]]) -> list[Case]:
     """One case per (workload, peer) and distinct shape/dtype/GPU of that workload's CUDA cases: the
     peer library's kernel timed in the same run, e.g. ``row_sum/peer:torch.sum(dim=1)``
-    (:meth:`harness.model.Case.as_peer`). ``peers`` are the suite's (workload, peer name) pairs."""
+    (:meth:`harness.model.Case.as_peer`). ``peers`` are the suite's (workload, peer name) pairs; a
+    peer that computes other dtypes only (``torch._int_mm``: int8) is not paired with a case."""
+    from harness.execute.peers import applies_to
+
     wanted: dict[str, list[str]] = {}
     for w, p in peers:
         wanted.setdefault(w, []).append(p)
@@ -96,6 +99,8 @@ def peer_cases(cases: Sequence[Case], peers: Sequence[tuple[str, str]]) -> list[
         if c.target != "cuda" or c.workload not in wanted:
             continue
         for p in wanted[c.workload]:
+            if not applies_to(p, c.dtype):
+                continue
             pc = c.as_peer(p)
             if pc.key not in seen:
                 seen.add(pc.key)
