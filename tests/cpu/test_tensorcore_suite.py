@@ -1,6 +1,7 @@
 """matmul_tensorcore through the harness as a user runs it: `kbench run` of a small suite on C and
 OpenCL (the tensor_core pragma builds plain code there), every case stored correct, and `kbench
-report` showing the variants (and the tutorial's knob configurations) side by side."""
+report` showing the variants (and the tutorial's knob configurations) side by side; and the CUDA
+sources of suites/tensorcore.toml's configurations (WMMA where the suite means it)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ import pytest
 from kbtest import opencl_available
 
 from harness.store import Store
+from harness.suite import load_suite
+from kernels import workloads
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = Path(__file__).resolve().parent / "suites" / "tensorcore-smoke.toml"
 
-pytestmark = pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
+needs_opencl = pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
 
 
 def kbench(*args, timeout=900):
@@ -35,6 +38,7 @@ def ran(tmp_path_factory):
     return r, db, tmp
 
 
+@needs_opencl
 def test_every_case_is_stored_correct(ran):
     r, db, _ = ran
     assert r.returncode == 0, r.stdout + r.stderr
@@ -56,6 +60,7 @@ def test_every_case_is_stored_correct(ran):
     assert row["gbps"] == pytest.approx((64 * 64 + 32 * 64 + 4 * 64 * 32) / row["median_s"] / 1e9, rel=1e-9)
 
 
+@needs_opencl
 def test_report_shows_the_variants_side_by_side(ran):
     _, db, tmp = ran
     out = tmp / "out"
@@ -76,3 +81,20 @@ def test_report_shows_the_variants_side_by_side(ran):
     assert len(rows) == 10
     assert table.count('class="best"') == 10  # one fastest kernel per row
     assert "GFLOP/s" in table or "TFLOP/s" in table
+
+
+def test_every_float16_and_int8_configuration_of_the_suite_gets_wmma():
+    """The suite's fixed configurations are ones WMMA takes (else its tutorial cases would time plain
+    code): the CUDA source of each float16 / int8 tutorial case has mma_sync, and the plain variant of
+    the same case none."""
+    from kernels.build_module import build_spec
+
+    w = workloads.get("matmul_tensorcore")
+    seen = set()
+    for c in load_suite(ROOT / "suites" / "tensorcore.toml").cases:
+        if c.peer or c.dtype not in ("float16", "int8") or (c.variant, c.params, c.knobs, c.dtype) in seen:
+            continue
+        seen.add((c.variant, c.params, c.knobs, c.dtype))
+        src = build_spec(*w.build(c.variant, c.param_dict, c.dtype, c.knob_dict), "cuda -arch=sm_90").source
+        assert ("mma_sync" in src) == (c.variant == "tutorial"), c.key
+    assert len(seen) == 4 * 2 + 4 * 2 + 2 * 2 + 8

@@ -18,6 +18,7 @@ from harness.plan import peer_cases
 from harness.suite import load_suite
 from kernels import workloads
 from kernels.contrib.packing import pack, unpack
+from kernels.tuning.space import SpaceError
 
 ROOT = Path(__file__).resolve().parents[2]
 W = workloads.get("matmul_tensorcore")
@@ -183,7 +184,7 @@ def test_plain_variant_drops_only_the_pragma():
 
 
 def test_knobs_come_from_the_templates_space():
-    with pytest.raises(Exception, match=r"knob 'bx' has no candidate 3; candidates: \[2, 4, 8\]"):
+    with pytest.raises(SpaceError, match=r"knob 'bx' has no candidate 3; candidates: \[2, 4, 8\]"):
         W.build("tutorial", _p(64, 64, 64, "NN"), "int8", {"bx": 3})
 
 
@@ -236,3 +237,4 @@ def test_pack_then_reference_matches_a_direct_product():
     y = rng.integers(-8, 8, size=(3, 64))
     (ref,) = W.reference_of([pack(x, 4), pack(y, 4), None], _p(4, 3, 64, "TN"), "int4")
     assert np.array_equal(ref, x @ y.T)
+
