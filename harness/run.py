@@ -20,6 +20,7 @@ from .config import apply_runtime_defaults, settings
 from .env import git_commit
 from .errors import ExitCode, UsageError
 from .execute import Executor, make_executor
+from .execute.peers import applies_to
 from .model import Case, MeasureConfig, Result
 from .store import Store
 from .suite import load_suite
@@ -149,7 +150,7 @@ def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: i
             cases = [c for c in planmod.plan(suite, models, compare_all=request.compare_gpus)
                      if c.target in avail]
             if request.with_peers:
-                cases += planmod.peer_cases(cases, suite.peers)
+                cases += planmod.peer_cases(cases, suite.peers, applies_to)
             if only_keys is not None:
                 cases = [c for c in cases if c.key in only_keys]
             skipped = sorted({c.target for c in suite.cases} - avail)

@@ -24,6 +24,8 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
+import kernels as tvm
+
 __all__ = ["CACHE_BYTES", "CaseData", "case_data", "clear", "data_key", "device_array", "stats"]
 
 
@@ -137,8 +139,6 @@ def device_array(workload: Any, case: Any, index: int, host: np.ndarray, device:
     host : numpy.ndarray
     device : kernels.runtime.Device
     """
-    import kernels as tvm
-
     shape = workload.logical_shape(index, host, case.dtype)
     if shape is None:
         return tvm.nd.array(host, device)

@@ -14,6 +14,7 @@ from kbtest import tensorcore_tutorial
 import kernels as tvm
 from harness.execute.inputs import case_data, clear, device_array
 from harness.model import Case, pairs
+from harness.execute.peers import applies_to
 from harness.plan import peer_cases
 from harness.suite import load_suite
 from kernels import workloads
@@ -220,7 +221,7 @@ def test_tensorcore_suite_covers_every_dtype_and_layout_on_cuda():
 def test_tensorcore_suite_peers_pair_with_their_dtypes():
     suite = _suite()
     kernels = [c for c in suite.cases if not c.peer]
-    peers = peer_cases(kernels, suite.peers)
+    peers = peer_cases(kernels, suite.peers, applies_to)
     by = {}
     for c in peers:
         by.setdefault(c.peer, set()).add((c.dtype, c.param_dict["layout"], c.param_dict["n"]))
