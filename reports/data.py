@@ -481,6 +481,7 @@ class VariantRow:
 
     device: str
     shape: str
+    dtype: str
     cells: dict[str, VariantCell]
     best: str | None
     vs_peers: dict[str, float]
@@ -525,6 +526,7 @@ def variant_matrix(frame: pd.DataFrame, workload: str) -> VariantMatrix:
                + [x for x in labels if x.startswith(PEER_PREFIX)])
     rows = []
     for (dev, shape), g in df.groupby(["device_label", "shape_label"], sort=False):
+        dtype = str(g["dtype"].iloc[0])
         medians: dict[str, float] = {}
         raw: dict[str, Any] = {}
         for r in g.itertuples(index=False):
@@ -543,7 +545,8 @@ def variant_matrix(frame: pd.DataFrame, workload: str) -> VariantMatrix:
                                        vs_best=(med / best_s) if (med is not None and best_s) else None,
                                        best=label == best, case_key=str(r.case_key))
         vs_peers = {k: medians[k] / best_s for k in medians if k.startswith(PEER_PREFIX) and best_s}
-        rows.append(VariantRow(device=str(dev), shape=str(shape), cells=cells, best=best, vs_peers=vs_peers))
+        rows.append(VariantRow(device=str(dev), shape=str(shape), dtype=dtype, cells=cells, best=best,
+                               vs_peers=vs_peers))
     return VariantMatrix(workload, metric, columns, rows)
 
 

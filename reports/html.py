@@ -326,11 +326,15 @@ def _variant_charts(data: ReportData) -> list[dict[str, Any]]:
     return out
 
 
-def _rate_text(rate: float | None, metric: str | None) -> str:
+def _rate_text(rate: float | None, metric: str | None, dtype: str = "") -> str:
+    """'12.3 TFLOP/s', '456 GB/s'; integer workloads count operations, not floating-point ones
+    ('12.3 TOP/s')."""
     if rate is None or metric is None:
         return ""
-    if metric == "GFLOP/s" and rate >= 1000:
-        return f"{fmt_num(rate / 1000)} TFLOP/s"
+    if metric == "GFLOP/s" and dtype.startswith(("int", "uint")):
+        metric = "GOP/s"
+    if metric in ("GFLOP/s", "GOP/s") and rate >= 1000:
+        return f"{fmt_num(rate / 1000)} T{metric[1:]}"
     return f"{fmt_num(rate)} {metric}"
 
 
@@ -352,7 +356,7 @@ def _variant_table(m: VariantMatrix) -> dict[str, Any] | None:
                 cells.append({"text": c.outcome, "sub": "", "cls": "failed", "anchor": _anchor(c.case_key)})
             else:
                 rel = "" if c.vs_best is None else ("fastest" if c.best else f"{c.vs_best:.2f}× the time")
-                sub = " · ".join(x for x in (_rate_text(c.rate, m.metric), rel) if x)
+                sub = " · ".join(x for x in (_rate_text(c.rate, m.metric, r.dtype), rel) if x)
                 cells.append({"text": fmt_time(c.median_s), "sub": sub, "cls": "best" if c.best else "",
                               "anchor": _anchor(c.case_key)})
         vs = [f"{r.vs_peers[p]:.2f}× {p[len(PEER_PREFIX):]}" for p in peers if p in r.vs_peers]

@@ -35,7 +35,7 @@ for row in m.rows:
         if c.median_s is None:
             print(f"  {col:48s} {c.outcome}")
             continue
-        unit = "TOP/s" if "int" in row.shape else "TFLOP/s"
+        unit = "TOP/s" if row.dtype.startswith("int") else "TFLOP/s"
         print(f"  {col:48s} {c.median_s * 1e3:9.3f} ms  {(c.rate or 0) / 1e3:7.1f} {unit}"
               f"{'  <- fastest' if c.best else ''}")
     for peer, ratio in row.vs_peers.items():

@@ -63,6 +63,7 @@ def test_matrix_columns_rows_and_best():
         (H100, "l=4096, layout=TN, m=4096, n=4096 · float16 · cuda"),
         (H200, "l=4096, layout=NN, m=4096, n=4096 · float16 · cuda")]
     nn, tn, h200 = m.rows
+    assert nn.dtype == "float16"
     # the peer is faster but never the row's best: the best is the fastest kernel
     assert nn.best == "tutorial [bx=8, by=32, step_k=4, v=8]"
     assert nn.cells[nn.best].best and nn.cells[nn.best].vs_best == 1.0
@@ -92,3 +93,13 @@ def test_variant_bars_draw_tflops_for_a_matmul():
     svg = variant_bars(FRAME, "matmul_tensorcore", chart_id="tc")
     assert "TFLOP/s" in svg and "GB/s" not in svg
     assert "tutorial [bx=8, by=32, step_k=4, v=8]" in svg and "torch.matmul(fp16)" in svg
+
+
+def test_rates_in_the_table_read_tflops_or_tops():
+    from reports.html import _rate_text
+
+    assert _rate_text(33700.0, "GFLOP/s", "float16") == "33.7 TFLOP/s"
+    assert _rate_text(20000.0, "GFLOP/s", "int8") == "20 TOP/s"
+    assert _rate_text(512.0, "GFLOP/s", "int4") == "512 GOP/s"
+    assert _rate_text(900.0, "GB/s", "float32") == "900 GB/s"
+    assert _rate_text(None, "GB/s", "float32") == ""
