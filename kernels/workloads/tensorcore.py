@@ -75,8 +75,8 @@ def check_case(params: Dict[str, object], dtype: str) -> Optional[str]:
             return f"{dtype} takes layout TN only (as the tutorial), got {layout}"
         words = per_word(PACKED_BITS[dtype])
         if int(params["l"]) % words:  # type: ignore[call-overload]
-            return f"{dtype} packs {words} elements a word along l: l must be a multiple of {words}, " \
-                   f"got {params['l']}"
+            return (f"{dtype} packs {words} elements a word along l: l must be a multiple of {words}, "
+                    f"got {params['l']}")
     return None
 
 
@@ -172,6 +172,9 @@ def _template(N: int, L: int, M: int, dtype: str, layout: str, tensor_core: bool
     return s, [A, B, C]
 
 
+#: the template, registered as :data:`TEMPLATE`: ``autotvm.task.create(TEMPLATE, args=(n, l, m, dtype,
+#: layout, tensor_core))`` gives its task (the tutorial's space of 288 configurations), as for the
+#: tutorial's own ``test_gemm``
 gemm_template = autotvm.template(TEMPLATE)(_template)
 
 
@@ -181,6 +184,7 @@ def _size_args(params) -> Tuple[int, int, int, str]:
 
 def _instantiate(params, dtype: str, tensor_core: bool, knobs: Dict[str, int]):
     N, L, M, layout = _size_args(params)
+    # the schedule does not depend on the task's target (off CUDA the pragma lowers to plain code)
     task = autotvm.task.create(TEMPLATE, args=(N, L, M, dtype, layout, tensor_core), target="cuda")
     return task.instantiate(task.config_space.index_of(knobs))
 
