@@ -239,3 +239,13 @@ def test_pack_then_reference_matches_a_direct_product():
     (ref,) = W.reference_of([pack(x, 4), pack(y, 4), None], _p(4, 3, 64, "TN"), "int4")
     assert np.array_equal(ref, x @ y.T)
 
+
+
+def test_the_template_is_an_autotvm_task_with_the_tutorials_space():
+    from kernels import autotvm
+    from kernels.workloads.tensorcore import TEMPLATE
+
+    task = autotvm.task.create(TEMPLATE, args=(64, 128, 32, "int8", "NN", True), target="cuda")
+    assert len(task.config_space) == 288
+    assert list(task.config_space.space_map) == ["bx", "by", "step_k", "v"]
+    assert task.flop == 2 * 64 * 128 * 32
