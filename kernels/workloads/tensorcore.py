@@ -28,6 +28,9 @@ Variants:
   8 ... 64; step_k in 1 ... 32; v in 4 ... 32).
 * ``plain`` -- the same schedule without the pragma: the register-tiled code the rewrite starts
   from, for comparison.
+* ``warp_tile`` -- where :mod:`kernels.workloads.tensorcore_schedule` is present: the same structure
+  with a ``ty`` x ``tx`` thread tile and ``warp_m``-wide warps, so that a warp holds several WMMA
+  fragments (knobs bx, by, step_k, v, ty, tx, warp_m, double_buffer).
 * ``default`` -- the compute's default loop nest, for the C target.
 
 References are computed in float64 (int64 for the integer types, int4/int1 unpacked first).
@@ -42,6 +45,13 @@ import numpy as np
 from .. import autotvm, te
 from ..contrib.packing import pack, per_word, unpack
 from . import Variant, Workload, WorkloadError, _poison, register, storage_bytes
+
+try:  # the warp-tile schedule, where this checkout has it (the `warp_tile` variant)
+    from .tensorcore_schedule import tensorcore_schedule as _warp_tile_schedule
+except ModuleNotFoundError as exc:
+    if exc.name != f"{__package__}.tensorcore_schedule":
+        raise
+    _warp_tile_schedule = None
 
 #: the tutorial's layouts (A transposed when the second letter is T, B when the first is)
 LAYOUTS = ("NN", "NT", "TN", "TT")
@@ -200,6 +210,15 @@ def _plain(params, dtype, bx=4, by=16, step_k=2, v=8):
     return _instantiate(params, dtype, False, dict(bx=bx, by=by, step_k=step_k, v=v))
 
 
+def _warp_tile(params, dtype, bx=4, by=16, step_k=2, v=8, ty=1, tx=8, warp_m=16, double_buffer=0):
+    """The template's structure with a configurable warp tile (several WMMA fragments per warp):
+    :func:`kernels.workloads.tensorcore_schedule.tensorcore_schedule`."""
+    N, L, M, layout = _size_args(params)
+    A, B, C = _compute(N, L, M, dtype, layout)
+    return _warp_tile_schedule(A, B, C, dtype, layout, bx, by, step_k, v, ty=ty, tx=tx, warp_m=warp_m,
+                               double_buffer=double_buffer)
+
+
 def _default(params, dtype):
     N, L, M, layout = _size_args(params)
     A, B, C = _compute(N, L, M, dtype, layout)
@@ -274,6 +293,10 @@ register(Workload(
         "plain": Variant("plain", _plain, GPU, _KNOBS,
                          "the tutorial's schedule without the tensor_core pragma (register tiles)"),
         "default": Variant("default", _default, CPU, (), "the default loop nest"),
+    **({"warp_tile": Variant(
+        "warp_tile", _warp_tile, GPU, _KNOBS + (("ty", 1), ("tx", 8), ("warp_m", 16), ("double_buffer", 0)),
+        "the template with a ty x tx thread tile and warp_m-wide warps: several fragments per warp "
+        "(ty=1, tx=8, warp_m=16 is the tutorial's)")} if _warp_tile_schedule is not None else {}),
     },
     make_args=_make_args,
     reference=_reference,

@@ -249,3 +249,17 @@ def test_the_template_is_an_autotvm_task_with_the_tutorials_space():
     assert len(task.config_space) == 288
     assert list(task.config_space.space_map) == ["bx", "by", "step_k", "v"]
     assert task.flop == 2 * 64 * 128 * 32
+
+
+def test_warp_tile_variant_where_the_schedule_is_present():
+    """With kernels.workloads.tensorcore_schedule in the checkout, `warp_tile` is a variant whose
+    defaults are the tutorial's warp tile (one 16x16 fragment a warp, WMMA on CUDA)."""
+    pytest.importorskip("kernels.workloads.tensorcore_schedule")
+    from kernels.build_module import build_spec
+
+    v = W.variant("warp_tile")
+    assert v.knob_defaults() == {"bx": 4, "by": 16, "step_k": 2, "v": 8, "ty": 1, "tx": 8, "warp_m": 16,
+                                 "double_buffer": 0}
+    assert v.targets == ("cuda", "opencl")
+    src = build_spec(*W.build("warp_tile", _p(256, 256, 256, "NN"), "float16"), "cuda -arch=sm_90").source
+    assert "mma_sync" in src
