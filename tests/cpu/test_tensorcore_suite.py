@@ -80,7 +80,8 @@ def test_report_shows_the_variants_side_by_side(ran):
     # C target both name the host CPU, so they differ by the shape's target)
     assert len(rows) == 10
     assert table.count('class="best"') == 10  # one fastest kernel per row
-    assert "GFLOP/s" in table or "TFLOP/s" in table
+    # compute-heavy: rates in operations (int8) and floating-point operations (float16) per second
+    assert "GOP/s" in table and "GFLOP/s" in table and "GB/s" not in table
 
 
 def test_every_float16_and_int8_configuration_of_the_suite_gets_wmma():
