@@ -88,10 +88,13 @@ def plan(suite: Suite, gpu_models: Sequence[str], compare_all: bool = False) -> 
     return out
 
 
-def peer_cases(cases: Sequence[Case], peers: Sequence[tuple[str, str]]) -> list[Case]:
+def peer_cases(cases: Sequence[Case], peers: Sequence[tuple[str, str]],
+               applies: Optional[Callable[[str, str], bool]] = None) -> list[Case]:
     """One case per (workload, peer) and distinct shape/dtype/GPU of that workload's CUDA cases: the
     peer library's kernel timed in the same run, e.g. ``row_sum/peer:torch.sum(dim=1)``
-    (:meth:`harness.model.Case.as_peer`). ``peers`` are the suite's (workload, peer name) pairs."""
+    (:meth:`harness.model.Case.as_peer`). ``peers`` are the suite's (workload, peer name) pairs;
+    ``applies(peer, dtype)`` (``harness.execute.peers.applies_to``) says whether a peer computes
+    cases of a dtype: one that does not (``torch._int_mm`` for float16) is not paired with them."""
     wanted: dict[str, list[str]] = {}
     for w, p in peers:
         wanted.setdefault(w, []).append(p)
@@ -101,6 +104,8 @@ def peer_cases(cases: Sequence[Case], peers: Sequence[tuple[str, str]]) -> list[
         if c.target != "cuda" or c.workload not in wanted:
             continue
         for p in wanted[c.workload]:
+            if applies is not None and not applies(p, c.dtype):
+                continue
             pc = c.as_peer(p)
             if pc.key not in seen:
                 seen.add(pc.key)

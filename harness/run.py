@@ -20,6 +20,7 @@ from .config import apply_runtime_defaults, settings
 from .env import fingerprint, git_commit
 from .errors import ExitCode, UsageError
 from .execute import Executor, make_executor
+from .execute.peers import applies_to
 from .model import Case, MeasureConfig, Result
 from .store import Store, cpu_device
 from .suite import load_suite
@@ -156,7 +157,7 @@ def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: i
                 cases, picks = planmod.pick_tuned(cases, suite, models, cpu_device(fingerprint("cpu")),
                                                   st.best_in_space)
             if request.with_peers:
-                cases += planmod.peer_cases(cases, suite.peers)
+                cases += planmod.peer_cases(cases, suite.peers, applies_to)
             if only_keys is not None:
                 cases = [c for c in cases if c.key in only_keys]
             skipped = sorted({c.target for c in suite.cases} - avail)

@@ -444,8 +444,139 @@ def short_commit(commit: Any) -> str:
     return base[:8] + ("-dirty" if dirty else "")
 
 
+# ---------------------------------------------------------------------------------------------
+# variants of one workload side by side
+# ---------------------------------------------------------------------------------------------
+
+#: a workload whose timed cases do at least this many operations per byte moved is compared in
+#: FLOP/s (a matmul: hundreds), below it in GB/s (a row sum: 0.25)
+COMPUTE_BOUND_INTENSITY = 8.0
+
+#: how a peer case's variant starts (harness.model.PEER_VARIANT_PREFIX)
+PEER_PREFIX = "peer:"
+
+
+def variant_labels(frame: pd.DataFrame) -> list[str]:
+    """Per row: 'variant', or 'variant [knobs]' when that variant appears with several knob settings
+    in ``frame`` (one workload's rows)."""
+    knob_sets = frame.groupby("variant")["knobs"].nunique()
+    out = []
+    for v, k in zip(frame["variant"], frame["knobs"]):
+        kt = pairs_text(k)
+        out.append(f"{v} [{kt}]" if kt and knob_sets.get(v, 1) > 1 else str(v))
+    return out
+
+
+def throughput_metric(frame: pd.DataFrame) -> str | None:
+    """'GFLOP/s' for compute-heavy rows (median operations per byte at least
+    :data:`COMPUTE_BOUND_INTENSITY`), 'GB/s' for the others, None when the timed rows lack the
+    rate. Only rows with outcome ok and a median count."""
+    ok = frame[(frame["outcome"] == "ok") & frame["median_s"].notna()]
+    if ok.empty:
+        return None
+    have_flops = ok["gflops"].notna().all() and (ok["gflops"] > 0).all()
+    have_bw = ok["gbps"].notna().all() and (ok["gbps"] > 0).all()
+    if have_flops and have_bw:
+        intensity = float((ok["gflops"] / ok["gbps"]).median())
+        return "GFLOP/s" if intensity >= COMPUTE_BOUND_INTENSITY else "GB/s"
+    if have_bw:
+        return "GB/s"
+    return "GFLOP/s" if have_flops else None
+
+
+@dataclass(frozen=True)
+class VariantCell:
+    """One variant (with its knobs) at one device and shape: outcome, median and throughput, and
+    its time relative to the fastest kernel of the row (1.0 for that one)."""
+
+    outcome: str
+    median_s: float | None
+    rate: float | None
+    vs_best: float | None
+    best: bool
+    case_key: str
+
+
+@dataclass(frozen=True)
+class VariantRow:
+    """One device and shape (dtype, target) of a workload: a cell per column that ran there, and
+    per peer how fast the best kernel is next to it (peer median / best kernel median: 2.0 = twice
+    as fast as the peer)."""
+
+    device: str
+    shape: str
+    dtype: str
+    cells: dict[str, VariantCell]
+    best: str | None
+    vs_peers: dict[str, float]
+
+
+@dataclass(frozen=True)
+class VariantMatrix:
+    """A workload's schedule variants (columns; peers last) at each device and shape (rows)."""
+
+    workload: str
+    metric: str | None
+    columns: list[str]
+    rows: list[VariantRow]
+
+
+def variant_matrix(frame: pd.DataFrame, workload: str) -> VariantMatrix:
+    """The variants of ``workload`` side by side, from a run's results frame.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        :attr:`ReportData.results` (rows of other workloads are ignored).
+    workload : str
+
+    Returns
+    -------
+    VariantMatrix
+        Columns are the variant labels (:func:`variant_labels`) in order of first appearance, kernel
+        variants before peers; rows are (device, shape · dtype · target) in order of appearance.
+        The best cell of a row is its fastest ok kernel (peers are not candidates).
+    """
+    df = frame[frame["workload"] == workload].copy()
+    if df.empty:
+        return VariantMatrix(workload, None, [], [])
+    df["label"] = variant_labels(df)
+    df["shape_label"] = [" · ".join(x for x in (pairs_text(p), d, t) if x)
+                         for p, d, t in zip(df["params"], df["dtype"], df["target"])]
+    df["device_label"] = df["device"].fillna("").astype(str)
+    metric = throughput_metric(df)
+    labels = list(dict.fromkeys(df["label"]))
+    columns = ([x for x in labels if not x.startswith(PEER_PREFIX)]
+               + [x for x in labels if x.startswith(PEER_PREFIX)])
+    rows = []
+    for (dev, shape), g in df.groupby(["device_label", "shape_label"], sort=False):
+        dtype = str(g["dtype"].iloc[0])
+        medians: dict[str, float] = {}
+        raw: dict[str, Any] = {}
+        for r in g.itertuples(index=False):
+            raw.setdefault(r.label, r)
+            med = _opt(r.median_s)
+            if r.outcome == "ok" and med is not None and med > 0:
+                medians.setdefault(r.label, med)
+        kernels = {k: v for k, v in medians.items() if not k.startswith(PEER_PREFIX)}
+        best = min(kernels, key=kernels.get) if kernels else None
+        best_s = kernels[best] if best is not None else None
+        cells = {}
+        for label, r in raw.items():
+            med = medians.get(label)
+            rate = _opt(r.gflops if metric == "GFLOP/s" else r.gbps) if metric else None
+            cells[label] = VariantCell(outcome=str(r.outcome), median_s=med, rate=rate,
+                                       vs_best=(med / best_s) if (med is not None and best_s) else None,
+                                       best=label == best, case_key=str(r.case_key))
+        vs_peers = {k: medians[k] / best_s for k in medians if k.startswith(PEER_PREFIX) and best_s}
+        rows.append(VariantRow(device=str(dev), shape=str(shape), dtype=dtype, cells=cells, best=best,
+                               vs_peers=vs_peers))
+    return VariantMatrix(workload, metric, columns, rows)
+
+
 __all__ = [
     "HISTORY_COLUMNS", "ReportData", "case_history", "case_rows", "collect", "fmt_num",
     "fmt_p", "fmt_pct", "fmt_time", "missing_verdicts", "outcome_counts", "pairs_text", "short_commit",
-    "summary_sentence", "threshold_pct", "time_unit", "verdict_counts",
+    "summary_sentence", "threshold_pct", "time_unit", "verdict_counts", "COMPUTE_BOUND_INTENSITY",
+    "VariantCell", "VariantMatrix", "VariantRow", "throughput_metric", "variant_labels", "variant_matrix",
 ]

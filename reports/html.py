@@ -25,7 +25,9 @@ from markupsafe import Markup
 from harness import __version__
 from reports import plots, tuning_plots
 from reports.data import (
+    PEER_PREFIX,
     ReportData,
+    VariantMatrix,
     case_history,
     case_rows,
     fmt_num,
@@ -37,6 +39,7 @@ from reports.data import (
     short_commit,
     summary_sentence,
     threshold_pct,
+    variant_matrix,
     verdict_counts,
 )
 
@@ -314,12 +317,53 @@ def _anchor(case_key: str) -> str:
 
 
 def _variant_charts(data: ReportData) -> list[dict[str, Any]]:
+    """Per workload: its variant bar chart and the table of its variants side by side."""
     out = []
     workloads = sorted(data.results["workload"].unique().tolist())
     for i, wl in enumerate(workloads):
         svg = plots.variant_bars(data.results, wl, chart_id=f"bars-{i}")
-        out.append({"workload": wl, "svg": Markup(svg)})
+        table = _variant_table(variant_matrix(data.results, wl))
+        out.append({"workload": wl, "svg": Markup(svg), "table": table})
     return out
+
+
+def _rate_text(rate: float | None, metric: str | None, dtype: str = "") -> str:
+    """'12.3 TFLOP/s', '456 GB/s'; integer workloads count operations, not floating-point ones
+    ('12.3 TOP/s')."""
+    if rate is None or metric is None:
+        return ""
+    if metric == "GFLOP/s" and dtype.startswith(("int", "uint")):
+        metric = "GOP/s"
+    if metric in ("GFLOP/s", "GOP/s") and rate >= 1000:
+        return f"{fmt_num(rate / 1000)} T{metric[1:]}"
+    return f"{fmt_num(rate)} {metric}"
+
+
+def _variant_table(m: VariantMatrix) -> dict[str, Any] | None:
+    """The display strings of a :class:`reports.data.VariantMatrix`: one row per device and shape, a
+    cell per variant (median, throughput, time relative to the row's fastest kernel), the best
+    kernel's speed next to each peer. None when the workload has a single variant and no peer."""
+    if len(m.columns) < 2:
+        return None
+    peers = [c for c in m.columns if c.startswith(PEER_PREFIX)]
+    rows = []
+    for r in m.rows:
+        cells = []
+        for col in m.columns:
+            c = r.cells.get(col)
+            if c is None:
+                cells.append({"text": "", "sub": "", "cls": "none", "anchor": ""})
+            elif c.median_s is None:
+                cells.append({"text": c.outcome, "sub": "", "cls": "failed", "anchor": _anchor(c.case_key)})
+            else:
+                rel = "" if c.vs_best is None else ("fastest" if c.best else f"{c.vs_best:.2f}× the time")
+                sub = " · ".join(x for x in (_rate_text(c.rate, m.metric, r.dtype), rel) if x)
+                cells.append({"text": fmt_time(c.median_s), "sub": sub, "cls": "best" if c.best else "",
+                              "anchor": _anchor(c.case_key)})
+        vs = [f"{r.vs_peers[p]:.2f}× {p[len(PEER_PREFIX):]}" for p in peers if p in r.vs_peers]
+        rows.append({"device": r.device or "?", "shape": r.shape, "cells": cells, "vs_peers": ", ".join(vs),
+                     "best": r.best or ""})
+    return {"columns": m.columns, "rows": rows, "has_peers": bool(peers), "metric": m.metric or "median time"}
 
 
 def _trend_order(data: ReportData, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
-from reports.data import pairs_text, short_commit, time_unit
+from reports.data import pairs_text, short_commit, throughput_metric, time_unit, variant_labels
 
 #: colours: a colour-blind-friendly cycle (Okabe-Ito), then matplotlib's tab10
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
@@ -245,17 +245,21 @@ def variant_bars(frame: pd.DataFrame, workload: str, chart_id: str | None = None
     Returns
     -------
     str
-        One ``<svg>`` element. Bars show GB/s (higher is better) when every timed case has it,
-        else the median time (lower is better); whiskers are the 95 % CI of the median.
+        One ``<svg>`` element. Bars show throughput (higher is better) when every timed case has
+        it -- FLOP/s for compute-heavy workloads, GB/s for the others
+        (:func:`reports.data.throughput_metric`) -- else the median time (lower is better);
+        whiskers are the 95 % CI of the median.
     """
     cid = _chart_id(chart_id)
     df = frame[frame["workload"] == workload].copy()
     df["shape_label"] = [" ".join(x for x in (_pairs(p), d, t) if x)
                          for p, d, t in zip(df["params"], df["dtype"], df["target"])]
-    df["variant_label"] = _variant_labels(df)
+    df["variant_label"] = variant_labels(df)
     df["device"] = df["device"].fillna("").replace("", "(unknown device)")
     ok = _ok(df)
-    use_gbps = len(ok) > 0 and ok["gbps"].notna().all() and (ok["gbps"] > 0).all()
+    metric = throughput_metric(df)  # GB/s, GFLOP/s (compute-heavy workloads) or None: median time
+    use_rate = metric is not None
+    rate_col = "gflops" if metric == "GFLOP/s" else "gbps"
     several_shapes = df["shape_label"].nunique() > 1
     groups = list(dict.fromkeys(zip(df["device"], df["shape_label"])))
     dropped = max(0, len(groups) - max_groups)
@@ -267,8 +271,10 @@ def variant_bars(frame: pd.DataFrame, workload: str, chart_id: str | None = None
     plot_w = min(8.0, max(4.2, 0.3 * nv * len(groups) + 0.5 * len(groups)))
     fig, ax = _figure(plot_w, 2.6, right=_legend_room(legend_labels, title="variant"), top=0.6,
                       bottom=0.75 if several_shapes else 0.55)
-    if use_gbps:
-        scale, unit = 1.0, "GB/s"
+    if use_rate and metric == "GFLOP/s" and ok["gflops"].max() >= 1000:
+        scale, unit = 1000.0, "TFLOP/s"
+    elif use_rate:
+        scale, unit = 1.0, str(metric)
     else:
         scale, unit = time_unit(ok["median_s"])
     heights = []
@@ -286,8 +292,8 @@ def variant_bars(frame: pd.DataFrame, workload: str, chart_id: str | None = None
             med, cl, ch = float(r["median_s"]), r["ci_low_s"], r["ci_high_s"]
             cl = med if pd.isna(cl) else float(cl)
             ch = med if pd.isna(ch) else float(ch)
-            if use_gbps:
-                y = float(r["gbps"])
+            if use_rate:
+                y = float(r[rate_col]) / scale
                 ylo, yhi = y * med / ch if ch > 0 else y, y * med / cl if cl > 0 else y
             else:
                 y, ylo, yhi = med / scale, cl / scale, ch / scale
@@ -304,14 +310,14 @@ def variant_bars(frame: pd.DataFrame, workload: str, chart_id: str | None = None
             ax.annotate(outcome, (x, 0.0), xycoords=("data", "axes fraction"), xytext=(0, 7),
                         textcoords="offset points", rotation=90, ha="center", va="bottom", fontsize=7,
                         color="#C62828")
-    if heights and not use_gbps and max(heights) / max(min(heights), 1e-30) > 50:
+    if heights and not use_rate and max(heights) / max(min(heights), 1e-30) > 50:
         ax.set_yscale("log")
         _plain_log(ax.yaxis)
     ax.set_xticks(range(len(groups)))
     labels = [_short(dev, 28) + ("\n" + _short(shape, 34) if several_shapes else "") for dev, shape in groups]
     ax.set_xticklabels(labels, fontsize=8)
     ax.set_xlim(-0.6, len(groups) - 0.4)
-    ax.set_ylabel(f"throughput ({unit}), higher is better" if use_gbps
+    ax.set_ylabel(f"throughput ({unit}), higher is better" if use_rate
                   else f"median time ({unit}), lower is better")
     sub = "schedule variants by device"
     if not several_shapes and groups:
@@ -324,16 +330,6 @@ def variant_bars(frame: pd.DataFrame, workload: str, chart_id: str | None = None
     if variants:
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), title="variant", title_fontsize=8)
     return _svg(fig, cid, title)
-
-
-def _variant_labels(df: pd.DataFrame) -> list[str]:
-    """'variant' or 'variant [knobs]' when a variant appears with several knob settings."""
-    knob_sets = df.groupby("variant")["knobs"].nunique()
-    out = []
-    for v, k in zip(df["variant"], df["knobs"]):
-        kt = _pairs(k)
-        out.append(f"{v} [{kt}]" if kt and knob_sets.get(v, 1) > 1 else str(v))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,7 +24,9 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
-__all__ = ["CACHE_BYTES", "CaseData", "case_data", "clear", "data_key", "stats"]
+import kernels as tvm
+
+__all__ = ["CACHE_BYTES", "CaseData", "case_data", "clear", "data_key", "device_array", "stats"]
 
 
 def _default_cache_bytes() -> int:
@@ -105,7 +107,7 @@ def case_data(workload: Any, case: Any, seed: int) -> CaseData:
                 a.setflags(write=False)
         out.inputs_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        reference = [np.asarray(r) for r in workload.reference(args)]
+        reference = [np.asarray(r) for r in workload.reference_of(args, case.param_dict, case.dtype)]
         for r in reference:
             r.setflags(write=False)
         out.reference_s = time.perf_counter() - t0
@@ -120,6 +122,27 @@ def case_data(workload: Any, case: Any, seed: int) -> CaseData:
     out.args = [a.copy() if i in entry.outputs else a for i, a in enumerate(entry.args)]
     out.reference = entry.reference
     return out
+
+
+def device_array(workload: Any, case: Any, index: int, host: np.ndarray, device: Any) -> Any:
+    """Argument ``index`` of ``case`` as a ``kernels`` NDArray on ``device``. A case's dtype is the
+    workload's logical element type: where it is a packed sub-byte type (int4, int1) and the
+    argument holds it, ``host`` is the packed int32 words and the array is made with the logical
+    dtype and shape (``Workload.logical_shape``), so the kernel receives what its buffer declares.
+
+    Parameters
+    ----------
+    workload : kernels.workloads.Workload
+    case : harness.model.Case
+    index : int
+        The argument's position (``Workload.make_args`` order).
+    host : numpy.ndarray
+    device : kernels.runtime.Device
+    """
+    shape = workload.logical_shape(index, host, case.dtype)
+    if shape is None:
+        return tvm.nd.array(host, device)
+    return tvm.nd.empty(shape, case.dtype, device).copyfrom(host)
 
 
 def stats() -> Dict[str, int]:

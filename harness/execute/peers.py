@@ -30,7 +30,7 @@ from harness.model import MeasureConfig
 
 from .check import check_outputs
 
-__all__ = ["Peer", "PeerRun", "PEERS", "get", "names", "available", "run_peer"]
+__all__ = ["Peer", "PeerRun", "PEERS", "get", "names", "available", "applies_to", "run_peer"]
 
 
 class PeerRun:
@@ -69,6 +69,16 @@ class Peer:
     available: Callable[[], bool]
     prepare: Callable[..., PeerRun]
     description: str = ""
+    #: the case dtypes it computes (empty: any): a suite's peer is only paired with those cases
+    dtypes: Tuple[str, ...] = ()
+    #: True: ``prepare(host_args, device_index, params, dtype)`` (the operands' layout is a parameter)
+    takes_case: bool = False
+    #: ``unsupported(params, dtype) -> None | why``: a case the library cannot run (then not timed)
+    unsupported: Optional[Callable[[Dict[str, Any], str], Optional[str]]] = None
+
+    def applies_to(self, dtype: str) -> bool:
+        """Whether the peer computes cases of ``dtype``."""
+        return not self.dtypes or dtype in self.dtypes
 
 
 # -- libraries ---------------------------------------------------------------------------------
@@ -214,6 +224,51 @@ def _torch_matmul_fp32(host_args: Sequence[np.ndarray], device_index: int = 0) -
     return PeerRun(launch, _torch_outputs(out))
 
 
+def _operands(host_args: Sequence[np.ndarray], params: Dict[str, Any], device_index: int) -> Tuple[Any, Any]:
+    """A and B of matmul_tensorcore on the GPU as the (n, l) and (l, m) operands of ``A @ B``: the
+    copies keep the layout the case gives them, and the transposed ones are views (``.T``), which
+    the libraries take as transposed operands, as our kernels take them."""
+    layout = str(params["layout"])
+    a, b = _torch_in(host_args[0], device_index), _torch_in(host_args[1], device_index)
+    return (a.T if layout[1] == "T" else a), (b.T if layout[0] == "T" else b)
+
+
+def _torch_matmul_fp16(host_args: Sequence[np.ndarray], device_index: int = 0,
+                       params: Optional[Dict[str, Any]] = None, dtype: str = "float16") -> PeerRun:
+    """matmul_tensorcore in float16: ``torch.matmul`` of the float16 operands in the case's layout
+    (cuBLAS, float32 accumulation as torch does by default), C (n, m) written in float16 into a
+    buffer allocated once; compared with the float64 reference like our float32 C."""
+    import torch
+
+    a, b = _operands(host_args, params or {}, device_index)
+    out = torch.empty((a.shape[0], b.shape[1]), dtype=torch.float16, device=a.device)
+    return PeerRun(lambda: torch.matmul(a, b, out=out), _torch_outputs(out))
+
+
+def _int_mm_unsupported(params: Dict[str, Any], dtype: str) -> Optional[str]:
+    """torch._int_mm's shape rules: more than 16 rows of A, l and m multiples of 8."""
+    n, m, l = int(params["n"]), int(params["m"]), int(params["l"])  # noqa: E741
+    why = []
+    if n <= 16:
+        why.append(f"A needs more than 16 rows (n = {n})")
+    if l % 8:
+        why.append(f"l must be a multiple of 8 (l = {l})")
+    if m % 8:
+        why.append(f"m must be a multiple of 8 (m = {m})")
+    return "; ".join(why) or None
+
+
+def _torch_int_mm(host_args: Sequence[np.ndarray], device_index: int = 0,
+                  params: Optional[Dict[str, Any]] = None, dtype: str = "int8") -> PeerRun:
+    """matmul_tensorcore in int8: ``torch._int_mm`` (cuBLASLt int8 x int8 -> int32) of the operands in
+    the case's layout, C (n, m) int32 written into a buffer allocated once (``out=``)."""
+    import torch
+
+    a, b = _operands(host_args, params or {}, device_index)
+    out = torch.empty((a.shape[0], b.shape[1]), dtype=torch.int32, device=a.device)
+    return PeerRun(lambda: torch._int_mm(a, b, out=out), _torch_outputs(out))
+
+
 def _cupy_sum_rows(host_args: Sequence[np.ndarray], device_index: int = 0) -> PeerRun:
     import cupy
 
@@ -251,6 +306,17 @@ _register(Peer("torch.exp", "torch", _torch_available, _torch_unary("exp"), "ele
 _register(Peer("torch.log", "torch", _torch_available, _torch_unary("log"), "elementwise log"))
 _register(Peer("torch.conv2d(3x3)", "torch", _torch_available, _torch_conv3x3,
                "valid 3x3 cross-correlation of one channel (conv2d_3x3)"))
+_register(Peer("torch.add", "torch", _torch_available, _torch_add, "elementwise add (vector_add)"))
+_register(Peer("torch.window_sum", "torch", _torch_available, _torch_window_sum,
+               "window sums as two torch.add calls (window_sum)"))
+_register(Peer("torch.matmul(tf32=off)", "torch", _torch_available, _torch_matmul_fp32,
+               "float32 matmul without TF32 (matmul)"))
+_register(Peer("torch.matmul(fp16)", "torch", _torch_available, _torch_matmul_fp16,
+               "float16 matmul in the case's layout, float32 accumulation (matmul_tensorcore)",
+               dtypes=("float16",), takes_case=True))
+_register(Peer("torch._int_mm", "torch", _torch_available, _torch_int_mm,
+               "int8 x int8 -> int32 matmul in the case's layout (matmul_tensorcore; n > 16, l and m "
+               "multiples of 8)", dtypes=("int8",), takes_case=True, unsupported=_int_mm_unsupported))
 
 
 def get(name: str) -> Peer:
@@ -263,6 +329,12 @@ def get(name: str) -> Peer:
 
 def names() -> List[str]:
     return sorted(PEERS)
+
+
+def applies_to(name: str, dtype: str) -> bool:
+    """Whether peer ``name`` computes cases of ``dtype`` (unknown names: True, the suite checks them)."""
+    peer = PEERS.get(name)
+    return peer is None or peer.applies_to(dtype)
 
 
 def available(name: str) -> bool:
@@ -278,13 +350,19 @@ def run_peer(
     atol: float,
     config: Optional[MeasureConfig] = None,
     device_index: int = 0,
+    params: Optional[Dict[str, Any]] = None,
+    dtype: str = "",
 ) -> Tuple[Optional[bool], str, Any]:
     """Prepare, check and time one peer on ``cuda(device_index)``.
+
+    ``params`` and ``dtype`` are the case's (a peer whose operands' layout is a parameter needs
+    them; one that cannot run the case says why instead of being timed).
 
     Returns
     -------
     (ok, message, timing)
-        ``(None, reason, None)`` when the peer is not available; ``(False, message, None)`` when
+        ``(None, reason, None)`` when the peer is not available or cannot run the case (the
+        library's shape rules, or the library refusing it); ``(False, message, None)`` when
         its outputs do not match the reference (it is then not timed); ``(True, "", Timing)``
         otherwise, timed with :class:`harness.measure.CudaTimer` in cold mode whatever
         ``config.mode`` says. With ``config.interleave`` the third item is the list of
@@ -293,15 +371,22 @@ def run_peer(
     peer = get(name)
     if not peer.available():
         return None, f"peer {name} is not available ({peer.library} with a CUDA device)", None
-    run = peer.prepare(list(host_args), device_index)
-    run()
+    if peer.takes_case and params is None:
+        raise ValueError(f"peer {name} needs the case's params (its operands' layout is one)")
+    why = peer.unsupported(params or {}, dtype) if peer.unsupported is not None else None
+    if why is not None:
+        return None, f"peer {name} cannot run this case: {why}", None
+    if peer.takes_case:
+        try:
+            run = peer.prepare(list(host_args), device_index, params, dtype)
+            run()
+        except RuntimeError as exc:  # the library refuses the case (a shape or layout it lacks)
+            return None, f"peer {name} cannot run this case: {exc}", None
+    else:
+        run = peer.prepare(list(host_args), device_index)
+        run()
     ok, message = check_outputs(run.outputs(), list(reference), rtol, atol)
     if not ok:
         return False, f"peer {name}: {message}", None
     sides = measure_sides(lambda: CudaTimer(device_index, mode="cold"), run, config or MeasureConfig())
     return True, "", (sides if (config and config.interleave) else sides[0][1])
-_register(Peer("torch.add", "torch", _torch_available, _torch_add, "elementwise add (vector_add)"))
-_register(Peer("torch.window_sum", "torch", _torch_available, _torch_window_sum,
-               "window sums as two torch.add calls (window_sum)"))
-_register(Peer("torch.matmul(tf32=off)", "torch", _torch_available, _torch_matmul_fp32,
-               "float32 matmul without TF32 (matmul)"))

@@ -33,6 +33,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -253,7 +254,10 @@ def export_cases(items: Sequence[Mapping[str, Any]], imports: Sequence[str] = ()
             spec = lower_case(case, item.get("arch") or None)
             w = get_workload(case.workload)
             host = w.make_args(case.param_dict, case.dtype, np.random.default_rng(0))
-            out[case.key] = freeze(spec, bind_env(spec, host))
+            # packed sub-byte arguments (int4 words) bind the shape variables by their logical shape
+            shaped = [SimpleNamespace(shape=w.logical_shape(i, a, case.dtype) or a.shape)
+                      for i, a in enumerate(host)]
+            out[case.key] = freeze(spec, bind_env(spec, shaped))
         except Exception as exc:  # the case's own failure: reported as its build error
             out[case.key] = {"error": f"{type(exc).__name__}: {exc}".strip()}
     return out

@@ -27,7 +27,7 @@ from kernels.workloads import get as get_workload
 
 from .build import Artifact, CaseBuildError, load_module
 from .check import check_outputs
-from .inputs import case_data
+from .inputs import case_data, device_array
 from .peers import run_peer
 from .portable import PortableSpecError, thaw
 
@@ -119,7 +119,8 @@ def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
         host = data.args
         inputs = [a for i, a in enumerate(host) if i not in w.outputs]
         t_peer = time.perf_counter()
-        ok, msg, timing = run_peer(name, inputs, data.reference, case.rtol, case.atol, config)
+        ok, msg, timing = run_peer(name, inputs, data.reference, case.rtol, case.atol, config,
+                                   params=params, dtype=case.dtype)
         peer_s = time.perf_counter() - t_peer
         env_id, fp = _env(case.target)
         if ok is None:
@@ -209,7 +210,7 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
         host = data.args
         dev = _device(case.target)
         t_check = time.perf_counter()
-        nd = [tvm.nd.array(a, dev) for a in host]
+        nd = [device_array(w, case, i, a, dev) for i, a in enumerate(host)]
         env_id, fp = _env(case.target)
         for n in results:  # sides that did not build: on the same device as the others (verdicts pair them)
             results[n] = replace(results[n], device=_device_name(case.target), env_id=env_id, environment=fp)
@@ -218,7 +219,7 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
             module = builds[n][0]
             if id(module) not in checked:
                 for i in w.outputs:  # poisoned again for each build
-                    nd[i] = tvm.nd.array(host[i], dev)
+                    nd[i] = device_array(w, case, i, host[i], dev)
                 module(*nd)
                 dev.sync()
                 got = [nd[i].numpy() for i in w.outputs]

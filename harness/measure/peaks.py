@@ -23,11 +23,15 @@ from .nvml import pynvml as _nvml
 
 __all__ = ["derived", "device_peaks", "measure_peaks_cpu", "measure_peaks_cuda"]
 
-def _flops_peak_key(dtype: Optional[str]) -> str:
+def _flops_peak_key(dtype: Optional[str]) -> Optional[str]:
+    """The measured matmul peak a case's FLOP/s is a percentage of; None for integer element types
+    (int8, int4, int1: the harness measures no integer matmul peak, and a float one would mislead)."""
     if dtype in ("float16", "bfloat16"):
         return "matmul_fp16_gflops"
     if dtype == "float64":
         return "matmul_fp64_gflops"
+    if dtype is not None and dtype.startswith(("int", "uint")):
+        return None
     return "matmul_fp32_gflops"
 
 
@@ -51,7 +55,8 @@ def derived(
         From :func:`measure_peaks_cuda` / :func:`measure_peaks_cpu`: ``copy_gbps`` and
         ``matmul_fp32_gflops`` / ``matmul_fp16_gflops`` (``fp64`` if present).
     dtype : str, optional
-        Picks the matmul peak: float16/bfloat16 -> fp16, float64 -> fp64, else fp32.
+        Picks the matmul peak: float16/bfloat16 -> fp16, float64 -> fp64, integer types -> none
+        (``pct_peak_flops`` stays None), else fp32.
 
     Returns
     -------
@@ -72,7 +77,8 @@ def derived(
     bw = peaks.get("copy_gbps")
     if out["gbps"] is not None and bw:
         out["pct_peak_bw"] = 100.0 * out["gbps"] / bw
-    fp = peaks.get(_flops_peak_key(dtype))
+    key = _flops_peak_key(dtype)
+    fp = peaks.get(key) if key is not None else None
     if out["gflops"] is not None and fp:
         out["pct_peak_flops"] = 100.0 * out["gflops"] / fp
     return out

@@ -17,6 +17,8 @@ Format (docs/SUITES.md has the full reference)::
     [[workload]]                         # one entry per workload (a workload may have several)
     name = "row_sum"                     # required; a name in kernels.workloads
     params = { n = [1024, 4096], m = [1024, 333] }   # required; every shape parameter, cartesian product
+                                         # (sizes; a parameter with named choices, e.g. a layout, takes
+                                         #  those names: layout = ["NN", "TN"])
     dtypes = ["float32"]                 # default: the workload's first dtype
     variants = ["default", { name = "rfactor_crossthread", knobs = { factor = [16, 32] } }]
                                          # default: every variant with its default knobs

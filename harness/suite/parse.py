@@ -24,7 +24,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as a package (tomli;
 
 
 from harness.measure.stopping import CRITERIA as STOPPING_CRITERIA
-from harness.model import DEFAULT_THRESHOLD, Case, MeasureConfig, pairs
+from harness.model import DEFAULT_THRESHOLD, Case, MeasureConfig, Pairs, pairs
 from kernels import workloads
 
 from .locate import Locator, key_needle, value_needle
@@ -362,8 +362,14 @@ class _Parser:
             vals = p[k] if isinstance(p[k], list) else [p[k]]
             if not vals:
                 raise self.err(W + ("params", k), f"{ctxw}: params.{k} is empty: list at least one size")
+            choices = wl.choices.get(k)
             for v in vals:
-                if not _is_int(v) or v <= 0:
+                if choices is not None:
+                    if v not in choices:
+                        raise self.err(W + ("params", k), f"{ctxw}: params.{k} takes "
+                                                          f"{', '.join(map(repr, choices))}, got {_show(v)}",
+                                       value_needle(v))
+                elif not _is_int(v) or v <= 0:
                     raise self.err(W + ("params", k), f"{ctxw}: params.{k} must be positive integers, "
                                                       f"got {_show(v)}", value_needle(v))
             axes.append(vals)
@@ -428,6 +434,10 @@ class _Parser:
                 for shape in itertools.product(*axes):
                     params = pairs(dict(zip(wl.params, shape)))
                     for d in dtypes:
+                        why = wl.invalid(dict(params), d)
+                        if why is not None:
+                            raise self.err(W + ("params",), f"{ctxw}: {_pairs_text(params)} in {d} makes "
+                                                            f"no case: {why}")
                         tol = dict(zip(("rtol", "atol"), wl.tolerance_for(d, dict(params))))
                         tol.update(tol_given)
                         for t in targets:
@@ -508,6 +518,10 @@ class _Parser:
             space = tuple((k, tuple(vals)) for k, vals in lists.items()) if tuned else None
             out.append((v, grid, space))
         return out
+
+
+def _pairs_text(params: Pairs) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params)
 
 
 def _same_kind(x: Any, default: Any) -> bool:

@@ -1,11 +1,11 @@
 """Helpers around external tools (TVM's ``tvm.contrib``): :mod:`kernels.contrib.nvcc`,
-:mod:`kernels.contrib.cc` (linking saved objects) and :mod:`kernels.contrib.utils` (temporary
-folders). TVM's library bindings (cblas, cudnn, cublas...) are out of scope: importing them or
-reaching for them raises an error saying so."""
+:mod:`kernels.contrib.cc` (linking saved objects), :mod:`kernels.contrib.packing` (int4/int1 words)
+and :mod:`kernels.contrib.utils` (temporary folders). TVM's library bindings (cblas, cudnn,
+cublas...) are out of scope: importing them or reaching for them raises an error saying so."""
 
-from kernels.contrib import cc, nvcc, utils
+from kernels.contrib import cc, nvcc, packing, utils
 
-__all__ = ["cc", "nvcc", "utils"]
+__all__ = ["cc", "nvcc", "packing", "utils"]
 
 
 def __getattr__(name: str):

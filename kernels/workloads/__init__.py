@@ -3,7 +3,14 @@ schedule variants with knobs. Suites refer to them by name (``row_sum``, variant
 
 A variant's ``build(params, dtype, **knobs)`` returns ``(schedule, args)``; ``make_args`` gives the
 arguments as numpy arrays (outputs poisoned with NaN or a sentinel); ``reference`` computes the
-outputs in float64 from the inputs.
+outputs in float64 from the inputs (:meth:`Workload.reference_of` is what callers use).
+
+Shape parameters are sizes (positive integers), or names from a fixed set where the workload lists
+them in ``choices`` (``matmul_tensorcore``'s ``layout``). A case's dtype is the workload's logical
+element type; the numpy arrays of sub-byte types are packed words (``int4``: 8 elements a 32-bit
+word, ``int1``: 32, :mod:`kernels.contrib.packing`): :func:`array_dtype`, :func:`element_bits`
+and :func:`storage_bytes` say what an array of a logical dtype is made of, for every place that
+needs it (poisoning, byte counts, checks).
 """
 
 from __future__ import annotations
@@ -51,6 +58,44 @@ class Workload:
     # dtype -> (rtol, atol), or a function of the parameters giving them (a sum of k float32
     # products is checked within a tolerance that grows with k)
     tolerance: Dict[str, Any] = field(default_factory=dict)
+    # parameters taking one of a fixed set of names instead of a size, e.g. {"layout": ("NN", "TN")}
+    choices: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
+    # check(params, dtype) -> None, or why that combination makes no case (suites reject it early)
+    check: Optional[Callable[[Dict[str, Any], str], Optional[str]]] = None
+    # True: ``reference(args, params, dtype)`` (outputs that depend on more than the arrays' shapes)
+    reference_takes_case: bool = False
+    # the arguments holding elements of the case's dtype as packed words when it is a sub-byte type
+    packed_args: Tuple[int, ...] = ()
+
+    def logical_shape(self, index: int, array: np.ndarray, dtype: str) -> Optional[Tuple[int, ...]]:
+        """The logical shape of argument ``index`` when ``array`` holds packed ``dtype`` words (its
+        last axis times the elements a word holds), else None (the array is what it holds)."""
+        if dtype not in PACKED_DTYPES or index not in self.packed_args:
+            return None
+        per_word = 32 // PACKED_DTYPES[dtype][0]
+        return tuple(array.shape[:-1]) + (int(array.shape[-1]) * per_word,)
+
+    def reference_of(self, args: List[np.ndarray], params: Dict[str, Any], dtype: str) -> List[np.ndarray]:
+        """The reference outputs of ``args`` (from :attr:`make_args` at ``params`` and ``dtype``)."""
+        if self.reference_takes_case:
+            return self.reference(args, params, dtype)  # type: ignore[call-arg]
+        return self.reference(args)
+
+    def invalid(self, params: Dict[str, Any], dtype: str) -> Optional[str]:
+        """Why ``params`` and ``dtype`` make no case of this workload, or None: a parameter missing,
+        a choice not offered, or what the workload's own :attr:`check` says."""
+        for k in self.params:
+            if k not in params:
+                return f"parameter {k!r} is missing"
+            v = params[k]
+            if k in self.choices:
+                if v not in self.choices[k]:
+                    return f"parameter {k} must be one of {', '.join(self.choices[k])}, got {v!r}"
+            elif isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+                return f"parameter {k} must be a positive integer, got {v!r}"
+        if dtype not in self.dtypes:
+            return f"dtype {dtype} is not one of {', '.join(self.dtypes)}"
+        return self.check(params, dtype) if self.check is not None else None
 
     def tolerance_for(self, dtype: str, params: Dict[str, int]) -> Tuple[float, float]:
         """(rtol, atol) for ``dtype`` at ``params``: the workload's own, else the dtype's default."""
@@ -81,6 +126,9 @@ class Workload:
         if dtype not in self.dtypes:
             raise WorkloadError(f"workload {self.name} does not support dtype {dtype}; dtypes: "
                                 f"{', '.join(self.dtypes)}")
+        why = self.check(params, dtype) if self.check is not None else None
+        if why is not None:
+            raise WorkloadError(f"workload {self.name}: {why}")
         return v.build(params, dtype, **k)
 
 
@@ -105,16 +153,41 @@ def names() -> List[str]:
     return sorted(REGISTRY)
 
 
+#: logical sub-byte dtypes -> (bits per element, numpy dtype of the packed words)
+PACKED_DTYPES = {"int4": (4, "int32"), "uint4": (4, "uint32"), "int1": (1, "int32")}
+
+
+def array_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of the arrays holding ``dtype`` elements: itself, or the 32-bit words the
+    sub-byte types are packed into (int4, int1 -> int32; uint4 -> uint32)."""
+    packed = PACKED_DTYPES.get(dtype)
+    return np.dtype(packed[1] if packed else dtype)
+
+
+def element_bits(dtype: str) -> int:
+    """Bits one element of ``dtype`` occupies (4 for int4, 1 for int1, 8 * itemsize otherwise)."""
+    packed = PACKED_DTYPES.get(dtype)
+    return packed[0] if packed else 8 * np.dtype(dtype).itemsize
+
+
+def storage_bytes(dtype: str, count: int) -> float:
+    """Bytes ``count`` elements of ``dtype`` occupy (``count / 2`` for int4)."""
+    return float(count) * element_bits(dtype) / 8.0
+
+
 def _poison(shape, dtype: str) -> np.ndarray:
-    if np.dtype(dtype).kind == "f":
-        return np.full(shape, np.nan, dtype=dtype)
-    return np.full(shape, np.iinfo(dtype).min, dtype=dtype)
+    dt = array_dtype(dtype)
+    if dt.kind == "f":
+        return np.full(shape, np.nan, dtype=dt)
+    return np.full(shape, np.iinfo(dt).min, dtype=dt)
 
 
-def _isize(dtype: str) -> int:
-    return np.dtype(dtype).itemsize
+def _isize(dtype: str) -> float:
+    """Bytes per element (a fraction for the packed sub-byte types)."""
+    return storage_bytes(dtype, 1)
 
 
-from . import memory, tutorial  # noqa: E402  (they register into REGISTRY, defined above)
+from . import memory, tensorcore, tutorial  # noqa: E402  (they register into REGISTRY, defined above)
 
-__all__ = ["Variant", "Workload", "WorkloadError", "REGISTRY", "register", "get", "names"]
+__all__ = ["Variant", "Workload", "WorkloadError", "REGISTRY", "register", "get", "names", "PACKED_DTYPES",
+           "array_dtype", "element_bits", "storage_bytes"]

@@ -63,8 +63,8 @@ CASES = {
     # -- unknown names ---------------------------------------------------------------------------------
     "unknown_workload": (
         HEAD + '[[workload]]\nname = "row_summ"  # <-\nparams = { n = [4] }\n',
-        r"unknown workload 'row_summ'; known: conv2d_3x3, exp, log, matmul, product_reduce, row_sum, "
-        r"vector_add, window_sum",
+        r"unknown workload 'row_summ'; known: conv2d_3x3, exp, log, matmul, matmul_tensorcore, "
+        r"product_reduce, row_sum, vector_add, window_sum",
     ),
     "unknown_variant": (
         HEAD + ROW_SUM + 'variants = [\n  "default",\n  "fast",  # <-\n]\n',

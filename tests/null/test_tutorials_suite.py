@@ -31,7 +31,9 @@ def test_every_variant_runs_on_every_target_it_supports():
 
 def test_tutorials_suite_shape():
     s = load_suite(TUTORIALS)
-    assert {c.dtype for c in s.cases} == {"float32"}
+    # float32, and the tensor-core matmul's float16 and int8
+    assert {c.dtype for c in s.cases} == {"float32", "float16", "int8"}
+    assert {c.dtype for c in s.cases if c.workload != "matmul_tensorcore"} == {"float32"}
     assert {c.target for c in s.cases} == {"c", "opencl", "cuda"}
     factors = {c.knob_dict["factor"] for c in s.cases if c.variant == "rfactor_crossthread"}
     assert factors == {16, 32}

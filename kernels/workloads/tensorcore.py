@@ -1,0 +1,314 @@
+"""The auto-tensor-core tutorial's matmul as a workload: ``matmul_tensorcore``.
+
+``C[i, j] = sum_k cast(A)[.., ..] * cast(B)[.., ..]`` with C of shape (n, m), k running over ``l``,
+and the operands laid out as the tutorial's ``layout`` says (its names, not BLAS's):
+
+========  =========  =========
+layout    A          B
+========  =========  =========
+``NN``    (n, l)     (l, m)
+``NT``    (l, n)     (l, m)
+``TN``    (n, l)     (m, l)
+``TT``    (l, n)     (m, l)
+========  =========  =========
+
+dtypes: float16 (float32 sums), int8 (int32 sums) in every layout; int4 and int1 (int32 sums) in
+layout TN only, their operands passed as int32 words packed along ``l``
+(:mod:`kernels.contrib.packing`: 8 resp. 32 elements a word, element 0 in the highest bits), so
+``l`` must be a multiple of 8 (int4) or 32 (int1). int4 values are in [-8, 7], int1 values 0 or 1.
+
+Variants:
+
+* ``tutorial`` -- the tutorial's schedule template (``test_gemm``): cache stages in shared memory
+  (``storage_align``) and registers, block tile ``by`` x ``bx * 8`` (``bx * 2`` for int4/int1),
+  ``step_k`` warp-k steps per shared tile, ``v``-wide vector fetches, and the ``"tensor_core"``
+  pragma on the accumulation: WMMA fragments on CUDA where the tile allows, plain code elsewhere.
+  Its knobs are applied through the template's own path: ``autotvm.task.create`` and the config
+  whose knobs the case names (so only the tutorial's candidates are accepted: bx in 2, 4, 8; by in
+  8 ... 64; step_k in 1 ... 32; v in 4 ... 32).
+* ``plain`` -- the same schedule without the pragma: the register-tiled code the rewrite starts
+  from, for comparison.
+* ``warp_tile`` -- where :mod:`kernels.workloads.tensorcore_schedule` is present: the same structure
+  with a ``ty`` x ``tx`` thread tile and ``warp_m``-wide warps, so that a warp holds several WMMA
+  fragments (knobs bx, by, step_k, v, ty, tx, warp_m, double_buffer).
+* ``default`` -- the compute's default loop nest, for the C target.
+
+References are computed in float64 (int64 for the integer types, int4/int1 unpacked first).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from .. import autotvm, te
+from ..contrib.packing import pack, per_word, unpack
+from . import Variant, Workload, WorkloadError, _poison, register, storage_bytes
+
+try:  # the warp-tile schedule, where this checkout has it (the `warp_tile` variant)
+    from .tensorcore_schedule import tensorcore_schedule as _warp_tile_schedule
+except ModuleNotFoundError as exc:
+    if exc.name != f"{__package__}.tensorcore_schedule":
+        raise
+    _warp_tile_schedule = None
+
+#: the tutorial's layouts (A transposed when the second letter is T, B when the first is)
+LAYOUTS = ("NN", "NT", "TN", "TT")
+DTYPES = ("float16", "int8", "int4", "int1")
+#: input dtype -> dtype of the products' sums (and of C)
+ACCUMULATOR = {"float16": "float32", "int8": "int32", "int4": "int32", "int1": "int32"}
+#: bits per element of the packed types
+PACKED_BITS = {"int4": 4, "int1": 1}
+#: the autotvm template behind the ``tutorial`` and ``plain`` variants
+TEMPLATE = "workloads/matmul_tensorcore"
+
+GPU = ("cuda", "opencl")
+CPU = ("c",)
+
+
+def operand_shapes(n: int, m: int, l: int, layout: str) -> Tuple[Tuple[int, int], Tuple[int, int]]:  # noqa: E741
+    """Logical shapes of A and B for ``layout`` (see the module's table)."""
+    a = (l, n) if layout[1] == "T" else (n, l)
+    b = (m, l) if layout[0] == "T" else (l, m)
+    return a, b
+
+
+def check_case(params: Dict[str, object], dtype: str) -> Optional[str]:
+    """Why ``params`` / ``dtype`` make no valid case (None when they do): an unknown layout,
+    int4/int1 outside layout TN, ``l`` not a whole number of packed words."""
+    layout = params.get("layout")
+    if layout not in LAYOUTS:
+        return f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}"
+    if dtype in PACKED_BITS:
+        if layout != "TN":
+            return f"{dtype} takes layout TN only (as the tutorial), got {layout}"
+        words = per_word(PACKED_BITS[dtype])
+        if int(params["l"]) % words:  # type: ignore[call-overload]
+            return (f"{dtype} packs {words} elements a word along l: l must be a multiple of {words}, "
+                    f"got {params['l']}")
+    return None
+
+
+def _compute(n: int, l: int, m: int, dtype: str, layout: str):  # noqa: E741
+    shape_a, shape_b = operand_shapes(n, m, l, layout)
+    A = te.placeholder(shape_a, name="A", dtype=dtype)
+    B = te.placeholder(shape_b, name="B", dtype=dtype)
+    k = te.reduce_axis((0, l), name="k")
+    acc = ACCUMULATOR[dtype]
+    a_t, b_t = layout[1] == "T", layout[0] == "T"
+
+    def body(i, j):
+        a = A[k, i] if a_t else A[i, k]
+        b = B[j, k] if b_t else B[k, j]
+        return te.sum(a.astype(acc) * b.astype(acc), axis=k)
+
+    C = te.compute((n, m), body, name="C")
+    return A, B, C
+
+
+#: storage_align (factor, offset) of the shared tiles, per dtype (the tutorial's)
+_ALIGN = {"float16": (16, 8), "int8": (32, 16), "int4": (64, 32), "int1": (256, 128)}
+#: (warp tile m, warp tile k) per dtype (the tutorial's)
+_WARP_TILE = {"float16": (16, 16), "int8": (16, 16), "int4": (8, 32), "int1": (8, 128)}
+
+
+def _template(N: int, L: int, M: int, dtype: str, layout: str, tensor_core: bool):  # noqa: N803
+    """The tutorial's test_gemm schedule, with the ``"tensor_core"`` pragma when ``tensor_core``."""
+    A, B, C = _compute(N, L, M, dtype, layout)
+    s = te.create_schedule(C.op)
+    y, x = s[C].op.axis
+    k = s[C].op.reduce_axis[0]
+    factor, offset = _ALIGN[dtype]
+
+    AA = s.cache_read(A, "shared", [C])
+    if layout in ("NN", "TN"):  # A's rows run along k: pad them against bank conflicts
+        s[AA].storage_align(AA.op.axis[0], factor, offset)
+    AL = s.cache_read(AA, "local", [C])
+    BB = s.cache_read(B, "shared", [C])
+    if layout in ("NT", "TT"):
+        s[BB].storage_align(BB.op.axis[0], factor, offset)
+    BL = s.cache_read(BB, "local", [C])
+    CL = s.cache_write(C, "local")
+
+    cfg = autotvm.get_config()
+    cfg.define_knob("bx", [2, 4, 8])
+    cfg.define_knob("by", [8, 16, 32, 64])
+    cfg.define_knob("step_k", [1, 2, 4, 8, 16, 32])
+    cfg.define_knob("v", [4, 8, 16, 32])
+    by, bx, step_k, v = cfg["by"].val, cfg["bx"].val, cfg["step_k"].val, cfg["v"].val
+
+    # thread tile TY x TX, warp tile, block tile (by * TY) x (bx * TX)
+    TX, TY = (2 if dtype in PACKED_BITS else 8), 1
+    warp_tile_m, warp_tile_k = _WARP_TILE[dtype]
+    tile_x, tile_y = bx * TX, by * TY
+
+    yo, ty = s[C].split(y, tile_y)
+    ty, yi = s[C].split(ty, TY)
+    xo, xi = s[C].split(x, tile_x)
+    WX = min(warp_tile_m, tile_x)
+    tz, xi = s[C].split(xi, WX)
+    tx, xi = s[C].split(xi, TX)
+    s[C].reorder(yo, xo, tz, ty, tx, yi, xi)
+    s[C].bind(yo, te.thread_axis("blockIdx.y"))
+    s[C].bind(xo, te.thread_axis("blockIdx.x"))
+    s[C].bind(ty, te.thread_axis("threadIdx.y"))
+    s[C].bind(tz, te.thread_axis("threadIdx.z"))
+    s[C].bind(tx, te.thread_axis("threadIdx.x"))
+
+    ko, ki = s[CL].split(k, step_k * warp_tile_k)
+    kl, ki = s[CL].split(ki, warp_tile_k)
+    s[CL].compute_at(s[C], tx)
+    yo, xo = CL.op.axis
+    s[CL].reorder(ko, kl, ki, yo, xo)
+
+    # the shared tiles, fetched cooperatively with v-wide vectors
+    for XX in (AA, BB):
+        s[XX].compute_at(s[CL], ko)
+        xo, xi = s[XX].split(s[XX].op.axis[1], factor=bx * v)
+        tz, tx = s[XX].split(xi, factor=(WX // TX) * v)
+        tx, vec = s[XX].split(tx, factor=v)
+        fused = s[XX].fuse(s[XX].op.axis[0], xo)
+        _, ty = s[XX].split(fused, factor=by)
+        s[XX].bind(ty, te.thread_axis("threadIdx.y"))
+        s[XX].bind(tz, te.thread_axis("threadIdx.z"))
+        s[XX].bind(tx, te.thread_axis("threadIdx.x"))
+        s[XX].vectorize(vec)
+
+    s[AL].compute_at(s[CL], kl)
+    s[BL].compute_at(s[CL], kl)
+    if tensor_core:
+        s[CL].pragma(ko, "tensor_core")
+    return s, [A, B, C]
+
+
+#: the template, registered as :data:`TEMPLATE`: ``autotvm.task.create(TEMPLATE, args=(n, l, m, dtype,
+#: layout, tensor_core))`` gives its task (the tutorial's space of 288 configurations), as for the
+#: tutorial's own ``test_gemm``
+gemm_template = autotvm.template(TEMPLATE)(_template)
+
+
+def _size_args(params) -> Tuple[int, int, int, str]:
+    return int(params["n"]), int(params["l"]), int(params["m"]), str(params["layout"])
+
+
+def _instantiate(params, dtype: str, tensor_core: bool, knobs: Dict[str, int]):
+    N, L, M, layout = _size_args(params)
+    # the schedule does not depend on the task's target (off CUDA the pragma lowers to plain code)
+    task = autotvm.task.create(TEMPLATE, args=(N, L, M, dtype, layout, tensor_core), target="cuda")
+    return task.instantiate(task.config_space.index_of(knobs))
+
+
+_KNOBS = (("bx", 4), ("by", 16), ("step_k", 2), ("v", 8))
+
+
+def _tutorial(params, dtype, bx=4, by=16, step_k=2, v=8):
+    return _instantiate(params, dtype, True, dict(bx=bx, by=by, step_k=step_k, v=v))
+
+
+def _plain(params, dtype, bx=4, by=16, step_k=2, v=8):
+    return _instantiate(params, dtype, False, dict(bx=bx, by=by, step_k=step_k, v=v))
+
+
+def _warp_tile(params, dtype, bx=4, by=16, step_k=2, v=8, ty=1, tx=8, warp_m=16, double_buffer=0):
+    """The template's structure with a configurable warp tile (several WMMA fragments per warp):
+    :func:`kernels.workloads.tensorcore_schedule.tensorcore_schedule`."""
+    N, L, M, layout = _size_args(params)
+    A, B, C = _compute(N, L, M, dtype, layout)
+    return _warp_tile_schedule(A, B, C, dtype, layout, bx, by, step_k, v, ty=ty, tx=tx, warp_m=warp_m,
+                               double_buffer=double_buffer)
+
+
+def _default(params, dtype):
+    N, L, M, layout = _size_args(params)
+    A, B, C = _compute(N, L, M, dtype, layout)
+    return te.create_schedule(C.op), [A, B, C]
+
+
+# -- data ------------------------------------------------------------------------------------------
+
+
+def _operand(rng: np.random.Generator, shape: Tuple[int, int], dtype: str) -> np.ndarray:
+    """Random operand values (logical, unpacked): float16 in [-1, 1), int8 in [-128, 127], int4 in
+    [-8, 7], int1 0/1."""
+    if dtype == "float16":
+        return rng.uniform(-1.0, 1.0, size=shape).astype(np.float16)
+    if dtype == "int8":
+        return rng.integers(-128, 128, size=shape, dtype=np.int64).astype(np.int8)
+    if dtype == "int4":
+        return rng.integers(-8, 8, size=shape, dtype=np.int64).astype(np.int32)
+    return rng.integers(0, 2, size=shape, dtype=np.int64).astype(np.int32)
+
+
+def _make_args(p, dtype: str, rng: np.random.Generator) -> List[np.ndarray]:
+    n, m, l = int(p["n"]), int(p["m"]), int(p["l"])  # noqa: E741
+    why = check_case(p, dtype)
+    if why is not None:
+        raise WorkloadError(f"workload matmul_tensorcore: {why}")
+    shape_a, shape_b = operand_shapes(n, m, l, str(p["layout"]))
+    a, b = _operand(rng, shape_a, dtype), _operand(rng, shape_b, dtype)
+    if dtype in PACKED_BITS:
+        a, b = pack(a, PACKED_BITS[dtype]), pack(b, PACKED_BITS[dtype])
+    return [a, b, _poison((n, m), ACCUMULATOR[dtype])]
+
+
+def logical(x: np.ndarray, dtype: str) -> np.ndarray:
+    """An operand as its element values (int4/int1 words unpacked), int64 for the integer types and
+    float64 for float16."""
+    if dtype in PACKED_BITS:
+        return unpack(x, PACKED_BITS[dtype]).astype(np.int64)
+    return x.astype(np.float64 if dtype == "float16" else np.int64)
+
+
+def _reference(args: List[np.ndarray], params, dtype: str) -> List[np.ndarray]:
+    """C in float64 (float16) or int64 (integers) from A and B as ``params['layout']`` lays them out."""
+    layout = str(params["layout"])
+    a, b = logical(args[0], dtype), logical(args[1], dtype)
+    if layout[1] == "T":
+        a = a.T
+    if layout[0] == "T":
+        b = b.T
+    return [a @ b]
+
+
+def _bytes(p, dtype: str) -> float:
+    n, m, l = int(p["n"]), int(p["m"]), int(p["l"])  # noqa: E741
+    return storage_bytes(dtype, n * l + m * l) + storage_bytes(ACCUMULATOR[dtype], n * m)
+
+
+def _tolerance_fp16(p) -> Tuple[float, float]:
+    """float16 inputs, float32 sums: 1e-3 relative; absolute 16 l ulp(1) of float32 (at least 1e-3)
+    for outputs near zero, whose sums of l products in [-1, 1] lose that much to rounding."""
+    return 1e-3, max(1e-3, 16.0 * int(p["l"]) * 2.0 ** -24)
+
+
+register(Workload(
+    name="matmul_tensorcore",
+    params=("n", "m", "l", "layout"),
+    dtypes=DTYPES,
+    variants={
+        "tutorial": Variant("tutorial", _tutorial, GPU, _KNOBS,
+                            "the auto-tensor-core tutorial's template (WMMA fragments on CUDA where the tile "
+                            "allows; knobs bx, by, step_k, v from its space)"),
+        "plain": Variant("plain", _plain, GPU, _KNOBS,
+                         "the tutorial's schedule without the tensor_core pragma (register tiles)"),
+        "default": Variant("default", _default, CPU, (), "the default loop nest"),
+    **({"warp_tile": Variant(
+        "warp_tile", _warp_tile, GPU, _KNOBS + (("ty", 1), ("tx", 8), ("warp_m", 16), ("double_buffer", 0)),
+        "the template with a ty x tx thread tile and warp_m-wide warps: several fragments per warp "
+        "(ty=1, tx=8, warp_m=16 is the tutorial's)")} if _warp_tile_schedule is not None else {}),
+    },
+    make_args=_make_args,
+    reference=_reference,
+    reference_takes_case=True,
+    packed_args=(0, 1),
+    outputs=(2,),
+    flops=lambda p: float(2 * int(p["n"]) * int(p["m"]) * int(p["l"])),
+    bytes=_bytes,
+    peers=("torch.matmul(fp16)", "torch._int_mm"),
+    description="C[i, j] = sum_k A * B in the tutorial's layouts (NN, NT, TN, TT); float16 -> float32, "
+                "int8 / int4 / int1 -> int32 (int4 and int1 packed in int32 words, layout TN)",
+    tolerance={"float16": _tolerance_fp16},
+    choices={"layout": LAYOUTS},
+    check=check_case,
+))
