@@ -4,6 +4,15 @@ schedule variants with knobs. Suites refer to them by name (``row_sum``, variant
 A variant's ``build(params, dtype, **knobs)`` returns ``(schedule, args)``; ``make_args`` gives the
 arguments as numpy arrays (outputs poisoned with NaN or a sentinel); ``reference`` computes the
 outputs in float64 from the inputs.
+
+Random inputs are drawn with :func:`uniform`, directly in the argument's dtype (float32 values
+come from float32 draws, not from float64 draws rounded): :data:`INPUTS_VERSION` names that way of
+drawing, and changes whenever the values a seed gives change, so that results measured on other
+inputs are recognisable (the harness stores it with each result).
+
+``bytes`` counts what one launch moves; ``write_bytes``, when given, the part of it that is written
+(the rest is read): :meth:`Workload.traffic` splits the two, which picks the bandwidth peak a kernel
+is compared with (a read-only kernel with the read peak, a copy-like one with the copy peak).
 """
 
 from __future__ import annotations
@@ -51,6 +60,17 @@ class Workload:
     # dtype -> (rtol, atol), or a function of the parameters giving them (a sum of k float32
     # products is checked within a tolerance that grows with k)
     tolerance: Dict[str, Any] = field(default_factory=dict)
+    # bytes written by one launch (the rest of ``bytes`` is read); None: the split is not known
+    write_bytes: Optional[Callable[[Dict[str, int], str], float]] = None
+
+    def traffic(self, params: Dict[str, int], dtype: str) -> Tuple[float, Optional[float]]:
+        """``(read bytes, written bytes)`` of one launch; ``(bytes, None)`` when the workload does
+        not split its traffic."""
+        total = float(self.bytes(params, dtype))
+        if self.write_bytes is None:
+            return total, None
+        written = float(self.write_bytes(params, dtype))
+        return total - written, written
 
     def tolerance_for(self, dtype: str, params: Dict[str, int]) -> Tuple[float, float]:
         """(rtol, atol) for ``dtype`` at ``params``: the workload's own, else the dtype's default."""
@@ -115,6 +135,27 @@ def _isize(dtype: str) -> int:
     return np.dtype(dtype).itemsize
 
 
+#: how :func:`uniform` draws; changes whenever the inputs a seed gives change (2: float32 draws)
+INPUTS_VERSION = 2
+
+
+def uniform(rng: np.random.Generator, shape, dtype: str, low: float = 0.0, high: float = 1.0) -> np.ndarray:
+    """Uniform random values in ``[low, high)`` of ``dtype``: float32 and float64 drawn in that type
+    (a float32 draw costs a fifth of a float64 draw and its conversion), float16 from float32 draws,
+    other types from float64 draws converted."""
+    dt = np.dtype(dtype)
+    if dt in (np.float32, np.float64):
+        out = rng.random(shape, dtype=dt)
+        if (low, high) != (0.0, 1.0):
+            out *= dt.type(high - low)
+            out += dt.type(low)
+        return out
+    if dt == np.float16:
+        return uniform(rng, shape, "float32", low, high).astype(dt)
+    return rng.uniform(low, high, size=shape).astype(dt)
+
+
 from . import memory, tutorial  # noqa: E402  (they register into REGISTRY, defined above)
 
-__all__ = ["Variant", "Workload", "WorkloadError", "REGISTRY", "register", "get", "names"]
+__all__ = ["INPUTS_VERSION", "Variant", "Workload", "WorkloadError", "REGISTRY", "register", "get", "names",
+           "uniform"]
