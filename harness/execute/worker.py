@@ -98,8 +98,8 @@ def _ok(case: Case, timing, flops: float, nbytes: float, target: str,
     written) bytes, which pick the bandwidth peak; ``extra`` gains ``peaks``: which bandwidth peak
     ``pct_peak_bw`` is of ("read" or "copy") and its GB/s, and which matmul peak ``pct_peak_flops`` is of
     (None where the case is memory-bound and its share of the FLOP peak is not worked out, see
-    harness.measure.peaks.needs_flops_peak)."""
-    from harness.measure.peaks import flops_peak_key, bandwidth_peak, needs_flops_peak
+    harness.stats.peaks.needs_flops_peak)."""
+    from harness.stats.peaks import bandwidth_peak, flops_peak_key, needs_flops_peak
 
     want_flops = needs_flops_peak(flops, nbytes)
     peaks = measure.device_peaks(target, _env(target)[0], flops=want_flops)
@@ -197,12 +197,13 @@ def _build(case: Case, artifact: Optional[Artifact], side_spec: Optional[dict],
         except TVMError as exc:
             raise CaseBuildError(f"the other source tree's build: {type(exc).__name__}: {exc}") from None
     build_s = time.perf_counter() - t0
+    finished = time.time()
     if artifact is not None and side_spec is None:  # built ahead (a CPU worker, a build thread): it counts
         calls += int(artifact.nvcc_called)
         build_s += artifact.build_s
-        if artifact.started:
-            started = min(started, artifact.started)
-    return _Built(module, build_s, calls, wait_s, started, time.time())
+        if artifact.started:  # when it was built (loading it here takes milliseconds)
+            started, finished = artifact.started, artifact.finished
+    return _Built(module, build_s, calls, wait_s, started, finished)
 
 
 def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = None,

@@ -28,6 +28,14 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from harness.model import Timing
+from harness.stats.peaks import (
+    MIN_FLOP_INTENSITY,
+    PEAK_LABELS,
+    READ_MOSTLY_SHARE,
+    bandwidth_peak,
+    flops_peak_key,
+    needs_flops_peak,
+)
 from kernels.runtime.device import cuda_context, cuda_driver
 from kernels.runtime.config import get_config
 
@@ -36,52 +44,6 @@ from .nvml import pynvml as _nvml
 
 __all__ = ["MIN_FLOP_INTENSITY", "PEAK_LABELS", "READ_MOSTLY_SHARE", "bandwidth_peak", "derived",
            "device_peaks", "flops_peak_key", "measure_peaks_cpu", "measure_peaks_cuda", "needs_flops_peak"]
-
-#: a kernel writing at most this share of its bytes is compared with the read peak, else the copy peak
-READ_MOSTLY_SHARE = 0.05
-
-#: operations per byte from which a case's percentage of the FLOP peak is worked out (GPUs' ridge
-#: points lie between about 5 and 60 flop/byte: below 1 a kernel cannot reach a fifth of the peak)
-MIN_FLOP_INTENSITY = 1.0
-
-#: the labels of the bandwidth peaks, as reports print them
-PEAK_LABELS = {"read": "of read peak", "copy": "of copy peak"}
-
-
-def bandwidth_peak(peaks: Optional[Dict[str, Any]], read_bytes: Optional[float] = None,
-                   write_bytes: Optional[float] = None) -> Tuple[str, Optional[float]]:
-    """The bandwidth peak matching a kernel's traffic: ``("read", read_gbps)`` when the kernel writes
-    at most :data:`READ_MOSTLY_SHARE` of its bytes and the read peak was measured, else
-    ``("copy", copy_gbps)`` (also when the split of the traffic is unknown: ``write_bytes`` None).
-    The peak is None when not measured.
-
-    >>> bandwidth_peak({"copy_gbps": 2600.0, "read_gbps": 3200.0}, 1024.0, 1.0)
-    ('read', 3200.0)
-    >>> bandwidth_peak({"copy_gbps": 2600.0, "read_gbps": 3200.0}, 1024.0, 1024.0)
-    ('copy', 2600.0)
-    """
-    peaks = peaks or {}
-    if write_bytes is not None and read_bytes is not None and peaks.get("read_gbps"):
-        total = float(read_bytes) + float(write_bytes)
-        if total > 0 and float(write_bytes) <= READ_MOSTLY_SHARE * total:
-            return "read", float(peaks["read_gbps"])
-    copy = peaks.get("copy_gbps")
-    return "copy", (float(copy) if copy else None)
-
-
-def needs_flops_peak(flops: Optional[float], nbytes: Optional[float]) -> bool:
-    """Whether a case's percentage of the FLOP peak is worked out: it counts operations and does at
-    least :data:`MIN_FLOP_INTENSITY` of them per byte (or moves no bytes)."""
-    if not flops:
-        return False
-    return not nbytes or float(flops) / float(nbytes) >= MIN_FLOP_INTENSITY
-
-def flops_peak_key(dtype: Optional[str]) -> str:
-    if dtype in ("float16", "bfloat16"):
-        return "matmul_fp16_gflops"
-    if dtype == "float64":
-        return "matmul_fp64_gflops"
-    return "matmul_fp32_gflops"
 
 
 def derived(

@@ -1,0 +1,97 @@
+"""Builds ahead (harness.execute.ahead): a worker compiles the cases of its batch in a background thread
+while it checks and times the earlier ones. On the C target (timed on the host) no build may run while
+a case is timed; every result says how long its case waited for its build and when things happened."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from harness.execute import inputs
+from harness.execute.ahead import BuildAhead, default_threads
+from harness.execute.build import build_artifact, load_module
+from harness.execute.worker import run_cases
+from harness.model import Case, MeasureConfig
+from kernels.runtime.config import reload_config
+
+CONFIG = MeasureConfig(min_time_s=0.02, max_time_s=0.1, min_samples=5)
+
+
+def _case(variant: str, knobs=(), n: int = 256, m: int = 256, target: str = "c") -> Case:
+    return Case(suite="t", workload="row_sum", variant=variant, params=(("m", m), ("n", n)), knobs=knobs,
+                dtype="float32", target=target)
+
+
+#: four C cases of distinct sources (each a compiler call in an empty cache)
+CASES = [_case("default"), _case("split", (("factor", 4), ("rows", 8))),
+         _case("split", (("factor", 8), ("rows", 16))), _case("split", (("factor", 16), ("rows", 4)))]
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    """An empty build cache (every build calls the C compiler), the settings restored afterwards."""
+    monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    reload_config()
+    inputs.clear()
+    yield
+    monkeypatch.undo()
+    reload_config()
+    inputs.clear()
+
+
+def _timeline(result) -> dict:
+    return dict(result.extra)["timeline"]
+
+
+def test_later_builds_start_before_the_first_case_ends_and_never_overlap_host_timing():
+    t0 = time.time()
+    results = list(run_cases(CASES, CONFIG))
+    assert [r.outcome for r in results] == ["ok"] * 4, [r.message for r in results]
+    lines = [_timeline(r) for r in results]
+    phases = [dict(r.extra)["phases_s"] for r in results]
+    first_end = lines[0]["end"]
+    for line in lines[1:]:
+        # built ahead: each later case's build began while the first case was still running
+        assert t0 <= line["build_start"] < first_end
+        assert line["build_start"] <= line["build_end"] <= line["end"]
+    for line, ph in zip(lines, phases):
+        # the C target is timed on the host: its warm-up and samples come after every build ended
+        timing_start = line["end"] - ph["warmup"] - ph["measure"]
+        assert all(other["build_end"] <= timing_start + 1e-3 for other in lines), (line, lines)
+        assert ph["build"] > 0 and 0 <= ph["build_wait"]
+    # the later cases' builds were done when their turn came: they waited for nothing
+    assert all(ph["build_wait"] < ph["build"] for ph in phases[1:])
+
+
+def test_builds_ahead_and_in_turn_give_the_same_results_and_sources():
+    ahead = list(run_cases(CASES[:2], CONFIG))
+    inputs.clear()
+    in_turn = list(run_cases(CASES[:2], CONFIG, build_ahead=False))
+    for a, b in zip(ahead, in_turn):
+        assert a.outcome == b.outcome == "ok"
+        assert dict(b.extra)["phases_s"]["build_wait"] == 0.0
+    art = build_artifact(CASES[1])
+    assert art.spec is not None and art.library and art.binary is None
+    module = load_module(CASES[1], art)  # loads the library built ahead: no second compile
+    assert str(module.library_path) == art.library
+
+
+def test_a_closed_batch_ends_its_build_threads():
+    ahead = BuildAhead(CASES, threads=1)
+    assert all(c.key in ahead for c in CASES)
+    art, waited = ahead.take(CASES[0])
+    assert art is not None and art.case_key == CASES[0].key and waited >= 0
+    assert ahead.take(CASES[0]) == (None, 0.0)  # taken once
+    ahead.close()  # the builds not taken are dropped, the thread ends
+    assert not any(c.key in ahead for c in CASES)
+    assert default_threads() >= 1
+
+
+def test_cuda_cases_are_not_built_ahead_without_an_architecture():
+    cuda = _case("bind", target="cuda")
+    ahead = BuildAhead([cuda, CASES[0]], cuda_arch="", threads=1)
+    try:
+        assert cuda.key not in ahead and CASES[0].key in ahead
+    finally:
+        ahead.close()
