@@ -227,6 +227,13 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
     if case.peer:
         return _run_peer(case, config, worker)
     t_case = time.time()
+    if ahead is not None and case.key in ahead:
+        # the shape's inputs and reference while its build ahead may still run (then kept for the case;
+        # a failure here is the case's to report below)
+        try:
+            case_data(get_workload(case.workload), case, config.seed)
+        except Exception:
+            pass
     names = list(config.side_names) or [""]
     side_specs = side_specs or {}
     builds: Dict[str, _Built] = {}
@@ -333,26 +340,36 @@ def _cuda_arch(cases: Sequence[Case], artifacts: Dict[str, Artifact]) -> str:
 def run_cases(cases: Sequence[Case], config: MeasureConfig, imports: Sequence[str] = (),
               artifacts: Optional[Dict[str, Artifact]] = None,
               side_specs: Optional[Dict[str, Dict[str, dict]]] = None,
-              build_ahead: bool = True) -> Iterator[Result]:
+              build_ahead: bool = True, ahead: Optional[BuildAhead] = None) -> Iterator[Result]:
     """Run cases in order, yielding each result as soon as it is known. ``artifacts``: prebuilt
     cubins by case key; ``side_specs``: per case key, the sides built by another source tree
     (see :func:`run_case`). With ``build_ahead`` the cases without an artifact are built in
-    background threads from the start (:class:`harness.execute.ahead.BuildAhead`), so that no
-    case waits for its compiler while an earlier one could be timed."""
+    background threads from the start (:class:`harness.execute.ahead.BuildAhead`, see
+    :func:`builds_ahead`), so that no case waits for its compiler while an earlier one could be
+    timed; ``ahead``: builds already started by the caller for these cases and more (the local
+    executor starts one for the whole run), left running when this returns."""
     apply_runtime_defaults()
     for mod in imports:
         importlib.import_module(mod)
     artifacts = artifacts or {}
     side_specs = side_specs or {}
-    ahead = None
-    if build_ahead and len(cases) > 1:
-        # a case whose every side is another tree's build (kbench ab) builds nothing of this checkout
-        own_not_needed = [k for k, sides in side_specs.items()
-                          if config.side_names and set(config.side_names) <= set(sides)]
-        ahead = BuildAhead(cases, _cuda_arch(cases, artifacts), skip=[*artifacts, *own_not_needed])
+    own = None
+    if ahead is None and build_ahead and len(cases) > 1:
+        ahead = own = builds_ahead(cases, config, artifacts, side_specs)
     try:
         for case in cases:
             yield run_case(case, config, artifacts.get(case.key), side_specs.get(case.key), ahead=ahead)
     finally:
-        if ahead is not None:
-            ahead.close()
+        if own is not None:
+            own.close()
+
+
+def builds_ahead(cases: Sequence[Case], config: MeasureConfig,
+                 artifacts: Optional[Dict[str, Artifact]] = None, side_specs: Optional[Dict[str, Dict[str, dict]]] = None) -> BuildAhead:
+    """Start building ``cases`` in background threads (CUDA cases for this worker's GPU), except those
+    with an artifact (built by a CPU worker) and those whose every side is another source tree's
+    build (``kbench ab``). The caller closes it."""
+    artifacts = artifacts or {}
+    not_ours = [k for k, sides in (side_specs or {}).items()
+                if config.side_names and set(config.side_names) <= set(sides)]
+    return BuildAhead(cases, _cuda_arch(cases, artifacts), skip=[*artifacts, *not_ours])

@@ -62,6 +62,11 @@ def test_later_builds_start_before_the_first_case_ends_and_never_overlap_host_ti
         assert ph["build"] > 0 and 0 <= ph["build_wait"]
     # the later cases' builds were done when their turn came: they waited for nothing
     assert all(ph["build_wait"] < ph["build"] for ph in phases[1:])
+    for r in results:  # a row sum only reads: its share is of the read peak, and says so
+        note = dict(r.extra)["peaks"]
+        assert note["bandwidth"] == "read" and note["flops"] is None  # 1 add per 4 bytes: no FLOP share
+        assert r.pct_peak_bw == pytest.approx(100.0 * r.gbps / note["bandwidth_gbps"])
+        assert r.pct_peak_flops is None and dict(r.extra)["inputs_version"] == 2
 
 
 def test_builds_ahead_and_in_turn_give_the_same_results_and_sources():
