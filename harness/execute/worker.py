@@ -227,13 +227,14 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
     if case.peer:
         return _run_peer(case, config, worker)
     t_case = time.time()
+    early = None
     if ahead is not None and case.key in ahead:
-        # the shape's inputs and reference while its build ahead may still run (then kept for the case;
-        # a failure here is the case's to report below)
+        # the shape's inputs and reference while its build ahead may still run (a failure here is the
+        # case's to report below)
         try:
-            case_data(get_workload(case.workload), case, config.seed)
+            early = case_data(get_workload(case.workload), case, config.seed)
         except Exception:
-            pass
+            early = None
     names = list(config.side_names) or [""]
     side_specs = side_specs or {}
     builds: Dict[str, _Built] = {}
@@ -258,7 +259,7 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
     try:
         w = get_workload(case.workload)
         params = case.param_dict
-        data = case_data(w, case, config.seed)
+        data = early if early is not None else case_data(w, case, config.seed)
         host = data.args
         dev = _device(case.target)
         t_check = time.perf_counter()
@@ -270,7 +271,7 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
         for n in built:
             module = builds[n].module
             if id(module) not in checked:
-                for i in w.outputs:  # poisoned again for each build
+                for i in w.outputs if checked else ():  # poisoned again for each further build
                     nd[i] = tvm.nd.array(host[i], dev)
                 module(*nd)
                 dev.sync()

@@ -60,6 +60,8 @@ def test_later_builds_start_before_the_first_case_ends_and_never_overlap_host_ti
         timing_start = line["end"] - ph["warmup"] - ph["measure"]
         assert all(other["build_end"] <= timing_start + 1e-3 for other in lines), (line, lines)
         assert ph["build"] > 0 and 0 <= ph["build_wait"]
+    # one shape: the first case made its inputs (while its build ran), the others reused them
+    assert phases[0]["inputs"] > 0 and all(ph["inputs"] == 0 for ph in phases[1:])
     # the later cases' builds were done when their turn came: they waited for nothing
     assert all(ph["build_wait"] < ph["build"] for ph in phases[1:])
     for r in results:  # a row sum only reads: its share is of the read peak, and says so
