@@ -242,7 +242,8 @@ def case_rows(data: ReportData) -> list[dict[str, Any]]:
     Keys: case_key, workload, variant, knobs, shape, dtype, target, device, env_id, outcome,
     message, median_s, ci_low_s, ci_high_s, n_samples, gbps, gflops, pct_peak_bw,
     pct_peak_flops, peak_bw ("read" or "copy": the peak pct_peak_bw is of), verdict ("" when none),
-    ratio, ratio_lo, ratio_hi, delta_pct, p_value, q_value, threshold, base_median_s, samples, clocks, result_id, verdict_message.
+    ratio, ratio_lo, ratio_hi, delta_pct, p_value, q_value, threshold, base_median_s, samples, clocks,
+    result_id, verdict_message.
     """
     vmap = data.verdict_by_key()
     rows = []

@@ -190,6 +190,7 @@ def _num(x):
 def print_run_table(db: Path | str, run_id: int) -> None:
     """One run's results as a table: case, outcome, median, CI, GB/s, % of the bandwidth peak that
     matches the kernel's traffic (read or copy peak, harness.stats.peaks), device."""
+    # here, not at the top: harness.stats loads pandas and scipy, which `kbench --help` does without
     from harness.stats.peaks import pct_peak_text
 
     df = load_results(db, run_id=run_id)

@@ -114,6 +114,7 @@ def build_artifact(case: Case, arch: str = "") -> Artifact:
             binary, calls = counted_compile(lambda: nvcc.compile_cuda(spec.source, target="cubin",
                                                                       arch=spec.arch))
         elif case.target == "c":
+            # imported when used, as kernels.runtime.build_module does
             from kernels.runtime.c import compile_c
 
             path, _ = counted_compile(lambda: compile_c(spec.source, openmp=spec.uses_openmp))
@@ -142,7 +143,7 @@ def load_module(case: Case, artifact: Optional[Artifact] = None):
             return CUDAModule(spec, binary=artifact.binary)
         library = Path(artifact.library) if artifact is not None and artifact.library else None
         if case.target == "c" and library is not None and library.exists():
-            from kernels.runtime.c import CModule
+            from kernels.runtime.c import CModule  # imported when used (see above)
 
             return CModule(spec, library=library)
         module, _ = counted_compile(lambda: build_module(spec))

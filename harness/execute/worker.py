@@ -20,6 +20,7 @@ from harness import measure
 from harness.config import apply_runtime_defaults
 from harness.env import fingerprint, fingerprint_id
 from harness.model import Case, MeasureConfig, Result
+from harness.stats.peaks import bandwidth_peak, flops_peak_key, needs_flops_peak
 from kernels.errors import TVMError
 from kernels.runtime import build_module
 from kernels.workloads import INPUTS_VERSION
@@ -99,8 +100,6 @@ def _ok(case: Case, timing, flops: float, nbytes: float, target: str,
     ``pct_peak_bw`` is of ("read" or "copy") and its GB/s, and which matmul peak ``pct_peak_flops`` is of
     (None where the case is memory-bound and its share of the FLOP peak is not worked out, see
     harness.stats.peaks.needs_flops_peak)."""
-    from harness.stats.peaks import bandwidth_peak, flops_peak_key, needs_flops_peak
-
     want_flops = needs_flops_peak(flops, nbytes)
     peaks = measure.device_peaks(target, _env(target)[0], flops=want_flops)
     if not want_flops:
@@ -329,6 +328,7 @@ def _cuda_arch(cases: Sequence[Case], artifacts: Dict[str, Artifact]) -> str:
     if not any(c.target == "cuda" and not c.peer and c.key not in artifacts for c in cases):
         return ""
     try:
+        # imported when used: loading the submodule rebinds kernels.runtime.cuda (see build.load_module)
         from kernels.runtime.cuda import default_arch
 
         if tvm.cuda(0).exist:
@@ -366,7 +366,8 @@ def run_cases(cases: Sequence[Case], config: MeasureConfig, imports: Sequence[st
 
 
 def builds_ahead(cases: Sequence[Case], config: MeasureConfig,
-                 artifacts: Optional[Dict[str, Artifact]] = None, side_specs: Optional[Dict[str, Dict[str, dict]]] = None) -> BuildAhead:
+                 artifacts: Optional[Dict[str, Artifact]] = None,
+                 side_specs: Optional[Dict[str, Dict[str, dict]]] = None) -> BuildAhead:
     """Start building ``cases`` in background threads (CUDA cases for this worker's GPU), except those
     with an artifact (built by a CPU worker) and those whose every side is another source tree's
     build (``kbench ab``). The caller closes it."""

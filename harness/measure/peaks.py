@@ -343,6 +343,7 @@ def _cpu_read_function():
     try:
         import ctypes
 
+        # the C backend when the host's peaks are measured (GPU workers never load it)
         from kernels.runtime.c import compile_c
 
         fn = ctypes.CDLL(str(compile_c(_READ_C))).kbench_read_peak
@@ -356,7 +357,8 @@ def _cpu_read_function():
 def measure_peaks_cpu(nbytes: int = 256 << 20, refresh: bool = False) -> Dict[str, Any]:
     """Host copy bandwidth (``np.copyto`` of ``nbytes``, read + write bytes, median of 5 after one
     untimed copy), host read bandwidth (a C loop reading the same ``nbytes`` as 64-bit words,
-    ``kbench_read_peak``, median of 5 after one untimed) and numpy matmul GFLOP/s (1024 x 1024, float32 and float64; median of 5).
+    ``kbench_read_peak``, median of 5 after one untimed) and numpy matmul GFLOP/s (1024 x 1024,
+    float32 and float64; median of 5).
     One thread each, like the numpy calls; cached in-process.
 
     Returns
