@@ -102,3 +102,19 @@ def test_cuda_cases_are_not_built_ahead_without_an_architecture():
         assert cuda.key not in ahead and CASES[0].key in ahead
     finally:
         ahead.close()
+
+
+def test_lowering_in_threads_gives_the_sources_of_lowering_in_turn():
+    # builds ahead lower several cases at once in threads: the sources (the build cache's keys) must be
+    # those of one lowering after the other
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness.execute.build import lower_case
+
+    cases = [_case(v, k, n=1024, m=512, target="cuda") for v, k in (
+        ("bind", ()), ("rfactor_crossthread", (("factor", 8),)), ("rfactor_crossthread", (("factor", 32),)),
+        ("bind", (("rows", 64),)))] + CASES
+    serial = [lower_case(c, "sm_90").source for c in cases]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for _ in range(2):
+            assert list(pool.map(lambda c: lower_case(c, "sm_90").source, cases)) == serial
