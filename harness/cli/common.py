@@ -188,10 +188,11 @@ def _num(x):
 
 
 def print_run_table(db: Path | str, run_id: int) -> None:
-    """One run's results as a table: case, outcome, median, CI, GB/s, % of the bandwidth peak that
-    matches the kernel's traffic (read or copy peak, harness.stats.peaks), device."""
+    """One run's results as a table: case, outcome, median, CI, GB/s, % of peak (of the FLOP peak
+    where the kernel is nearer it, else of the bandwidth peak matching its traffic: read or copy peak,
+    harness.stats.peaks), device."""
     # here, not at the top: harness.stats loads pandas and scipy, which `kbench --help` does without
-    from harness.stats.peaks import pct_peak_text
+    from harness.stats.peaks import peak_share_text
 
     df = load_results(db, run_id=run_id)
     table = Table(title=f"run {run_id}")
@@ -200,7 +201,8 @@ def print_run_table(db: Path | str, run_id: int) -> None:
     for _, r in df.iterrows():
         lo, hi, med, gbps = (_num(r.get(k)) for k in ("ci_low_s", "ci_high_s", "median_s", "gbps"))
         ci = "-" if lo is None else f"{fmt_time(lo)} .. {fmt_time(hi)}"
-        pct = pct_peak_text(_num(r.get("pct_peak_bw")), r.get("extra")) or "-"
+        pct = peak_share_text(_num(r.get("pct_peak_bw")), _num(r.get("pct_peak_flops")),
+                              r.get("extra")) or "-"
         table.add_row(escape(str(r["case_key"])), str(r["outcome"]), fmt_time(med), ci,
                       "-" if gbps is None else f"{gbps:.1f}", pct, escape(str(r.get("device") or "")))
     out.print(table)

@@ -17,7 +17,7 @@ import math
 from typing import Any, Dict, Optional, Tuple
 
 __all__ = ["MIN_FLOP_INTENSITY", "PEAK_LABELS", "READ_MOSTLY_SHARE", "bandwidth_peak", "flops_peak_key",
-           "needs_flops_peak", "pct_peak_text", "peak_bw_kind"]
+           "needs_flops_peak", "pct_peak_text", "peak_bw_kind", "peak_share_text"]
 
 #: a kernel writing at most this share of its bytes is compared with the read peak, else the copy peak
 READ_MOSTLY_SHARE = 0.05
@@ -91,6 +91,17 @@ def peak_bw_kind(extra: Any) -> Optional[str]:
     note = extra.get("peaks")
     kind = note.get("bandwidth") if isinstance(note, dict) else None
     return kind if kind in PEAK_LABELS else "copy"
+
+
+def peak_share_text(pct_bw: Optional[float], pct_flops: Optional[float], extra: Any) -> str:
+    """A result's share of its nearest peak, for a table: ``"61.2 % of FLOP peak"`` where the kernel
+    is nearer its FLOP peak than its bandwidth peak, else :func:`pct_peak_text`; "" with neither."""
+    def known(x: Optional[float]) -> bool:
+        return x is not None and not (isinstance(x, float) and math.isnan(x))
+
+    if known(pct_flops) and (not known(pct_bw) or float(pct_flops) > float(pct_bw)):
+        return f"{float(pct_flops):.3g} % of FLOP peak"
+    return pct_peak_text(pct_bw, extra)
 
 
 def pct_peak_text(pct: Optional[float], extra: Any) -> str:

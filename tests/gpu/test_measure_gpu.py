@@ -348,3 +348,7 @@ def test_a_row_sum_case_reports_its_share_of_the_read_peak(tmp_path, monkeypatch
         assert note["bandwidth"] == "read" and 0 < r.pct_peak_bw < 110
         assert r.pct_peak_flops is None  # memory-bound: the matmul peak was not needed
     assert list((tmp_path / "peaks").glob("*.json"))
+    # the second case was compiled (nvcc, empty cache) while the first was checked and timed
+    second = dict(results[1].extra)
+    assert results[1].nvcc_calls == 1 and second["phases_s"]["build_wait"] < second["phases_s"]["build"]
+    assert second["timeline"]["build_start"] < dict(results[0].extra)["timeline"]["end"]

@@ -17,6 +17,7 @@ from harness.stats.peaks import (
     needs_flops_peak,
     pct_peak_text,
     peak_bw_kind,
+    peak_share_text,
 )
 from kernels.workloads import get
 
@@ -89,3 +90,8 @@ def test_stored_results_say_which_peak():
     assert pct_peak_text(93.14, json.dumps(read)) == "93.1 % of read peak"
     assert pct_peak_text(120.0, "{}") == "120 % of copy peak"
     assert pct_peak_text(None, read) == "" and pct_peak_text(float("nan"), read) == ""
+    # a table shows the nearer peak: FLOP where the kernel is nearer it
+    assert peak_share_text(0.58, 61.24, "{}") == "61.2 % of FLOP peak"
+    assert peak_share_text(93.14, 0.5, json.dumps(read)) == "93.1 % of read peak"
+    assert peak_share_text(None, None, read) == ""
+    assert peak_share_text(float("nan"), 3.0, "{}") == "3 % of FLOP peak"
