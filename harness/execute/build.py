@@ -30,7 +30,7 @@ from kernels.workloads import get as get_workload
 from harness.model import Case
 
 __all__ = ["Artifact", "COMPILE_LOCK", "CaseBuildError", "build_artifact", "counted_compile", "load_module",
-           "lower_case"]
+           "load_module_counted", "lower_case"]
 
 T = TypeVar("T")
 
@@ -129,6 +129,13 @@ def build_artifact(case: Case, arch: str = "") -> Artifact:
 def load_module(case: Case, artifact: Optional[Artifact] = None):
     """The runnable module of a case; uses ``artifact``'s spec and binary when given (no lowering
     and no compiler call)."""
+    return load_module_counted(case, artifact)[0]
+
+
+def load_module_counted(case: Case, artifact: Optional[Artifact] = None) -> Tuple[object, int]:
+    """``(module, nvcc calls made here)`` of :func:`load_module`. Only a case that is compiled here
+    (no usable artifact) waits for :data:`COMPILE_LOCK`: loading a binary built ahead never waits for
+    a build thread's compiler."""
     arch = artifact.arch if artifact is not None else None
     spec = artifact.spec if artifact is not None and artifact.spec is not None else lower_case(case, arch)
     try:
@@ -140,13 +147,14 @@ def load_module(case: Case, artifact: Optional[Artifact] = None):
             if spec.source != artifact.source:
                 raise CaseBuildError(f"{case.key}: the artifact's source differs from this worker's "
                                      "lowering (different kbench versions on driver and worker?)")
-            return CUDAModule(spec, binary=artifact.binary)
+            return CUDAModule(spec, binary=artifact.binary), 0
         library = Path(artifact.library) if artifact is not None and artifact.library else None
         if case.target == "c" and library is not None and library.exists():
             from kernels.runtime.c import CModule  # imported when used (see above)
 
-            return CModule(spec, library=library)
-        module, _ = counted_compile(lambda: build_module(spec))
-        return module
+            return CModule(spec, library=library), 0
+        if case.target != "cuda":  # the C compiler or the OpenCL driver: no nvcc call to count
+            return build_module(spec), 0
+        return counted_compile(lambda: build_module(spec))
     except TVMError as exc:
         raise CaseBuildError(f"{type(exc).__name__}: {exc}") from None

@@ -27,7 +27,7 @@ from kernels.workloads import INPUTS_VERSION
 from kernels.workloads import get as get_workload
 
 from .ahead import HOST_TIMED, BuildAhead
-from .build import Artifact, CaseBuildError, counted_compile, load_module
+from .build import Artifact, CaseBuildError, counted_compile, load_module_counted
 from .check import check_outputs
 from .inputs import case_data
 from .peers import run_peer
@@ -184,13 +184,14 @@ def _build(case: Case, artifact: Optional[Artifact], side_spec: Optional[dict],
     started = time.time()
     t0 = time.perf_counter()
     if side_spec is None:
-        module, calls = counted_compile(lambda: load_module(case, artifact))
+        module, calls = load_module_counted(case, artifact)
     else:
         try:
             spec = thaw(side_spec)
             if spec.target == "cuda":  # compiled for what this checkout's side runs as, on this GPU
                 spec = replace(spec, arch=artifact.arch if artifact is not None else "")
-            module, calls = counted_compile(lambda: build_module(spec))
+            module, calls = counted_compile(lambda: build_module(spec)) if spec.target == "cuda" \
+                else (build_module(spec), 0)
         except PortableSpecError as exc:
             raise CaseBuildError(f"the other source tree's build: {exc}") from None
         except TVMError as exc:
@@ -312,13 +313,17 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
 
 def prepare(target: str, imports: Sequence[str] = (), peer_libraries: Sequence[str] = ()) -> None:
     """Pay a worker's one-time costs before its first case: the suite's modules, the device's
-    fingerprint and peaks (CUDA context included) and the peer libraries (e.g. torch, seconds to
-    import). GPU runners call it as they start, while the CPU workers still build; a failure here
-    is left for the first case to report."""
+    fingerprint and bandwidth peaks (CUDA context included), the statistics' imports and the peer
+    libraries (e.g. torch, seconds to import). GPU runners call it as they start, while the CPU
+    workers still build; a failure here is left for the first case to report."""
     apply_runtime_defaults()
     for mod in imports:
         importlib.import_module(mod)
     measure.device_peaks(target, _env(target)[0], flops=False)  # the matmul peak when a case needs it
+    # what the first case would otherwise import inside its timeout: the statistics of a timing
+    # (scipy.stats, seconds on a busy host) and Ray's runtime context (worker_label)
+    importlib.import_module("scipy.stats")
+    worker_label()
     for lib in peer_libraries:
         importlib.import_module(lib)
 

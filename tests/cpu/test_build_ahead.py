@@ -118,3 +118,29 @@ def test_lowering_in_threads_gives_the_sources_of_lowering_in_turn():
     with ThreadPoolExecutor(max_workers=4) as pool:
         for _ in range(2):
             assert list(pool.map(lambda c: lower_case(c, "sm_90").source, cases)) == serial
+
+
+def test_loading_a_build_ahead_never_waits_for_a_compiler_in_a_build_thread():
+    import threading
+
+    from harness.execute.build import COMPILE_LOCK, load_module_counted
+
+    art = build_artifact(CASES[2])
+    held, release = threading.Event(), threading.Event()
+
+    def compiling():  # a build thread inside a compile (holding the lock nvcc's call count needs)
+        with COMPILE_LOCK:
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=compiling)
+    t.start()
+    try:
+        assert held.wait(10)
+        t0 = time.perf_counter()
+        module, calls = load_module_counted(CASES[2], art)
+        assert calls == 0 and str(module.library_path) == art.library
+        assert time.perf_counter() - t0 < 5  # did not wait for the 10 s "compile"
+    finally:
+        release.set()
+        t.join()
