@@ -15,7 +15,8 @@
 # trying the script on a machine without a GPU (SUITE=suites/tutorials.toml RUN_ARGS="--targets c").
 # TRIALS (default 4) trials of the calibration; CALIBRATE=0 skips it;
 # CAL_SUITES (default "calibration-cuda"; add "tutorials" when the device time allows: a separate
-# run of `kbench calibrate suites/tutorials.toml --targets cuda --trials 4 --slowdown 0.05`).
+# run of `kbench calibrate suites/tutorials.toml --targets cuda --trials 4 --slowdown 0.05`);
+# CAL_TIMEOUT (default 420 s) bounds each calibration, to keep the whole under the device's 10 minutes.
 # Everything goes under $OUT (default kbench-out/device): logs, the stores, a summary.
 set -uo pipefail
 dest=${OUT:-kbench-out/device}
@@ -87,7 +88,8 @@ if [ "${CALIBRATE:-1}" != "0" ]; then
   for suite in ${CAL_SUITES:-calibration-cuda}; do
     echo "== kbench calibrate suites/$suite.toml --targets cuda --trials $trials --slowdown 0.05"
     mkdir -p "$work/cal-$suite"
-    python3 -m harness.cli calibrate "suites/$suite.toml" --targets cuda --trials "$trials" --slowdown 0.05 \
+    timeout "${CAL_TIMEOUT:-420}" python3 -m harness.cli calibrate "suites/$suite.toml" --targets cuda \
+      --trials "$trials" --slowdown 0.05 \
       --db "$work/cal-$suite.db" --out "$work/cal-$suite" 2>&1 | grep -v "^trial" | tail -14 \
       | tee "$dest/calibrate-$suite.txt"
     cp "$work/cal-$suite/calibration.json" "$dest/calibration-$suite.json" 2>/dev/null
