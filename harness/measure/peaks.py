@@ -217,6 +217,7 @@ def _cuda_bandwidth_peaks(device_index: int) -> Dict[str, Any]:
             drv.memset_d8(a, 0, nbytes)
             copy_s = _event_median(drv, lambda: drv.memcpy_dtod_async(b, a, nbytes))
             read_gbps = read_bytes = None
+            module = fn = None
             try:
                 module = drv.module_from_buffer(_READ_PTX)
                 fn = module.get_function("kbench_read_peak")
@@ -230,6 +231,7 @@ def _cuda_bandwidth_peaks(device_index: int) -> Dict[str, Any]:
                 read_gbps = read_bytes / read_s / 1e9
             except drv.Error:  # a driver refusing the PTX: no read peak (the copy peak serves)
                 pass
+            del fn, module  # unloaded here, in the context it was loaded into
         finally:
             a.free()
             b.free()
