@@ -225,8 +225,8 @@ def _cuda_bandwidth_peaks(device_index: int) -> Dict[str, Any]:
                 grid = (_READ_BLOCKS_PER_SM * sms, 1, 1)
                 step = 4 * grid[0] * _READ_THREADS  # vectors of one iteration of the whole grid
                 nvec = (nbytes // 16) // step * step
-                read_s = _event_median(drv, lambda: fn.prepared_call(grid, (_READ_THREADS, 1, 1), a,
-                                                                     np.uint64(nvec), b))
+                read_s = _event_median(drv, lambda f=fn: f.prepared_call(grid, (_READ_THREADS, 1, 1), a,
+                                                                         np.uint64(nvec), b))
                 read_bytes = 16 * nvec
                 read_gbps = read_bytes / read_s / 1e9
             except drv.Error:  # a driver refusing the PTX: no read peak (the copy peak serves)
