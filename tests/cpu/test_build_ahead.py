@@ -13,6 +13,7 @@ from harness.execute.ahead import BuildAhead, default_threads
 from harness.execute.build import build_artifact, load_module
 from harness.execute.worker import run_cases
 from harness.model import Case, MeasureConfig
+from kernels.contrib import nvcc
 from kernels.runtime.config import reload_config
 
 CONFIG = MeasureConfig(min_time_s=0.02, max_time_s=0.1, min_samples=5)
@@ -144,3 +145,25 @@ def test_loading_a_build_ahead_never_waits_for_a_compiler_in_a_build_thread():
     finally:
         release.set()
         t.join()
+
+
+@pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc not found")
+def test_cuda_cases_build_ahead_with_nvcc_and_count_their_own_calls():
+    # nvcc needs no GPU: three CUDA cases built by two threads at once, each counting its own call
+    cuda = [_case("bind", (("rows", r),), n=1024, m=512, target="cuda") for r in (8, 16, 32)]
+    ahead = BuildAhead(cuda, cuda_arch="sm_75", threads=2)
+    try:
+        arts = [ahead.take(c)[0] for c in cuda]
+    finally:
+        ahead.close()
+    assert all(a is not None and a.binary and a.arch == "sm_75" and a.nvcc_called for a in arts)
+    assert len({a.source for a in arts}) == 3
+    from harness.execute.build import load_module_counted
+
+    module, calls = load_module_counted(cuda[0], arts[0])  # the cubin as built: no second nvcc call
+    assert calls == 0 and module.binary == arts[0].binary and module.arch == "sm_75"
+    again = BuildAhead(cuda[:2], cuda_arch="sm_75", threads=2)  # the build cache has them now
+    try:
+        assert [again.take(c)[0].nvcc_called for c in cuda[:2]] == [False, False]
+    finally:
+        again.close()
