@@ -20,6 +20,7 @@ import pandas as pd
 
 from harness.model import DEFAULT_THRESHOLD, VERDICTS, Case, Verdict
 from harness.stats import detect_steps
+from harness.stats.peaks import peak_bw_kind
 from harness.store import NOT_HISTORY, UnknownRun
 
 if TYPE_CHECKING:
@@ -264,8 +265,9 @@ def case_rows(data: ReportData) -> list[dict[str, Any]]:
 
     Keys: case_key, workload, variant, knobs, shape, dtype, target, device, env_id, outcome,
     message, median_s, ci_low_s, ci_high_s, n_samples, gbps, gflops, pct_peak_bw,
-    pct_peak_flops, verdict ("" when none), ratio, ratio_lo, ratio_hi, delta_pct, p_value,
-    q_value, threshold, base_median_s, samples, clocks, result_id, verdict_message.
+    pct_peak_flops, peak_bw ("read" or "copy": the peak pct_peak_bw is of), verdict ("" when none),
+    ratio, ratio_lo, ratio_hi, delta_pct, p_value, q_value, threshold, base_median_s, samples, clocks,
+    result_id, verdict_message.
     """
     vmap = data.verdict_by_key()
     rows = []
@@ -294,6 +296,8 @@ def case_rows(data: ReportData) -> list[dict[str, Any]]:
             "gflops": _opt(r.gflops),
             "pct_peak_bw": _opt(r.pct_peak_bw),
             "pct_peak_flops": _opt(r.pct_peak_flops),
+            # which bandwidth peak pct_peak_bw is of: "read" or "copy" (harness.stats.peaks)
+            "peak_bw": peak_bw_kind(getattr(r, "extra", None)) or "copy",
             "verdict": v.verdict if v is not None else "",
             "ratio": _opt(ratio),
             "ratio_lo": _opt(lo),

@@ -23,6 +23,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from harness import __version__
+from harness.stats.peaks import PEAK_LABELS
 from reports import plots, tuning_plots
 from reports.data import (
     PEER_PREFIX,
@@ -254,8 +255,12 @@ def _row_view(r: dict[str, Any]) -> dict[str, Any]:
         return "" if x is None else repr(float(x))
 
     ci = _ci_text(r["ci_low_s"], r["ci_high_s"])
-    pct = " / ".join(f"{x:.3g}" for x in (r["pct_peak_bw"], r["pct_peak_flops"]) if x is not None)
-    pct = f"{pct} %" if pct else "—"
+    parts = []
+    if r["pct_peak_bw"] is not None:
+        parts.append(f"{r['pct_peak_bw']:.3g} % {PEAK_LABELS.get(r.get('peak_bw') or 'copy')}")
+    if r["pct_peak_flops"] is not None:
+        parts.append(f"{r['pct_peak_flops']:.3g} % of FLOP peak")
+    pct = "; ".join(parts) or "—"
     pct_sort = max((x for x in (r["pct_peak_bw"], r["pct_peak_flops"]) if x is not None), default=None)
     delta = fmt_pct(r["delta_pct"], signed=True)
     if r["ratio_lo"] is not None and r["ratio_hi"] is not None:

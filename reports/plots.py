@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from harness.stats.peaks import peak_bw_kind
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
@@ -403,24 +405,33 @@ def trend_chart(history: pd.DataFrame, steps: Sequence[Any] = (), title: str = "
 
 
 def device_peaks(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    """Measured peaks per device, derived from the results: ``{"gbps": float|None, "gflops":
-    {dtype: float}}``.
+    """Measured peaks per device, derived from the results: ``{"gbps": float|None, "read_gbps":
+    float|None, "gflops": {dtype: float}}``.
 
-    kbench stores ``pct_peak_bw = 100 * gbps / copy_bandwidth`` and ``pct_peak_flops = 100 *
-    gflops / matmul_peak(dtype)`` (harness.measure.derived), so the peaks are ``gbps /
-    (pct_peak_bw / 100)`` and ``gflops / (pct_peak_flops / 100)``; the median over the device's
-    cases is taken (they agree up to rounding).
+    kbench stores ``pct_peak_bw = 100 * gbps / bandwidth peak`` (the copy peak, or the read peak for
+    kernels that only read, as the result's ``extra`` says: harness.stats.peaks) and ``pct_peak_flops
+    = 100 * gflops / matmul_peak(dtype)`` (harness.measure.derived), so the peaks are ``gbps /
+    (pct_peak_bw / 100)`` over the results of each kind and ``gflops / (pct_peak_flops / 100)``; the
+    median over the device's cases is taken (they agree up to rounding).
     """
     out: dict[str, dict[str, Any]] = {}
     ok = _ok(frame)
+    if "extra" in ok.columns:
+        kinds = ok["extra"].map(lambda e: peak_bw_kind(e) or "copy")
+    else:
+        kinds = pd.Series("copy", index=ok.index)
     for dev, g in ok.groupby(ok["device"].fillna(""), sort=True):
         bw = g[(g["pct_peak_bw"] > 0) & (g["gbps"] > 0)]
-        peak_bw = float(np.median(bw["gbps"] / (bw["pct_peak_bw"] / 100.0))) if len(bw) else None
+        peak = {}
+        for kind in ("copy", "read"):
+            sel = bw[kinds.loc[bw.index] == kind]
+            peak[kind] = float(np.median(sel["gbps"] / (sel["pct_peak_bw"] / 100.0))) if len(sel) else None
+        peak_bw = peak["copy"]
         fl = g[(g["pct_peak_flops"] > 0) & (g["gflops"] > 0)]
         flops = {}
         for dtype, gd in fl.groupby("dtype", sort=True):
             flops[str(dtype)] = float(np.median(gd["gflops"] / (gd["pct_peak_flops"] / 100.0)))
-        out[str(dev)] = {"gbps": peak_bw, "gflops": flops}
+        out[str(dev)] = {"gbps": peak_bw, "read_gbps": peak["read"], "gflops": flops}
     return out
 
 
@@ -429,7 +440,7 @@ def roofline_chart(frame: pd.DataFrame, chart_id: str | None = None) -> str | No
     """Roofline of the run: achieved GFLOP/s against arithmetic intensity (FLOP per byte).
 
     One point per timed case with both GB/s and GFLOP/s (colour = workload, marker = device); per
-    device the measured copy bandwidth slope and FLOP/s ceilings (per dtype) from
+    device the measured copy (and read) bandwidth slopes and FLOP/s ceilings (per dtype) from
     :func:`device_peaks`. Returns None when no case has both figures.
     """
     cid = _chart_id(chart_id)
@@ -441,7 +452,7 @@ def roofline_chart(frame: pd.DataFrame, chart_id: str | None = None) -> str | No
     peaks = device_peaks(frame)
     workloads = sorted(pts["workload"].unique().tolist())
     devices = sorted(pts["device"].fillna("").unique().tolist())
-    labels = [f"{_short(d, 30)}: 00,000 GB/s" for d in devices]
+    labels = [f"{_short(d, 30)}: 00,000 GB/s copy" for d in devices]
     labels += [_short(w, 30) + (f" · {_short(d, 20)}" if len(devices) > 1 else "") for w in workloads
                for d in devices]
     fig, ax = _figure(6.2, 3.4, right=_legend_room(labels, fontsize=7))
@@ -451,15 +462,18 @@ def roofline_chart(frame: pd.DataFrame, chart_id: str | None = None) -> str | No
     markers = "osD^vP*X"
     for di, dev in enumerate(devices):
         p = peaks.get(dev, {})
-        bw, fls = p.get("gbps"), p.get("gflops") or {}
+        fls = p.get("gflops") or {}
         style = ("-", "--", ":", "-.")[di % 4]
-        if bw:
+        # the copy roof, and the read roof where read-only kernels were measured against it
+        for kind, bw, colour in (("copy", p.get("gbps"), "#555"), ("read", p.get("read_gbps"), "#999")):
+            if not bw:
+                continue
             top = max(fls.values()) if fls else float(pts["gflops"].max()) * 4
             ridge = top / bw
             xmin, xmax = min(xmin, ridge / 8), max(xmax, ridge * 8)
             xs = np.geomspace(xmin, xmax, 64)
-            ax.plot(xs, np.minimum(xs * bw, top if fls else np.inf), color="#555", linestyle=style,
-                    linewidth=1.1, label=f"{_short(dev, 30)}: {bw:,.0f} GB/s")
+            ax.plot(xs, np.minimum(xs * bw, top if fls else np.inf), color=colour, linestyle=style,
+                    linewidth=1.1, label=f"{_short(dev, 30)}: {bw:,.0f} GB/s {kind}")
         for dtype, fl in fls.items():
             ax.axhline(fl, color="#888", linestyle=style, linewidth=0.8)
             ax.annotate(f"{_short(dev, 24)} {dtype}: {fl:,.0f} GFLOP/s", (1.0, fl),

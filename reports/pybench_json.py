@@ -135,6 +135,8 @@ def pybench_json(data: ReportData, include_data: bool = True) -> dict[str, Any]:
         stats["iterations"] = 1  # each sample is one launch (kbench stores per-launch times)
         extra = {k: r[k] for k in ("gbps", "gflops", "pct_peak_bw", "pct_peak_flops", "ci_low_s",
                                    "ci_high_s", "device", "env_id", "outcome") if r[k] is not None}
+        if r["pct_peak_bw"] is not None:  # which bandwidth peak: "read" or "copy" (harness.stats.peaks)
+            extra["peak_bw"] = r["peak_bw"]
         discarded = results.loc[r["case_key"], "discarded"] if r["case_key"] in results.index else None
         if discarded is not None and not pd.isna(discarded):
             extra["discarded_low_clock"] = int(discarded)

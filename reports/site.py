@@ -46,6 +46,7 @@ from harness import judge as judging
 from harness.errors import KbenchError
 from harness.model import VERDICTS
 from harness.stats import detect_steps
+from harness.stats.peaks import pct_peak_text
 from harness.store import NOT_HISTORY
 from reports import site_plots
 from reports.data import collect, fmt_num, fmt_time, pairs_text, short_commit
@@ -434,15 +435,14 @@ def _workload_pages(history: pd.DataFrame) -> list[dict[str, Any]]:
 
 def _metric(r: Any) -> tuple[str, str, float | None]:
     """(throughput text, % of peak text, % value) of a result: FLOP/s where the kernel is nearer its
-    FLOP peak than its bandwidth peak, else GB/s."""
+    FLOP peak than its bandwidth peak, else GB/s (of the read or copy peak: harness.stats.peaks)."""
     bw, fl = r.pct_peak_bw, r.pct_peak_flops
     bw = None if pd.isna(bw) else float(bw)
     fl = None if pd.isna(fl) else float(fl)
     if fl is not None and (bw is None or fl > bw) and pd.notna(r.gflops):
         return f"{fmt_num(r.gflops)} GFLOP/s", f"{fl:.3g} % of FLOP peak", fl
     if pd.notna(r.gbps):
-        return (f"{fmt_num(r.gbps)} GB/s", f"{bw:.3g} % of copy bandwidth" if bw is not None else "",
-                bw)
+        return f"{fmt_num(r.gbps)} GB/s", pct_peak_text(bw, getattr(r, "extra", None)), bw
     if pd.notna(r.gflops):
         return f"{fmt_num(r.gflops)} GFLOP/s", "", None
     return "", "", None

@@ -126,8 +126,9 @@ def fmt_time(s: float | None) -> str:
 
 
 #: the phases of a case's wall time (Result.extra "phases_s", harness.execute.worker), in order
-PHASE_LABELS = (("inputs", "inputs"), ("reference", "reference"), ("build", "build"), ("check", "check"),
-                ("warmup", "warm-up"), ("measure", "measuring"))
+PHASE_LABELS = (("inputs", "inputs"), ("reference", "reference"), ("build", "build"),
+                ("build_wait", "waiting for the build"), ("check", "check"), ("warmup", "warm-up"),
+                ("measure", "measuring"))
 
 
 def phases_text(result) -> str:
@@ -198,16 +199,23 @@ def _num(x):
 
 
 def print_run_table(db: Path | str, run_id: int) -> None:
-    """One run's results as a table: case, outcome, median, CI, GB/s, device."""
+    """One run's results as a table: case, outcome, median, CI, GB/s, % of peak (of the FLOP peak
+    where the kernel is nearer it, else of the bandwidth peak matching its traffic: read or copy peak,
+    harness.stats.peaks), device."""
+    # here, not at the top: harness.stats loads pandas and scipy, which `kbench --help` does without
+    from harness.stats.peaks import peak_share_text
+
     df = load_results(db, run_id=run_id)
     table = Table(title=f"run {run_id}")
-    for col in ("case", "outcome", "median", "95% CI", "GB/s", "device"):
-        table.add_column(col, justify="right" if col in ("median", "GB/s") else "left")
+    for col in ("case", "outcome", "median", "95% CI", "GB/s", "% of peak", "device"):
+        table.add_column(col, justify="right" if col in ("median", "GB/s", "% of peak") else "left")
     for _, r in df.iterrows():
         lo, hi, med, gbps = (_num(r.get(k)) for k in ("ci_low_s", "ci_high_s", "median_s", "gbps"))
         ci = "-" if lo is None else f"{fmt_time(lo)} .. {fmt_time(hi)}"
+        pct = peak_share_text(_num(r.get("pct_peak_bw")), _num(r.get("pct_peak_flops")),
+                              r.get("extra")) or "-"
         table.add_row(escape(str(r["case_key"])), str(r["outcome"]), fmt_time(med), ci,
-                      "-" if gbps is None else f"{gbps:.1f}", escape(str(r.get("device") or "")))
+                      "-" if gbps is None else f"{gbps:.1f}", pct, escape(str(r.get("device") or "")))
     out.print(table)
 
 

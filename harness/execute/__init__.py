@@ -6,7 +6,8 @@ protocol, exactly-once results), :mod:`~harness.execute.local` (in-process),
 :mod:`~harness.execute.cluster` (the Ray cluster's lifecycle and placement),
 :mod:`~harness.execute.ray_executor` (the scheduling loop), :mod:`~harness.execute.ray_tasks` (what runs
 inside Ray's workers), :mod:`~harness.execute.worker` (one case: build, check, time),
-:mod:`~harness.execute.build` (case -> source -> binary), :mod:`~harness.execute.check` (outputs
+:mod:`~harness.execute.build` (case -> source -> binary), :mod:`~harness.execute.ahead` (a batch's builds
+in background threads while earlier cases are timed), :mod:`~harness.execute.check` (outputs
 against the reference), :mod:`~harness.execute.peers` (library peers), :mod:`~harness.execute.portable`
 (a build frozen as data, and the process that exports another source tree's builds for ``kbench ab``).
 

@@ -2,15 +2,23 @@
 
 CUDA binaries come from a content-addressed cache keyed by (source, arch, nvcc version, flags) —
 kernels.contrib.nvcc keeps it — so an unchanged rerun calls nvcc zero times. ``build_artifact``
-runs on CPU workers (no GPU needed) and returns the cubin bytes; ``load_module`` turns a case (and
-optionally such an artifact) into a callable module on the worker that runs it.
+lowers a case and runs its native compiler (nvcc for ``cuda``, the C compiler for ``c``; ``opencl``
+source is compiled by the OpenCL driver when loaded) without touching a device: it runs on Ray's CPU
+workers and on the build-ahead thread of a worker (:mod:`harness.execute.ahead`). ``load_module``
+turns a case (and optionally such an artifact) into a callable module on the worker that runs it.
+
+nvcc calls are counted per build (``Artifact.nvcc_called``, ``Result.nvcc_calls``) from the compiler's
+process-wide counter; every compile of this module holds :data:`COMPILE_LOCK` while it reads that
+counter, so that builds running in two threads of one process count their own calls only.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
-from typing import Optional
+from pathlib import Path
+from typing import Callable, Optional, Tuple, TypeVar
 
 from kernels.build_module import build_spec
 from kernels.contrib import nvcc
@@ -21,6 +29,14 @@ from kernels.workloads import get as get_workload
 
 from harness.model import Case
 
+__all__ = ["Artifact", "COMPILE_LOCK", "CaseBuildError", "build_artifact", "counted_compile", "load_module",
+           "load_module_counted", "lower_case"]
+
+T = TypeVar("T")
+
+#: held around every native compile of a build (and the read of nvcc's call counter around it)
+COMPILE_LOCK = threading.RLock()
+
 
 class CaseBuildError(Exception):
     """The case could not be lowered or compiled; the message carries the compiler output."""
@@ -28,6 +44,12 @@ class CaseBuildError(Exception):
 
 @dataclass(frozen=True)
 class Artifact:
+    """A case built ahead of running it: its source, its binary (CUDA cubin) or shared library (C),
+    and its lowered spec, so that the worker running it neither lowers nor compiles again.
+
+    ``started`` and ``finished`` are wall-clock times (``time.time()``) of the build, for the
+    timeline of a run (how far ahead of its case a build ran)."""
+
     case_key: str
     target: str
     arch: str
@@ -35,6 +57,10 @@ class Artifact:
     binary: Optional[bytes]
     build_s: float
     nvcc_called: bool
+    spec: Optional[FuncSpec] = None
+    library: str = ""  # the C target's shared library (a path on the building machine)
+    started: float = 0.0
+    finished: float = 0.0
 
 
 def _target_string(case: Case, arch: Optional[str]) -> str:
@@ -53,23 +79,65 @@ def lower_case(case: Case, arch: Optional[str] = None) -> FuncSpec:
         raise CaseBuildError(f"{type(exc).__name__}: {exc}") from None
 
 
-def build_artifact(case: Case, arch: str) -> Artifact:
-    """CPU-side build of a CUDA case for ``arch`` (e.g. "sm_90"): lowering, codegen and nvcc."""
+def counted_compile(compile_fn: Callable[[], T]) -> Tuple[T, int]:
+    """``(compile_fn(), nvcc calls it made)``, under :data:`COMPILE_LOCK`."""
+    with COMPILE_LOCK:
+        before = nvcc.STATS["nvcc_calls"]
+        out = compile_fn()
+        return out, nvcc.STATS["nvcc_calls"] - before
+
+
+def build_artifact(case: Case, arch: str = "") -> Artifact:
+    """Build ``case`` without a device: lowering, code generation and the native compiler.
+
+    Parameters
+    ----------
+    case : Case
+    arch : str
+        The CUDA architecture to build for (e.g. ``"sm_90"``); required for ``cuda`` cases.
+
+    Raises
+    ------
+    CaseBuildError
+        The case cannot be lowered or compiled (the message carries the compiler's output).
+    """
+    started = time.time()
     t0 = time.perf_counter()
-    spec = lower_case(case, arch)
-    before = nvcc.STATS["nvcc_calls"]
+    spec = lower_case(case, arch or None)
+    binary: Optional[bytes] = None
+    library = ""
+    calls = 0
     try:
-        binary = nvcc.compile_cuda(spec.source, target="cubin", arch=spec.arch)
+        if case.target == "cuda":
+            if not arch:
+                raise CaseBuildError(f"{case.key}: a CUDA build ahead needs the architecture")
+            binary, calls = counted_compile(lambda: nvcc.compile_cuda(spec.source, target="cubin",
+                                                                      arch=spec.arch))
+        elif case.target == "c":
+            # imported when used, as kernels.runtime.build_module does
+            from kernels.runtime.c import compile_c
+
+            path, _ = counted_compile(lambda: compile_c(spec.source, openmp=spec.uses_openmp))
+            library = str(path)
     except TVMError as exc:
         raise CaseBuildError(str(exc)) from None
-    return Artifact(case.key, case.target, spec.arch, spec.source, binary, time.perf_counter() - t0,
-                    nvcc.STATS["nvcc_calls"] > before)
+    return Artifact(case.key, case.target, spec.arch if case.target == "cuda" else "", spec.source, binary,
+                    time.perf_counter() - t0, calls > 0, spec=spec, library=library, started=started,
+                    finished=time.time())
 
 
 def load_module(case: Case, artifact: Optional[Artifact] = None):
-    """The runnable module of a case; uses ``artifact``'s cubin when given (no nvcc call)."""
+    """The runnable module of a case; uses ``artifact``'s spec and binary when given (no lowering
+    and no compiler call)."""
+    return load_module_counted(case, artifact)[0]
+
+
+def load_module_counted(case: Case, artifact: Optional[Artifact] = None) -> Tuple[object, int]:
+    """``(module, nvcc calls made here)`` of :func:`load_module`. Only a case that is compiled here
+    (no usable artifact) waits for :data:`COMPILE_LOCK`: loading a binary built ahead never waits for
+    a build thread's compiler."""
     arch = artifact.arch if artifact is not None else None
-    spec = lower_case(case, arch)
+    spec = artifact.spec if artifact is not None and artifact.spec is not None else lower_case(case, arch)
     try:
         if case.target == "cuda" and artifact is not None and artifact.binary is not None:
             # imported when used, as kernels.runtime.build_module does: loading the submodule rebinds
@@ -79,7 +147,14 @@ def load_module(case: Case, artifact: Optional[Artifact] = None):
             if spec.source != artifact.source:
                 raise CaseBuildError(f"{case.key}: the artifact's source differs from this worker's "
                                      "lowering (different kbench versions on driver and worker?)")
-            return CUDAModule(spec, binary=artifact.binary)
-        return build_module(spec)
+            return CUDAModule(spec, binary=artifact.binary), 0
+        library = Path(artifact.library) if artifact is not None and artifact.library else None
+        if case.target == "c" and library is not None and library.exists():
+            from kernels.runtime.c import CModule  # imported when used (see above)
+
+            return CModule(spec, library=library), 0
+        if case.target != "cuda":  # the C compiler or the OpenCL driver: no nvcc call to count
+            return build_module(spec), 0
+        return counted_compile(lambda: build_module(spec))
     except TVMError as exc:
         raise CaseBuildError(f"{type(exc).__name__}: {exc}") from None

@@ -11,6 +11,15 @@ read-only (numpy's ``writeable`` flag off), so nothing can change them between c
 
 The inputs depend only on the run's seed and the shape (not on the variant), so every variant and
 peer of a shape is checked and timed on the same data, on every worker and rerun.
+
+What identifies a case's inputs: the case key (workload, parameters, dtype, ...), the run's seed
+(stored with the run's MeasureConfig) and the way the workloads draw (kernels.workloads.uniform,
+named by ``kernels.workloads.INPUTS_VERSION``, which each result stores as ``extra.inputs_version``;
+results without it were measured on version 1, float64 draws rounded to the dtype). Neither the case
+key nor the environment fingerprint contains the version, so a result is still compared with older
+results of its case: the timed kernels do the same work whatever the values (no data-dependent
+control flow in the workloads), and a verdict between two versions is a comparison of the same
+computation on other random values of the same distribution.
 """
 
 from __future__ import annotations

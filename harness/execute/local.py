@@ -1,5 +1,6 @@
 """In-process execution: :class:`LocalExecutor` runs the batches in this process, in order, through
-:func:`harness.execute.worker.run_cases`.
+:func:`harness.execute.worker.run_cases`, while background threads build every case of the run ahead
+(:mod:`harness.execute.ahead`).
 
 There is no isolation: a kernel that hangs hangs the run and one that crashes the process ends it
 (resume with ``kbench run --resume``); per-case timeouts are not enforced beyond what the worker itself
@@ -9,11 +10,13 @@ goes on.
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 from collections.abc import Sequence
 from typing import Any
 
+from harness.config import apply_runtime_defaults
 from harness.env import fingerprint
 from harness.model import Case, MeasureConfig, Result
 
@@ -46,11 +49,26 @@ class LocalExecutor:
         """Run ``batches`` and call ``on_result`` once per case, as each result is known
         (``side_specs``: see :func:`harness.execute.worker.run_cases`)."""
         emit = Emitter(on_result)
-        for batch in homogeneous(batches):
+        todo = homogeneous(batches)
+        apply_runtime_defaults()
+        for mod in self.imports:  # workloads they register are built ahead below
+            importlib.import_module(mod)
+        # every case of the run is built ahead from the start (one process runs all batches in turn)
+        ahead = worker.builds_ahead([c for b in todo for c in b], config, side_specs=side_specs) \
+            if sum(len(b) for b in todo) > 1 else None
+        try:
+            self._run(todo, config, emit, side_specs, ahead)
+        finally:
+            if ahead is not None:
+                ahead.close()
+
+    def _run(self, todo, config: MeasureConfig, emit: Emitter, side_specs: dict | None, ahead) -> None:
+        for batch in todo:
             rest = list(batch)
             while rest:
                 try:
-                    for result in worker.run_cases(list(rest), config, self.imports, side_specs=side_specs):
+                    for result in worker.run_cases(list(rest), config, self.imports, side_specs=side_specs,
+                                                   ahead=ahead):
                         take(rest, result)
                         emit(result)
                 except Exception as exc:

@@ -32,7 +32,10 @@ is :mod:`harness.execute.cluster`; what runs in the workers is :mod:`harness.exe
   model has a known architecture (:data:`kernels.target.GPU_ARCHS`) are compiled by a CPU task (GPUs
   hidden) through :func:`harness.execute.build.build_artifact`, submitted with the run; the runner
   receives the cubins and does not call nvcc. A case whose prebuild fails is simply rebuilt on the
-  GPU worker, which records the ``build_error`` with the compiler output.
+  GPU worker, which records the ``build_error`` with the compiler output. What a batch still has to
+  build (no prebuild: an unknown architecture, a failed prebuild, CPU batches) its worker builds in
+  background threads from the batch's start (:mod:`harness.execute.ahead`), so that a case never
+  waits for its compiler while the one before it is timed.
 * **Timeouts.** The driver notes when each batch's current case started: when the batch's start
   marker arrived (it runs; a batch waiting in a queue has no clock), then whenever the previous
   result arrived. A case running longer than its ``timeout_s`` has its worker process killed

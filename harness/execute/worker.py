@@ -11,8 +11,8 @@ import os
 import socket
 import time
 import traceback
-from dataclasses import replace
-from typing import Dict, Iterator, Optional, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Dict, Iterator, Optional, Sequence
 
 
 import kernels as tvm
@@ -20,12 +20,14 @@ from harness import measure
 from harness.config import apply_runtime_defaults
 from harness.env import fingerprint, fingerprint_id
 from harness.model import Case, MeasureConfig, Result
-from kernels.contrib import nvcc
+from harness.stats.peaks import bandwidth_peak, flops_peak_key, needs_flops_peak
 from kernels.errors import TVMError
 from kernels.runtime import build_module
+from kernels.workloads import INPUTS_VERSION
 from kernels.workloads import get as get_workload
 
-from .build import Artifact, CaseBuildError, load_module
+from .ahead import HOST_TIMED, BuildAhead
+from .build import Artifact, CaseBuildError, counted_compile, load_module_counted
 from .check import check_outputs
 from .inputs import case_data, device_array
 from .peers import run_peer
@@ -91,13 +93,25 @@ def _measure_phases(timing) -> dict:
     return {"warmup": warm, "measure": max(0.0, float(tel.get("wall_s", 0.0) or 0.0) - warm)}
 
 
-def _ok(case: Case, timing, flops: float, nbytes: float, target: str, **fields) -> Result:
-    """The ``ok`` Result of a timed case, with its derived rates."""
-    peaks = measure.device_peaks(target, _env(target)[0])
-    d = measure.derived(timing, flops, nbytes, peaks, dtype=case.dtype)
+def _ok(case: Case, timing, flops: float, nbytes: float, target: str,
+        traffic: Optional[tuple] = None, extra: tuple = (), **fields) -> Result:
+    """The ``ok`` Result of a timed case, with its derived rates. ``traffic``: the workload's (read,
+    written) bytes, which pick the bandwidth peak; ``extra`` gains ``peaks``: which bandwidth peak
+    ``pct_peak_bw`` is of ("read" or "copy") and its GB/s, and which matmul peak ``pct_peak_flops`` is of
+    (None where the case is memory-bound and its share of the FLOP peak is not worked out, see
+    harness.stats.peaks.needs_flops_peak)."""
+    want_flops = needs_flops_peak(flops, nbytes)
+    peaks = measure.device_peaks(target, _env(target)[0], flops=want_flops)
+    if not want_flops:
+        peaks = {k: v for k, v in peaks.items() if not k.startswith("matmul_")}
+    d = measure.derived(timing, flops, nbytes, peaks, dtype=case.dtype, traffic=traffic)
+    kind, bw = bandwidth_peak(peaks, *(traffic or (None, None)))
+    flops_key = flops_peak_key(case.dtype)
+    note = {"bandwidth": kind if bw else None, "bandwidth_gbps": bw,
+            "flops": flops_key if peaks.get(flops_key) else None}
     return Result(case, "ok", timing=timing, gbps=d.get("gbps"), gflops=d.get("gflops"),
                   pct_peak_bw=d.get("pct_peak_bw"), pct_peak_flops=d.get("pct_peak_flops"),
-                  device=_device_name(target), **fields)
+                  device=_device_name(target), extra=tuple(extra) + (("peaks", note),), **fields)
 
 
 def _with_sides(config: MeasureConfig, per_side: Dict[str, Result]) -> Result:
@@ -129,6 +143,7 @@ def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
             return Result(case, "wrong", message=msg, worker=worker, env_id=env_id, environment=fp)
         sides = timing if config.interleave else [("", timing)]
         flops, nbytes = w.flops(params), w.bytes(params, case.dtype)
+        traffic = w.traffic(params, case.dtype)
 
         def phases(t):
             m = _measure_phases(t)
@@ -136,40 +151,64 @@ def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
             return _phases(inputs=data.inputs_s, reference=data.reference_s,
                            check=max(0.0, peer_s - m["warmup"] - m["measure"]), **m)
 
-        return _with_sides(config, {side: _ok(case, t, flops, nbytes, "cuda", env_id=env_id, worker=worker,
-                                              environment=fp, extra=phases(t)) for side, t in sides})
+        return _with_sides(config, {side: _ok(case, t, flops, nbytes, "cuda", traffic=traffic, env_id=env_id,
+                                              worker=worker, environment=fp,
+                                              extra=phases(t) + (("inputs_version", INPUTS_VERSION),))
+                                    for side, t in sides})
     except Exception as exc:
         return Result(case, "crashed", message=f"{type(exc).__name__}: {exc}", worker=worker)
 
 
-def _build(case: Case, artifact: Optional[Artifact], side_spec: Optional[dict]):
-    """(module, build seconds, nvcc calls) of this checkout's build of ``case`` (using ``artifact``'s
-    cubin when given), or of ``side_spec``, another source tree's frozen build
+@dataclass(frozen=True)
+class _Built:
+    """One side's build: the module (None: it failed, ``message`` says why), its build seconds, nvcc
+    calls, the seconds the worker waited for it (a build ahead still running) and when it ran."""
+
+    module: Any
+    build_s: float = 0.0
+    calls: int = 0
+    wait_s: float = 0.0
+    started: float = 0.0
+    finished: float = 0.0
+    message: str = ""
+
+
+def _build(case: Case, artifact: Optional[Artifact], side_spec: Optional[dict],
+           ahead: Optional[BuildAhead] = None) -> _Built:
+    """This checkout's build of ``case`` (using ``artifact``'s cubin when given, else its build
+    ahead when ``ahead`` has one), or ``side_spec``, another source tree's frozen build
     (harness.execute.portable), compiled by this checkout's runtime (CUDA: for the architecture this
     checkout's side is built for: the artifact's, else this GPU's). Raises CaseBuildError."""
+    wait_s = 0.0
+    if artifact is None and side_spec is None and ahead is not None:
+        artifact, wait_s = ahead.take(case)
+    started = time.time()
     t0 = time.perf_counter()
-    before = nvcc.STATS["nvcc_calls"]
     if side_spec is None:
-        module = load_module(case, artifact)
+        module, calls = load_module_counted(case, artifact)
     else:
         try:
             spec = thaw(side_spec)
             if spec.target == "cuda":  # compiled for what this checkout's side runs as, on this GPU
                 spec = replace(spec, arch=artifact.arch if artifact is not None else "")
-            module = build_module(spec)
+            module, calls = counted_compile(lambda: build_module(spec)) if spec.target == "cuda" \
+                else (build_module(spec), 0)
         except PortableSpecError as exc:
             raise CaseBuildError(f"the other source tree's build: {exc}") from None
         except TVMError as exc:
             raise CaseBuildError(f"the other source tree's build: {type(exc).__name__}: {exc}") from None
-    build_s, calls = time.perf_counter() - t0, nvcc.STATS["nvcc_calls"] - before
-    if artifact is not None and side_spec is None:  # built by a CPU worker: its nvcc call and time count
+    build_s = time.perf_counter() - t0
+    finished = time.time()
+    if artifact is not None and side_spec is None:  # built ahead (a CPU worker, a build thread): it counts
         calls += int(artifact.nvcc_called)
         build_s += artifact.build_s
-    return module, build_s, calls
+        if artifact.started:  # when it was built (loading it here takes milliseconds)
+            started, finished = artifact.started, artifact.finished
+    return _Built(module, build_s, calls, wait_s, started, finished)
 
 
 def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = None,
-             side_specs: Optional[Dict[str, dict]] = None) -> Result:
+             side_specs: Optional[Dict[str, dict]] = None, ahead: Optional[BuildAhead] = None) -> Result:
     """Build, check and time one case. Failures become outcomes, never exceptions.
 
     With ``config.interleave`` the case is timed as several sides in one loop
@@ -178,35 +217,50 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
     harness.execute.portable); the others run this checkout's. Each distinct build is checked against
     the reference on its own; a side that fails to build or is wrong is recorded so and not timed, and
     the remaining sides are timed together.
+
+    ``ahead``: the builds ahead of the batch (:mod:`harness.execute.ahead`): this checkout's build of
+    the case comes from there. A result's ``extra`` carries ``phases_s`` (where its wall time went;
+    ``build`` is the build's own time, ``build_wait`` the part of it the case waited for, the rest ran
+    while earlier cases were checked and timed) and ``timeline`` (wall-clock times of the build's start
+    and end and of the case's start and end).
     """
     worker = worker_label()
     if case.peer:
         return _run_peer(case, config, worker)
+    t_case = time.time()
+    early = None
+    if ahead is not None and case.key in ahead:
+        # the shape's inputs and reference while its build ahead may still run (a failure here is the
+        # case's to report below)
+        try:
+            early = case_data(get_workload(case.workload), case, config.seed)
+        except Exception:
+            early = None
     names = list(config.side_names) or [""]
     side_specs = side_specs or {}
-    builds: Dict[str, tuple] = {}  # side -> (module, build_s, nvcc calls) | (None, message, 0)
-    own = None
+    builds: Dict[str, _Built] = {}
+    own: Optional[_Built] = None
     for name in names:
         spec = side_specs.get(name)
         if spec is None and own is not None:  # one build for several sides: its nvcc calls count once
-            builds[name] = (own[0], own[1], 0)
+            builds[name] = replace(own, calls=0)
             continue
         try:
-            builds[name] = _build(case, artifact, spec)
+            builds[name] = _build(case, artifact, spec, ahead)
         except CaseBuildError as exc:
-            builds[name] = (None, str(exc), 0)
+            builds[name] = _Built(None, message=str(exc))
         if spec is None:
             own = builds[name]
-    results: Dict[str, Result] = {n: Result(case, "build_error", message=b[1], worker=worker)
-                                  for n, b in builds.items() if b[0] is None}
+    results: Dict[str, Result] = {n: Result(case, "build_error", message=b.message, worker=worker)
+                                  for n, b in builds.items() if b.module is None}
     built = [n for n in names if n not in results]
     if not built:
         return _with_sides(config, results)
-    build_s = {n: builds[n][1] for n in built}
+    build_s = {n: builds[n].build_s for n in built}
     try:
         w = get_workload(case.workload)
         params = case.param_dict
-        data = case_data(w, case, config.seed)
+        data = early if early is not None else case_data(w, case, config.seed)
         host = data.args
         dev = _device(case.target)
         t_check = time.perf_counter()
@@ -216,9 +270,9 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
             results[n] = replace(results[n], device=_device_name(case.target), env_id=env_id, environment=fp)
         checked: Dict[int, tuple] = {}  # id(module) -> (ok, message)
         for n in built:
-            module = builds[n][0]
+            module = builds[n].module
             if id(module) not in checked:
-                for i in w.outputs:  # poisoned again for each build
+                for i in w.outputs if checked else ():  # poisoned again for each further build
                     nd[i] = device_array(w, case, i, host[i], dev)
                 module(*nd)
                 dev.sync()
@@ -227,20 +281,29 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
             ok, msg = checked[id(module)]
             if not ok:
                 results[n] = Result(case, "wrong", message=msg, worker=worker, build_s=build_s[n],
-                                    nvcc_calls=builds[n][2], environment=fp,
-                                    device=_device_name(case.target), env_id=env_id)
+                                    nvcc_calls=builds[n].calls, environment=fp,
+                                    device=_device_name(case.target), env_id=env_id,
+                                    extra=(("inputs_version", INPUTS_VERSION),))
         check_s = time.perf_counter() - t_check  # device copies, one call per build, the comparison
         timed = [n for n in built if n not in results]
         if timed:
-            launches = {n: builds[n][0].launcher(*nd)[0] for n in timed}
+            quiet_s = ahead.quiet() if ahead is not None and case.target in HOST_TIMED else 0.0
+            launches = {n: builds[n].module.launcher(*nd)[0] for n in timed}
             sides = measure.measure_sides(lambda: _timer(case.target, dev), launches[timed[0]], config,
                                           side_launches=launches, skip=set(names) - set(timed))
             flops, nbytes = w.flops(params), w.bytes(params, case.dtype)
+            traffic = w.traffic(params, case.dtype)
+            t_end = time.time()
             for n, timing in sides:
-                extra = _phases(inputs=data.inputs_s, reference=data.reference_s, build=build_s[n],
-                                check=check_s, **_measure_phases(timing))
+                b = builds[n]
+                extra = _phases(inputs=data.inputs_s, reference=data.reference_s, build=b.build_s,
+                                build_wait=b.wait_s + quiet_s, check=check_s, **_measure_phases(timing))
+                extra += (("timeline", {"build_start": round(b.started, 6), "build_end": round(b.finished, 6),
+                                        "start": round(t_case, 6), "end": round(t_end, 6)}),
+                          ("inputs_version", INPUTS_VERSION))
                 results[n] = _ok(case, timing, flops, nbytes, case.target, env_id=env_id, worker=worker,
-                                 build_s=build_s[n], nvcc_calls=builds[n][2], environment=fp, extra=extra)
+                                 build_s=build_s[n], nvcc_calls=b.calls, environment=fp, extra=extra,
+                                 traffic=traffic)
         return _with_sides(config, results)
     except Exception as exc:
         tb = traceback.format_exc(limit=3)
@@ -251,26 +314,70 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
 
 def prepare(target: str, imports: Sequence[str] = (), peer_libraries: Sequence[str] = ()) -> None:
     """Pay a worker's one-time costs before its first case: the suite's modules, the device's
-    fingerprint and peaks (CUDA context included) and the peer libraries (e.g. torch, seconds to
-    import). GPU runners call it as they start, while the CPU workers still build; a failure here
-    is left for the first case to report."""
+    fingerprint and bandwidth peaks (CUDA context included), the statistics' imports and the peer
+    libraries (e.g. torch, seconds to import). GPU runners call it as they start, while the CPU
+    workers still build; a failure here is left for the first case to report."""
     apply_runtime_defaults()
     for mod in imports:
         importlib.import_module(mod)
-    measure.device_peaks(target, _env(target)[0])
+    measure.device_peaks(target, _env(target)[0], flops=False)  # the matmul peak when a case needs it
+    # what the first case would otherwise import inside its timeout: the statistics of a timing
+    # (scipy.stats, seconds on a busy host) and Ray's runtime context (worker_label)
+    importlib.import_module("scipy.stats")
+    worker_label()
     for lib in peer_libraries:
         importlib.import_module(lib)
 
 
+def _cuda_arch(cases: Sequence[Case], artifacts: Dict[str, Artifact]) -> str:
+    """The architecture of this worker's GPU when some CUDA case of the batch still needs a build."""
+    if not any(c.target == "cuda" and not c.peer and c.key not in artifacts for c in cases):
+        return ""
+    try:
+        # imported when used: loading the submodule rebinds kernels.runtime.cuda (see build.load_module)
+        from kernels.runtime.cuda import default_arch
+
+        if tvm.cuda(0).exist:
+            return default_arch()
+    except Exception:  # no GPU here: the case itself reports it
+        pass
+    return ""
+
+
 def run_cases(cases: Sequence[Case], config: MeasureConfig, imports: Sequence[str] = (),
               artifacts: Optional[Dict[str, Artifact]] = None,
-              side_specs: Optional[Dict[str, Dict[str, dict]]] = None) -> Iterator[Result]:
+              side_specs: Optional[Dict[str, Dict[str, dict]]] = None,
+              build_ahead: bool = True, ahead: Optional[BuildAhead] = None) -> Iterator[Result]:
     """Run cases in order, yielding each result as soon as it is known. ``artifacts``: prebuilt
     cubins by case key; ``side_specs``: per case key, the sides built by another source tree
-    (see :func:`run_case`)."""
+    (see :func:`run_case`). With ``build_ahead`` the cases without an artifact are built in
+    background threads from the start (:class:`harness.execute.ahead.BuildAhead`, see
+    :func:`builds_ahead`), so that no case waits for its compiler while an earlier one could be
+    timed; ``ahead``: builds already started by the caller for these cases and more (the local
+    executor starts one for the whole run), left running when this returns."""
     apply_runtime_defaults()
     for mod in imports:
         importlib.import_module(mod)
-    for case in cases:
-        yield run_case(case, config, (artifacts or {}).get(case.key), (side_specs or {}).get(case.key))
+    artifacts = artifacts or {}
+    side_specs = side_specs or {}
+    own = None
+    if ahead is None and build_ahead and len(cases) > 1:
+        ahead = own = builds_ahead(cases, config, artifacts, side_specs)
+    try:
+        for case in cases:
+            yield run_case(case, config, artifacts.get(case.key), side_specs.get(case.key), ahead=ahead)
+    finally:
+        if own is not None:
+            own.close()
 
+
+def builds_ahead(cases: Sequence[Case], config: MeasureConfig,
+                 artifacts: Optional[Dict[str, Artifact]] = None,
+                 side_specs: Optional[Dict[str, Dict[str, dict]]] = None) -> BuildAhead:
+    """Start building ``cases`` in background threads (CUDA cases for this worker's GPU), except those
+    with an artifact (built by a CPU worker) and those whose every side is another source tree's
+    build (``kbench ab``). The caller closes it."""
+    artifacts = artifacts or {}
+    not_ours = [k for k, sides in (side_specs or {}).items()
+                if config.side_names and set(config.side_names) <= set(sides)]
+    return BuildAhead(cases, _cuda_arch(cases, artifacts), skip=[*artifacts, *not_ours])

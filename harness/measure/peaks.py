@@ -1,5 +1,18 @@
 """Derived rates of a timing (GB/s, GFLOP/s, percent of peak) and the device peaks they refer to,
-measured by the harness on the device itself (copy bandwidth, dense matmul) and kept per device."""
+measured by the harness on the device itself (copy bandwidth, read bandwidth, dense matmul) and kept
+per device.
+
+Which bandwidth peak a kernel is a percentage of depends on its traffic (:func:`bandwidth_peak`): a
+kernel that only reads (writes at most :data:`READ_MOSTLY_SHARE` of its bytes, e.g. a row sum) is
+compared with the *read* peak, every other one with the *copy* peak (as much read as written). A
+row sum is not bounded by the copy peak (a copy's writes are slower than reads), so against it a good
+row sum showed more than 100 %.
+
+The bandwidth peaks take a fraction of a second to measure; the matmul peak needs torch (seconds
+to import and start) and is measured only when a case asks for it: cases of at least
+:data:`MIN_FLOP_INTENSITY` operations per byte (below that a kernel is memory-bound on every GPU and
+its percentage of the FLOP peak says nothing). :func:`device_peaks` keeps what was measured in a small
+file per device fingerprint under the build cache folder."""
 
 from __future__ import annotations
 
@@ -10,29 +23,27 @@ import statistics
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
 from harness.model import Timing
+from harness.stats.peaks import (
+    MIN_FLOP_INTENSITY,
+    PEAK_LABELS,
+    READ_MOSTLY_SHARE,
+    bandwidth_peak,
+    flops_peak_key,
+    needs_flops_peak,
+)
 from kernels.runtime.device import cuda_context, cuda_driver
 from kernels.runtime.config import get_config
 
 from .nvml import nvml_handle as _nvml_handle
 from .nvml import pynvml as _nvml
 
-__all__ = ["derived", "device_peaks", "measure_peaks_cpu", "measure_peaks_cuda"]
-
-def _flops_peak_key(dtype: Optional[str]) -> Optional[str]:
-    """The measured matmul peak a case's FLOP/s is a percentage of; None for integer element types
-    (int8, int4, int1: the harness measures no integer matmul peak, and a float one would mislead)."""
-    if dtype in ("float16", "bfloat16"):
-        return "matmul_fp16_gflops"
-    if dtype == "float64":
-        return "matmul_fp64_gflops"
-    if dtype is not None and dtype.startswith(("int", "uint")):
-        return None
-    return "matmul_fp32_gflops"
+__all__ = ["MIN_FLOP_INTENSITY", "PEAK_LABELS", "READ_MOSTLY_SHARE", "bandwidth_peak", "derived",
+           "device_peaks", "flops_peak_key", "measure_peaks_cpu", "measure_peaks_cuda", "needs_flops_peak"]
 
 
 def derived(
@@ -41,7 +52,8 @@ def derived(
     nbytes: Optional[float],
     peaks: Optional[Dict[str, Any]],
     dtype: Optional[str] = None,
-) -> Dict[str, Optional[float]]:
+    traffic: Optional[Tuple[float, Optional[float]]] = None,
+) -> Dict[str, Any]:
     """Rates from the median time, and percentages of the device's measured peaks.
 
     Parameters
@@ -52,20 +64,26 @@ def derived(
     nbytes : float or None
         Bytes moved by one launch (the workload's count).
     peaks : dict or None
-        From :func:`measure_peaks_cuda` / :func:`measure_peaks_cpu`: ``copy_gbps`` and
+        From :func:`measure_peaks_cuda` / :func:`measure_peaks_cpu`: ``copy_gbps``, ``read_gbps`` and
         ``matmul_fp32_gflops`` / ``matmul_fp16_gflops`` (``fp64`` if present).
     dtype : str, optional
         Picks the matmul peak: float16/bfloat16 -> fp16, float64 -> fp64, integer types -> none
         (``pct_peak_flops`` stays None), else fp32.
+    traffic : (float, float or None), optional
+        ``(read bytes, written bytes)`` of one launch (kernels.workloads.Workload.traffic): picks the
+        bandwidth peak (:func:`bandwidth_peak`); without it, the copy peak.
 
     Returns
     -------
     dict
         ``gbps`` (1e9 bytes/s), ``gflops`` (1e9 ops/s), ``pct_peak_bw`` and ``pct_peak_flops``
-        (percent, 0-100+); None where a count, a peak or a positive median is missing.
+        (percent, 0-100+); None where a count, a peak or a positive median is missing; ``peak_bw``
+        ("read" or "copy": which bandwidth peak ``pct_peak_bw`` is of).
     """
-    out: Dict[str, Optional[float]] = {"gbps": None, "gflops": None, "pct_peak_bw": None,
-                                       "pct_peak_flops": None}
+    out: Dict[str, Any] = {"gbps": None, "gflops": None, "pct_peak_bw": None, "pct_peak_flops": None}
+    read, written = traffic if traffic is not None else (None, None)
+    kind, bw = bandwidth_peak(peaks, read, written)
+    out["peak_bw"] = kind
     med = timing.median
     if not (isinstance(med, (int, float)) and med > 0 and math.isfinite(med)):
         return out
@@ -74,10 +92,9 @@ def derived(
     if flops:
         out["gflops"] = float(flops) / med / 1e9
     peaks = peaks or {}
-    bw = peaks.get("copy_gbps")
     if out["gbps"] is not None and bw:
         out["pct_peak_bw"] = 100.0 * out["gbps"] / bw
-    key = _flops_peak_key(dtype)
+    key = flops_peak_key(dtype)
     fp = peaks.get(key) if key is not None else None
     if out["gflops"] is not None and fp:
         out["pct_peak_flops"] = 100.0 * out["gflops"] / fp
@@ -102,64 +119,167 @@ def _cuda_device_key(device_index: int) -> str:
     return f"{dev.pci_bus_id()}/{dev.name()}"
 
 
-def measure_peaks_cuda(device_index: int = 0, refresh: bool = False) -> Dict[str, Any]:
-    """Measure the device's copy bandwidth and dense-matmul peaks (cached per device UUID).
+# kbench_read_peak(src, nvec, sink): every thread of the grid reads 4 16-byte vectors an iteration,
+# `total threads` vectors apart (coalesced, 4 loads in flight per thread, nvec a multiple of 4 x the
+# threads), folds them with xor and stores the result only if it equals a value it never has (the
+# buffer is zeros): a read-only kernel whose loads stay alive. Timed over a buffer many times the L2,
+# it gives the read bandwidth a kernel like a row sum can reach.
+_READ_PTX = b"""
+.version 6.0
+.target sm_50
+.address_size 64
+.visible .entry kbench_read_peak(.param .u64 src, .param .u64 nvec, .param .u64 sink)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<24>;
+    .reg .b64 %rd<16>;
+    ld.param.u64 %rd1, [src];
+    ld.param.u64 %rd2, [nvec];
+    ld.param.u64 %rd3, [sink];
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %ntid.x;
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r4, %nctaid.x;
+    mul.wide.u32 %rd4, %r1, %r2;
+    cvt.u64.u32 %rd5, %r3;
+    add.u64 %rd4, %rd4, %rd5;
+    mul.wide.u32 %rd6, %r4, %r2;
+    shl.b64 %rd9, %rd6, 4;
+    shl.b64 %rd10, %rd6, 2;
+    mov.u32 %r5, 0;
+$L_loop:
+    setp.ge.u64 %p1, %rd4, %rd2;
+    @%p1 bra $L_done;
+    shl.b64 %rd7, %rd4, 4;
+    add.u64 %rd8, %rd1, %rd7;
+    add.u64 %rd11, %rd8, %rd9;
+    add.u64 %rd12, %rd11, %rd9;
+    add.u64 %rd13, %rd12, %rd9;
+    ld.global.v4.u32 {%r6, %r7, %r8, %r9}, [%rd8];
+    ld.global.v4.u32 {%r10, %r11, %r12, %r13}, [%rd11];
+    ld.global.v4.u32 {%r14, %r15, %r16, %r17}, [%rd12];
+    ld.global.v4.u32 {%r18, %r19, %r20, %r21}, [%rd13];
+    xor.b32 %r6, %r6, %r7;
+    xor.b32 %r8, %r8, %r9;
+    xor.b32 %r10, %r10, %r11;
+    xor.b32 %r12, %r12, %r13;
+    xor.b32 %r14, %r14, %r15;
+    xor.b32 %r16, %r16, %r17;
+    xor.b32 %r18, %r18, %r19;
+    xor.b32 %r20, %r20, %r21;
+    xor.b32 %r6, %r6, %r8;
+    xor.b32 %r10, %r10, %r12;
+    xor.b32 %r14, %r14, %r16;
+    xor.b32 %r18, %r18, %r20;
+    xor.b32 %r6, %r6, %r10;
+    xor.b32 %r14, %r14, %r18;
+    xor.b32 %r5, %r5, %r6;
+    xor.b32 %r5, %r5, %r14;
+    add.u64 %rd4, %rd4, %rd10;
+    bra $L_loop;
+$L_done:
+    setp.ne.u32 %p2, %r5, 0x9E3779B9;
+    @%p2 bra $L_end;
+    st.global.u32 [%rd3], %r5;
+$L_end:
+    ret;
+}
+\0"""
 
-    * ``copy_gbps``: device-to-device ``cuMemcpyDtoD`` of a large buffer (1 GiB, or a quarter of
-      the free memory when less), bytes read + written over the median of 10 timed copies (CUDA
-      events, after 2 untimed ones).
-    * ``matmul_fp32_gflops`` / ``matmul_fp16_gflops``: ``torch.matmul`` on 8192 x 8192 matrices
-      (2 n^3 operations), median of 5 after 2 warm-ups, with torch's events; None without torch.
-      fp32 runs with torch's default TF32 setting, recorded as ``matmul_fp32_tf32``.
+#: threads a block of the read-peak kernel, and blocks per SM (a full H100 SM: 2048 threads)
+_READ_THREADS = 256
+_READ_BLOCKS_PER_SM = 8
 
-    Returns
-    -------
-    dict
-        ``device``, ``uuid``, ``copy_gbps``, ``copy_bytes``, ``l2_bytes``, ``matmul_fp32_gflops``,
-        ``matmul_fp16_gflops``, ``matmul_fp32_tf32``, ``matmul_source``.
-    """
-    key = _cuda_device_key(device_index)
-    with _peaks_lock:
-        if not refresh and key in _PEAKS:
-            return dict(_PEAKS[key])
+
+def _event_median(drv, enqueue, count: int = 10, warmup: int = 2) -> float:
+    """The median seconds of ``enqueue()`` between two CUDA events, ``count`` times after ``warmup``."""
+    start, end = drv.Event(), drv.Event()
+    times = []
+    for i in range(warmup + count):
+        start.record()
+        enqueue()
+        end.record()
+        end.synchronize()
+        if i >= warmup:
+            times.append(start.time_till(end) * 1e-3)
+    return statistics.median(times)
+
+
+def _cuda_bandwidth_peaks(device_index: int) -> Dict[str, Any]:
+    """Copy and read bandwidth of ``cuda(device_index)`` (see :func:`measure_peaks_cuda`)."""
     drv = cuda_driver()
     dev = drv.Device(device_index)
+    sms = int(dev.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT))
     with cuda_context(device_index):
         free, _total = drv.mem_get_info()
         nbytes = min(1 << 30, (free // 4) & ~((1 << 20) - 1))
         a = drv.mem_alloc(nbytes)
         b = drv.mem_alloc(nbytes)
         try:
-            drv.memset_d8(a, 1, nbytes)
-            start, end = drv.Event(), drv.Event()
-            times = []
-            for i in range(12):
-                start.record()
-                drv.memcpy_dtod_async(b, a, nbytes)
-                end.record()
-                end.synchronize()
-                if i >= 2:
-                    times.append(start.time_till(end) * 1e-3)
-            del start, end
+            drv.memset_d8(a, 0, nbytes)
+            copy_s = _event_median(drv, lambda: drv.memcpy_dtod_async(b, a, nbytes))
+            read_gbps = read_bytes = None
+            module = fn = None
+            try:
+                module = drv.module_from_buffer(_READ_PTX)
+                fn = module.get_function("kbench_read_peak")
+                fn.prepare("PQP")
+                grid = (_READ_BLOCKS_PER_SM * sms, 1, 1)
+                step = 4 * grid[0] * _READ_THREADS  # vectors of one iteration of the whole grid
+                nvec = (nbytes // 16) // step * step
+                read_s = _event_median(drv, lambda f=fn: f.prepared_call(grid, (_READ_THREADS, 1, 1), a,
+                                                                         np.uint64(nvec), b))
+                read_bytes = 16 * nvec
+                read_gbps = read_bytes / read_s / 1e9
+            except drv.Error:  # a driver refusing the PTX: no read peak (the copy peak serves)
+                pass
+            del fn, module  # unloaded here, in the context it was loaded into
         finally:
             a.free()
             b.free()
-    copy_gbps = 2.0 * nbytes / statistics.median(times) / 1e9
-    result: Dict[str, Any] = {
+    return {
         "device": str(dev.name()),
-        "uuid": key,
-        "copy_gbps": copy_gbps,
+        "copy_gbps": 2.0 * nbytes / copy_s / 1e9,
         "copy_bytes": 2 * nbytes,
+        "read_gbps": read_gbps,
+        "read_bytes": read_bytes,
         "l2_bytes": int(dev.get_attribute(drv.device_attribute.L2_CACHE_SIZE)),
-        "matmul_fp32_gflops": None,
-        "matmul_fp16_gflops": None,
-        "matmul_fp32_tf32": None,
-        "matmul_source": None,
     }
-    result.update(_torch_matmul_peaks(device_index))
+
+
+def measure_peaks_cuda(device_index: int = 0, refresh: bool = False, matmul: bool = True) -> Dict[str, Any]:
+    """Measure the device's bandwidth and dense-matmul peaks (cached per device UUID).
+
+    * ``copy_gbps``: device-to-device ``cuMemcpyDtoD`` of a large buffer (1 GiB, or a quarter of
+      the free memory when less), bytes read + written over the median of 10 timed copies (CUDA
+      events, after 2 untimed ones).
+    * ``read_gbps``: the harness's read-only kernel (``kbench_read_peak``, PTX: coalesced 16-byte
+      loads folded with xor, 8 blocks of 256 threads per SM) over the same buffer, bytes read over
+      the median of 10 timed launches after 2 untimed ones; None where the driver refuses the PTX.
+    * ``matmul_fp32_gflops`` / ``matmul_fp16_gflops`` (only with ``matmul``): ``torch.matmul`` on
+      8192 x 8192 matrices (2 n^3 operations), median of 5 after 2 warm-ups, with torch's events;
+      None without torch. fp32 runs with torch's default TF32 setting, recorded as
+      ``matmul_fp32_tf32``.
+
+    Returns
+    -------
+    dict
+        ``device``, ``uuid``, ``copy_gbps``, ``copy_bytes``, ``read_gbps``, ``read_bytes``,
+        ``l2_bytes``; with ``matmul`` also ``matmul_fp32_gflops``, ``matmul_fp16_gflops``,
+        ``matmul_fp32_tf32``, ``matmul_source``.
+    """
+    key = _cuda_device_key(device_index)
     with _peaks_lock:
-        _PEAKS[key] = dict(result)
-    return result
+        known = {} if refresh else dict(_PEAKS.get(key, {}))
+    if "copy_gbps" not in known:
+        known.update(_cuda_bandwidth_peaks(device_index), uuid=key)
+    if matmul and "matmul_source" not in known:
+        known.update({"matmul_fp32_gflops": None, "matmul_fp16_gflops": None, "matmul_fp32_tf32": None,
+                      "matmul_source": None})
+        known.update(_torch_matmul_peaks(device_index))
+    with _peaks_lock:
+        _PEAKS[key] = dict(known)
+    return known
 
 
 def _torch_matmul_peaks(device_index: int, n: int = 8192) -> Dict[str, Any]:
@@ -207,16 +327,49 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+# kbench_read_peak(p, n): n 64-bit words folded with xor into four accumulators (the compiler
+# vectorises it): a read-only loop at the host's read bandwidth, compiled like a C-target kernel.
+_READ_C = """#include <stddef.h>
+#include <stdint.h>
+uint64_t kbench_read_peak(const uint64_t* p, size_t n) {
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) { a0 ^= p[i]; a1 ^= p[i + 1]; a2 ^= p[i + 2]; a3 ^= p[i + 3]; }
+    for (; i < n; ++i) a0 ^= p[i];
+    return a0 ^ a1 ^ a2 ^ a3;
+}
+"""
+
+
+def _cpu_read_function():
+    """A function reading every word of a uint64 array once: :data:`_READ_C` through the C
+    compiler (cached like C-target builds), else numpy's xor reduction (a little slower)."""
+    try:
+        import ctypes
+
+        # the C backend when the host's peaks are measured (GPU workers never load it)
+        from kernels.runtime.c import compile_c
+
+        fn = ctypes.CDLL(str(compile_c(_READ_C))).kbench_read_peak
+        fn.restype = ctypes.c_uint64
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        return lambda words: fn(words.ctypes.data, words.size)
+    except Exception:  # no C compiler: numpy
+        return np.bitwise_xor.reduce
+
+
 def measure_peaks_cpu(nbytes: int = 256 << 20, refresh: bool = False) -> Dict[str, Any]:
     """Host copy bandwidth (``np.copyto`` of ``nbytes``, read + write bytes, median of 5 after one
-    untimed copy) and numpy matmul GFLOP/s (1024 x 1024, float32 and float64; median of 5).
-    Cached in-process.
+    untimed copy), host read bandwidth (a C loop reading the same ``nbytes`` as 64-bit words,
+    ``kbench_read_peak``, median of 5 after one untimed) and numpy matmul GFLOP/s (1024 x 1024,
+    float32 and float64; median of 5).
+    One thread each, like the numpy calls; cached in-process.
 
     Returns
     -------
     dict
-        ``device``, ``copy_gbps``, ``copy_bytes``, ``matmul_fp32_gflops``, ``matmul_fp64_gflops``,
-        ``matmul_source``.
+        ``device``, ``copy_gbps``, ``copy_bytes``, ``read_gbps``, ``read_bytes``,
+        ``matmul_fp32_gflops``, ``matmul_fp64_gflops``, ``matmul_source``.
     """
     key = f"cpu:{nbytes}"
     with _peaks_lock:
@@ -230,11 +383,21 @@ def measure_peaks_cpu(nbytes: int = 256 << 20, refresh: bool = False) -> Dict[st
         t0 = time.perf_counter()
         np.copyto(dst, src)
         times.append(time.perf_counter() - t0)
-    del src, dst
+    del dst
+    read = _cpu_read_function()
+    words = src.view(np.uint64)
+    reads = []
+    for _ in range(6):
+        t0 = time.perf_counter()
+        read(words)
+        reads.append(time.perf_counter() - t0)
+    del src, words
     result: Dict[str, Any] = {
         "device": _cpu_name(),
         "copy_gbps": 2.0 * nbytes / statistics.median(times) / 1e9,
         "copy_bytes": 2 * nbytes,
+        "read_gbps": nbytes / statistics.median(reads[1:]) / 1e9,
+        "read_bytes": nbytes,
         "matmul_source": f"numpy {np.__version__}",
         "threads": os.cpu_count(),
     }
@@ -259,34 +422,60 @@ def measure_peaks_cpu(nbytes: int = 256 << 20, refresh: bool = False) -> Dict[st
 
 _DEVICE_PEAKS: Dict[str, Dict[str, Any]] = {}
 
+#: what a peaks file holds: the bandwidth peaks, and (once a case needed them) the matmul peaks
+_MATMUL_KEY = "matmul_source"
 
-def device_peaks(target: str, env_id: str) -> Dict[str, Any]:
+
+def _peaks_path(env_id: str) -> Path:
+    return get_config().cache_dir / "peaks" / f"{env_id}.json"
+
+
+def _save_peaks(path: Path, peaks: Dict[str, Any]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(peaks, default=str))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def device_peaks(target: str, env_id: str, flops: bool = True) -> Dict[str, Any]:
     """The measured peaks of this process's device for ``target`` ("cuda": :func:`measure_peaks_cuda`
     of device 0, else :func:`measure_peaks_cpu`); ``{}`` when they cannot be measured.
 
-    They take seconds to measure, so they are kept on disk per environment fingerprint ``env_id``
-    (GPU UUID, driver, clocks ...: harness.env) under the compiler's cache folder, and every later
-    process on the same device reuses them; a process asks once per target.
+    The bandwidth peaks are measured on the first call; the matmul peaks only when ``flops`` asks
+    for them (for CUDA they need torch: seconds). What was measured is kept in a file per
+    environment fingerprint ``env_id`` (GPU UUID, driver version, max clocks ...: harness.env) under
+    the build cache folder, and every later process on the same device reuses it.
+
+    Returns
+    -------
+    dict
+        The peaks; the matmul keys are absent until a call with ``flops`` measured them (and None
+        there when they could not be measured: no torch).
     """
-    if target in _DEVICE_PEAKS:
-        return _DEVICE_PEAKS[target]
-    path = get_config().cache_dir / "peaks" / f"{env_id}.json"
-    try:
-        _DEVICE_PEAKS[target] = json.loads(path.read_text())
-        return _DEVICE_PEAKS[target]
-    except (OSError, ValueError):
-        pass
-    try:
-        peaks = measure_peaks_cuda(0) if target == "cuda" else measure_peaks_cpu()
-    except Exception:
-        peaks = {}
-    _DEVICE_PEAKS[target] = peaks
-    if peaks:
+    peaks = _DEVICE_PEAKS.get(target)
+    path = _peaks_path(env_id)
+    if peaks is None:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(peaks, default=str))
-            os.replace(tmp, path)
-        except OSError:
-            pass
+            peaks = json.loads(path.read_text())
+        except (OSError, ValueError):
+            peaks = None
+        if peaks is not None and "read_gbps" not in peaks:  # a file from before the read peak
+            peaks = None
+    if peaks is None:
+        try:
+            peaks = measure_peaks_cuda(0, matmul=flops) if target == "cuda" else measure_peaks_cpu()
+        except Exception:
+            peaks = {}
+        if peaks:
+            _save_peaks(path, peaks)
+    elif flops and _MATMUL_KEY not in peaks and target == "cuda":
+        try:
+            peaks = {**peaks, **measure_peaks_cuda(0, matmul=True)}
+        except Exception:
+            peaks = {**peaks, _MATMUL_KEY: None}
+        _save_peaks(path, peaks)
+    _DEVICE_PEAKS[target] = peaks
     return peaks

@@ -11,6 +11,15 @@ element type; the numpy arrays of sub-byte types are packed words (``int4``: 8 e
 word, ``int1``: 32, :mod:`kernels.contrib.packing`): :func:`array_dtype`, :func:`element_bits`
 and :func:`storage_bytes` say what an array of a logical dtype is made of, for every place that
 needs it (poisoning, byte counts, checks).
+
+Random inputs are drawn with :func:`uniform`, directly in the argument's dtype (float32 values
+come from float32 draws, not from float64 draws rounded): :data:`INPUTS_VERSION` names that way of
+drawing, and changes whenever the values a seed gives change, so that results measured on other
+inputs are recognisable (the harness stores it with each result).
+
+``bytes`` counts what one launch moves; ``write_bytes``, when given, the part of it that is written
+(the rest is read): :meth:`Workload.traffic` splits the two, which picks the bandwidth peak a kernel
+is compared with (a read-only kernel with the read peak, a copy-like one with the copy peak).
 """
 
 from __future__ import annotations
@@ -96,6 +105,17 @@ class Workload:
         if dtype not in self.dtypes:
             return f"dtype {dtype} is not one of {', '.join(self.dtypes)}"
         return self.check(params, dtype) if self.check is not None else None
+    # bytes written by one launch (the rest of ``bytes`` is read); None: the split is not known
+    write_bytes: Optional[Callable[[Dict[str, int], str], float]] = None
+
+    def traffic(self, params: Dict[str, int], dtype: str) -> Tuple[float, Optional[float]]:
+        """``(read bytes, written bytes)`` of one launch; ``(bytes, None)`` when the workload does
+        not split its traffic."""
+        total = float(self.bytes(params, dtype))
+        if self.write_bytes is None:
+            return total, None
+        written = float(self.write_bytes(params, dtype))
+        return total - written, written
 
     def tolerance_for(self, dtype: str, params: Dict[str, int]) -> Tuple[float, float]:
         """(rtol, atol) for ``dtype`` at ``params``: the workload's own, else the dtype's default."""
@@ -187,7 +207,28 @@ def _isize(dtype: str) -> float:
     return storage_bytes(dtype, 1)
 
 
+#: how :func:`uniform` draws; changes whenever the inputs a seed gives change (2: float32 draws)
+INPUTS_VERSION = 2
+
+
+def uniform(rng: np.random.Generator, shape, dtype: str, low: float = 0.0, high: float = 1.0) -> np.ndarray:
+    """Uniform random values in ``[low, high)`` of ``dtype``: float32 and float64 drawn in that type
+    (a float32 draw costs a fifth of a float64 draw and its conversion), float16 from float32 draws,
+    other types from float64 draws converted."""
+    dt = np.dtype(dtype)
+    if dt in (np.float32, np.float64):
+        out = rng.random(shape, dtype=dt)
+        if (low, high) != (0.0, 1.0):
+            out *= dt.type(high - low)
+            out += dt.type(low)
+        return out
+    if dt == np.float16:
+        return uniform(rng, shape, "float32", low, high).astype(dt)
+    return rng.uniform(low, high, size=shape).astype(dt)
+
+
 from . import memory, tensorcore, tutorial  # noqa: E402  (they register into REGISTRY, defined above)
 
-__all__ = ["Variant", "Workload", "WorkloadError", "REGISTRY", "register", "get", "names", "PACKED_DTYPES",
+__all__ = ["INPUTS_VERSION", "Variant", "Workload", "WorkloadError", "REGISTRY", "register", "get", "names",
+           "uniform", "PACKED_DTYPES",
            "array_dtype", "element_bits", "storage_bytes"]

@@ -14,7 +14,7 @@ from typing import List
 import numpy as np
 
 from .. import te
-from . import Variant, Workload, _isize, _poison, register
+from . import Variant, Workload, _isize, _poison, register, uniform
 
 GPU = ("cuda", "opencl")
 CPU = ("c",)
@@ -68,12 +68,13 @@ register(Workload(
                         "`threads` threads a block, `items` vectors of `vector` consecutive elements a "
                         "thread (the notes: split by 128, bound to blockIdx.x / threadIdx.x)"),
     },
-    make_args=lambda p, d, rng: [rng.uniform(-1, 1, size=p["n"]).astype(d),
-                                 rng.uniform(-1, 1, size=p["n"]).astype(d), _poison((p["n"],), d)],
+    make_args=lambda p, d, rng: [uniform(rng, p["n"], d, -1, 1),
+                                 uniform(rng, p["n"], d, -1, 1), _poison((p["n"],), d)],
     reference=lambda a: [a[0].astype(np.float64) + a[1].astype(np.float64)],
     outputs=(2,),
     flops=lambda p: float(p["n"]),
     bytes=lambda p, d: float(3 * p["n"] * _isize(d)),
+    write_bytes=lambda p, d: float(p["n"] * _isize(d)),
     peers=("torch.add",),
     description="C[i] = A[i] + B[i]",
     tolerance={"float16": (1e-3, 1e-3)},
@@ -153,11 +154,12 @@ register(Workload(
                                (("threads", 128), ("vector", 1), ("items", 1)),
                                "the window fetched cooperatively by the block's threads"),
     },
-    make_args=lambda p, d, rng: [rng.uniform(-1, 1, size=p["n"] + 2).astype(d), _poison((p["n"],), d)],
+    make_args=lambda p, d, rng: [uniform(rng, p["n"] + 2, d, -1, 1), _poison((p["n"],), d)],
     reference=lambda a: [a[0][:-2].astype(np.float64) + a[0][1:-1] + a[0][2:]],
     outputs=(1,),
     flops=lambda p: float(2 * p["n"]),
     bytes=lambda p, d: float((2 * p["n"] + 2) * _isize(d)),
+    write_bytes=lambda p, d: float(p["n"] * _isize(d)),
     peers=("torch.window_sum",),
     description="B[i] = A[i] + A[i + 1] + A[i + 2]",
 ))
@@ -278,8 +280,8 @@ def _matmul_tolerance(p):
 
 
 def _matmul_args(p, d, rng) -> List[np.ndarray]:
-    return [rng.uniform(-1, 1, size=(p["n"], p["k"])).astype(d),
-            rng.uniform(-1, 1, size=(p["k"], p["m"])).astype(d), _poison((p["n"], p["m"]), d)]
+    return [uniform(rng, (p["n"], p["k"]), d, -1, 1),
+            uniform(rng, (p["k"], p["m"]), d, -1, 1), _poison((p["n"], p["m"]), d)]
 
 
 _TILES = (("local_y", 8), ("local_x", 8), ("block_y", 8), ("block_x", 8))
@@ -304,6 +306,7 @@ register(Workload(
     outputs=(2,),
     flops=lambda p: float(2 * p["n"] * p["m"] * p["k"]),
     bytes=lambda p, d: float((p["n"] * p["k"] + p["k"] * p["m"] + p["n"] * p["m"]) * _isize(d)),
+    write_bytes=lambda p, d: float(p["n"] * p["m"] * _isize(d)),
     peers=("torch.matmul(tf32=off)",),
     description="C[i, j] = sum_r A[i, r] * B[r, j] (float32)",
     # sums of k products in a schedule-dependent order: the float32 reduction tolerance, with an

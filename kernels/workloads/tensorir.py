@@ -21,7 +21,7 @@ import numpy as np
 from ..script import tir as T
 from ..tir.function import IRModule
 from ..tir.schedule import Schedule
-from . import REGISTRY, Variant, Workload, WorkloadError, _isize, _poison, register
+from . import REGISTRY, Variant, Workload, WorkloadError, _isize, _poison, register, uniform
 
 GPU = ("cuda", "opencl")
 ModuleFactory = Callable[[Dict[str, int], str], IRModule]
@@ -210,12 +210,13 @@ def register_notes_workloads() -> None:
         dtypes=("float32", "float64"),
         variants={"bind": tir_variant("bind", vector_add_module, bind_1d, GPU, (("threads", 128),),
                                       "the notes' split by 128, bound to blockIdx.x / threadIdx.x")},
-        make_args=lambda p, d, rng: [rng.uniform(size=p["n"]).astype(d), rng.uniform(size=p["n"]).astype(d),
+        make_args=lambda p, d, rng: [uniform(rng, p["n"], d), uniform(rng, p["n"], d),
                                      _poison((p["n"],), d)],
         reference=lambda a: [a[0].astype(np.float64) + a[1]],
         outputs=(2,),
         flops=lambda p: float(p["n"]),
         bytes=lambda p, d: float(3 * p["n"] * _isize(d)),
+        write_bytes=lambda p, d: float(p["n"] * _isize(d)),
         description="C[i] = A[i] + B[i], written in TVMScript (GPU notes)",
     ))
     register(Workload(
@@ -229,11 +230,12 @@ def register_notes_workloads() -> None:
                                        (("threads", 128),),
                                        "inputs cached in shared memory, fetched cooperatively (notes)"),
         },
-        make_args=lambda p, d, rng: [rng.uniform(size=p["n"] + 2).astype(d), _poison((p["n"],), d)],
+        make_args=lambda p, d, rng: [uniform(rng, p["n"] + 2, d), _poison((p["n"],), d)],
         reference=lambda a: [a[0][:-2].astype(np.float64) + a[0][1:-1] + a[0][2:]],
         outputs=(1,),
         flops=lambda p: float(2 * p["n"]),
         bytes=lambda p, d: float((2 * p["n"] + 2) * _isize(d)),
+        write_bytes=lambda p, d: float(p["n"] * _isize(d)),
         description="B[i] = A[i] + A[i + 1] + A[i + 2], written in TVMScript (GPU notes)",
     ))
     register(Workload(
@@ -249,13 +251,14 @@ def register_notes_workloads() -> None:
                 _MATMUL_KNOBS + (("tile_k", 8),),
                 "the notes' register tiling plus A/B tiles in shared memory, vectorized cooperative fetch"),
         },
-        make_args=lambda p, d, rng: [rng.uniform(size=(p["n"], p["n"])).astype(d),
-                                     rng.uniform(size=(p["n"], p["n"])).astype(d),
+        make_args=lambda p, d, rng: [uniform(rng, (p["n"], p["n"]), d),
+                                     uniform(rng, (p["n"], p["n"]), d),
                                      _poison((p["n"], p["n"]), d)],
         reference=lambda a: [a[0].astype(np.float64) @ a[1].astype(np.float64)],
         outputs=(2,),
         flops=lambda p: float(2 * p["n"] ** 3),
         bytes=lambda p, d: float(3 * p["n"] ** 2 * _isize(d)),
+        write_bytes=lambda p, d: float(p["n"] ** 2 * _isize(d)),
         description="C = A @ B, written in TVMScript (GPU notes)",
         tolerance={"float32": (1e-4, 1e-4)},
     ))

@@ -7,7 +7,7 @@ from typing import Dict, List
 import numpy as np
 
 from .. import te, tir
-from . import Variant, Workload, _isize, _poison, register
+from . import Variant, Workload, _isize, _poison, register, uniform
 
 GPU = ("cuda", "opencl")
 CPU = ("c",)
@@ -63,7 +63,7 @@ def _row_sum_rfactor_crossthread(params, dtype, factor=16, rows=32):
 
 
 def _row_sum_args(p, dtype, rng):
-    return [rng.uniform(size=(p["n"], p["m"])).astype(dtype), _poison((p["n"],), dtype)]
+    return [uniform(rng, (p["n"], p["m"]), dtype), _poison((p["n"],), dtype)]
 
 
 register(Workload(
@@ -85,6 +85,7 @@ register(Workload(
     outputs=(1,),
     flops=lambda p: float(p["n"] * p["m"]),
     bytes=lambda p, d: float((p["n"] * p["m"] + p["n"]) * _isize(d)),
+    write_bytes=lambda p, d: float(p["n"] * _isize(d)),
     peers=("torch.sum(dim=1)", "cupy.sum(axis=1)"),
     description="B[i] = sum_k A[i, k]",
 ))
@@ -139,12 +140,13 @@ register(Workload(
         "default": Variant("default", _conv_default, CPU, (), "the default loop nest"),
         "tiled": Variant("tiled", _conv_tiled, GPU, (("tile", 16),), "tile x tile outputs per block"),
     },
-    make_args=lambda p, d, rng: [rng.uniform(size=(p["n"], p["n"])).astype(d),
-                                 rng.uniform(size=(3, 3)).astype(d), _poison((p["n"] - 2, p["n"] - 2), d)],
+    make_args=lambda p, d, rng: [uniform(rng, (p["n"], p["n"]), d),
+                                 uniform(rng, (3, 3), d), _poison((p["n"] - 2, p["n"] - 2), d)],
     reference=_conv_ref,
     outputs=(2,),
     flops=lambda p: float(2 * 9 * (p["n"] - 2) ** 2),
     bytes=lambda p, d: float((p["n"] ** 2 + 9 + (p["n"] - 2) ** 2) * _isize(d)),
+    write_bytes=lambda p, d: float((p["n"] - 2) ** 2 * _isize(d)),
     peers=("torch.conv2d(3x3)",),
     description="Output[i, j] = sum_{di, dj} Input[i + di, j + dj] * Filter[di, dj]",
 ))
@@ -188,12 +190,13 @@ register(Workload(
                                "partial products per thread, then a cross-thread all-reduce"),
     },
     # values near 1 keep long products finite
-    make_args=lambda p, d, rng: [rng.uniform(0.999, 1.001, size=(p["n"], p["m"])).astype(d),
+    make_args=lambda p, d, rng: [uniform(rng, (p["n"], p["m"]), d, 0.999, 1.001),
                                  _poison((p["n"],), d)],
     reference=lambda a: [np.prod(a[0].astype(np.float64), axis=1)],
     outputs=(1,),
     flops=lambda p: float(p["n"] * p["m"]),
     bytes=lambda p, d: float((p["n"] * p["m"] + p["n"]) * _isize(d)),
+    write_bytes=lambda p, d: float(p["n"] * _isize(d)),
     peers=("torch.prod(dim=1)",),
     description="B[i] = prod_k A[i, k] (te.comm_reducer)",
 ))
@@ -251,11 +254,12 @@ def _unary(name: str, fn, ref, low: float, peer: str):
         params=("n",),
         dtypes=("float32", "float64"),
         variants=_unary_variants(fn),
-        make_args=lambda p, d, rng: [rng.uniform(low, 3.0, size=p["n"]).astype(d), _poison((p["n"],), d)],
+        make_args=lambda p, d, rng: [uniform(rng, p["n"], d, low, 3.0), _poison((p["n"],), d)],
         reference=lambda a: [ref(a[0].astype(np.float64))],
         outputs=(1,),
         flops=lambda p: float(p["n"]),
         bytes=lambda p, d: float(2 * p["n"] * _isize(d)),
+        write_bytes=lambda p, d: float(p["n"] * _isize(d)),
         peers=(peer,),
         description=f"B[i] = {name}(A[i]) (te.{name}: CUDA float32 uses the fast-math builtin)",
         # CUDA's __expf/__logf: a few ulp, and absolute error near log's zero

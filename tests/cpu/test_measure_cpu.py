@@ -212,3 +212,15 @@ def test_measure_sides_without_interleave_is_one_plain_measure():
 def test_measure_interleaved_needs_one_config_per_timer():
     with pytest.raises(ValueError, match="one config per timer"):
         measure_interleaved([CpuTimer(), CpuTimer()], lambda: None, [CFG])
+
+
+def test_cpu_read_peak_beside_the_copy_peak():
+    peaks = measure_peaks_cpu(nbytes=32 << 20, refresh=True)
+    assert peaks["read_gbps"] > 0 and peaks["read_bytes"] == 32 << 20
+    assert peaks["copy_gbps"] > 0 and peaks["copy_bytes"] == 64 << 20
+    w, f, host = _case("default", "c")
+    t = measure(CpuTimer(), module_launcher(f, host), CFG)
+    d = derived(t, w.flops(PARAMS), w.bytes(PARAMS, "float32"), peaks, traffic=w.traffic(PARAMS, "float32"))
+    # a row sum writes one value per 256 it reads: measured against the read peak
+    assert d["peak_bw"] == "read"
+    assert d["pct_peak_bw"] == pytest.approx(100.0 * d["gbps"] / peaks["read_gbps"])

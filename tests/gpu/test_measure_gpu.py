@@ -311,3 +311,44 @@ def test_injected_slowdown_on_cuda_is_the_asked_fraction(rowsum, slowdown):
         slowed.append(t.median)
     ratio = statistics.median(slowed) / statistics.median(plain)
     assert abs(ratio - (1 + slowdown)) < 0.015, ratio
+
+
+def test_read_peak_and_a_row_sum_share_of_it(rowsum):
+    w, *_, launch = rowsum
+    peaks = measure_peaks_cuda(0, matmul=False)
+    print("\nbandwidth peaks:", {k: peaks[k] for k in ("copy_gbps", "read_gbps", "read_bytes", "l2_bytes")})
+    # measured over a buffer many times the L2, positive, and a read is not slower than a copy
+    assert peaks["read_gbps"] > 100 and peaks["read_bytes"] > 4 * peaks["l2_bytes"]
+    assert peaks["read_gbps"] >= 0.9 * peaks["copy_gbps"]
+    t = measure(CudaTimer(0), launch, MeasureConfig(max_time_s=2.0))
+    d = derived(t, w.flops(BIG), w.bytes(BIG, "float32"), peaks, "float32", traffic=w.traffic(BIG, "float32"))
+    print("row sum:", d)
+    assert d["peak_bw"] == "read" and 0 < d["pct_peak_bw"] < 110
+
+
+def test_a_row_sum_case_reports_its_share_of_the_read_peak(tmp_path, monkeypatch):
+    from harness.execute.worker import run_cases
+    from harness.model import Case
+    from kernels.runtime.config import reload_config
+
+    monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path))  # peaks measured afresh, kept in this folder
+    reload_config()
+    try:
+        cases = [Case(suite="t", workload="row_sum", variant=v, params=(("m", 16384), ("n", 16384)),
+                      knobs=(), dtype="float32", target="cuda") for v in ("bind", "rfactor_crossthread")]
+        results = list(run_cases(cases, MeasureConfig(min_time_s=0.2, max_time_s=1.5)))
+    finally:
+        monkeypatch.undo()
+        reload_config()
+    for r in results:
+        assert r.outcome == "ok", r.message
+        note = dict(r.extra)["peaks"]
+        print(f"\n{r.case.key}: {r.gbps:.0f} GB/s, {r.pct_peak_bw:.1f} % of {note['bandwidth']} peak "
+              f"({note['bandwidth_gbps']:.0f} GB/s); phases {dict(r.extra)['phases_s']}")
+        assert note["bandwidth"] == "read" and 0 < r.pct_peak_bw < 110
+        assert r.pct_peak_flops is None  # memory-bound: the matmul peak was not needed
+    assert list((tmp_path / "peaks").glob("*.json"))
+    # the second case was compiled (nvcc, empty cache) while the first was checked and timed
+    second = dict(results[1].extra)
+    assert results[1].nvcc_calls == 1 and second["phases_s"]["build_wait"] < second["phases_s"]["build"]
+    assert second["timeline"]["build_start"] < dict(results[0].extra)["timeline"]["end"]

@@ -298,6 +298,7 @@ def test_derived_by_hand():
     peaks = {"copy_gbps": 1000.0, "matmul_fp32_gflops": 50_000.0, "matmul_fp16_gflops": 500_000.0}
     # 4e9 bytes in 2 ms = 2000 GB/s = 200 % of 1000; 1e9 ops in 2 ms = 500 GFLOP/s = 1 % of 50000
     d = derived(t, flops=1e9, nbytes=4e9, peaks=peaks)
+    assert d.pop("peak_bw") == "copy"  # no read/write split given: the copy peak
     assert d == pytest.approx({"gbps": 2000.0, "gflops": 500.0, "pct_peak_bw": 200.0, "pct_peak_flops": 1.0})
     assert derived(t, 1e9, 4e9, peaks, dtype="float16")["pct_peak_flops"] == pytest.approx(0.1)
     assert derived(t, 1e9, 4e9, peaks, dtype="float64")["pct_peak_flops"] is None  # no fp64 peak
@@ -305,7 +306,7 @@ def test_derived_by_hand():
     assert d["gbps"] == pytest.approx(0.5) and d["gflops"] is None and d["pct_peak_bw"] is None
     nan = Timing(samples=(), median=float("nan"))
     assert derived(nan, 1.0, 1.0, peaks) == {"gbps": None, "gflops": None, "pct_peak_bw": None,
-                                             "pct_peak_flops": None}
+                                             "pct_peak_flops": None, "peak_bw": "copy"}
 
 
 def test_chunked_check_agrees_with_the_elementwise_rule(monkeypatch):

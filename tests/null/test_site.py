@@ -22,17 +22,17 @@ def test_generation_and_case_id():
     assert case_id("x/v[]/n=4/float32/cuda@A100", "H100") == "x/v[]/n=4/float32/cuda@A100"
 
 
-def _row(variant, gen, median, outcome="ok", gbps=100.0, pct_bw=50.0, gflops=None, pct_fl=None):
+def _row(variant, gen, median, outcome="ok", gbps=100.0, pct_bw=50.0, gflops=None, pct_fl=None, extra="{}"):
     return {"case_id": f"w/{variant}", "variant": variant, "knobs": "{}", "target": "cuda", "gen": gen,
             "outcome": outcome, "median_s": median, "gbps": gbps, "pct_peak_bw": pct_bw, "gflops": gflops,
-            "pct_peak_flops": pct_fl, "run_id": 1, "message": ""}
+            "pct_peak_flops": pct_fl, "run_id": 1, "message": "", "extra": extra}
 
 
 def test_matrix_ranks_skip_peers_and_failures():
     f = pd.DataFrame([
         _row("a", "A100", 3e-3), _row("b", "A100", 2e-3), _row("c", "A100", None, outcome="wrong"),
         _row("peer:torch.sum", "A100", 1e-3),
-        _row("a", "H100", 1e-3), _row("b", "H100", 1.5e-3),
+        _row("a", "H100", 1e-3), _row("b", "H100", 1.5e-3, extra='{"peaks": {"bandwidth": "read"}}'),
         _row("c", "H100", 0.5e-3, gflops=900.0, pct_fl=90.0),
         _row("peer:torch.sum", "H100", 0.1e-3),
     ])
@@ -46,7 +46,9 @@ def test_matrix_ranks_skip_peers_and_failures():
     # nearer its FLOP peak than its bandwidth peak: FLOP/s shown
     assert cells[("c", "H100")]["throughput"] == "900 GFLOP/s" and "FLOP peak" in cells[("c", "H100")]["pct"]
     assert cells[("a", "H100")]["throughput"] == "100 GB/s"
-    assert "copy bandwidth" in cells[("a", "H100")]["pct"]
+    # the bandwidth peak the result was measured against: copy (a result without the note: copy), read
+    assert cells[("a", "H100")]["pct"] == "50 % of copy peak"
+    assert cells[("b", "H100")]["pct"] == "50 % of read peak"
     assert not cells[("c", "A100")]["ok"] and cells[("c", "A100")]["outcome"] == "wrong"
     # peers are listed last
     assert m["rows"][-1]["peer"]

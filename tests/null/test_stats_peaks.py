@@ -1,0 +1,97 @@
+"""harness.stats.peaks: which measured peak a result is a percentage of, worked out by hand; the
+workloads' read/write split of their bytes; harness.measure.derived with a traffic split."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.measure.peaks import derived
+from harness.model import Timing
+from harness.stats.peaks import (
+    MIN_FLOP_INTENSITY,
+    READ_MOSTLY_SHARE,
+    bandwidth_peak,
+    flops_peak_key,
+    needs_flops_peak,
+    pct_peak_text,
+    peak_bw_kind,
+    peak_share_text,
+)
+from kernels.workloads import get
+
+PEAKS = {"copy_gbps": 2500.0, "read_gbps": 3000.0, "matmul_fp32_gflops": 50_000.0}
+
+
+def test_a_kernel_that_only_reads_is_measured_against_the_read_peak():
+    # a row sum of 16384 x 16384 float32: reads 16384^2 * 4 bytes, writes 16384 * 4 (1/16385 of it)
+    w = get("row_sum")
+    read, written = w.traffic({"n": 16384, "m": 16384}, "float32")
+    assert (read, written) == (16384 * 16384 * 4.0, 16384 * 4.0)
+    assert bandwidth_peak(PEAKS, read, written) == ("read", 3000.0)
+    # exp reads and writes as many bytes: a copy's traffic
+    read, written = get("exp").traffic({"n": 1 << 26}, "float32")
+    assert read == written == 4.0 * (1 << 26)
+    assert bandwidth_peak(PEAKS, read, written) == ("copy", 2500.0)
+    # vector_add: 2 reads, 1 write
+    assert get("vector_add").traffic({"n": 10}, "float32") == (80.0, 40.0)
+    assert bandwidth_peak(PEAKS, 80.0, 40.0)[0] == "copy"
+
+
+def test_the_read_mostly_boundary_and_the_fallbacks():
+    total = 1000.0
+    at = READ_MOSTLY_SHARE * total  # 50 bytes of 1000 written: still read-mostly
+    assert bandwidth_peak(PEAKS, total - at, at) == ("read", 3000.0)
+    assert bandwidth_peak(PEAKS, total - at - 1, at + 1) == ("copy", 2500.0)
+    assert bandwidth_peak(PEAKS, 1000.0, None) == ("copy", 2500.0)  # split unknown
+    assert bandwidth_peak({"copy_gbps": 2500.0}, 1000.0, 0.0) == ("copy", 2500.0)  # no read peak
+    assert bandwidth_peak({"copy_gbps": 2500.0, "read_gbps": None}, 1000.0, 0.0) == ("copy", 2500.0)
+    assert bandwidth_peak(None, 1000.0, 0.0) == ("copy", None)
+    assert bandwidth_peak(PEAKS, 0.0, 0.0) == ("copy", 2500.0)
+
+
+def test_derived_uses_the_peak_of_the_traffic():
+    t = Timing(samples=(1e-3,), median=1e-3)
+    # 3e9 bytes in 1 ms = 3000 GB/s: 100 % of the read peak, 120 % of the copy peak
+    d = derived(t, flops=None, nbytes=3e9, peaks=PEAKS, traffic=(3e9 - 1e6, 1e6))
+    assert d["peak_bw"] == "read" and d["gbps"] == pytest.approx(3000.0)
+    assert d["pct_peak_bw"] == pytest.approx(100.0)
+    d = derived(t, flops=None, nbytes=3e9, peaks=PEAKS, traffic=(1.5e9, 1.5e9))
+    assert d["peak_bw"] == "copy" and d["pct_peak_bw"] == pytest.approx(120.0)
+    d = derived(t, flops=None, nbytes=3e9, peaks=PEAKS)  # no split given: the copy peak, as before
+    assert d["peak_bw"] == "copy" and d["pct_peak_bw"] == pytest.approx(120.0)
+
+
+def test_the_flop_peak_is_worked_out_from_one_operation_per_byte():
+    assert MIN_FLOP_INTENSITY == 1.0
+    row_sum = get("row_sum")
+    p = {"n": 16384, "m": 16384}
+    assert not needs_flops_peak(row_sum.flops(p), row_sum.bytes(p, "float32"))  # 1 add per 4 bytes
+    matmul = get("matmul")
+    p = {"n": 1024, "m": 1024, "k": 1024}
+    # 2 * 1024^3 operations over 3 * 1024^2 * 4 bytes: 170.7 per byte
+    assert needs_flops_peak(matmul.flops(p), matmul.bytes(p, "float32"))
+    assert needs_flops_peak(100.0, 100.0) and not needs_flops_peak(99.0, 100.0)
+    assert needs_flops_peak(5.0, 0.0) and not needs_flops_peak(None, 10.0) and not needs_flops_peak(0, 10)
+    assert [flops_peak_key(d) for d in ("float16", "bfloat16", "float64", "float32", None)] == [
+        "matmul_fp16_gflops", "matmul_fp16_gflops", "matmul_fp64_gflops", "matmul_fp32_gflops",
+        "matmul_fp32_gflops"]
+
+
+def test_stored_results_say_which_peak():
+    read = {"peaks": {"bandwidth": "read", "bandwidth_gbps": 3000.0, "flops": None}}
+    assert peak_bw_kind(read) == "read"
+    assert peak_bw_kind(json.dumps(read)) == "read"  # as the store keeps it
+    assert peak_bw_kind(tuple(read.items())) == "read"  # as Result.extra holds it
+    assert peak_bw_kind("{}") == "copy"  # stored before the read peak: every % was of the copy peak
+    assert peak_bw_kind(None) is None and peak_bw_kind(float("nan")) is None
+    assert peak_bw_kind("not json") is None
+    assert pct_peak_text(93.14, json.dumps(read)) == "93.1 % of read peak"
+    assert pct_peak_text(120.0, "{}") == "120 % of copy peak"
+    assert pct_peak_text(None, read) == "" and pct_peak_text(float("nan"), read) == ""
+    # a table shows the nearer peak: FLOP where the kernel is nearer it
+    assert peak_share_text(0.58, 61.24, "{}") == "61.2 % of FLOP peak"
+    assert peak_share_text(93.14, 0.5, json.dumps(read)) == "93.1 % of read peak"
+    assert peak_share_text(None, None, read) == ""
+    assert peak_share_text(float("nan"), 3.0, "{}") == "3 % of FLOP peak"
