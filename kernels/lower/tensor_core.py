@@ -136,31 +136,53 @@ def _loop_points(loops: Sequence[For]):
         yield {f.loop_var: v for f, v in zip(loops, vals)}
 
 
-_BINOPS = {
-    "Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
-    "FloorDiv": lambda a, b: a // b, "FloorMod": lambda a, b: a % b, "Min": min, "Max": max,
-}
+_BINOPS = {"Add": "({} + {})", "Sub": "({} - {})", "Mul": "({} * {})", "FloorDiv": "({} // {})",
+           "FloorMod": "({} % {})", "Min": "min({}, {})", "Max": "max({}, {})"}
 
 
-def _ev(e: PrimExpr, env: Dict[Var, int]) -> int:
-    """An integer index expression's value, variables looked up by identity in ``env``."""
+def _python(e: PrimExpr, names: Dict[Var, str]) -> str:
+    """An integer index expression as Python source; its variables read from ``env`` by name."""
     if isinstance(e, IntImm):
-        return e.value
+        return repr(e.value)
     if isinstance(e, Var):
-        if e not in env:
-            raise TensorCoreMiss(f"index depends on {e.name}, which varies where it must not")
-        return env[e]
-    f = _BINOPS.get(type(e).__name__)
-    if f is not None:
-        return f(_ev(e.a, env), _ev(e.b, env))
+        if e not in names:
+            names[e] = f"v{len(names)}"
+        return f"env[{names[e]}]"
+    fmt = _BINOPS.get(type(e).__name__)
+    if fmt is not None:
+        return fmt.format(_python(e.a, names), _python(e.b, names))
     if isinstance(e, Cast):
-        return _ev(e.value, env)
+        return _python(e.value, names)
     if isinstance(e, Call) and e.op.name == "tir.likely":
-        return _ev(e.args[0], env)
+        return _python(e.args[0], names)
     raise TensorCoreMiss(f"cannot evaluate index {e}")
 
 
-def _fill_map(alloc: Allocate) -> Tuple[Dict[int, Tuple[Dict[Var, int], PrimExpr]], Buffer, List[For]]:
+class _Evaluator:
+    """Integer index expressions evaluated for given loop and thread values (variables looked up by
+    identity): each expression is turned into a Python function once, as the analysis evaluates the
+    same few indices for every lane, element and k of a warp's tile."""
+
+    def __init__(self) -> None:
+        self._fns: Dict[PrimExpr, object] = {}
+
+    def __call__(self, e: PrimExpr, env: Dict[Var, int]) -> int:
+        fn = self._fns.get(e)
+        if fn is None:
+            names: Dict[Var, str] = {}
+            src = _python(e, names)
+            ns = {name: var for var, name in names.items()}
+            ns.update(min=min, max=max)
+            fn = self._fns[e] = eval(f"lambda env: {src}", ns)  # noqa: S307 (source built above)
+        try:
+            return fn(env)
+        except KeyError as missing:
+            var = missing.args[0]
+            raise TensorCoreMiss(f"index depends on {getattr(var, 'name', var)}, which varies where it "
+                                 "must not") from None
+
+
+def _fill_map(alloc: Allocate, _ev: "_Evaluator") -> Tuple[Dict[int, Tuple[Dict[Var, int], PrimExpr]], Buffer, List[For]]:
     """For a register copy ``X.local[f(i)] = X.shared[g(i)]``: local index -> (loop values, g)."""
     stores = [s for s in collect(alloc.body, lambda n: isinstance(n, BufferStore))
               if s.buffer is alloc.buffer]
@@ -209,9 +231,33 @@ def _affine(table: Dict[Tuple[int, int], int], rows: int, cols: int) -> Tuple[in
     return base, sr, sc
 
 
+@dataclasses.dataclass(frozen=True)
+class _FragmentGrid:
+    """How a warp's block of outputs tiles into WMMA fragments: ``rows`` x ``cols`` fragments of
+    ``shape`` (m, n, k); the i-th A fragment starts ``a_step`` elements after the first, the j-th B
+    fragment ``b_step`` after the first; output fragment (i, j) at ``i * c_row_step + j * c_col_step``."""
+
+    shape: Tuple[int, int, int]
+    rows: int
+    cols: int
+    a_step: int
+    b_step: int
+    c_row_step: int
+    c_col_step: int
+
+
+def _fragment_shape(wm: int, wn: int) -> Optional[Tuple[int, int, int]]:
+    """The WMMA shape that tiles a warp's ``wm`` x ``wn`` block of outputs (16x16x16 first), or None."""
+    for m, n, k in FRAGMENT_SHAPES:
+        if wm % m == 0 and wn % n == 0:
+            return (m, n, k)
+    return None
+
+
 def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
     acc = acc_alloc.buffer
     body = acc_alloc.body
+    _ev = _Evaluator()
     parts = list(body.seq) if isinstance(body, SeqStmt) else [body]
     if len(parts) != 3 or not _has_pragma(parts[1]):
         raise TensorCoreMiss("expected: initialise, the pragma'd loop, store")
@@ -242,8 +288,8 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
                        if isinstance(p, Allocate) and id(p.buffer) in (id(lx.buffer), id(ly.buffer)))
     k_loops = [p for p in path[path.index(ko) + 1:path.index(outer_local)] if isinstance(p, For)]
     inner = [p for p in path[path.index(outer_local):] if isinstance(p, For)]
-    fx, sx, _ = _fill_map(allocs[id(lx.buffer)])
-    fy, sy, _ = _fill_map(allocs[id(ly.buffer)])
+    fx, sx, _ = _fill_map(allocs[id(lx.buffer)], _ev)
+    fy, sy, _ = _fill_map(allocs[id(ly.buffer)], _ev)
     # the store to the output
     stores = collect(store_part, lambda n: isinstance(n, BufferStore))
     if len(stores) != 1 or not isinstance(stores[0].value, BufferLoad) or stores[0].value.buffer is not acc:
@@ -323,9 +369,8 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
         rows = sorted({r for r, _ in cells})
         cols = sorted({c for _, c in cells})
         m, n = len(rows), len(cols)
-        if (m, n, 16) not in FRAGMENT_SHAPES or len(cells) != m * n or rows[-1] - rows[0] != m - 1 or \
-                cols[-1] - cols[0] != n - 1:
-            raise TensorCoreMiss(f"warp {w} computes a {m} x {n} block of outputs, not a WMMA tile")
+        if len(cells) != m * n or rows[-1] - rows[0] != m - 1 or cols[-1] - cols[0] != n - 1:
+            raise TensorCoreMiss(f"warp {w} computes outputs that are not a rectangle")
         if shape is not None and shape != (m, n):
             raise TensorCoreMiss("the warps compute tiles of different shapes")
         shape = (m, n)
@@ -347,14 +392,18 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
             if ta is None or tb is None:
                 raise TensorCoreMiss("the factors do not split into a row operand and a column operand")
         info.append((w, r0, c0, ta, tb, a_src, cells))
-    m, n = shape
+    wm, wn = shape
+    frag = _fragment_shape(wm, wn)
+    if frag is None:
+        raise TensorCoreMiss(f"warp 0 computes a {wm} x {wn} block of outputs, which no WMMA fragment "
+                             f"shape ({', '.join(f'{a}x{b}' for a, b, _ in FRAGMENT_SHAPES)}) tiles")
     w0 = info[0]
     a_src = w0[5]
     b_src = sy if a_src is sx else sx
     a_load, b_load = (lx, ly) if a_src is sx else (ly, lx)
     a_fill, b_fill = (fx, fy) if a_src is sx else (fy, fx)
-    _, asr, ask = _affine(w0[3], m, 16)
-    _, bsk, bsc = _affine(w0[4], 16, n)
+    _, asr, ask = _affine(w0[3], wm, 16)
+    _, bsk, bsc = _affine(w0[4], 16, wn)
     layouts = []
     for sr_, sc_, what in ((asr, ask, "A"), (bsk, bsc, "B")):
         if sc_ == 1:
@@ -367,7 +416,7 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
     if lda % ldm_mult or ldb % ldm_mult:
         raise TensorCoreMiss(f"leading dimensions {lda}, {ldb} are not multiples of {ldm_mult}")
     for _w, _r, _c, ta, tb, _src, _cells in info:
-        for t, rr, cc in ((ta, m, 16), (tb, 16, n)):
+        for t, rr, cc in ((ta, wm, 16), (tb, 16, wn)):
             _, s1, s2 = _affine(t, rr, cc)
             if (s1, s2) != ((asr, ask) if t is ta else (bsk, bsc)):
                 raise TensorCoreMiss("the warps read their tiles with different strides")
@@ -411,9 +460,14 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
             env = {**lane_env(0), **kl_env, f.loop_var: v}
             if (_ev(a_base, env) * esize) % 32 or (_ev(b_base, env) * esize) % 32:
                 raise TensorCoreMiss("a k step's tile is not 32-byte aligned")
+    fm, fn, _ = frag
+    # the fragments of a warp's block: A's i-th starts fm rows on, B's j-th fn columns on
+    a_step, b_step = fm * asr, fn * bsc
+    if (wm > fm and (a_step * esize) % 32) or (wn > fn and (b_step * esize) % 32):
+        raise TensorCoreMiss(f"the warp's {fm} x 16 (A) or 16 x {fn} (B) fragments are not 32 bytes apart")
     # the output tile: row-major with the output's row length
     out_tab = {(row - r0, col - c0): row * out_cols + col for row, col in cells0}
-    _, csr, csc = _affine(out_tab, m, n)
+    _, csr, csc = _affine(out_tab, wm, wn)
     if csc != 1 or csr % 4:
         raise TensorCoreMiss("the output tile is not row-major with a leading dimension a multiple of 4")
     # the store index of the tile's first element, symbolically: where lane 0 stores it
@@ -425,8 +479,16 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
         env.update({v: 0 for v in block_env})
         if _ev(c_base, env) != wr0 * out_cols + wc0:
             raise TensorCoreMiss(f"the output tile of warp {w} does not start where its first lane writes")
-    return _emit(acc_alloc, ko, path, outer_local, a_src, b_src, a_base, b_base, c_base, out_buf,
-                 (m, n, 16), (la, lda), (lb, ldb), out_cols, ctype, acc_dtype)
+    # store_matrix_sync needs 32-byte aligned fragments: every warp's, every block's, every fragment's
+    csize = 4
+    block_steps = [_ev(c_base, {**lane_env(0), **{v: int(v is u) for v in block_env}}) for u in block_env]
+    starts = [wr0 * out_cols + wc0 for _w, wr0, wc0, *_ in info] + block_steps
+    starts += ([fm * csr] if wm > fm else []) + ([fn] if wn > fn else [])
+    if any((x * csize) % 32 for x in starts):
+        raise TensorCoreMiss("the output's fragments are not 32-byte aligned (its row length or tile offsets)")
+    grid = _FragmentGrid(frag, wm // fm, wn // fn, a_step, b_step, fm * csr, fn)
+    return _emit(acc_alloc, ko, outer_local, a_src, b_src, a_base, b_base, c_base, out_buf, grid,
+                 (la, lda), (lb, ldb), out_cols, acc_dtype)
 
 
 def _call(name: str, *args) -> Evaluate:
@@ -445,37 +507,40 @@ def _addr(buf: Buffer, index: PrimExpr) -> PrimExpr:
     return Call("handle", _op("tir.address_of"), (BufferLoad(buf, (index,)),))
 
 
-def _emit(acc_alloc, ko, path, outer_local, a_src, b_src, a_base, b_base, c_base, out_buf, mnk, la, lb,
-          out_cols, ctype, acc_dtype) -> Stmt:
+def _emit(acc_alloc, ko, outer_local, a_src, b_src, a_base, b_base, c_base, out_buf, grid: "_FragmentGrid",
+          la, lb, out_cols, acc_dtype) -> Stmt:
+    """The WMMA code of one warp's Fm x Fn block of fragments, every call written out (a fragment
+    array is indexed by constants only, so it stays in registers)."""
+    mnk = grid.shape
     m, n, k = mnk
-    frag_c = Buffer(acc_alloc.buffer.name + "_frag", acc_dtype, (1,), "wmma.accumulator")
-    frag_a = Buffer(a_src.name + "_frag", str(a_src.dtype), (1,), "wmma.matrix_a")
-    frag_b = Buffer(b_src.name + "_frag", str(b_src.dtype), (1,), "wmma.matrix_b")
-    step = seq(
-        _call("tir.tvm_load_matrix_sync", frag_a.data, m, n, k, 0, _addr(a_src, a_base), la[1], la[0]),
-        _call("tir.tvm_load_matrix_sync", frag_b.data, m, n, k, 0, _addr(b_src, b_base), lb[1], lb[0]),
-        _call("tir.tvm_mma_sync", frag_c.data, 0, frag_a.data, 0, frag_b.data, 0, frag_c.data, 0),
-    )
-    step = _fragment(frag_a, mnk, la[0], _fragment(frag_b, mnk, lb[0], step))
+    fm, fn = grid.rows, grid.cols
+    frag_c = Buffer(acc_alloc.buffer.name + "_frag", acc_dtype, (fm * fn,), "wmma.accumulator")
+    frag_a = Buffer(a_src.name + "_frag", str(a_src.dtype), (fm,), "wmma.matrix_a")
+    frag_b = Buffer(b_src.name + "_frag", str(b_src.dtype), (fn,), "wmma.matrix_b")
+    loads = [_call("tir.tvm_load_matrix_sync", frag_a.data, m, n, k, i,
+                   _addr(a_src, simplify(a_base + i * grid.a_step)), la[1], la[0]) for i in range(fm)]
+    loads += [_call("tir.tvm_load_matrix_sync", frag_b.data, m, n, k, j,
+                    _addr(b_src, simplify(b_base + j * grid.b_step)), lb[1], lb[0]) for j in range(fn)]
+    mmas = [_call("tir.tvm_mma_sync", frag_c.data, i * fn + j, frag_a.data, i, frag_b.data, j, frag_c.data,
+                  i * fn + j) for i in range(fm) for j in range(fn)]
+    step = _fragment(frag_a, mnk, la[0], _fragment(frag_b, mnk, lb[0], seq(*loads, *mmas)))
 
     def replace(s):
         return step if s is outer_local else None
 
     new_ko = _strip(rewrite_stmts(ko, replace))
-    body = seq(
-        _call("tir.tvm_fill_fragment", frag_c.data, m, n, k, 0, const(0, acc_dtype)),
-        new_ko,
-        _call("tir.tvm_store_matrix_sync", frag_c.data, m, n, k, 0, _addr(out_buf, c_base), out_cols,
-              "row_major"),
-    )
-    out = _fragment(frag_c, mnk, "", body)
-    log.debug("tensor_core: %s -> WMMA %dx%dx%d, A %s (ld %d), B %s (ld %d)", acc_alloc.buffer.name, m, n, k,
-              la[0], la[1], lb[0], lb[1])
+    fills = [_call("tir.tvm_fill_fragment", frag_c.data, m, n, k, x, const(0, acc_dtype)) for x in range(fm * fn)]
+    stores = [_call("tir.tvm_store_matrix_sync", frag_c.data, m, n, k, i * fn + j,
+                    _addr(out_buf, simplify(c_base + i * grid.c_row_step + j * grid.c_col_step)), out_cols,
+                    "row_major") for i in range(fm) for j in range(fn)]
+    out = _fragment(frag_c, mnk, "", seq(*fills, new_ko, *stores))
+    log.debug("tensor_core: %s -> WMMA %dx%dx%d, %d x %d fragments a warp, A %s (ld %d), B %s (ld %d)",
+              acc_alloc.buffer.name, m, n, k, fm, fn, la[0], la[1], lb[0], lb[1])
     return _align_shared(out, (a_src, b_src))
 
 
 def _fragment(buf: Buffer, mnk, layout: str, body: Stmt) -> Stmt:
-    alloc = Allocate(buf, const(1), body)
+    alloc = Allocate(buf, const(int(buf.shape[0])), body)
     shape = AttrStmt(buf.data, "fragment_shape", StringImm(", ".join(str(x) for x in mnk)), alloc)
     if layout:
         return AttrStmt(buf.data, "fragment_layout", StringImm(layout), shape)
