@@ -18,11 +18,45 @@ from typing import List, Tuple
 from .. import te
 from ..errors import TVMError
 
-__all__ = ["tensorcore_schedule", "warp_tile"]
+__all__ = ["tensorcore_matmul", "tensorcore_schedule", "warp_tile"]
 
 #: dtype -> (storage_align factor, offset, the WMMA k of one step) as the tutorial sets them
 _ALIGN = {"float16": (16, 8, 16), "int8": (32, 16, 16), "uint8": (32, 16, 16), "int4": (64, 32, 32),
           "int1": (256, 128, 128)}
+
+
+def tensorcore_matmul(N: int, L: int, M: int, dtype: str = "float16",
+                      layout: str = "NN") -> Tuple[te.Tensor, te.Tensor, te.Tensor]:
+    """The tutorial's matrix product: ``C[i, j] = sum_k A * B`` (N x M), operands of ``dtype`` cast to
+    the accumulator type (float32 for float16, int32 for integers) before the product.
+
+    Parameters
+    ----------
+    N, L, M : int
+        Rows of C, the reduction length, columns of C.
+    dtype : str
+        The operands' dtype.
+    layout : str
+        NN: A (N, L), B (L, M); NT: A (L, N); TN: B (M, L); TT: both transposed (the tutorial's names).
+
+    Returns
+    -------
+    (A, B, C) : the two placeholders and the product.
+    """
+    if layout not in ("NN", "NT", "TN", "TT"):
+        raise TVMError(f"tensorcore_matmul: layout {layout!r} is not NN, NT, TN or TT")
+    a_t, b_t = layout[1] == "T", layout[0] == "T"
+    A = te.placeholder((L, N) if a_t else (N, L), name="A", dtype=dtype)
+    B = te.placeholder((M, L) if b_t else (L, M), name="B", dtype=dtype)
+    out = "float32" if dtype.startswith("float") else "int32"
+    k = te.reduce_axis((0, L), name="k")
+
+    def body(i, j):
+        a = A[k, i] if a_t else A[i, k]
+        b = B[j, k] if b_t else B[k, j]
+        return te.sum(a.astype(out) * b.astype(out), axis=k)
+
+    return A, B, te.compute((N, M), body, name="C")
 
 
 def warp_tile(bx: int, by: int, ty: int = 1, tx: int = 8, warp_m: int = 16) -> Tuple[int, int]:
