@@ -246,12 +246,9 @@ class _FragmentGrid:
     c_col_step: int
 
 
-def _fragment_shape(wm: int, wn: int) -> Optional[Tuple[int, int, int]]:
-    """The WMMA shape that tiles a warp's ``wm`` x ``wn`` block of outputs (16x16x16 first), or None."""
-    for m, n, k in FRAGMENT_SHAPES:
-        if wm % m == 0 and wn % n == 0:
-            return (m, n, k)
-    return None
+def _fragment_shapes(wm: int, wn: int) -> List[Tuple[int, int, int]]:
+    """The WMMA shapes that tile a warp's ``wm`` x ``wn`` block of outputs (16x16x16 first)."""
+    return [(m, n, k) for m, n, k in FRAGMENT_SHAPES if wm % m == 0 and wn % n == 0]
 
 
 def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
@@ -393,8 +390,8 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
                 raise TensorCoreMiss("the factors do not split into a row operand and a column operand")
         info.append((w, r0, c0, ta, tb, a_src, cells))
     wm, wn = shape
-    frag = _fragment_shape(wm, wn)
-    if frag is None:
+    shapes = _fragment_shapes(wm, wn)
+    if not shapes:
         raise TensorCoreMiss(f"warp 0 computes a {wm} x {wn} block of outputs, which no WMMA fragment "
                              f"shape ({', '.join(f'{a}x{b}' for a, b, _ in FRAGMENT_SHAPES)}) tiles")
     w0 = info[0]
@@ -460,11 +457,16 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
             env = {**lane_env(0), **kl_env, f.loop_var: v}
             if (_ev(a_base, env) * esize) % 32 or (_ev(b_base, env) * esize) % 32:
                 raise TensorCoreMiss("a k step's tile is not 32-byte aligned")
-    fm, fn, _ = frag
-    # the fragments of a warp's block: A's i-th starts fm rows on, B's j-th fn columns on
-    a_step, b_step = fm * asr, fn * bsc
-    if (wm > fm and (a_step * esize) % 32) or (wn > fn and (b_step * esize) % 32):
-        raise TensorCoreMiss(f"the warp's {fm} x 16 (A) or 16 x {fn} (B) fragments are not 32 bytes apart")
+    # the fragments of a warp's block: A's i-th starts fm rows on, B's j-th fn columns on, each
+    # 32-byte aligned (the first shape that allows it: 16x16 B fragments of int8 are 16 bytes apart)
+    for frag in shapes:
+        fm, fn, _ = frag
+        a_step, b_step = fm * asr, fn * bsc
+        if not ((wm > fm and (a_step * esize) % 32) or (wn > fn and (b_step * esize) % 32)):
+            break
+    else:
+        raise TensorCoreMiss(f"the {wm} x {wn} block's fragments ({', '.join(f'{a}x{b}' for a, b, _ in shapes)}) "
+                             "are not 32 bytes apart in shared memory")
     # the output tile: row-major with the output's row length
     out_tab = {(row - r0, col - c0): row * out_cols + col for row, col in cells0}
     _, csr, csc = _affine(out_tab, wm, wn)

@@ -148,3 +148,16 @@ def test_plain_code_of_the_same_schedules_is_exact_on_opencl(name, layout):
     a, b, ref = tensorcore_operands("int8", layout, N, L, M, np.random.default_rng(3))
     _, _, c = run(f, "opencl", a, b, np.full((N, M), -7, "int32"))
     np.testing.assert_array_equal(c, ref.astype(np.int64))
+
+
+@pytest.mark.parametrize("layout, shape, grid", [("NN", "8, 32, 16", 4 * 1), ("TN", "16, 16, 16", 2 * 2),
+                                                 ("TT", "32, 8, 16", 1 * 4)])
+def test_int8_takes_the_fragment_shape_whose_fragments_are_aligned(layout, shape, grid):
+    # 32 x 32 a warp; 16 int8 columns are 16 bytes, so row-major B needs 32-wide fragments (NN) and
+    # column-major A 32-tall ones (TT); TN's operands are both k-contiguous and take 16x16
+    A, B, C = tensorcore_matmul(256, 256, 256, "int8", layout)
+    s, args = tensorcore_schedule(A, B, C, "int8", layout, bx=4, by=16, step_k=1, v=16, ty=2, tx=16,
+                                  warp_m=32)
+    src = build_spec(s, args, "cuda -arch=sm_80").source
+    assert f"accumulator, {shape}, int> C_local_frag[{grid}];" in src
+    assert src.count("mma_sync(") == grid
