@@ -161,3 +161,15 @@ def test_int8_takes_the_fragment_shape_whose_fragments_are_aligned(layout, shape
     src = build_spec(s, args, "cuda -arch=sm_80").source
     assert f"accumulator, {shape}, int> C_local_frag[{grid}];" in src
     assert src.count("mma_sync(") == grid
+
+
+def test_fetches_of_eight_halves_are_128_bit_copies():
+    # v=8 float16 elements a thread: one uint4 load from global memory and one uint4 store to shared
+    # memory each (16-byte aligned: rows of A.shared are 40 halves = 80 bytes), no half2 pieces
+    src = _source("4x2", "NN")
+    copies = re.findall(r"\*\(uint4\*\)\((A|B)_shared \+ .*?\) = \*\(uint4\*\)\((A|B) \+ ", src)
+    assert sorted({a for a, _ in copies}) == ["A", "B"] and all(a == b for a, b in copies)
+    assert "half2" not in src
+    A, B, C = tensorcore_matmul(256, 256, 256)
+    s, args = tensorcore_schedule(A, B, C, "float16", "NN", bx=8, by=16, step_k=4, v=4, ty=4, tx=16, warp_m=32)
+    assert "uint4" not in build_spec(s, args, "cuda -arch=sm_80").source  # 8 bytes: not a whole word
