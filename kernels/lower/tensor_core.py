@@ -231,24 +231,33 @@ def _affine(table: Dict[Tuple[int, int], int], rows: int, cols: int) -> Tuple[in
     return base, sr, sc
 
 
-@dataclasses.dataclass(frozen=True)
-class _FragmentGrid:
-    """How a warp's block of outputs tiles into WMMA fragments: ``rows`` x ``cols`` fragments of
-    ``shape`` (m, n, k); the i-th A fragment starts ``a_step`` elements after the first, the j-th B
-    fragment ``b_step`` after the first; output fragment (i, j) at ``i * c_row_step + j * c_col_step``."""
-
-    shape: Tuple[int, int, int]
-    rows: int
-    cols: int
-    a_step: int
-    b_step: int
-    c_row_step: int
-    c_col_step: int
-
-
 def _fragment_shapes(wm: int, wn: int) -> List[Tuple[int, int, int]]:
     """The WMMA shapes that tile a warp's ``wm`` x ``wn`` block of outputs (16x16x16 first)."""
     return [(m, n, k) for m, n, k in FRAGMENT_SHAPES if wm % m == 0 and wn % n == 0]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Site:
+    """One accumulating statement of the pragma'd loop nest as WMMA code sees it (with double buffering
+    there are two: the loop's and the last step's after it). ``outer_local`` is the register copy it is
+    made in, which the fragment code replaces; the A (row) operand is read from ``a_src`` at
+    ``a_base`` (symbolic in the k loops and the thread indices of the warp's first lane) with layout and
+    leading dimension ``la``, B likewise; ``warps`` holds (warp, first row, first column) of each warp's
+    block of outputs, relative to the block; ``first`` the tile-loop values where lane 0 holds the
+    block's first output."""
+
+    outer_local: Allocate
+    a_src: Buffer
+    b_src: Buffer
+    a_base: PrimExpr
+    b_base: PrimExpr
+    la: Tuple[str, int]
+    lb: Tuple[str, int]
+    frag: Tuple[int, int, int]
+    block: Tuple[int, int]
+    a_step: int
+    b_step: int
+    warps: Tuple[Tuple[int, int, int], ...]
 
 
 def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
@@ -256,37 +265,24 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
     body = acc_alloc.body
     _ev = _Evaluator()
     parts = list(body.seq) if isinstance(body, SeqStmt) else [body]
-    if len(parts) != 3 or not _has_pragma(parts[1]):
+    if len(parts) < 3 or not collect(seq(*parts[1:-1]), _has_pragma):
         raise TensorCoreMiss("expected: initialise, the pragma'd loop, store")
-    init, ko, store_part = parts
+    # the middle: the pragma'd loop, or (double-buffered tiles) the first fetch, the loop, the last step
+    init, middle, store_part = parts[0], seq(*parts[1:-1]), parts[-1]
     # the initialisation: acc[...] = 0 everywhere
     for st in collect(init, lambda n: isinstance(n, BufferStore)):
         v = st.value
         if st.buffer is not acc or not (isinstance(v, (IntImm, FloatImm)) and v.value == 0):
             raise TensorCoreMiss("the accumulator is not initialised to zero")
+
     def guarded(s):
         return bool(collect(s, lambda n: isinstance(n, IfThenElse)))
 
     if guarded(init) or guarded(store_part):
         raise TensorCoreMiss("a bounds check guards the tile (a size is not a multiple of it)")
-    # the update
-    updates = [s for s in collect(ko, lambda n: isinstance(n, BufferStore)) if s.buffer is acc]
-    if len(updates) != 1:
-        raise TensorCoreMiss("the accumulator is not updated by one statement")
-    upd = updates[0]
-    path = _loops_to(ko, upd)
-    if any(isinstance(p, IfThenElse) for p in path):
-        raise TensorCoreMiss("the update is guarded")
-    lx, ly = _operand_loads(upd.value, acc)
-    allocs = {id(p.buffer): p for p in path if isinstance(p, Allocate)}
-    if id(lx.buffer) not in allocs or id(ly.buffer) not in allocs:
-        raise TensorCoreMiss("the factors are not register copies made in the loop")
-    outer_local = next(p for p in path
-                       if isinstance(p, Allocate) and id(p.buffer) in (id(lx.buffer), id(ly.buffer)))
-    k_loops = [p for p in path[path.index(ko) + 1:path.index(outer_local)] if isinstance(p, For)]
-    inner = [p for p in path[path.index(outer_local):] if isinstance(p, For)]
-    fx, sx, _ = _fill_map(allocs[id(lx.buffer)], _ev)
-    fy, sy, _ = _fill_map(allocs[id(ly.buffer)], _ev)
+    updates = [s for s in collect(middle, lambda n: isinstance(n, BufferStore)) if s.buffer is acc]
+    if not updates:
+        raise TensorCoreMiss("the accumulator is not updated in the loop")
     # the store to the output
     stores = collect(store_part, lambda n: isinstance(n, BufferStore))
     if len(stores) != 1 or not isinstance(stores[0].value, BufferLoad) or stores[0].value.buffer is not acc:
@@ -303,21 +299,6 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
     if (X * Y * Z) % 32:
         raise TensorCoreMiss(f"{X * Y * Z} threads a block is not whole warps")
     block_env = {threads[t][0]: 0 for t in threads if t.startswith("blockIdx")}
-    # which k-step loop is the 16-wide one (inside the register copies), which are per-thread tiles
-    kvars = [f for f in inner if f.loop_var in set(collect(lx.indices[0], lambda n: isinstance(n, Var)))
-             and f.loop_var in set(collect(ly.indices[0], lambda n: isinstance(n, Var)))
-             and f.loop_var not in set(collect(upd.indices[0], lambda n: isinstance(n, Var)))]
-    kext = simplify(kvars[0].extent) if len(kvars) == 1 else None
-    if not (isinstance(kext, IntImm) and kext.value == 16):
-        raise TensorCoreMiss("the reduction step inside the register copies is not 16 long")
-    ki = kvars[0]
-    tile_loops = [f for f in inner if f is not ki]
-    dt_in = str(sx.dtype)
-    if dt_in not in _INPUTS or str(sy.dtype) != dt_in:
-        raise TensorCoreMiss(f"inputs of type {sx.dtype}/{sy.dtype}: WMMA takes float16 or int8")
-    ctype, acc_dtype, ldm_mult = _INPUTS[dt_in]
-    if str(acc.dtype) != acc_dtype:
-        raise TensorCoreMiss(f"{dt_in} inputs accumulate in {acc_dtype}, not {acc.dtype}")
 
     # the accumulator element -> output element map of each lane
     def lane_env(lane: int) -> Dict[Var, int]:
@@ -342,83 +323,6 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
                 where[_ev(out_st.value.indices[0], e)] = (row, col, pt)
         return where
 
-    warps = (X * Y * Z) // 32
-    kl_env = {f.loop_var: 0 for f in k_loops}
-    shape = None
-    info = []
-    for w in range(warps):
-        cells: Dict[Tuple[int, int], Tuple[int, Dict[Var, int]]] = {}
-        xa: Dict[Tuple[int, int], int] = {}
-        yb: Dict[Tuple[int, int], int] = {}
-        for lane in range(32 * w, 32 * w + 32):
-            owners = owner_table(lane)
-            env = {**lane_env(lane), **kl_env}
-            for pt in _loop_points(tile_loops + [ki]):
-                e = {**env, **pt}
-                row, col, _ = owners[_ev(upd.indices[0], e)]
-                k = pt[ki.loop_var]
-                for load, fmap, tab in ((lx, fx, xa), (ly, fy, yb)):
-                    loc = _ev(load.indices[0], e)
-                    fenv, gidx = fmap[loc]
-                    addr = _ev(gidx, {**e, **fenv})
-                    tab[(row, col, k)] = addr
-                cells[(row, col)] = (lane, pt)
-        rows = sorted({r for r, _ in cells})
-        cols = sorted({c for _, c in cells})
-        m, n = len(rows), len(cols)
-        if len(cells) != m * n or rows[-1] - rows[0] != m - 1 or cols[-1] - cols[0] != n - 1:
-            raise TensorCoreMiss(f"warp {w} computes outputs that are not a rectangle")
-        if shape is not None and shape != (m, n):
-            raise TensorCoreMiss("the warps compute tiles of different shapes")
-        shape = (m, n)
-        r0, c0 = rows[0], cols[0]
-        # which operand depends on the row, which on the column
-        def table(src, by_row):
-            t = {}
-            for (row, col, k), addr in src.items():
-                key = (row - r0, k) if by_row else (k, col - c0)
-                if key in t and t[key] != addr:
-                    return None
-                t[key] = addr
-            return t
-        ta, tb = table(xa, True), table(yb, False)
-        a_src = sx
-        if ta is None or tb is None:
-            ta, tb = table(yb, True), table(xa, False)
-            a_src = sy
-            if ta is None or tb is None:
-                raise TensorCoreMiss("the factors do not split into a row operand and a column operand")
-        info.append((w, r0, c0, ta, tb, a_src, cells))
-    wm, wn = shape
-    shapes = _fragment_shapes(wm, wn)
-    if not shapes:
-        raise TensorCoreMiss(f"warp 0 computes a {wm} x {wn} block of outputs, which no WMMA fragment "
-                             f"shape ({', '.join(f'{a}x{b}' for a, b, _ in FRAGMENT_SHAPES)}) tiles")
-    w0 = info[0]
-    a_src = w0[5]
-    b_src = sy if a_src is sx else sx
-    a_load, b_load = (lx, ly) if a_src is sx else (ly, lx)
-    a_fill, b_fill = (fx, fy) if a_src is sx else (fy, fx)
-    _, asr, ask = _affine(w0[3], wm, 16)
-    _, bsk, bsc = _affine(w0[4], 16, wn)
-    layouts = []
-    for sr_, sc_, what in ((asr, ask, "A"), (bsk, bsc, "B")):
-        if sc_ == 1:
-            layouts.append(("row_major", sr_))
-        elif sr_ == 1:
-            layouts.append(("col_major", sc_))
-        else:
-            raise TensorCoreMiss(f"the {what} tile is neither row- nor column-major in shared memory")
-    (la, lda), (lb, ldb) = layouts
-    if lda % ldm_mult or ldb % ldm_mult:
-        raise TensorCoreMiss(f"leading dimensions {lda}, {ldb} are not multiples of {ldm_mult}")
-    for _w, _r, _c, ta, tb, _src, _cells in info:
-        for t, rr, cc in ((ta, wm, 16), (tb, 16, wn)):
-            _, s1, s2 = _affine(t, rr, cc)
-            if (s1, s2) != ((asr, ask) if t is ta else (bsk, bsc)):
-                raise TensorCoreMiss("the warps read their tiles with different strides")
-    esize = 2 if dt_in == "float16" else 1
-    # symbolic bases: evaluated at each warp's first lane, the k-step loops kept symbolic
     # the thread indices of this thread's warp's first lane (x fastest, then y, then z)
     strides = (("x", 1, X), ("y", X, Y), ("z", X * Y, None))
     lid = const(0)
@@ -428,55 +332,168 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
     first = (lid // 32) * 32
     lane0 = {tvars[t][0]: (first // stride if ext is None else (first // stride) % ext)
              for t, stride, ext in strides if tvars[t][0] is not None}
-    r0, c0, cells0 = info[0][1], info[0][2], info[0][6]
-    lane, pt_first = cells0[(r0, c0)]
-    if lane % 32:
-        raise TensorCoreMiss("a warp's first lane does not own the first element of its tile")
+    warps = (X * Y * Z) // 32
 
-    def base_expr(load, fmap):
-        # the local element lane 0 of the warp reads for the tile's first row / column at k = 0
-        e = {**lane_env(lane), **kl_env, **pt_first}
-        e[ki.loop_var] = 0
-        fenv, gidx = fmap[_ev(load.indices[0], e)]
-        sym = substitute(gidx, {v: const(x, v.dtype) for v, x in fenv.items()})
-        return simplify(substitute(sym, lane0))
+    def analyse(upd: BufferStore) -> _Site:
+        """What the warps compute at one accumulating statement, and from where in shared memory."""
+        path = _loops_to(middle, upd)
+        if any(isinstance(p, IfThenElse) for p in path):
+            raise TensorCoreMiss("the update is guarded")
+        lx, ly = _operand_loads(upd.value, acc)
+        allocs = {id(p.buffer): p for p in path if isinstance(p, Allocate)}
+        if id(lx.buffer) not in allocs or id(ly.buffer) not in allocs:
+            raise TensorCoreMiss("the factors are not register copies made in the loop")
+        outer_local = next(p for p in path
+                           if isinstance(p, Allocate) and id(p.buffer) in (id(lx.buffer), id(ly.buffer)))
+        # the loops around the register copies (the k steps, kept symbolic) and inside them
+        k_loops = [p for p in path[:path.index(outer_local)] if isinstance(p, For)]
+        inner = [p for p in path[path.index(outer_local):] if isinstance(p, For)]
+        fx, sx, _ = _fill_map(allocs[id(lx.buffer)], _ev)
+        fy, sy, _ = _fill_map(allocs[id(ly.buffer)], _ev)
+        # which loop is the 16-wide k step (inside the register copies), which are per-thread tiles
+        kvars = [f for f in inner if f.loop_var in set(collect(lx.indices[0], lambda n: isinstance(n, Var)))
+                 and f.loop_var in set(collect(ly.indices[0], lambda n: isinstance(n, Var)))
+                 and f.loop_var not in set(collect(upd.indices[0], lambda n: isinstance(n, Var)))]
+        kext = simplify(kvars[0].extent) if len(kvars) == 1 else None
+        if not (isinstance(kext, IntImm) and kext.value == 16):
+            raise TensorCoreMiss("the reduction step inside the register copies is not 16 long")
+        ki = kvars[0]
+        tile_loops = [f for f in inner if f is not ki]
+        dt_in = str(sx.dtype)
+        if dt_in not in _INPUTS or str(sy.dtype) != dt_in:
+            raise TensorCoreMiss(f"inputs of type {sx.dtype}/{sy.dtype}: WMMA takes float16 or int8")
+        _ctype, acc_dtype, ldm_mult = _INPUTS[dt_in]
+        if str(acc.dtype) != acc_dtype:
+            raise TensorCoreMiss(f"{dt_in} inputs accumulate in {acc_dtype}, not {acc.dtype}")
+        kl_env = {f.loop_var: 0 for f in k_loops}
+        shape = None
+        info = []
+        for w in range(warps):
+            cells: Dict[Tuple[int, int], Tuple[int, Dict[Var, int]]] = {}
+            xa: Dict[Tuple[int, int, int], int] = {}
+            yb: Dict[Tuple[int, int, int], int] = {}
+            for lane in range(32 * w, 32 * w + 32):
+                owners = owner_table(lane)
+                env = {**lane_env(lane), **kl_env}
+                for pt in _loop_points(tile_loops + [ki]):
+                    e = {**env, **pt}
+                    row, col, _ = owners[_ev(upd.indices[0], e)]
+                    k = pt[ki.loop_var]
+                    for load, fmap, tab in ((lx, fx, xa), (ly, fy, yb)):
+                        fenv, gidx = fmap[_ev(load.indices[0], e)]
+                        tab[(row, col, k)] = _ev(gidx, {**e, **fenv})
+                    cells[(row, col)] = (lane, pt)
+            rows = sorted({r for r, _ in cells})
+            cols = sorted({c for _, c in cells})
+            m, n = len(rows), len(cols)
+            if len(cells) != m * n or rows[-1] - rows[0] != m - 1 or cols[-1] - cols[0] != n - 1:
+                raise TensorCoreMiss(f"warp {w} computes outputs that are not a rectangle")
+            if shape is not None and shape != (m, n):
+                raise TensorCoreMiss("the warps compute tiles of different shapes")
+            shape = (m, n)
+            r0, c0 = rows[0], cols[0]
 
-    a_base = base_expr(a_load, a_fill)
-    b_base = base_expr(b_load, b_fill)
-    # check the symbolic bases against every warp (k loops at 0) and alignment (32 bytes)
-    for w, _r, _c, ta, tb, _src, _cells in info:
-        env = {**lane_env(32 * w), **kl_env}
-        for base, t, what in ((a_base, ta, "A"), (b_base, tb, "B")):
-            if _ev(base, env) != t[(0, 0)]:
-                raise TensorCoreMiss(f"the {what} tile of warp {w} does not start where its first lane reads")
-            if (t[(0, 0)] * esize) % 32:
-                raise TensorCoreMiss(f"the {what} tile of warp {w} is not 32-byte aligned")
-    for f in k_loops:
-        ext = simplify(f.extent).value
-        for v in range(ext):
-            env = {**lane_env(0), **kl_env, f.loop_var: v}
-            if (_ev(a_base, env) * esize) % 32 or (_ev(b_base, env) * esize) % 32:
-                raise TensorCoreMiss("a k step's tile is not 32-byte aligned")
-    # the fragments of a warp's block: A's i-th starts fm rows on, B's j-th fn columns on, each
-    # 32-byte aligned (the first shape that allows it: 16x16 B fragments of int8 are 16 bytes apart)
-    for frag in shapes:
-        fm, fn, _ = frag
-        a_step, b_step = fm * asr, fn * bsc
-        if not ((wm > fm and (a_step * esize) % 32) or (wn > fn and (b_step * esize) % 32)):
-            break
-    else:
-        raise TensorCoreMiss(f"the {wm} x {wn} block's fragments ({', '.join(f'{a}x{b}' for a, b, _ in shapes)}) "
-                             "are not 32 bytes apart in shared memory")
+            # which operand depends on the row, which on the column
+            def table(src, by_row):
+                t = {}
+                for (row, col, k), addr in src.items():
+                    key = (row - r0, k) if by_row else (k, col - c0)
+                    if key in t and t[key] != addr:
+                        return None
+                    t[key] = addr
+                return t
+
+            ta, tb = table(xa, True), table(yb, False)
+            a_src = sx
+            if ta is None or tb is None:
+                ta, tb = table(yb, True), table(xa, False)
+                a_src = sy
+                if ta is None or tb is None:
+                    raise TensorCoreMiss("the factors do not split into a row operand and a column operand")
+            info.append((w, r0, c0, ta, tb, cells))
+        wm, wn = shape
+        shapes = _fragment_shapes(wm, wn)
+        if not shapes:
+            raise TensorCoreMiss(f"warp 0 computes a {wm} x {wn} block of outputs, which no WMMA fragment "
+                                 f"shape ({', '.join(f'{a}x{b}' for a, b, _ in FRAGMENT_SHAPES)}) tiles")
+        b_src = sy if a_src is sx else sx
+        a_load, b_load = (lx, ly) if a_src is sx else (ly, lx)
+        a_fill, b_fill = (fx, fy) if a_src is sx else (fy, fx)
+        _, asr, ask = _affine(info[0][3], wm, 16)
+        _, bsk, bsc = _affine(info[0][4], 16, wn)
+        layouts = []
+        for sr_, sc_, what in ((asr, ask, "A"), (bsk, bsc, "B")):
+            if sc_ == 1:
+                layouts.append(("row_major", sr_))
+            elif sr_ == 1:
+                layouts.append(("col_major", sc_))
+            else:
+                raise TensorCoreMiss(f"the {what} tile is neither row- nor column-major in shared memory")
+        (la, lda), (lb, ldb) = layouts
+        if lda % ldm_mult or ldb % ldm_mult:
+            raise TensorCoreMiss(f"leading dimensions {lda}, {ldb} are not multiples of {ldm_mult}")
+        for _w, _r, _c, ta, tb, _cells in info:
+            if _affine(ta, wm, 16)[1:] != (asr, ask) or _affine(tb, 16, wn)[1:] != (bsk, bsc):
+                raise TensorCoreMiss("the warps read their tiles with different strides")
+        esize = 2 if dt_in == "float16" else 1
+        # symbolic bases: where the warp's first lane reads, the k-step loops kept symbolic
+        r0, c0, cells0 = info[0][1], info[0][2], info[0][5]
+        lane, pt_first = cells0[(r0, c0)]
+        if lane % 32:
+            raise TensorCoreMiss("a warp's first lane does not own the first element of its tile")
+
+        def base_expr(load, fmap):
+            # the local element lane 0 of the warp reads for the tile's first row / column at k = 0
+            e = {**lane_env(lane), **kl_env, **pt_first}
+            e[ki.loop_var] = 0
+            fenv, gidx = fmap[_ev(load.indices[0], e)]
+            sym = substitute(gidx, {v: const(x, v.dtype) for v, x in fenv.items()})
+            return simplify(substitute(sym, lane0))
+
+        a_base = base_expr(a_load, a_fill)
+        b_base = base_expr(b_load, b_fill)
+        # check the symbolic bases against every warp (k loops at 0) and alignment (32 bytes)
+        for w, _r, _c, ta, tb, _cells in info:
+            env = {**lane_env(32 * w), **kl_env}
+            for base, t, what in ((a_base, ta, "A"), (b_base, tb, "B")):
+                if _ev(base, env) != t[(0, 0)]:
+                    raise TensorCoreMiss(f"the {what} tile of warp {w} does not start where its first lane reads")
+                if (t[(0, 0)] * esize) % 32:
+                    raise TensorCoreMiss(f"the {what} tile of warp {w} is not 32-byte aligned")
+        for f in k_loops:
+            for v in range(simplify(f.extent).value):
+                env = {**lane_env(0), **kl_env, f.loop_var: v}
+                if (_ev(a_base, env) * esize) % 32 or (_ev(b_base, env) * esize) % 32:
+                    raise TensorCoreMiss("a k step's tile is not 32-byte aligned")
+        # the fragments of a warp's block: A's i-th starts fm rows on, B's j-th fn columns on, each
+        # 32-byte aligned (the first shape that allows it: 16x16 B fragments of int8 are 16 bytes apart)
+        for frag in shapes:
+            fm, fn, _ = frag
+            a_step, b_step = fm * asr, fn * bsc
+            if not ((wm > fm and (a_step * esize) % 32) or (wn > fn and (b_step * esize) % 32)):
+                break
+        else:
+            raise TensorCoreMiss(f"the {wm} x {wn} block's fragments "
+                                 f"({', '.join(f'{a}x{b}' for a, b, _ in shapes)}) are not 32 bytes apart "
+                                 "in shared memory")
+        return _Site(outer_local, a_src, b_src, a_base, b_base, (la, lda), (lb, ldb), frag, (wm, wn),
+                     a_step, b_step, tuple((w, r, c) for w, r, c, *_ in info))
+
+    sites = [analyse(u) for u in updates]
+    s0 = sites[0]
+    for s in sites[1:]:
+        if (s.frag, s.block, s.warps) != (s0.frag, s0.block, s0.warps):
+            raise TensorCoreMiss("the copies of the accumulation (double buffering) tile the warps differently")
+    (wm, wn), (fm, fn, _) = s0.block, s0.frag
+    _w0, r0, c0 = s0.warps[0]
     # the output tile: row-major with the output's row length
-    out_tab = {(row - r0, col - c0): row * out_cols + col for row, col in cells0}
-    _, csr, csc = _affine(out_tab, wm, wn)
-    if csc != 1 or csr % 4:
+    if out_cols % 4:
         raise TensorCoreMiss("the output tile is not row-major with a leading dimension a multiple of 4")
     # the store index of the tile's first element, symbolically: where lane 0 stores it
     pt0 = next(pt for row, col, pt in owner_table(0).values() if (row, col) == (r0, c0))
     at_pt0 = substitute(out_st.indices[0], {v: const(x, v.dtype) for v, x in pt0.items()})
     c_base = simplify(substitute(at_pt0, lane0))
-    for w, wr0, wc0, *_ in info:
+    for w, wr0, wc0 in s0.warps:
         env = {**lane_env(32 * w)}
         env.update({v: 0 for v in block_env})
         if _ev(c_base, env) != wr0 * out_cols + wc0:
@@ -484,13 +501,11 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
     # store_matrix_sync needs 32-byte aligned fragments: every warp's, every block's, every fragment's
     csize = 4
     block_steps = [_ev(c_base, {**lane_env(0), **{v: int(v is u) for v in block_env}}) for u in block_env]
-    starts = [wr0 * out_cols + wc0 for _w, wr0, wc0, *_ in info] + block_steps
-    starts += ([fm * csr] if wm > fm else []) + ([fn] if wn > fn else [])
+    starts = [wr0 * out_cols + wc0 for _w, wr0, wc0 in s0.warps] + block_steps
+    starts += ([fm * out_cols] if wm > fm else []) + ([fn] if wn > fn else [])
     if any((x * csize) % 32 for x in starts):
         raise TensorCoreMiss("the output's fragments are not 32-byte aligned (its row length or tile offsets)")
-    grid = _FragmentGrid(frag, wm // fm, wn // fn, a_step, b_step, fm * csr, fn)
-    return _emit(acc_alloc, ko, outer_local, a_src, b_src, a_base, b_base, c_base, out_buf, grid,
-                 (la, lda), (lb, ldb), out_cols, acc_dtype)
+    return _emit(acc_alloc, middle, sites, c_base, out_buf, out_cols, _INPUTS[str(s0.a_src.dtype)][1])
 
 
 def _call(name: str, *args) -> Evaluate:
@@ -509,36 +524,48 @@ def _addr(buf: Buffer, index: PrimExpr) -> PrimExpr:
     return Call("handle", _op("tir.address_of"), (BufferLoad(buf, (index,)),))
 
 
-def _emit(acc_alloc, ko, outer_local, a_src, b_src, a_base, b_base, c_base, out_buf, grid: "_FragmentGrid",
-          la, lb, out_cols, acc_dtype) -> Stmt:
+def _emit(acc_alloc: Allocate, middle: Stmt, sites: List[_Site], c_base: PrimExpr, out_buf: Buffer,
+          out_cols: int, acc_dtype: str) -> Stmt:
     """The WMMA code of one warp's Fm x Fn block of fragments, every call written out (a fragment
     array is indexed by constants only, so it stays in registers)."""
-    mnk = grid.shape
+    s0 = sites[0]
+    mnk = s0.frag
     m, n, k = mnk
-    fm, fn = grid.rows, grid.cols
+    fm, fn = s0.block[0] // m, s0.block[1] // n
     frag_c = Buffer(acc_alloc.buffer.name + "_frag", acc_dtype, (fm * fn,), "wmma.accumulator")
-    frag_a = Buffer(a_src.name + "_frag", str(a_src.dtype), (fm,), "wmma.matrix_a")
-    frag_b = Buffer(b_src.name + "_frag", str(b_src.dtype), (fn,), "wmma.matrix_b")
-    loads = [_call("tir.tvm_load_matrix_sync", frag_a.data, m, n, k, i,
-                   _addr(a_src, simplify(a_base + i * grid.a_step)), la[1], la[0]) for i in range(fm)]
-    loads += [_call("tir.tvm_load_matrix_sync", frag_b.data, m, n, k, j,
-                    _addr(b_src, simplify(b_base + j * grid.b_step)), lb[1], lb[0]) for j in range(fn)]
-    mmas = [_call("tir.tvm_mma_sync", frag_c.data, i * fn + j, frag_a.data, i, frag_b.data, j, frag_c.data,
-                  i * fn + j) for i in range(fm) for j in range(fn)]
-    step = _fragment(frag_a, mnk, la[0], _fragment(frag_b, mnk, lb[0], seq(*loads, *mmas)))
+
+    def step(site: _Site) -> Stmt:
+        frag_a = Buffer(site.a_src.name + "_frag", str(site.a_src.dtype), (fm,), "wmma.matrix_a")
+        frag_b = Buffer(site.b_src.name + "_frag", str(site.b_src.dtype), (fn,), "wmma.matrix_b")
+        la, lb = site.la, site.lb
+        loads = [_call("tir.tvm_load_matrix_sync", frag_a.data, m, n, k, i,
+                       _addr(site.a_src, simplify(site.a_base + i * site.a_step)), la[1], la[0])
+                 for i in range(fm)]
+        loads += [_call("tir.tvm_load_matrix_sync", frag_b.data, m, n, k, j,
+                        _addr(site.b_src, simplify(site.b_base + j * site.b_step)), lb[1], lb[0])
+                  for j in range(fn)]
+        mmas = [_call("tir.tvm_mma_sync", frag_c.data, i * fn + j, frag_a.data, i, frag_b.data, j, frag_c.data,
+                      i * fn + j) for i in range(fm) for j in range(fn)]
+        return _fragment(frag_a, mnk, la[0], _fragment(frag_b, mnk, lb[0], seq(*loads, *mmas)))
+
+    steps = {id(s.outer_local): step(s) for s in sites}
 
     def replace(s):
-        return step if s is outer_local else None
+        return steps.get(id(s))
 
-    new_ko = _strip(rewrite_stmts(ko, replace))
+    def strip(s):
+        return _strip(s) if _has_pragma(s) else None
+
+    new_middle = rewrite_stmts(rewrite_stmts(middle, replace), strip)
     fills = [_call("tir.tvm_fill_fragment", frag_c.data, m, n, k, x, const(0, acc_dtype)) for x in range(fm * fn)]
     stores = [_call("tir.tvm_store_matrix_sync", frag_c.data, m, n, k, i * fn + j,
-                    _addr(out_buf, simplify(c_base + i * grid.c_row_step + j * grid.c_col_step)), out_cols,
-                    "row_major") for i in range(fm) for j in range(fn)]
-    out = _fragment(frag_c, mnk, "", seq(*fills, new_ko, *stores))
-    log.debug("tensor_core: %s -> WMMA %dx%dx%d, %d x %d fragments a warp, A %s (ld %d), B %s (ld %d)",
-              acc_alloc.buffer.name, m, n, k, fm, fn, la[0], la[1], lb[0], lb[1])
-    return _align_shared(out, (a_src, b_src))
+                    _addr(out_buf, simplify(c_base + i * m * out_cols + j * n)), out_cols, "row_major")
+              for i in range(fm) for j in range(fn)]
+    out = _fragment(frag_c, mnk, "", seq(*fills, new_middle, *stores))
+    log.debug("tensor_core: %s -> WMMA %dx%dx%d, %d x %d fragments a warp, A %s (ld %d), B %s (ld %d)%s",
+              acc_alloc.buffer.name, m, n, k, fm, fn, s0.la[0], s0.la[1], s0.lb[0], s0.lb[1],
+              ", double-buffered" if len(sites) > 1 else "")
+    return _align_shared(out, {id(b): b for s in sites for b in (s.a_src, s.b_src)}.values())
 
 
 def _fragment(buf: Buffer, mnk, layout: str, body: Stmt) -> Stmt:

@@ -122,8 +122,8 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
     warp_m : int
         Columns of the output a warp covers (the tutorial's 16; it must be a multiple of ``tx``).
     double_buffer : int
-        Non-zero: double-buffer the shared tiles (the next step's tiles are fetched while the current
-        ones are used). The tensor-core rewrite keeps plain code for such a loop nest.
+        Non-zero: double-buffer the shared tiles (two halves each; the next step's tiles are fetched
+        into one while the fragments are loaded from the other, one barrier a step).
 
     Returns
     -------

@@ -25,6 +25,8 @@ CONFIGS = {
     "2x2": (dict(bx=4, by=16, step_k=2, v=8, ty=2, tx=16, warp_m=32), (2, 2), (32, 64)),
     "4x2": (dict(bx=8, by=16, step_k=2, v=8, ty=4, tx=16, warp_m=32), (4, 2), (64, 128)),
     "4x4": (dict(bx=8, by=16, step_k=2, v=8, ty=8, tx=16, warp_m=64), (4, 4), (128, 128)),
+    "2x2 double-buffered": (dict(bx=4, by=16, step_k=2, v=8, ty=2, tx=16, warp_m=32, double_buffer=1), (2, 2),
+                            (32, 64)),
 }
 
 
@@ -128,7 +130,7 @@ def test_analysis_of_a_large_warp_tile_is_quick():
 @needs_nvcc
 @pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_90"])
 def test_fragment_arrays_compile(arch):
-    for name, layout in (("2x2", "NT"), ("4x2", "NN"), ("4x2", "TT")):
+    for name, layout in (("2x2", "NT"), ("4x2", "NN"), ("4x2", "TT"), ("2x2 double-buffered", "TN")):
         src = _source(name, layout, arch=arch)
         out = nvcc.compile_cuda(src, target_format="cubin", arch=arch)
         assert out[:4] == b"\x7fELF"
@@ -136,7 +138,7 @@ def test_fragment_arrays_compile(arch):
 
 @pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
 @pytest.mark.parametrize("layout", ["NN", "TN", "NT", "TT"])
-@pytest.mark.parametrize("name", ["2x2", "4x2"])
+@pytest.mark.parametrize("name", ["2x2", "4x2", "2x2 double-buffered"])
 def test_plain_code_of_the_same_schedules_is_exact_on_opencl(name, layout):
     # int8 operands and int32 sums: exact whatever the order of the additions
     knobs, _, (rows, cols) = CONFIGS[name]
@@ -173,3 +175,18 @@ def test_fetches_of_eight_halves_are_128_bit_copies():
     A, B, C = tensorcore_matmul(256, 256, 256)
     s, args = tensorcore_schedule(A, B, C, "float16", "NN", bx=8, by=16, step_k=4, v=4, ty=4, tx=16, warp_m=32)
     assert "uint4" not in build_spec(s, args, "cuda -arch=sm_80").source  # 8 bytes: not a whole word
+
+
+@pytest.mark.parametrize("layout", ["NN", "TT"])
+def test_double_buffered_tiles_take_fragments_in_the_loop_and_in_the_last_step(layout):
+    # the next step's tiles go to the idle half while the fragments read the other: one barrier an
+    # iteration, one before the last step (after the loop) which reads the half the loop filled last
+    src = _source("2x2 double-buffered", layout)
+    loop, last = src[src.index("for (int k_outer"):].rsplit("__syncthreads();", 1)
+    assert loop.count("mma_sync(") == 4 and last.count("mma_sync(") == 4
+    assert src.count("__syncthreads()") == 2
+    # the loop reads the half of step k (k & 1), the last step the half after the loop's last fetch
+    # (256 / 32 = 8 steps: the last one in half 1)
+    halves = re.findall(r"load_matrix_sync\(A_shared_frag1?\[0\], \(&A_shared\[(.*?)\]\)", src)
+    assert len(halves) == 2 and "(k_outer & 1) * " in halves[0] and "k_outer" not in halves[1]
+    assert "fill_fragment" in src and src.count("store_matrix_sync(") == 4
