@@ -34,26 +34,29 @@ def _cfg(bx, by, step_k, ty=1, tx=8, warp_m=16, v=8, double_buffer=0):
 
 
 #: the grid: the tutorial's best one-fragment configuration, then warps of 2x2 ... 4x4 fragments
-#: (16x16x16) in blocks of 4 or 8 warps; shared tiles stay within the 48 KiB of static shared memory
+#: (16x16x16) in blocks of 4 or 8 warps, some double-buffered. Shared tiles stay within the 48 KiB of
+#: static shared memory. v: elements a thread fetches at once (8 halves: one 128-bit copy); the fetch
+#: of A's rows of step_k * 16 elements keeps every thread busy where bx * v divides them.
 GRID = [
-    _cfg(4, 64, 4),                                   # tutorial: 1 fragment a warp, 8 warps, 64 x 32
-    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64),           # 4x4 a warp, 4 warps, 128 x 128
+    _cfg(4, 64, 4),                                            # tutorial: 1 fragment, 8 warps, 64 x 32
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64),                    # 4x4 a warp, 4 warps, 128 x 128
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=4),
     _cfg(8, 16, 4, ty=8, tx=16, warp_m=64),
-    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64, v=4),
     _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, double_buffer=1),
-    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64, double_buffer=1),
-    _cfg(8, 32, 2, ty=8, tx=16, warp_m=64),           # 4x4, 8 warps, 256 x 128
-    _cfg(8, 32, 1, ty=8, tx=16, warp_m=64),
-    _cfg(16, 16, 2, ty=8, tx=16, warp_m=64),          # 4x4, 8 warps, 128 x 256
-    _cfg(16, 16, 1, ty=8, tx=16, warp_m=64),
-    _cfg(8, 32, 2, ty=4, tx=16, warp_m=32),           # 4x2 (64 x 32), 8 warps, 128 x 128
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=4, double_buffer=1),
+    _cfg(8, 32, 2, ty=8, tx=16, warp_m=64),                    # 4x4, 8 warps, 256 x 128
+    _cfg(8, 32, 2, ty=8, tx=16, warp_m=64, v=4),
+    _cfg(16, 16, 2, ty=8, tx=16, warp_m=64, v=4),              # 4x4, 8 warps, 128 x 256
+    _cfg(8, 32, 2, ty=4, tx=16, warp_m=32, v=4),               # 4x2 (64 x 32), 8 warps, 128 x 128
     _cfg(8, 32, 4, ty=4, tx=16, warp_m=32),
-    _cfg(8, 32, 2, ty=4, tx=16, warp_m=64),           # 2x4 (32 x 64), 8 warps, 128 x 128
+    _cfg(8, 32, 2, ty=4, tx=16, warp_m=32, v=4, double_buffer=1),
+    _cfg(8, 32, 2, ty=4, tx=16, warp_m=64, v=4),               # 2x4 (32 x 64), 8 warps, 128 x 128
     _cfg(8, 32, 4, ty=4, tx=16, warp_m=64),
-    _cfg(8, 16, 4, ty=4, tx=16, warp_m=32),           # 4x2, 4 warps, 64 x 128
-    _cfg(8, 32, 4, ty=2, tx=16, warp_m=32),           # 2x2 (32 x 32), 8 warps, 64 x 128
-    _cfg(8, 16, 4, ty=4, tx=8, warp_m=32),            # 2x2 with 8-wide thread strips, 4 warps, 64 x 64
-    _cfg(16, 16, 4, ty=4, tx=16, warp_m=64),          # 2x4, 8 warps, 64 x 256
+    _cfg(8, 32, 2, ty=4, tx=16, warp_m=64, v=4, double_buffer=1),
+    _cfg(8, 32, 4, ty=2, tx=16, warp_m=32),                    # 2x2 (32 x 32), 8 warps, 64 x 128
+    _cfg(8, 32, 2, ty=2, tx=16, warp_m=32, v=4, double_buffer=1),
+    _cfg(8, 16, 4, ty=4, tx=16, warp_m=32),                    # 4x2, 4 warps, 64 x 128
+    _cfg(8, 16, 4, ty=4, tx=8, warp_m=32),                     # 2x2 with 8-wide thread strips, 64 x 64
 ]
 
 
@@ -136,7 +139,7 @@ def main() -> None:
             got = torch.from_numpy(c.numpy()).cuda()
             err = float((got - ref).abs().max()) / scale
             ok = err < 1e-2
-            ms = median_ms(lambda: f(a, b, c), opt.reps)
+            ms = median_ms(lambda f=f, c=c: f(a, b, c), opt.reps)
         except Exception as exc:
             print(f"  [{warp}] {label}: RUN ERROR {type(exc).__name__}: {str(exc)[:300]}", flush=True)
             report["rows"].append(dict(knobs=knobs, error=str(exc)[:300]))

@@ -198,7 +198,9 @@ class CUDACodegen(CFamilyCodegen):
             idx, buf = x.indices[0], x.buffer
             if not (isinstance(idx, Ramp) and isinstance(idx.stride, IntImm) and idx.stride.value == 1):
                 return 0
-            if buf.scope not in VECTOR_SCOPES or (buf.scope == "shared" and id(buf) not in self.vector_buffers):
+            if buf.scope not in VECTOR_SCOPES:
+                return 0
+            if buf.scope == "shared" and id(buf) not in self.vector_buffers:
                 return 0
             if not is_multiple(idx.base, per, self.facts):
                 return 0

@@ -182,7 +182,8 @@ class _Evaluator:
                                  "must not") from None
 
 
-def _fill_map(alloc: Allocate, _ev: "_Evaluator") -> Tuple[Dict[int, Tuple[Dict[Var, int], PrimExpr]], Buffer, List[For]]:
+def _fill_map(alloc: Allocate, _ev: "_Evaluator") -> Tuple[Dict[int, Tuple[Dict[Var, int], PrimExpr]], Buffer,
+                                                            List[For]]:
     """For a register copy ``X.local[f(i)] = X.shared[g(i)]``: local index -> (loop values, g)."""
     stores = [s for s in collect(alloc.body, lambda n: isinstance(n, BufferStore))
               if s.buffer is alloc.buffer]
@@ -394,7 +395,7 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
             r0, c0 = rows[0], cols[0]
 
             # which operand depends on the row, which on the column
-            def table(src, by_row):
+            def table(src, by_row, r0=r0, c0=c0):
                 t = {}
                 for (row, col, k), addr in src.items():
                     key = (row - r0, k) if by_row else (k, col - c0)
@@ -457,7 +458,8 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
             env = {**lane_env(32 * w), **kl_env}
             for base, t, what in ((a_base, ta, "A"), (b_base, tb, "B")):
                 if _ev(base, env) != t[(0, 0)]:
-                    raise TensorCoreMiss(f"the {what} tile of warp {w} does not start where its first lane reads")
+                    raise TensorCoreMiss(f"the {what} tile of warp {w} does not start where its first lane "
+                                         "reads")
                 if (t[(0, 0)] * esize) % 32:
                     raise TensorCoreMiss(f"the {what} tile of warp {w} is not 32-byte aligned")
         for f in k_loops:
@@ -483,7 +485,8 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
     s0 = sites[0]
     for s in sites[1:]:
         if (s.frag, s.block, s.warps) != (s0.frag, s0.block, s0.warps):
-            raise TensorCoreMiss("the copies of the accumulation (double buffering) tile the warps differently")
+            raise TensorCoreMiss("the copies of the accumulation (double buffering) tile the warps "
+                                 "differently")
     (wm, wn), (fm, fn, _) = s0.block, s0.frag
     _w0, r0, c0 = s0.warps[0]
     # the output tile: row-major with the output's row length
@@ -504,7 +507,8 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
     starts = [wr0 * out_cols + wc0 for _w, wr0, wc0 in s0.warps] + block_steps
     starts += ([fm * out_cols] if wm > fm else []) + ([fn] if wn > fn else [])
     if any((x * csize) % 32 for x in starts):
-        raise TensorCoreMiss("the output's fragments are not 32-byte aligned (its row length or tile offsets)")
+        raise TensorCoreMiss("the output's fragments are not 32-byte aligned (its row length or tile "
+                             "offsets)")
     return _emit(acc_alloc, middle, sites, c_base, out_buf, out_cols, _INPUTS[str(s0.a_src.dtype)][1])
 
 
@@ -544,8 +548,8 @@ def _emit(acc_alloc: Allocate, middle: Stmt, sites: List[_Site], c_base: PrimExp
         loads += [_call("tir.tvm_load_matrix_sync", frag_b.data, m, n, k, j,
                         _addr(site.b_src, simplify(site.b_base + j * site.b_step)), lb[1], lb[0])
                   for j in range(fn)]
-        mmas = [_call("tir.tvm_mma_sync", frag_c.data, i * fn + j, frag_a.data, i, frag_b.data, j, frag_c.data,
-                      i * fn + j) for i in range(fm) for j in range(fn)]
+        mmas = [_call("tir.tvm_mma_sync", frag_c.data, i * fn + j, frag_a.data, i, frag_b.data, j,
+                      frag_c.data, i * fn + j) for i in range(fm) for j in range(fn)]
         return _fragment(frag_a, mnk, la[0], _fragment(frag_b, mnk, lb[0], seq(*loads, *mmas)))
 
     steps = {id(s.outer_local): step(s) for s in sites}
@@ -557,7 +561,8 @@ def _emit(acc_alloc: Allocate, middle: Stmt, sites: List[_Site], c_base: PrimExp
         return _strip(s) if _has_pragma(s) else None
 
     new_middle = rewrite_stmts(rewrite_stmts(middle, replace), strip)
-    fills = [_call("tir.tvm_fill_fragment", frag_c.data, m, n, k, x, const(0, acc_dtype)) for x in range(fm * fn)]
+    fills = [_call("tir.tvm_fill_fragment", frag_c.data, m, n, k, x, const(0, acc_dtype))
+             for x in range(fm * fn)]
     stores = [_call("tir.tvm_store_matrix_sync", frag_c.data, m, n, k, i * fn + j,
                     _addr(out_buf, simplify(c_base + i * m * out_cols + j * n)), out_cols, "row_major")
               for i in range(fm) for j in range(fn)]

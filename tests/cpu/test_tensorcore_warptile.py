@@ -173,7 +173,8 @@ def test_fetches_of_eight_halves_are_128_bit_copies():
     assert sorted({a for a, _ in copies}) == ["A", "B"] and all(a == b for a, b in copies)
     assert "half2" not in src
     A, B, C = tensorcore_matmul(256, 256, 256)
-    s, args = tensorcore_schedule(A, B, C, "float16", "NN", bx=8, by=16, step_k=4, v=4, ty=4, tx=16, warp_m=32)
+    s, args = tensorcore_schedule(A, B, C, "float16", "NN", bx=8, by=16, step_k=4, v=4, ty=4, tx=16,
+                                  warp_m=32)
     assert "uint4" not in build_spec(s, args, "cuda -arch=sm_80").source  # 8 bytes: not a whole word
 
 
