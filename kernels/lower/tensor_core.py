@@ -124,15 +124,20 @@ def _loops_to(root: Stmt, target: Stmt) -> Optional[List[Stmt]]:
     return None
 
 
-def _loop_points(loops: Sequence[For]):
-    """Every assignment of values to ``loops`` (constant extents), as {var: value}."""
+def _loop_ranges(loops: Sequence[For]) -> List[range]:
+    """The values of each of ``loops`` (constant extents from 0)."""
     ranges = []
     for f in loops:
         ext = simplify(f.extent)
         if not isinstance(ext, IntImm) or not (isinstance(f.min, IntImm) and f.min.value == 0):
             raise TensorCoreMiss(f"loop {f.loop_var.name} has no constant extent from 0")
         ranges.append(range(ext.value))
-    for vals in itertools.product(*ranges):
+    return ranges
+
+
+def _loop_points(loops: Sequence[For]):
+    """Every assignment of values to ``loops`` (constant extents), as {var: value}."""
+    for vals in itertools.product(*_loop_ranges(loops)):
         yield {f.loop_var: v for f, v in zip(loops, vals)}
 
 
@@ -166,7 +171,8 @@ class _Evaluator:
     def __init__(self) -> None:
         self._fns: Dict[PrimExpr, object] = {}
 
-    def __call__(self, e: PrimExpr, env: Dict[Var, int]) -> int:
+    def function(self, e: PrimExpr):
+        """``e`` as a Python function of an environment {Var: int} (KeyError: a variable missing)."""
         fn = self._fns.get(e)
         if fn is None:
             names: Dict[Var, str] = {}
@@ -174,6 +180,10 @@ class _Evaluator:
             ns = {name: var for var, name in names.items()}
             ns.update(min=min, max=max)
             fn = self._fns[e] = eval(f"lambda env: {src}", ns)  # noqa: S307 (source built above)
+        return fn
+
+    def __call__(self, e: PrimExpr, env: Dict[Var, int]) -> int:
+        fn = self.function(e)
         try:
             return fn(env)
         except KeyError as missing:
@@ -367,6 +377,9 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
         if str(acc.dtype) != acc_dtype:
             raise TensorCoreMiss(f"{dt_in} inputs accumulate in {acc_dtype}, not {acc.dtype}")
         kl_env = {f.loop_var: 0 for f in k_loops}
+        loop_vars = [f.loop_var for f in tile_loops + [ki]]
+        ranges = _loop_ranges(tile_loops + [ki])
+        f_upd, f_x, f_y = (_ev.function(x.indices[0]) for x in (upd, lx, ly))
         shape = None
         info = []
         for w in range(warps):
@@ -376,14 +389,20 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
             for lane in range(32 * w, 32 * w + 32):
                 owners = owner_table(lane)
                 env = {**lane_env(lane), **kl_env}
-                for pt in _loop_points(tile_loops + [ki]):
-                    e = {**env, **pt}
-                    row, col, _ = owners[_ev(upd.indices[0], e)]
-                    k = pt[ki.loop_var]
-                    for load, fmap, tab in ((lx, fx, xa), (ly, fy, yb)):
-                        fenv, gidx = fmap[_ev(load.indices[0], e)]
-                        tab[(row, col, k)] = _ev(gidx, {**e, **fenv})
-                    cells[(row, col)] = (lane, pt)
+                try:  # the hot loop: one environment updated in place (the fill loops' variables too)
+                    for vals in itertools.product(*ranges):
+                        env.update(zip(loop_vars, vals))
+                        row, col, _ = owners[f_upd(env)]
+                        k = vals[-1]
+                        for f_load, fmap, tab in ((f_x, fx, xa), (f_y, fy, yb)):
+                            fenv, gidx = fmap[f_load(env)]
+                            env.update(fenv)
+                            tab[(row, col, k)] = _ev.function(gidx)(env)
+                        cells[(row, col)] = (lane, vals)
+                except KeyError as missing:
+                    raise TensorCoreMiss(f"lane {lane % 32} of warp {w} reads or writes outside its "
+                                         f"register copies, or an index depends on something else "
+                                         f"({missing})") from None
             rows = sorted({r for r, _ in cells})
             cols = sorted({c for _, c in cells})
             m, n = len(rows), len(cols)
@@ -439,7 +458,8 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
         esize = 2 if dt_in == "float16" else 1
         # symbolic bases: where the warp's first lane reads, the k-step loops kept symbolic
         r0, c0, cells0 = info[0][1], info[0][2], info[0][5]
-        lane, pt_first = cells0[(r0, c0)]
+        lane, first_vals = cells0[(r0, c0)]
+        pt_first = dict(zip(loop_vars, first_vals))
         if lane % 32:
             raise TensorCoreMiss("a warp's first lane does not own the first element of its tile")
 
