@@ -6,18 +6,26 @@ Where it applies. A stage cached in registers (``C.local``, allocated per thread
 ``C.local[j] += cast(A.local[..]) * cast(B.local[..])`` inside a loop that carries the pragma
 (``s[CL].pragma(ko, "tensor_core")``); ``A.local`` and ``B.local`` are register copies of shared
 tiles; after the loop each thread stores its ``C.local`` to the output. The pass works out, by
-evaluating the index expressions for every lane of every warp of a block, what each warp computes:
-which rows and columns of the output (an m x n tile), which elements of the shared tiles it reads at
-each step of 16 along k (an m x 16 tile of A and a 16 x n tile of B, row- or column-major, with
-their leading dimensions), and where its tile of the output lies. Where that is a fragment shape
-WMMA has — 16x16x16, 8x32x16 or 32x8x16 for float16 -> float32 and int8 -> int32 — with aligned
-tiles and legal leading dimensions, the per-thread code becomes::
+evaluating the index expressions for every lane of every warp of a block (each expression compiled
+to a Python function once), what each warp computes: which rows and columns of the output (a
+rectangle of wm x wn outputs), which elements of the shared tiles it reads at each step of 16 along
+k (a wm x 16 tile of A and a 16 x wn tile of B, row- or column-major, with their leading
+dimensions), and where its block of the output lies. Where WMMA fragments tile that block — Fm x Fn
+fragments of 16x16x16, 8x32x16 or 32x8x16 for float16 -> float32 and int8 -> int32, the first shape
+whose fragments are 32-byte aligned — with aligned tiles and legal leading dimensions, the
+per-thread code becomes (fragment arrays indexed by constants, every call written out)::
 
-    fragment<accumulator> acc;  fill_fragment(acc, 0)
+    fragment<accumulator> acc[Fm * Fn];  fill_fragment(acc[i], 0) for each
     for ko: (the cooperative fetches into shared memory, unchanged)
-        for each k step: load_matrix_sync(a, &A.shared[...], lda); load_matrix_sync(b, ...);
-                         mma_sync(acc, a, b, acc)
-    store_matrix_sync(&C[...], acc, ldc, mem_row_major)
+        for each k step: load_matrix_sync(a[i], &A.shared[base_a + i * a_step], lda)   i < Fm
+                         load_matrix_sync(b[j], &B.shared[base_b + j * b_step], ldb)   j < Fn
+                         mma_sync(acc[i * Fn + j], a[i], b[j], acc[i * Fn + j])        every i, j
+    store_matrix_sync(&C[base_c + i * m * ldc + j * n], acc[i * Fn + j], ldc, mem_row_major)
+
+The tutorial's thread tile (1 x 8 outputs) gives one fragment a warp (Fm = Fn = 1). With
+double-buffered shared tiles (``s[AA].double_buffer()``) the loop nest holds two copies of the
+accumulation — in the loop, on the half of step k, and after it, the last step — and both become
+fragment code on the same accumulators.
 
 Anywhere else (another target, a shape or layout WMMA lacks, a bounds check inside the tile, a
 block that is not whole warps) the plain code stays — it computes the same product — and the reason
