@@ -140,7 +140,8 @@ def test_fragment_arrays_compile(arch):
 @pytest.mark.parametrize("layout", ["NN", "TN", "NT", "TT"])
 @pytest.mark.parametrize("name", ["2x2", "4x2", "2x2 double-buffered"])
 def test_plain_code_of_the_same_schedules_is_exact_on_opencl(name, layout):
-    # int8 operands and int32 sums: exact whatever the order of the additions
+    # int8 operands and int32 sums: exact whatever the order of the additions (and PoCL on the CPU
+    # builds no half-precision programs); the schedules are the float16 ones, knob for knob
     knobs, _, (rows, cols) = CONFIGS[name]
     N, L, M = rows, 64, 2 * cols  # one block row, two block columns, two k steps of 32
     A, B, C = tensorcore_matmul(N, L, M, "int8", layout)
