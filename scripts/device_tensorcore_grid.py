@@ -29,8 +29,9 @@ from kernels.workloads.tensorcore_schedule import (tensorcore_matmul, tensorcore
                                                    warp_tile)
 
 
-def _cfg(bx, by, step_k, ty=1, tx=8, warp_m=16, v=8, double_buffer=0):
-    return dict(bx=bx, by=by, step_k=step_k, v=v, ty=ty, tx=tx, warp_m=warp_m, double_buffer=double_buffer)
+def _cfg(bx, by, step_k, ty=1, tx=8, warp_m=16, v=8, double_buffer=0, flat_fetch=0):
+    return dict(bx=bx, by=by, step_k=step_k, v=v, ty=ty, tx=tx, warp_m=warp_m, double_buffer=double_buffer,
+                flat_fetch=flat_fetch)
 
 
 #: the grid: the tutorial's best one-fragment configuration, then warps of 2x2 ... 4x4 fragments
@@ -44,6 +45,11 @@ GRID = [
     _cfg(8, 16, 4, ty=8, tx=16, warp_m=64),
     _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, double_buffer=1),
     _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=4, double_buffer=1),
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, flat_fetch=1),      # every thread fetches (128-bit)
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, flat_fetch=1, double_buffer=1),
+    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64, flat_fetch=1),
+    _cfg(8, 32, 2, ty=8, tx=16, warp_m=64, flat_fetch=1),
+    _cfg(8, 32, 2, ty=4, tx=16, warp_m=32, flat_fetch=1, double_buffer=1),
     _cfg(8, 32, 2, ty=8, tx=16, warp_m=64),                    # 4x4, 8 warps, 256 x 128
     _cfg(8, 32, 2, ty=8, tx=16, warp_m=64, v=4),
     _cfg(16, 16, 2, ty=8, tx=16, warp_m=64, v=4),              # 4x4, 8 warps, 128 x 256

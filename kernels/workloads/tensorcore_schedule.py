@@ -79,7 +79,7 @@ def warp_tile(bx: int, by: int, ty: int = 1, tx: int = 8, warp_m: int = 16) -> T
 
 def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, layout: str, bx: int, by: int,
                         step_k: int, v: int, ty: int = 1, tx: int = 8, warp_m: int = 16,
-                        double_buffer: int = 0) -> Tuple[te.Schedule, List[te.Tensor]]:
+                        double_buffer: int = 0, flat_fetch: int = 0) -> Tuple[te.Schedule, List[te.Tensor]]:
     """Schedule the matrix product ``C`` of ``A`` and ``B`` as the auto-tensor-core tutorial does,
     with a configurable warp tile.
 
@@ -124,6 +124,10 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
     double_buffer : int
         Non-zero: double-buffer the shared tiles (two halves each; the next step's tiles are fetched
         into one while the fragments are loaded from the other, one barrier a step).
+    flat_fetch : int
+        Non-zero: each shared tile is fetched as one run of elements, ``v`` a thread in turn over all
+        ``bx * by`` threads (no thread idles when the tile is a multiple of ``v * bx * by`` elements);
+        zero: the tutorial's fetch (rows over threadIdx.y, ``bx * v`` columns over x and z).
 
     Returns
     -------
@@ -176,11 +180,19 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
     # cooperative fetches: every thread of the block, v consecutive elements each
     for XX in (AA, BB):
         s[XX].compute_at(s[CL], ko)
-        fo, fi = s[XX].split(s[XX].op.axis[1], factor=bx * v)
-        fz, fx = s[XX].split(fi, factor=(wx // tx) * v)
-        fx, vec = s[XX].split(fx, factor=v)
-        fused = s[XX].fuse(s[XX].op.axis[0], fo)
-        _, fy = s[XX].split(fused, factor=by)
+        if flat_fetch:
+            # the tile as one run of elements dealt out v at a time to x, then y, then z
+            fused = s[XX].fuse(*s[XX].op.axis)
+            fused, vec = s[XX].split(fused, factor=v)
+            fused, fx = s[XX].split(fused, factor=wx // tx)
+            fused, fy = s[XX].split(fused, factor=by)
+            _, fz = s[XX].split(fused, factor=tile_x // wx)
+        else:
+            fo, fi = s[XX].split(s[XX].op.axis[1], factor=bx * v)
+            fz, fx = s[XX].split(fi, factor=(wx // tx) * v)
+            fx, vec = s[XX].split(fx, factor=v)
+            fused = s[XX].fuse(s[XX].op.axis[0], fo)
+            _, fy = s[XX].split(fused, factor=by)
         s[XX].bind(fy, te.thread_axis("threadIdx.y"))
         s[XX].bind(fz, te.thread_axis("threadIdx.z"))
         s[XX].bind(fx, te.thread_axis("threadIdx.x"))

@@ -27,6 +27,8 @@ CONFIGS = {
     "4x4": (dict(bx=8, by=16, step_k=2, v=8, ty=8, tx=16, warp_m=64), (4, 4), (128, 128)),
     "2x2 double-buffered": (dict(bx=4, by=16, step_k=2, v=8, ty=2, tx=16, warp_m=32, double_buffer=1), (2, 2),
                             (32, 64)),
+    "4x2 flat fetch": (dict(bx=8, by=16, step_k=2, v=8, ty=4, tx=16, warp_m=32, flat_fetch=1), (4, 2),
+                       (64, 128)),
 }
 
 
@@ -51,7 +53,7 @@ def test_warp_tile_is_what_the_knobs_say():
 
 
 @pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
-@pytest.mark.parametrize("name", ["2x2", "4x2"])
+@pytest.mark.parametrize("name", ["2x2", "4x2", "4x2 flat fetch"])
 def test_several_fragments_a_warp(name, layout):
     fm, fn = CONFIGS[name][1]
     src = _source(name, layout)
@@ -138,7 +140,7 @@ def test_fragment_arrays_compile(arch):
 
 @pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
 @pytest.mark.parametrize("layout", ["NN", "TN", "NT", "TT"])
-@pytest.mark.parametrize("name", ["2x2", "4x2", "2x2 double-buffered"])
+@pytest.mark.parametrize("name", ["2x2", "4x2", "2x2 double-buffered", "4x2 flat fetch"])
 def test_plain_code_of_the_same_schedules_is_exact_on_opencl(name, layout):
     # int8 operands and int32 sums: exact whatever the order of the additions (and PoCL on the CPU
     # builds no half-precision programs); the schedules are the float16 ones, knob for knob
@@ -192,3 +194,16 @@ def test_double_buffered_tiles_take_fragments_in_the_loop_and_in_the_last_step(l
     halves = re.findall(r"load_matrix_sync\(A_shared_frag1?\[0\], \(&A_shared\[(.*?)\]\)", src)
     assert len(halves) == 2 and "(k_outer & 1) * " in halves[0] and "k_outer" not in halves[1]
     assert "fill_fragment" in src and src.count("store_matrix_sync(") == 4
+
+
+def test_a_flat_fetch_keeps_every_thread_busy():
+    # the 64 x 32 tile of A (rows padded to 40) and the 32 x 128 tile of B, 8 halves a thread: 128
+    # threads fetch A in two rounds and B in four, none guarded (the tutorial's fetch idles half the
+    # threads on A: its rows of 32 are narrower than bx * v = 64)
+    src = _source("4x2 flat fetch", "NN")
+    start = src.index("__syncthreads();", src.index("for (int k_outer"))
+    fetch = src[start:src.index("for (int k_inner_outer")]
+    assert "if (" not in fetch and fetch.count("*(uint4*)") == 4
+    assert re.findall(r"_outer\d* < (\d+); \+\+", fetch) == ["2", "4"]
+    tutorial = _source("4x2", "NN")
+    assert "if (" in tutorial[tutorial.index("for (int k_outer"):tutorial.index("for (int k_inner_outer")]

@@ -22,6 +22,9 @@ CONFIGS = {
     "2x4": dict(bx=8, by=8, step_k=2, v=8, ty=4, tx=16, warp_m=64),
     "2x2 double-buffered": dict(bx=4, by=16, step_k=2, v=8, ty=2, tx=16, warp_m=32, double_buffer=1),
     "4x4 double-buffered": dict(bx=8, by=16, step_k=2, v=8, ty=8, tx=16, warp_m=64, double_buffer=1),
+    "4x4 flat fetch": dict(bx=8, by=16, step_k=2, v=8, ty=8, tx=16, warp_m=64, flat_fetch=1),
+    "4x4 flat fetch double-buffered": dict(bx=8, by=16, step_k=2, v=8, ty=8, tx=16, warp_m=64, flat_fetch=1,
+                                           double_buffer=1),
     # int8: one 16-long k step a shared tile (its 16-byte k steps are not 32-byte aligned otherwise)
     "int8 32x32": dict(bx=4, by=16, step_k=1, v=16, ty=2, tx=16, warp_m=32),
 }
