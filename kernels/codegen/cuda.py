@@ -174,7 +174,7 @@ class CUDACodegen(CFamilyCodegen):
             super().vector_store(s, ind)
             return
         src, dst = s.value, s
-        per = 16 // max(1, dt.bits(dt.element_of(s.buffer.dtype)) // 8)
+        per = 16 * 8 // dt.bits(s.buffer.dtype)  # elements a word
         for j in range(words):
             ptrs = [f"{self.buffer_name(x.buffer)} + "
                     f"{self.expr(x.indices[0].base if j == 0 else simplify(x.indices[0].base + j * per))}"
@@ -186,9 +186,9 @@ class CUDACodegen(CFamilyCodegen):
         v = s.value
         if not (isinstance(v, BufferLoad) and dt.element_of(v.buffer.dtype) == dt.element_of(s.buffer.dtype)):
             return 0
-        if dt.bits(dt.element_of(s.buffer.dtype)) % 8:
-            return 0
         elem = dt.element_of(s.buffer.dtype)
+        if dt.bits(elem) % 8:
+            return 0  # sub-byte elements
         esize = dt.bits(elem) // 8
         lanes = dt.lanes(v.dtype)
         if (lanes * esize) % 16 or max(VECTOR_LANES["cuda"].get(elem, (1,))) * esize >= 16:
