@@ -5,8 +5,12 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import BuildError
-from ..tir.expr import Call, IntImm
-from ..tir.stmt import AttrStmt
+from ..lower.vectorize import VECTOR_LANES, VECTOR_SCOPES
+from ..tir import dtype as dt
+from ..tir.expr import BufferLoad, Call, IntImm, Ramp
+from ..tir.modular import is_multiple
+from ..tir.simplify import simplify
+from ..tir.stmt import AttrStmt, BufferStore
 from .c_family import CFamilyCodegen
 
 HEADER = """#ifdef _WIN32
@@ -197,6 +201,48 @@ class CUDACodegen(CFamilyCodegen):
         for x in block_extents:
             n *= x.value if x is not None else 1
         return n
+
+    def vector_store(self, s: BufferStore, ind: int) -> None:
+        """A vector copy of narrow elements (half, char, short: whose CUDA vector types hold at most
+        8 bytes) between global and shared memory moves whole 16-byte words (``uint4``: one 128-bit load
+        and one 128-bit store) when both addresses are provably 16-byte aligned; any other vector store
+        is printed lane by lane in vector chunks."""
+        words = self._copy_words(s)
+        if not words:
+            super().vector_store(s, ind)
+            return
+        src, dst = s.value, s
+        per = 16 * 8 // dt.bits(s.buffer.dtype)  # elements a word
+        for j in range(words):
+            ptrs = [f"{self.buffer_name(x.buffer)} + "
+                    f"{self.expr(x.indices[0].base if j == 0 else simplify(x.indices[0].base + j * per))}"
+                    for x in (dst, src)]
+            self.emit(ind, f"*(uint4*)({ptrs[0]}) = *(uint4*)({ptrs[1]});")
+
+    def _copy_words(self, s: BufferStore) -> int:
+        """How many 16-byte words the vector copy ``s`` moves (0: it is not such a copy)."""
+        v = s.value
+        if not (isinstance(v, BufferLoad) and dt.element_of(v.buffer.dtype) == dt.element_of(s.buffer.dtype)):
+            return 0
+        elem = dt.element_of(s.buffer.dtype)
+        if dt.bits(elem) % 8:
+            return 0  # sub-byte elements
+        esize = dt.bits(elem) // 8
+        lanes = dt.lanes(v.dtype)
+        if (lanes * esize) % 16 or max(VECTOR_LANES["cuda"].get(elem, (1,))) * esize >= 16:
+            return 0  # not whole words, or the element's own vector types move 16 bytes already
+        per = 16 // esize
+        for x in (s, v):
+            idx, buf = x.indices[0], x.buffer
+            if not (isinstance(idx, Ramp) and isinstance(idx.stride, IntImm) and idx.stride.value == 1):
+                return 0
+            if buf.scope not in VECTOR_SCOPES:
+                return 0
+            if buf.scope == "shared" and id(buf) not in self.vector_buffers:
+                return 0
+            if not is_multiple(idx.base, per, self.facts):
+                return 0
+        return lanes * esize // 16
 
     def vector_make(self, vtype: str, lanes) -> str:
         return f"make_{vtype}({', '.join(lanes)})"

@@ -6,27 +6,35 @@ Where it applies. A stage cached in registers (``C.local``, allocated per thread
 ``C.local[j] += cast(A.local[..]) * cast(B.local[..])`` inside a loop that carries the pragma
 (``s[CL].pragma(ko, "tensor_core")``); ``A.local`` and ``B.local`` are register copies of shared
 tiles; after the loop each thread stores its ``C.local`` to the output. The pass works out, by
-evaluating the index expressions for every lane of every warp of a block, what each warp computes:
-which rows and columns of the output (an m x n tile), which elements of the shared tiles it reads at
-each step of k along the reduction (an m x k tile of A and a k x n tile of B, row- or column-major,
-with their leading dimensions), and where its tile of the output lies. Where that is a fragment
-shape WMMA has — 16x16x16, 8x32x16 or 32x8x16 for float16 -> float32 and int8 -> int32; 8x8x32
-for int4 -> int32 (``precision::s4``) and 8x8x128 for int1 -> int32 (``precision::b1``), both with
-A row-major and B column-major (the tutorial's layout TN) — with aligned tiles and legal leading
-dimensions, the per-thread code becomes::
+evaluating the index expressions for every lane of every warp of a block (each expression compiled
+to a Python function once), what each warp computes: which rows and columns of the output (a
+rectangle of wm x wn outputs), which elements of the shared tiles it reads at each step of 16 along
+k (a wm x 16 tile of A and a 16 x wn tile of B, row- or column-major, with their leading
+dimensions), and where its block of the output lies. Where WMMA fragments tile that block — Fm x Fn
+fragments of 16x16x16, 8x32x16 or 32x8x16 for float16 -> float32 and int8 -> int32, 8x8x32 for
+int4 -> int32 (``precision::s4``) and 8x8x128 for int1 -> int32 (``precision::b1``), both with A
+row-major and B column-major (the tutorial's layout TN); the first shape whose fragments are
+aligned (below) — with aligned tiles and legal leading dimensions, the per-thread code becomes (fragment arrays indexed by constants, every call written out)::
 
-    fragment<accumulator> acc;  fill_fragment(acc, 0)
+    fragment<accumulator> acc[Fm * Fn];  fill_fragment(acc[i], 0) for each
     for ko: (the cooperative fetches into shared memory, unchanged)
-        for each k step: load_matrix_sync(a, &A.shared[...], lda); load_matrix_sync(b, ...);
-                         mma_sync(acc, a, b, acc)
-    store_matrix_sync(&C[...], acc, ldc, mem_row_major)
+        for each k step: load_matrix_sync(a[i], &A.shared[base_a + i * a_step], lda)   i < Fm
+                         load_matrix_sync(b[j], &B.shared[base_b + j * b_step], ldb)   j < Fn
+                         mma_sync(acc[i * Fn + j], a[i], b[j], acc[i * Fn + j])        every i, j
+    store_matrix_sync(&C[base_c + i * m * ldc + j * n], acc[i * Fn + j], ldc, mem_row_major)
+
+The tutorial's thread tile (1 x 8 outputs) gives one fragment a warp (Fm = Fn = 1). With
+double-buffered shared tiles (``s[AA].double_buffer()``) the loop nest holds two copies of the
+accumulation — in the loop, on the half of step k, and after it, the last step — and both become
+fragment code on the same accumulators.
 
 Alignment: PTX requires the first element of an operand tile, and every row (column) start, to be
 aligned to the size of one thread's share of the fragment (PTX ISA, "Matrix Storage for WMMA"):
 32 bytes for float16 operands, 4 to 16 bytes for int8, 4 bytes for int4 and int1. The pass asks for
 that and at least 16 bytes (the leading dimensions are multiples of 16 bytes), so the tutorial's
 shared tiles padded by 16 bytes (storage_align offset 16 for int8, 32 for int4, 128 for int1) and
-its k steps of 16 bytes are legal as they are.
+its k steps of 16 bytes are legal as they are. The output fragments (float32/int32) are stored at
+32-byte aligned addresses.
 
 1-bit products: ``bmma_sync`` counts the k where both bits are set (``bmmaBitOpAND``) on sm_80 and
 newer; sm_75 has only XOR, and the CUDA printer uses a.b = (popc(a) + popc(b) - popc(a ^ b)) / 2
@@ -60,7 +68,7 @@ log = logging.getLogger("kernels.tensor_core")
 PRAGMA = "tensor_core"
 #: (m, n, k) fragment shapes WMMA has for float16 and int8 inputs
 FRAGMENT_SHAPES = ((16, 16, 16), (8, 32, 16), (32, 8, 16))
-#: input dtype -> (fragment shapes, accumulator dtype, ldm multiple for the inputs (16 bytes), bits)
+#: input dtype -> (C type of the fragment element, accumulator dtype, ldm multiple for the inputs)
 _INPUTS = {"float16": (FRAGMENT_SHAPES, "float32", 8, 16), "int8": (FRAGMENT_SHAPES, "int32", 16, 8),
            "uint8": (FRAGMENT_SHAPES, "int32", 16, 8),
            "int4": (((8, 8, 32),), "int32", 32, 4), "uint4": (((8, 8, 32),), "int32", 32, 4),
@@ -151,43 +159,76 @@ def _loops_to(root: Stmt, target: Stmt) -> Optional[List[Stmt]]:
     return None
 
 
-def _loop_points(loops: Sequence[For]):
-    """Every assignment of values to ``loops`` (constant extents), as {var: value}."""
+def _loop_ranges(loops: Sequence[For]) -> List[range]:
+    """The values of each of ``loops`` (constant extents from 0)."""
     ranges = []
     for f in loops:
         ext = simplify(f.extent)
         if not isinstance(ext, IntImm) or not (isinstance(f.min, IntImm) and f.min.value == 0):
             raise TensorCoreMiss(f"loop {f.loop_var.name} has no constant extent from 0")
         ranges.append(range(ext.value))
-    for vals in itertools.product(*ranges):
+    return ranges
+
+
+def _loop_points(loops: Sequence[For]):
+    """Every assignment of values to ``loops`` (constant extents), as {var: value}."""
+    for vals in itertools.product(*_loop_ranges(loops)):
         yield {f.loop_var: v for f, v in zip(loops, vals)}
 
 
-_BINOPS = {
-    "Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
-    "FloorDiv": lambda a, b: a // b, "FloorMod": lambda a, b: a % b, "Min": min, "Max": max,
-}
+_BINOPS = {"Add": "({} + {})", "Sub": "({} - {})", "Mul": "({} * {})", "FloorDiv": "({} // {})",
+           "FloorMod": "({} % {})", "Min": "min({}, {})", "Max": "max({}, {})"}
 
 
-def _ev(e: PrimExpr, env: Dict[Var, int]) -> int:
-    """An integer index expression's value, variables looked up by identity in ``env``."""
+def _python(e: PrimExpr, names: Dict[Var, str]) -> str:
+    """An integer index expression as Python source; its variables read from ``env`` by name."""
     if isinstance(e, IntImm):
-        return e.value
+        return repr(e.value)
     if isinstance(e, Var):
-        if e not in env:
-            raise TensorCoreMiss(f"index depends on {e.name}, which varies where it must not")
-        return env[e]
-    f = _BINOPS.get(type(e).__name__)
-    if f is not None:
-        return f(_ev(e.a, env), _ev(e.b, env))
+        if e not in names:
+            names[e] = f"v{len(names)}"
+        return f"env[{names[e]}]"
+    fmt = _BINOPS.get(type(e).__name__)
+    if fmt is not None:
+        return fmt.format(_python(e.a, names), _python(e.b, names))
     if isinstance(e, Cast):
-        return _ev(e.value, env)
+        return _python(e.value, names)
     if isinstance(e, Call) and e.op.name == "tir.likely":
-        return _ev(e.args[0], env)
+        return _python(e.args[0], names)
     raise TensorCoreMiss(f"cannot evaluate index {e}")
 
 
-def _fill_map(alloc: Allocate) -> Tuple[Dict[int, Tuple[Dict[Var, int], PrimExpr]], Buffer, List[For]]:
+class _Evaluator:
+    """Integer index expressions evaluated for given loop and thread values (variables looked up by
+    identity): each expression is turned into a Python function once, as the analysis evaluates the
+    same few indices for every lane, element and k of a warp's tile."""
+
+    def __init__(self) -> None:
+        self._fns: Dict[PrimExpr, object] = {}
+
+    def function(self, e: PrimExpr):
+        """``e`` as a Python function of an environment {Var: int} (KeyError: a variable missing)."""
+        fn = self._fns.get(e)
+        if fn is None:
+            names: Dict[Var, str] = {}
+            src = _python(e, names)
+            ns = {name: var for var, name in names.items()}
+            ns.update(min=min, max=max)
+            fn = self._fns[e] = eval(f"lambda env: {src}", ns)  # noqa: S307 (source built above)
+        return fn
+
+    def __call__(self, e: PrimExpr, env: Dict[Var, int]) -> int:
+        fn = self.function(e)
+        try:
+            return fn(env)
+        except KeyError as missing:
+            var = missing.args[0]
+            raise TensorCoreMiss(f"index depends on {getattr(var, 'name', var)}, which varies where it "
+                                 "must not") from None
+
+
+def _fill_map(alloc: Allocate, _ev: "_Evaluator") -> Tuple[Dict[int, Tuple[Dict[Var, int], PrimExpr]], Buffer,
+                                                            List[For]]:
     """For a register copy ``X.local[f(i)] = X.shared[g(i)]``: local index -> (loop values, g)."""
     stores = [s for s in collect(alloc.body, lambda n: isinstance(n, BufferStore))
               if s.buffer is alloc.buffer]
@@ -236,41 +277,59 @@ def _affine(table: Dict[Tuple[int, int], int], rows: int, cols: int) -> Tuple[in
     return base, sr, sc
 
 
+def _fragment_shapes(wm: int, wn: int, shapes=FRAGMENT_SHAPES) -> List[Tuple[int, int, int]]:
+    """The WMMA shapes (of ``shapes``, an input type's) that tile a warp's ``wm`` x ``wn`` block of
+    outputs (16x16x16 first)."""
+    return [(m, n, k) for m, n, k in shapes if wm % m == 0 and wn % n == 0]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Site:
+    """One accumulating statement of the pragma'd loop nest as WMMA code sees it (with double buffering
+    there are two: the loop's and the last step's after it). ``outer_local`` is the register copy it is
+    made in, which the fragment code replaces; the A (row) operand is read from ``a_src`` at
+    ``a_base`` (symbolic in the k loops and the thread indices of the warp's first lane) with layout and
+    leading dimension ``la``, B likewise; ``warps`` holds (warp, first row, first column) of each warp's
+    block of outputs, relative to the block; ``first`` the tile-loop values where lane 0 holds the
+    block's first output."""
+
+    outer_local: Allocate
+    a_src: Buffer
+    b_src: Buffer
+    a_base: PrimExpr
+    b_base: PrimExpr
+    la: Tuple[str, int]
+    lb: Tuple[str, int]
+    frag: Tuple[int, int, int]
+    block: Tuple[int, int]
+    a_step: int
+    b_step: int
+    warps: Tuple[Tuple[int, int, int], ...]
+
+
 def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
     acc = acc_alloc.buffer
     body = acc_alloc.body
+    _ev = _Evaluator()
     parts = list(body.seq) if isinstance(body, SeqStmt) else [body]
-    if len(parts) != 3 or not _has_pragma(parts[1]):
+    if len(parts) < 3 or not collect(seq(*parts[1:-1]), _has_pragma):
         raise TensorCoreMiss("expected: initialise, the pragma'd loop, store")
-    init, ko, store_part = parts
+    # the middle: the pragma'd loop, or (double-buffered tiles) the first fetch, the loop, the last step
+    init, middle, store_part = parts[0], seq(*parts[1:-1]), parts[-1]
     # the initialisation: acc[...] = 0 everywhere
     for st in collect(init, lambda n: isinstance(n, BufferStore)):
         v = st.value
         if st.buffer is not acc or not (isinstance(v, (IntImm, FloatImm)) and v.value == 0):
             raise TensorCoreMiss("the accumulator is not initialised to zero")
+
     def guarded(s):
         return bool(collect(s, lambda n: isinstance(n, IfThenElse)))
 
     if guarded(init) or guarded(store_part):
         raise TensorCoreMiss("a bounds check guards the tile (a size is not a multiple of it)")
-    # the update
-    updates = [s for s in collect(ko, lambda n: isinstance(n, BufferStore)) if s.buffer is acc]
-    if len(updates) != 1:
-        raise TensorCoreMiss("the accumulator is not updated by one statement")
-    upd = updates[0]
-    path = _loops_to(ko, upd)
-    if any(isinstance(p, IfThenElse) for p in path):
-        raise TensorCoreMiss("the update is guarded")
-    lx, ly = _operand_loads(upd.value, acc)
-    allocs = {id(p.buffer): p for p in path if isinstance(p, Allocate)}
-    if id(lx.buffer) not in allocs or id(ly.buffer) not in allocs:
-        raise TensorCoreMiss("the factors are not register copies made in the loop")
-    outer_local = next(p for p in path
-                       if isinstance(p, Allocate) and id(p.buffer) in (id(lx.buffer), id(ly.buffer)))
-    k_loops = [p for p in path[path.index(ko) + 1:path.index(outer_local)] if isinstance(p, For)]
-    inner = [p for p in path[path.index(outer_local):] if isinstance(p, For)]
-    fx, sx, _ = _fill_map(allocs[id(lx.buffer)])
-    fy, sy, _ = _fill_map(allocs[id(ly.buffer)])
+    updates = [s for s in collect(middle, lambda n: isinstance(n, BufferStore)) if s.buffer is acc]
+    if not updates:
+        raise TensorCoreMiss("the accumulator is not updated in the loop")
     # the store to the output
     stores = collect(store_part, lambda n: isinstance(n, BufferStore))
     if len(stores) != 1 or not isinstance(stores[0].value, BufferLoad) or stores[0].value.buffer is not acc:
@@ -287,22 +346,6 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
     if (X * Y * Z) % 32:
         raise TensorCoreMiss(f"{X * Y * Z} threads a block is not whole warps")
     block_env = {threads[t][0]: 0 for t in threads if t.startswith("blockIdx")}
-    # which k-step loop is the 16-wide one (inside the register copies), which are per-thread tiles
-    kvars = [f for f in inner if f.loop_var in set(collect(lx.indices[0], lambda n: isinstance(n, Var)))
-             and f.loop_var in set(collect(ly.indices[0], lambda n: isinstance(n, Var)))
-             and f.loop_var not in set(collect(upd.indices[0], lambda n: isinstance(n, Var)))]
-    dt_in = str(sx.dtype)
-    if dt_in not in _INPUTS or str(sy.dtype) != dt_in:
-        raise TensorCoreMiss(f"inputs of type {sx.dtype}/{sy.dtype}: WMMA takes float16, int8, int4 or int1")
-    shapes, acc_dtype, ldm_mult, bits = _INPUTS[dt_in]
-    K = shapes[0][2]
-    kext = simplify(kvars[0].extent) if len(kvars) == 1 else None
-    if not (isinstance(kext, IntImm) and kext.value == K):
-        raise TensorCoreMiss(f"the reduction step inside the register copies is not {K} long ({dt_in})")
-    ki = kvars[0]
-    tile_loops = [f for f in inner if f is not ki]
-    if str(acc.dtype) != acc_dtype:
-        raise TensorCoreMiss(f"{dt_in} inputs accumulate in {acc_dtype}, not {acc.dtype}")
 
     # the accumulator element -> output element map of each lane
     def lane_env(lane: int) -> Dict[Var, int]:
@@ -327,92 +370,6 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
                 where[_ev(out_st.value.indices[0], e)] = (row, col, pt)
         return where
 
-    warps = (X * Y * Z) // 32
-    kl_env = {f.loop_var: 0 for f in k_loops}
-    shape = None
-    info = []
-    for w in range(warps):
-        cells: Dict[Tuple[int, int], Tuple[int, Dict[Var, int]]] = {}
-        xa: Dict[Tuple[int, int], int] = {}
-        yb: Dict[Tuple[int, int], int] = {}
-        for lane in range(32 * w, 32 * w + 32):
-            owners = owner_table(lane)
-            env = {**lane_env(lane), **kl_env}
-            for pt in _loop_points(tile_loops + [ki]):
-                e = {**env, **pt}
-                row, col, _ = owners[_ev(upd.indices[0], e)]
-                k = pt[ki.loop_var]
-                for load, fmap, tab in ((lx, fx, xa), (ly, fy, yb)):
-                    loc = _ev(load.indices[0], e)
-                    fenv, gidx = fmap[loc]
-                    addr = _ev(gidx, {**e, **fenv})
-                    tab[(row, col, k)] = addr
-                cells[(row, col)] = (lane, pt)
-        rows = sorted({r for r, _ in cells})
-        cols = sorted({c for _, c in cells})
-        m, n = len(rows), len(cols)
-        if (m, n, K) not in shapes or len(cells) != m * n or rows[-1] - rows[0] != m - 1 or \
-                cols[-1] - cols[0] != n - 1:
-            raise TensorCoreMiss(f"warp {w} computes a {m} x {n} block of outputs, not a WMMA tile")
-        if shape is not None and shape != (m, n):
-            raise TensorCoreMiss("the warps compute tiles of different shapes")
-        shape = (m, n)
-        r0, c0 = rows[0], cols[0]
-        # which operand depends on the row, which on the column
-        def table(src, by_row):
-            t = {}
-            for (row, col, k), addr in src.items():
-                key = (row - r0, k) if by_row else (k, col - c0)
-                if key in t and t[key] != addr:
-                    return None
-                t[key] = addr
-            return t
-        ta, tb = table(xa, True), table(yb, False)
-        a_src = sx
-        if ta is None or tb is None:
-            ta, tb = table(yb, True), table(xa, False)
-            a_src = sy
-            if ta is None or tb is None:
-                raise TensorCoreMiss("the factors do not split into a row operand and a column operand")
-        info.append((w, r0, c0, ta, tb, a_src, cells))
-    m, n = shape
-    w0 = info[0]
-    a_src = w0[5]
-    b_src = sy if a_src is sx else sx
-    a_load, b_load = (lx, ly) if a_src is sx else (ly, lx)
-    a_fill, b_fill = (fx, fy) if a_src is sx else (fy, fx)
-    _, asr, ask = _affine(w0[3], m, K)
-    _, bsk, bsc = _affine(w0[4], K, n)
-    layouts = []
-    for sr_, sc_, what in ((asr, ask, "A"), (bsk, bsc, "B")):
-        if sc_ == 1:
-            layouts.append(("row_major", sr_))
-        elif sr_ == 1:
-            layouts.append(("col_major", sc_))
-        else:
-            raise TensorCoreMiss(f"the {what} tile is neither row- nor column-major in shared memory")
-    (la, lda), (lb, ldb) = layouts
-    if bits < 8 and (la, lb) != ("row_major", "col_major"):
-        raise TensorCoreMiss(f"{dt_in} WMMA takes A row-major and B column-major (layout TN), not A {la} "
-                             f"and B {lb}")
-    if bits < 8:
-        for src in (sx, sy):
-            alloc = [x for x in collect(ko, lambda q: isinstance(q, Allocate)) if x.buffer is src]
-            if not alloc or not packable(alloc[0], lambda b: b.scope == "global"):
-                raise TensorCoreMiss(
-                    f"the shared tile {src.name} is not filled by copies of whole bytes of packed "
-                    f"{dt_in} words (its fetch moves elements one by one), so WMMA cannot read it")
-    if lda % ldm_mult or ldb % ldm_mult:
-        raise TensorCoreMiss(f"leading dimensions {lda}, {ldb} are not multiples of {ldm_mult}")
-    for _w, _r, _c, ta, tb, _src, _cells in info:
-        for t, rr, cc in ((ta, m, K), (tb, K, n)):
-            _, s1, s2 = _affine(t, rr, cc)
-            if (s1, s2) != ((asr, ask) if t is ta else (bsk, bsc)):
-                raise TensorCoreMiss("the warps read their tiles with different strides")
-    # alignment (bytes) of each operand's first element: PTX's fragment size, at least the 16 bytes
-    # the leading dimensions are multiples of
-    align = {"A": max(16, _fragment_bytes(dt_in, m, K)), "B": max(16, _fragment_bytes(dt_in, K, n))}
-    # symbolic bases: evaluated at each warp's first lane, the k-step loops kept symbolic
     # the thread indices of this thread's warp's first lane (x fastest, then y, then z)
     strides = (("x", 1, X), ("y", X, Y), ("z", X * Y, None))
     lid = const(0)
@@ -422,52 +379,210 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
     first = (lid // 32) * 32
     lane0 = {tvars[t][0]: (first // stride if ext is None else (first // stride) % ext)
              for t, stride, ext in strides if tvars[t][0] is not None}
-    r0, c0, cells0 = info[0][1], info[0][2], info[0][6]
-    lane, pt_first = cells0[(r0, c0)]
-    if lane % 32:
-        raise TensorCoreMiss("a warp's first lane does not own the first element of its tile")
+    warps = (X * Y * Z) // 32
 
-    def base_expr(load, fmap):
-        # the local element lane 0 of the warp reads for the tile's first row / column at k = 0
-        e = {**lane_env(lane), **kl_env, **pt_first}
-        e[ki.loop_var] = 0
-        fenv, gidx = fmap[_ev(load.indices[0], e)]
-        sym = substitute(gidx, {v: const(x, v.dtype) for v, x in fenv.items()})
-        return simplify(substitute(sym, lane0))
+    def analyse(upd: BufferStore) -> _Site:
+        """What the warps compute at one accumulating statement, and from where in shared memory."""
+        path = _loops_to(middle, upd)
+        if any(isinstance(p, IfThenElse) for p in path):
+            raise TensorCoreMiss("the update is guarded")
+        lx, ly = _operand_loads(upd.value, acc)
+        allocs = {id(p.buffer): p for p in path if isinstance(p, Allocate)}
+        if id(lx.buffer) not in allocs or id(ly.buffer) not in allocs:
+            raise TensorCoreMiss("the factors are not register copies made in the loop")
+        outer_local = next(p for p in path
+                           if isinstance(p, Allocate) and id(p.buffer) in (id(lx.buffer), id(ly.buffer)))
+        # the loops around the register copies (the k steps, kept symbolic) and inside them
+        k_loops = [p for p in path[:path.index(outer_local)] if isinstance(p, For)]
+        inner = [p for p in path[path.index(outer_local):] if isinstance(p, For)]
+        fx, sx, _ = _fill_map(allocs[id(lx.buffer)], _ev)
+        fy, sy, _ = _fill_map(allocs[id(ly.buffer)], _ev)
+        # which loop is the 16-wide k step (inside the register copies), which are per-thread tiles
+        kvars = [f for f in inner if f.loop_var in set(collect(lx.indices[0], lambda n: isinstance(n, Var)))
+                 and f.loop_var in set(collect(ly.indices[0], lambda n: isinstance(n, Var)))
+                 and f.loop_var not in set(collect(upd.indices[0], lambda n: isinstance(n, Var)))]
+        dt_in = str(sx.dtype)
+        if dt_in not in _INPUTS or str(sy.dtype) != dt_in:
+            raise TensorCoreMiss(f"inputs of type {sx.dtype}/{sy.dtype}: WMMA takes float16, int8, int4 or "
+                                 "int1")
+        dt_shapes, acc_dtype, ldm_mult, bits = _INPUTS[dt_in]
+        K = dt_shapes[0][2]
+        kext = simplify(kvars[0].extent) if len(kvars) == 1 else None
+        if not (isinstance(kext, IntImm) and kext.value == K):
+            raise TensorCoreMiss(f"the reduction step inside the register copies is not {K} long ({dt_in})")
+        ki = kvars[0]
+        tile_loops = [f for f in inner if f is not ki]
+        if str(acc.dtype) != acc_dtype:
+            raise TensorCoreMiss(f"{dt_in} inputs accumulate in {acc_dtype}, not {acc.dtype}")
+        kl_env = {f.loop_var: 0 for f in k_loops}
+        loop_vars = [f.loop_var for f in tile_loops + [ki]]
+        ranges = _loop_ranges(tile_loops + [ki])
+        f_upd, f_x, f_y = (_ev.function(x.indices[0]) for x in (upd, lx, ly))
+        shape = None
+        info = []
+        for w in range(warps):
+            cells: Dict[Tuple[int, int], Tuple[int, Dict[Var, int]]] = {}
+            xa: Dict[Tuple[int, int, int], int] = {}
+            yb: Dict[Tuple[int, int, int], int] = {}
+            for lane in range(32 * w, 32 * w + 32):
+                owners = owner_table(lane)
+                env = {**lane_env(lane), **kl_env}
+                try:  # the hot loop: one environment updated in place (the fill loops' variables too)
+                    for vals in itertools.product(*ranges):
+                        env.update(zip(loop_vars, vals))
+                        row, col, _ = owners[f_upd(env)]
+                        k = vals[-1]
+                        for f_load, fmap, tab in ((f_x, fx, xa), (f_y, fy, yb)):
+                            fenv, gidx = fmap[f_load(env)]
+                            env.update(fenv)
+                            tab[(row, col, k)] = _ev.function(gidx)(env)
+                        cells[(row, col)] = (lane, vals)
+                except KeyError as missing:
+                    raise TensorCoreMiss(f"lane {lane % 32} of warp {w} reads or writes outside its "
+                                         f"register copies, or an index depends on something else "
+                                         f"({missing})") from None
+            rows = sorted({r for r, _ in cells})
+            cols = sorted({c for _, c in cells})
+            m, n = len(rows), len(cols)
+            if len(cells) != m * n or rows[-1] - rows[0] != m - 1 or cols[-1] - cols[0] != n - 1:
+                raise TensorCoreMiss(f"warp {w} computes outputs that are not a rectangle")
+            if shape is not None and shape != (m, n):
+                raise TensorCoreMiss("the warps compute tiles of different shapes")
+            shape = (m, n)
+            r0, c0 = rows[0], cols[0]
 
-    a_base = base_expr(a_load, a_fill)
-    b_base = base_expr(b_load, b_fill)
-    # check the symbolic bases against every warp (k loops at 0) and their alignment
-    for w, _r, _c, ta, tb, _src, _cells in info:
-        env = {**lane_env(32 * w), **kl_env}
-        for base, t, what in ((a_base, ta, "A"), (b_base, tb, "B")):
-            if _ev(base, env) != t[(0, 0)]:
-                raise TensorCoreMiss(f"the {what} tile of warp {w} does not start where its first lane reads")
-            if (t[(0, 0)] * bits) % (8 * align[what]):
-                raise TensorCoreMiss(f"the {what} tile of warp {w} is not {align[what]}-byte aligned")
-    for f in k_loops:
-        ext = simplify(f.extent).value
-        for v in range(ext):
-            env = {**lane_env(0), **kl_env, f.loop_var: v}
-            for base, what in ((a_base, "A"), (b_base, "B")):
-                if (_ev(base, env) * bits) % (8 * align[what]):
-                    raise TensorCoreMiss(f"the {what} tile of a k step is not {align[what]}-byte aligned")
+            # which operand depends on the row, which on the column
+            def table(src, by_row, r0=r0, c0=c0):
+                t = {}
+                for (row, col, k), addr in src.items():
+                    key = (row - r0, k) if by_row else (k, col - c0)
+                    if key in t and t[key] != addr:
+                        return None
+                    t[key] = addr
+                return t
+
+            ta, tb = table(xa, True), table(yb, False)
+            a_src = sx
+            if ta is None or tb is None:
+                ta, tb = table(yb, True), table(xa, False)
+                a_src = sy
+                if ta is None or tb is None:
+                    raise TensorCoreMiss("the factors do not split into a row operand and a column operand")
+            info.append((w, r0, c0, ta, tb, cells))
+        wm, wn = shape
+        shapes = _fragment_shapes(wm, wn, dt_shapes)
+        if not shapes:
+            raise TensorCoreMiss(f"warp 0 computes a {wm} x {wn} block of outputs, which no WMMA fragment "
+                                 f"shape ({', '.join(f'{a}x{b}' for a, b, _ in dt_shapes)}) tiles")
+        b_src = sy if a_src is sx else sx
+        a_load, b_load = (lx, ly) if a_src is sx else (ly, lx)
+        a_fill, b_fill = (fx, fy) if a_src is sx else (fy, fx)
+        _, asr, ask = _affine(info[0][3], wm, K)
+        _, bsk, bsc = _affine(info[0][4], K, wn)
+        layouts = []
+        for sr_, sc_, what in ((asr, ask, "A"), (bsk, bsc, "B")):
+            if sc_ == 1:
+                layouts.append(("row_major", sr_))
+            elif sr_ == 1:
+                layouts.append(("col_major", sc_))
+            else:
+                raise TensorCoreMiss(f"the {what} tile is neither row- nor column-major in shared memory")
+        (la, lda), (lb, ldb) = layouts
+        if bits < 8 and (la, lb) != ("row_major", "col_major"):
+            raise TensorCoreMiss(f"{dt_in} WMMA takes A row-major and B column-major (layout TN), not A "
+                                 f"{la} and B {lb}")
+        if bits < 8:
+            for src in (sx, sy):
+                alloc = [x for x in collect(middle, lambda q: isinstance(q, Allocate)) if x.buffer is src]
+                if not alloc or not packable(alloc[0], lambda b: b.scope == "global"):
+                    raise TensorCoreMiss(
+                        f"the shared tile {src.name} is not filled by copies of whole bytes of packed "
+                        f"{dt_in} words (its fetch moves elements one by one), so WMMA cannot read it")
+        if lda % ldm_mult or ldb % ldm_mult:
+            raise TensorCoreMiss(f"leading dimensions {lda}, {ldb} are not multiples of {ldm_mult}")
+        for _w, _r, _c, ta, tb, _cells in info:
+            if _affine(ta, wm, K)[1:] != (asr, ask) or _affine(tb, K, wn)[1:] != (bsk, bsc):
+                raise TensorCoreMiss("the warps read their tiles with different strides")
+        # alignment (bytes) of each operand's first element: PTX's fragment size (the largest over the
+        # shapes that may be chosen), at least the 16 bytes the leading dimensions are multiples of
+        align = {"A": max([16] + [_fragment_bytes(dt_in, fm_, K) for fm_, _, _ in shapes]),
+                 "B": max([16] + [_fragment_bytes(dt_in, K, fn_) for _, fn_, _ in shapes])}
+        # symbolic bases: where the warp's first lane reads, the k-step loops kept symbolic
+        r0, c0, cells0 = info[0][1], info[0][2], info[0][5]
+        lane, first_vals = cells0[(r0, c0)]
+        pt_first = dict(zip(loop_vars, first_vals))
+        if lane % 32:
+            raise TensorCoreMiss("a warp's first lane does not own the first element of its tile")
+
+        def base_expr(load, fmap):
+            # the local element lane 0 of the warp reads for the tile's first row / column at k = 0
+            e = {**lane_env(lane), **kl_env, **pt_first}
+            e[ki.loop_var] = 0
+            fenv, gidx = fmap[_ev(load.indices[0], e)]
+            sym = substitute(gidx, {v: const(x, v.dtype) for v, x in fenv.items()})
+            return simplify(substitute(sym, lane0))
+
+        a_base = base_expr(a_load, a_fill)
+        b_base = base_expr(b_load, b_fill)
+        # check the symbolic bases against every warp (k loops at 0) and their alignment
+        for w, _r, _c, ta, tb, _cells in info:
+            env = {**lane_env(32 * w), **kl_env}
+            for base, t, what in ((a_base, ta, "A"), (b_base, tb, "B")):
+                if _ev(base, env) != t[(0, 0)]:
+                    raise TensorCoreMiss(f"the {what} tile of warp {w} does not start where its first lane "
+                                         "reads")
+                if (t[(0, 0)] * bits) % (8 * align[what]):
+                    raise TensorCoreMiss(f"the {what} tile of warp {w} is not {align[what]}-byte aligned")
+        for f in k_loops:
+            for v in range(simplify(f.extent).value):
+                env = {**lane_env(0), **kl_env, f.loop_var: v}
+                for base, what in ((a_base, "A"), (b_base, "B")):
+                    if (_ev(base, env) * bits) % (8 * align[what]):
+                        raise TensorCoreMiss(f"the {what} tile of a k step is not {align[what]}-byte aligned")
+        # the fragments of a warp's block: A's i-th starts fm rows on, B's j-th fn columns on, each
+        # aligned as above (the first shape that allows it)
+        for frag in shapes:
+            fm, fn, _ = frag
+            a_step, b_step = fm * asr, fn * bsc
+            if not ((wm > fm and (a_step * bits) % (8 * align["A"]))
+                    or (wn > fn and (b_step * bits) % (8 * align["B"]))):
+                break
+        else:
+            raise TensorCoreMiss(f"the {wm} x {wn} block's fragments "
+                                 f"({', '.join(f'{a}x{b}' for a, b, _ in shapes)}) are not aligned "
+                                 "in shared memory")
+        return _Site(outer_local, a_src, b_src, a_base, b_base, (la, lda), (lb, ldb), frag, (wm, wn),
+                     a_step, b_step, tuple((w, r, c) for w, r, c, *_ in info))
+
+    sites = [analyse(u) for u in updates]
+    s0 = sites[0]
+    for s in sites[1:]:
+        if (s.frag, s.block, s.warps) != (s0.frag, s0.block, s0.warps):
+            raise TensorCoreMiss("the copies of the accumulation (double buffering) tile the warps "
+                                 "differently")
+    (wm, wn), (fm, fn, _) = s0.block, s0.frag
+    _w0, r0, c0 = s0.warps[0]
     # the output tile: row-major with the output's row length
-    out_tab = {(row - r0, col - c0): row * out_cols + col for row, col in cells0}
-    _, csr, csc = _affine(out_tab, m, n)
-    if csc != 1 or csr % 4:
+    if out_cols % 4:
         raise TensorCoreMiss("the output tile is not row-major with a leading dimension a multiple of 4")
     # the store index of the tile's first element, symbolically: where lane 0 stores it
     pt0 = next(pt for row, col, pt in owner_table(0).values() if (row, col) == (r0, c0))
     at_pt0 = substitute(out_st.indices[0], {v: const(x, v.dtype) for v, x in pt0.items()})
     c_base = simplify(substitute(at_pt0, lane0))
-    for w, wr0, wc0, *_ in info:
+    for w, wr0, wc0 in s0.warps:
         env = {**lane_env(32 * w)}
         env.update({v: 0 for v in block_env})
         if _ev(c_base, env) != wr0 * out_cols + wc0:
             raise TensorCoreMiss(f"the output tile of warp {w} does not start where its first lane writes")
-    return _emit(acc_alloc, ko, path, outer_local, a_src, b_src, a_base, b_base, c_base, out_buf,
-                 (m, n, K), (la, lda), (lb, ldb), out_cols, None, acc_dtype)
+    # store_matrix_sync needs 32-byte aligned fragments: every warp's, every block's, every fragment's
+    csize = 4
+    block_steps = [_ev(c_base, {**lane_env(0), **{v: int(v is u) for v in block_env}}) for u in block_env]
+    starts = [wr0 * out_cols + wc0 for _w, wr0, wc0 in s0.warps] + block_steps
+    starts += ([fm * out_cols] if wm > fm else []) + ([fn] if wn > fn else [])
+    if any((x * csize) % 32 for x in starts):
+        raise TensorCoreMiss("the output's fragments are not 32-byte aligned (its row length or tile "
+                             "offsets)")
+    return _emit(acc_alloc, middle, sites, c_base, out_buf, out_cols, _INPUTS[str(s0.a_src.dtype)][1])
 
 
 def _call(name: str, *args) -> Evaluate:
@@ -488,38 +603,54 @@ def _addr(buf: Buffer, index: PrimExpr) -> PrimExpr:
     return Call("handle", _op("tir.address_of"), (BufferLoad(buf, (index,)),))
 
 
-def _emit(acc_alloc, ko, path, outer_local, a_src, b_src, a_base, b_base, c_base, out_buf, mnk, la, lb,
-          out_cols, ctype, acc_dtype) -> Stmt:
+def _emit(acc_alloc: Allocate, middle: Stmt, sites: List[_Site], c_base: PrimExpr, out_buf: Buffer,
+          out_cols: int, acc_dtype: str) -> Stmt:
+    """The WMMA code of one warp's Fm x Fn block of fragments, every call written out (a fragment
+    array is indexed by constants only, so it stays in registers)."""
+    s0 = sites[0]
+    mnk = s0.frag
     m, n, k = mnk
-    frag_c = Buffer(acc_alloc.buffer.name + "_frag", acc_dtype, (1,), "wmma.accumulator")
-    frag_a = Buffer(a_src.name + "_frag", str(a_src.dtype), (1,), "wmma.matrix_a")
-    frag_b = Buffer(b_src.name + "_frag", str(b_src.dtype), (1,), "wmma.matrix_b")
-    step = seq(
-        _call("tir.tvm_load_matrix_sync", frag_a.data, m, n, k, 0, _addr(a_src, a_base), la[1], la[0]),
-        _call("tir.tvm_load_matrix_sync", frag_b.data, m, n, k, 0, _addr(b_src, b_base), lb[1], lb[0]),
-        _call("tir.tvm_bmma_sync" if a_src.dtype == "int1" else "tir.tvm_mma_sync", frag_c.data, 0,
-              frag_a.data, 0, frag_b.data, 0, frag_c.data, 0),
-    )
-    step = _fragment(frag_a, mnk, la[0], _fragment(frag_b, mnk, lb[0], step))
+    fm, fn = s0.block[0] // m, s0.block[1] // n
+    frag_c = Buffer(acc_alloc.buffer.name + "_frag", acc_dtype, (fm * fn,), "wmma.accumulator")
+
+    def step(site: _Site) -> Stmt:
+        frag_a = Buffer(site.a_src.name + "_frag", str(site.a_src.dtype), (fm,), "wmma.matrix_a")
+        frag_b = Buffer(site.b_src.name + "_frag", str(site.b_src.dtype), (fn,), "wmma.matrix_b")
+        la, lb = site.la, site.lb
+        loads = [_call("tir.tvm_load_matrix_sync", frag_a.data, m, n, k, i,
+                       _addr(site.a_src, simplify(site.a_base + i * site.a_step)), la[1], la[0])
+                 for i in range(fm)]
+        loads += [_call("tir.tvm_load_matrix_sync", frag_b.data, m, n, k, j,
+                        _addr(site.b_src, simplify(site.b_base + j * site.b_step)), lb[1], lb[0])
+                  for j in range(fn)]
+        mma = "tir.tvm_bmma_sync" if str(site.a_src.dtype) == "int1" else "tir.tvm_mma_sync"
+        mmas = [_call(mma, frag_c.data, i * fn + j, frag_a.data, i, frag_b.data, j,
+                      frag_c.data, i * fn + j) for i in range(fm) for j in range(fn)]
+        return _fragment(frag_a, mnk, la[0], _fragment(frag_b, mnk, lb[0], seq(*loads, *mmas)))
+
+    steps = {id(s.outer_local): step(s) for s in sites}
 
     def replace(s):
-        return step if s is outer_local else None
+        return steps.get(id(s))
 
-    new_ko = _strip(rewrite_stmts(ko, replace))
-    body = seq(
-        _call("tir.tvm_fill_fragment", frag_c.data, m, n, k, 0, const(0, acc_dtype)),
-        new_ko,
-        _call("tir.tvm_store_matrix_sync", frag_c.data, m, n, k, 0, _addr(out_buf, c_base), out_cols,
-              "row_major"),
-    )
-    out = _fragment(frag_c, mnk, "", body)
-    log.debug("tensor_core: %s -> WMMA %dx%dx%d, A %s (ld %d), B %s (ld %d)", acc_alloc.buffer.name, m, n, k,
-              la[0], la[1], lb[0], lb[1])
-    return _align_shared(out, (a_src, b_src))
+    def strip(s):
+        return _strip(s) if _has_pragma(s) else None
+
+    new_middle = rewrite_stmts(rewrite_stmts(middle, replace), strip)
+    fills = [_call("tir.tvm_fill_fragment", frag_c.data, m, n, k, x, const(0, acc_dtype))
+             for x in range(fm * fn)]
+    stores = [_call("tir.tvm_store_matrix_sync", frag_c.data, m, n, k, i * fn + j,
+                    _addr(out_buf, simplify(c_base + i * m * out_cols + j * n)), out_cols, "row_major")
+              for i in range(fm) for j in range(fn)]
+    out = _fragment(frag_c, mnk, "", seq(*fills, new_middle, *stores))
+    log.debug("tensor_core: %s -> WMMA %dx%dx%d, %d x %d fragments a warp, A %s (ld %d), B %s (ld %d)%s",
+              acc_alloc.buffer.name, m, n, k, fm, fn, s0.la[0], s0.la[1], s0.lb[0], s0.lb[1],
+              ", double-buffered" if len(sites) > 1 else "")
+    return _align_shared(out, {id(b): b for s in sites for b in (s.a_src, s.b_src)}.values())
 
 
 def _fragment(buf: Buffer, mnk, layout: str, body: Stmt) -> Stmt:
-    alloc = Allocate(buf, const(1), body)
+    alloc = Allocate(buf, const(int(buf.shape[0])), body)
     shape = AttrStmt(buf.data, "fragment_shape", StringImm(", ".join(str(x) for x in mnk)), alloc)
     if layout:
         return AttrStmt(buf.data, "fragment_layout", StringImm(layout), shape)

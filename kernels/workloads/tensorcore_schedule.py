@@ -1,0 +1,205 @@
+"""The auto-tensor-core tutorial's schedule template with knobs for the warp tile.
+
+The tutorial (tests/tutorials/auto_tensorcore.py) fixes each thread's register tile at 1 x 8 outputs,
+so each warp of its blocks computes one 16 x 16 WMMA fragment per k step and loads two fragments from
+shared memory for every ``mma_sync``. :func:`tensorcore_schedule` has the same structure (shared and
+register caches of both operands, a register-cached output, ``storage_align`` against bank conflicts,
+the ``"tensor_core"`` pragma on the outer k loop) and adds the thread tile ``ty`` x ``tx`` and the warp
+width ``warp_m`` as knobs. A warp of 32 threads then covers ``(32 * tx / warp_m * ty)`` rows by
+``warp_m`` columns of the output, which the tensor-core rewrite (kernels.lower.tensor_core) turns into
+an Fm x Fn array of WMMA fragments: per k step Fm ``matrix_a`` and Fn ``matrix_b`` loads feed Fm * Fn
+``mma_sync``. With ``ty=1, tx=8, warp_m=16`` it is the tutorial's schedule.
+"""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+from .. import te
+from ..errors import TVMError
+
+__all__ = ["tensorcore_matmul", "tensorcore_schedule", "warp_tile"]
+
+#: dtype -> (storage_align factor, offset, the WMMA k of one step) as the tutorial sets them
+_ALIGN = {"float16": (16, 8, 16), "int8": (32, 16, 16), "uint8": (32, 16, 16), "int4": (64, 32, 32),
+          "int1": (256, 128, 128)}
+
+
+def tensorcore_matmul(N: int, L: int, M: int, dtype: str = "float16",
+                      layout: str = "NN") -> Tuple[te.Tensor, te.Tensor, te.Tensor]:
+    """The tutorial's matrix product: ``C[i, j] = sum_k A * B`` (N x M), operands of ``dtype`` cast to
+    the accumulator type (float32 for float16, int32 for integers) before the product.
+
+    Parameters
+    ----------
+    N, L, M : int
+        Rows of C, the reduction length, columns of C.
+    dtype : str
+        The operands' dtype.
+    layout : str
+        NN: A (N, L), B (L, M); NT: A (L, N); TN: B (M, L); TT: both transposed (the tutorial's names).
+
+    Returns
+    -------
+    (A, B, C) : the two placeholders and the product.
+    """
+    if layout not in ("NN", "NT", "TN", "TT"):
+        raise TVMError(f"tensorcore_matmul: layout {layout!r} is not NN, NT, TN or TT")
+    a_t, b_t = layout[1] == "T", layout[0] == "T"
+    A = te.placeholder((L, N) if a_t else (N, L), name="A", dtype=dtype)
+    B = te.placeholder((M, L) if b_t else (L, M), name="B", dtype=dtype)
+    out = "float32" if dtype.startswith("float") else "int32"
+    k = te.reduce_axis((0, L), name="k")
+
+    def body(i, j):
+        a = A[k, i] if a_t else A[i, k]
+        b = B[j, k] if b_t else B[k, j]
+        return te.sum(a.astype(out) * b.astype(out), axis=k)
+
+    return A, B, te.compute((N, M), body, name="C")
+
+
+def warp_tile(bx: int, by: int, ty: int = 1, tx: int = 8, warp_m: int = 16) -> Tuple[int, int]:
+    """The (rows, columns) of the output one warp of :func:`tensorcore_schedule` computes.
+
+    Parameters
+    ----------
+    bx, by, ty, tx, warp_m : int
+        The knobs of :func:`tensorcore_schedule`.
+
+    Returns
+    -------
+    (rows, cols) : tuple of int
+        ``warp_m`` columns (at most the block's ``bx * tx``) by ``32 / (columns / tx) * ty`` rows.
+    """
+    wx = min(warp_m, bx * tx)
+    lanes_x = wx // tx
+    return (32 // lanes_x) * ty, wx
+
+
+def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, layout: str, bx: int, by: int,
+                        step_k: int, v: int, ty: int = 1, tx: int = 8, warp_m: int = 16,
+                        double_buffer: int = 0, flat_fetch: int = 0) -> Tuple[te.Schedule, List[te.Tensor]]:
+    """Schedule the matrix product ``C`` of ``A`` and ``B`` as the auto-tensor-core tutorial does,
+    with a configurable warp tile.
+
+    The block computes ``(by * ty) x (bx * tx)`` outputs with ``bx * by`` threads: ``threadIdx.x``
+    runs over the ``warp_m / tx`` thread columns of a warp's ``warp_m``-wide strip, ``threadIdx.y``
+    over ``by`` thread rows (``ty`` rows of outputs each), ``threadIdx.z`` over the block's strips. Each
+    step of ``step_k * 16`` along k, the block fetches its tiles of A and B into shared memory with
+    ``v``-element vector loads (``v = 8`` float16 elements are one 128-bit access), copies 16-wide
+    slices into registers and accumulates; the ``"tensor_core"`` pragma on the step loop lets CUDA
+    builds replace the per-thread code with WMMA fragments where the warp's tile allows::
+
+        for ko in range(L // (16 * step_k)):            # pragma tensor_core
+            A.shared = A[block rows, ko step]           # cooperative, vectorised (v)
+            B.shared = B[ko step, block columns]
+            for kl in range(step_k):
+                A.local = A.shared[thread rows, kl * 16 : +16]
+                B.local = B.shared[kl * 16 : +16, thread columns]
+                for ki, i (ty), j (tx): C.local[i, j] += A.local[i, ki] * B.local[ki, j]
+        C[thread rows, thread columns] = C.local
+
+    Parameters
+    ----------
+    A, B : te.Tensor
+        The operands (placeholders); their shapes follow ``layout``: NN is A (N, L), B (L, M); NT
+        transposes A, TN transposes B, TT both (the tutorial's naming).
+    C : te.Tensor
+        ``te.compute((N, M), ...)`` summing ``A * B`` (cast to the accumulator type) over one axis.
+    dtype : str
+        The operands' dtype (float16, int8, int4, int1): picks ``storage_align`` and the WMMA k.
+    layout : str
+        NN, NT, TN or TT.
+    bx, by : int
+        Thread columns and rows of a block (``bx * by`` threads).
+    step_k : int
+        How many 16-long k slices one shared tile holds.
+    v : int
+        Elements per vector load of the cooperative fetches.
+    ty, tx : int
+        Rows and columns of outputs per thread (the tutorial's TY = 1, TX = 8).
+    warp_m : int
+        Columns of the output a warp covers (the tutorial's 16; it must be a multiple of ``tx``).
+    double_buffer : int
+        Non-zero: double-buffer the shared tiles (two halves each; the next step's tiles are fetched
+        into one while the fragments are loaded from the other, one barrier a step).
+    flat_fetch : int
+        Non-zero: each shared tile is fetched as one run of elements, ``v`` a thread in turn over all
+        ``bx * by`` threads (no thread idles when the tile is a multiple of ``v * bx * by`` elements);
+        zero: the tutorial's fetch (rows over threadIdx.y, ``bx * v`` columns over x and z).
+
+    Returns
+    -------
+    (schedule, [A, B, C])
+    """
+    if dtype not in _ALIGN:
+        raise TVMError(f"tensorcore_schedule: dtype {dtype!r} is not one of {sorted(_ALIGN)}")
+    if layout not in ("NN", "NT", "TN", "TT"):
+        raise TVMError(f"tensorcore_schedule: layout {layout!r} is not NN, NT, TN or TT")
+    for name, val in (("bx", bx), ("by", by), ("step_k", step_k), ("v", v), ("ty", ty), ("tx", tx),
+                      ("warp_m", warp_m)):
+        if not isinstance(val, int) or val < 1:
+            raise TVMError(f"tensorcore_schedule: knob {name}={val!r} must be a positive integer")
+    factor, offset, warp_k = _ALIGN[dtype]
+    tile_x, tile_y = bx * tx, by * ty
+    wx = min(warp_m, tile_x)
+    if wx % tx or tile_x % wx:
+        raise TVMError(f"tensorcore_schedule: knob warp_m={warp_m} must be a multiple of tx={tx} and divide "
+                       f"the block's {tile_x} columns (bx * tx)")
+    s = te.create_schedule(C.op)
+    y, x = s[C].op.axis
+    k = s[C].op.reduce_axis[0]
+    AA = s.cache_read(A, "shared", [C])
+    if layout in ("NN", "TN"):
+        s[AA].storage_align(AA.op.axis[0], factor, offset)
+    AL = s.cache_read(AA, "local", [C])
+    BB = s.cache_read(B, "shared", [C])
+    if layout in ("TT", "NT"):
+        s[BB].storage_align(BB.op.axis[0], factor, offset)
+    BL = s.cache_read(BB, "local", [C])
+    CL = s.cache_write(C, "local")
+    # the output: block, warp strip (z), thread rows (y), thread columns (x), then the thread's tile
+    yo, yt = s[C].split(y, tile_y)
+    yt, yi = s[C].split(yt, ty)
+    xo, xi = s[C].split(x, tile_x)
+    tz, xi = s[C].split(xi, wx)
+    txo, xi = s[C].split(xi, tx)
+    s[C].reorder(yo, xo, tz, yt, txo, yi, xi)
+    s[C].bind(yo, te.thread_axis("blockIdx.y"))
+    s[C].bind(xo, te.thread_axis("blockIdx.x"))
+    s[C].bind(yt, te.thread_axis("threadIdx.y"))
+    s[C].bind(tz, te.thread_axis("threadIdx.z"))
+    s[C].bind(txo, te.thread_axis("threadIdx.x"))
+    # the accumulation: k in shared steps (ko), 16-wide register slices (kl), then the slice
+    ko, ki = s[CL].split(k, step_k * warp_k)
+    kl, ki = s[CL].split(ki, warp_k)
+    s[CL].compute_at(s[C], txo)
+    cy, cx = CL.op.axis
+    s[CL].reorder(ko, kl, ki, cy, cx)
+    # cooperative fetches: every thread of the block, v consecutive elements each
+    for XX in (AA, BB):
+        s[XX].compute_at(s[CL], ko)
+        if flat_fetch:
+            # the tile as one run of elements dealt out v at a time to x, then y, then z
+            fused = s[XX].fuse(*s[XX].op.axis)
+            fused, vec = s[XX].split(fused, factor=v)
+            fused, fx = s[XX].split(fused, factor=wx // tx)
+            fused, fy = s[XX].split(fused, factor=by)
+            _, fz = s[XX].split(fused, factor=tile_x // wx)
+        else:
+            fo, fi = s[XX].split(s[XX].op.axis[1], factor=bx * v)
+            fz, fx = s[XX].split(fi, factor=(wx // tx) * v)
+            fx, vec = s[XX].split(fx, factor=v)
+            fused = s[XX].fuse(s[XX].op.axis[0], fo)
+            _, fy = s[XX].split(fused, factor=by)
+        s[XX].bind(fy, te.thread_axis("threadIdx.y"))
+        s[XX].bind(fz, te.thread_axis("threadIdx.z"))
+        s[XX].bind(fx, te.thread_axis("threadIdx.x"))
+        s[XX].vectorize(vec)
+        if double_buffer:
+            s[XX].double_buffer()
+    s[AL].compute_at(s[CL], kl)
+    s[BL].compute_at(s[CL], kl)
+    s[CL].pragma(ko, "tensor_core")
+    return s, [A, B, C]

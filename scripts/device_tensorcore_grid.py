@@ -1,0 +1,172 @@
+"""Device experiment: warp tiles of several WMMA fragments (kernels.workloads.tensorcore_schedule) at
+8192^3 float16 -> float32 over a small hand-picked grid, against torch.matmul float16 in the same
+process. Builds every configuration in parallel threads (nvcc runs outside the GIL), checks each
+result against torch's float32 product (1e-2 of the largest |C|), times it with CUDA events around
+each launch (median of ``--reps`` after warm-up), prints TFLOP/s and the ratio to torch, and
+``nvcc -Xptxas -v`` (registers, spills, shared memory) for the best configuration.
+
+    python3 scripts/device_tensorcore_grid.py [--n 8192] [--layout NN] [--reps 20] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from devtime import median_ms, ptxas_report  # noqa: E402
+
+import kernels as tvm  # noqa: E402
+from kernels.build_module import build_spec  # noqa: E402
+from kernels.workloads.tensorcore_schedule import (tensorcore_matmul, tensorcore_schedule,  # noqa: E402
+                                                   warp_tile)
+
+
+def _cfg(bx, by, step_k, ty=1, tx=8, warp_m=16, v=8, double_buffer=0, flat_fetch=0):
+    return dict(bx=bx, by=by, step_k=step_k, v=v, ty=ty, tx=tx, warp_m=warp_m, double_buffer=double_buffer,
+                flat_fetch=flat_fetch)
+
+
+#: the grid: the tutorial's best one-fragment configuration, then warps of 2x2 ... 4x4 fragments
+#: (16x16x16) in blocks of 4 or 8 warps, some double-buffered. Shared tiles stay within the 48 KiB of
+#: static shared memory. v: elements a thread fetches at once (8 halves: one 128-bit copy); the fetch
+#: of A's rows of step_k * 16 elements keeps every thread busy where bx * v divides them.
+GRID = [
+    _cfg(4, 64, 4),                                            # tutorial: 1 fragment, 8 warps, 64 x 32
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64),                    # 4x4 a warp, 4 warps, 128 x 128
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=4),
+    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64),
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, double_buffer=1),
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=4, double_buffer=1),
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, flat_fetch=1),      # every thread fetches (128-bit)
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, flat_fetch=1, double_buffer=1),
+    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64, flat_fetch=1),
+    _cfg(8, 32, 2, ty=8, tx=16, warp_m=64, flat_fetch=1),
+    _cfg(8, 32, 2, ty=4, tx=16, warp_m=32, flat_fetch=1, double_buffer=1),
+    _cfg(8, 32, 2, ty=8, tx=16, warp_m=64),                    # 4x4, 8 warps, 256 x 128
+    _cfg(8, 32, 2, ty=8, tx=16, warp_m=64, v=4),
+    _cfg(16, 16, 2, ty=8, tx=16, warp_m=64, v=4),              # 4x4, 8 warps, 128 x 256
+    _cfg(8, 32, 2, ty=4, tx=16, warp_m=32, v=4),               # 4x2 (64 x 32), 8 warps, 128 x 128
+    _cfg(8, 32, 4, ty=4, tx=16, warp_m=32),
+    _cfg(8, 32, 2, ty=4, tx=16, warp_m=32, v=4, double_buffer=1),
+    _cfg(8, 32, 2, ty=4, tx=16, warp_m=64, v=4),               # 2x4 (32 x 64), 8 warps, 128 x 128
+    _cfg(8, 32, 4, ty=4, tx=16, warp_m=64),
+    _cfg(8, 32, 2, ty=4, tx=16, warp_m=64, v=4, double_buffer=1),
+    _cfg(8, 32, 4, ty=2, tx=16, warp_m=32),                    # 2x2 (32 x 32), 8 warps, 64 x 128
+    _cfg(8, 32, 2, ty=2, tx=16, warp_m=32, v=4, double_buffer=1),
+    _cfg(8, 16, 4, ty=4, tx=16, warp_m=32),                    # 4x2, 4 warps, 64 x 128
+    _cfg(8, 16, 4, ty=4, tx=8, warp_m=32),                     # 2x2 with 8-wide thread strips, 64 x 64
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=8192)
+    ap.add_argument("--layout", default="NN", choices=["NN", "NT", "TN", "TT"])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--arch", help="build for this architecture (default: the GPU's)")
+    ap.add_argument("--build-only", action="store_true", help="build the grid and stop (no GPU needed)")
+    ap.add_argument("--json")
+    opt = ap.parse_args()
+    n, layout = opt.n, opt.layout
+    if opt.arch:
+        arch = opt.arch
+    else:
+        major, minor = tvm.cuda(0).compute_version.split(".")
+        arch = f"sm_{major}{minor}"
+    target = f"cuda -arch={arch}"
+    t0 = time.perf_counter()
+
+    def schedule(knobs):
+        A, B, C = tensorcore_matmul(n, n, n, "float16", layout)
+        return tensorcore_schedule(A, B, C, "float16", layout, **knobs)
+
+    def build(knobs):
+        s, args = schedule(knobs)
+        return tvm.build(s, args, target)
+
+    with ThreadPoolExecutor(max_workers=opt.threads) as pool:
+        futures = [pool.submit(build, knobs) for knobs in GRID]
+        built = []
+        for knobs, fut in zip(GRID, futures):
+            try:
+                built.append((knobs, fut.result(), None))
+            except Exception as exc:  # a configuration nvcc or the schedule refuses: reported, skipped
+                built.append((knobs, None, f"{type(exc).__name__}: {str(exc)[:300]}"))
+    print(f"built {len(GRID)} configurations in {time.perf_counter() - t0:.1f} s", flush=True)
+    for knobs, f, err_text in built:
+        if f is None or opt.build_only:
+            mmas = 0 if f is None else f.imported_modules[0].get_source().count("mma_sync(")
+            print(f"  {knobs}: {err_text or f'mma_sync x{mmas}'}", flush=True)
+    if opt.build_only:
+        return
+    import torch
+
+    dev = tvm.cuda(0)
+
+    a_t, b_t = layout[1] == "T", layout[0] == "T"
+    ta = torch.rand(n, n, device="cuda", dtype=torch.float16) - 0.5
+    tb = torch.rand(n, n, device="cuda", dtype=torch.float16) - 0.5
+    ea, eb = (ta.t() if a_t else ta), (tb.t() if b_t else tb)
+    ref = torch.matmul(ea.float(), eb.float())
+    scale = float(ref.abs().max())
+    tc = torch.empty(n, n, device="cuda", dtype=torch.float16)
+    peer_ms = median_ms(lambda: torch.matmul(ea, eb, out=tc), opt.reps)
+    ops = 2.0 * n ** 3
+    report = {"device": torch.cuda.get_device_name(), "n": n, "layout": layout, "peer": "torch.matmul fp16",
+              "peer_ms": peer_ms, "peer_tflops": ops / peer_ms / 1e9, "rows": []}
+    print(f"{report['device']} {layout} {n}^3: torch.matmul fp16 {peer_ms:.3f} ms = "
+          f"{ops / peer_ms / 1e9:.1f} TFLOP/s", flush=True)
+    a = tvm.nd.array(ta.cpu().numpy(), dev)
+    b = tvm.nd.array(tb.cpu().numpy(), dev)
+    poison = np.full((n, n), np.nan, "float32")
+    best = None
+    for knobs, f, err_text in built:
+        warp = "x".join(str(x // 16) for x in warp_tile(knobs["bx"], knobs["by"], knobs["ty"], knobs["tx"],
+                                                          knobs["warp_m"]))
+        label = " ".join(f"{k}={v}" for k, v in knobs.items())
+        if f is None:
+            print(f"  [{warp}] {label}: BUILD ERROR {err_text}", flush=True)
+            report["rows"].append(dict(knobs=knobs, error=err_text))
+            continue
+        src = f.imported_modules[0].get_source()
+        mmas = src.count("mma_sync(")
+        try:
+            c = tvm.nd.array(poison, dev)
+            f(a, b, c)
+            got = torch.from_numpy(c.numpy()).cuda()
+            err = float((got - ref).abs().max()) / scale
+            ok = err < 1e-2
+            ms = median_ms(lambda f=f, c=c: f(a, b, c), opt.reps)
+        except Exception as exc:
+            print(f"  [{warp}] {label}: RUN ERROR {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+            report["rows"].append(dict(knobs=knobs, error=str(exc)[:300]))
+            continue
+        row = dict(knobs=knobs, warp_fragments=warp, mma_sync=mmas, ms=ms, tflops=ops / ms / 1e9,
+                   ratio=peer_ms / ms, rel_err=err, ok=ok)
+        report["rows"].append(row)
+        print(f"  [{warp}] {label}: mma_sync x{mmas} {ms:8.3f} ms {row['tflops']:7.1f} TFLOP/s "
+              f"x{row['ratio']:.3f} of torch, err {err:.1e} {'ok' if ok else 'WRONG'}", flush=True)
+        if ok and (best is None or ms < best["ms"]):
+            best = row
+    if best is not None:
+        s, args = schedule(best["knobs"])
+        ptx = ptxas_report(build_spec(s, args, target).source, arch)
+        report["best"] = dict(best, ptxas=ptx[-800:])
+        print(f"best: {best['knobs']} {best['tflops']:.1f} TFLOP/s = x{best['ratio']:.3f} of torch.matmul "
+              f"fp16\n{ptx[-600:]}", flush=True)
+    print(f"total {time.perf_counter() - t0:.1f} s", flush=True)
+    if opt.json:
+        Path(opt.json).write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
