@@ -42,4 +42,4 @@ for row in m.rows:
         print(f"  fastest kernel: {ratio:.3f}x {peer}")
 PY
 echo "== GPU tests of the workload"
-python3 -m pytest -q -m gpu tests/gpu/test_tensorcore_suite_gpu.py tests/gpu/test_tensorcore_gpu.py 2>&1 | tail -15
+python3 -m pytest -q -m gpu tests/gpu/test_tensorcore_suite_gpu.py tests/gpu/test_tensorcore_gpu.py tests/gpu/test_tensorcore_warptile_gpu.py 2>&1 | tail -15

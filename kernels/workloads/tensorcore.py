@@ -30,7 +30,7 @@ Variants:
   from, for comparison.
 * ``warp_tile`` -- where :mod:`kernels.workloads.tensorcore_schedule` is present: the same structure
   with a ``ty`` x ``tx`` thread tile and ``warp_m``-wide warps, so that a warp holds several WMMA
-  fragments (knobs bx, by, step_k, v, ty, tx, warp_m, double_buffer).
+  fragments (knobs bx, by, step_k, v, ty, tx, warp_m, double_buffer, flat_fetch).
 * ``default`` -- the compute's default loop nest, for the C target.
 
 References are computed in float64 (int64 for the integer types, int4/int1 unpacked first).
@@ -210,13 +210,14 @@ def _plain(params, dtype, bx=4, by=16, step_k=2, v=8):
     return _instantiate(params, dtype, False, dict(bx=bx, by=by, step_k=step_k, v=v))
 
 
-def _warp_tile(params, dtype, bx=4, by=16, step_k=2, v=8, ty=1, tx=8, warp_m=16, double_buffer=0):
+def _warp_tile(params, dtype, bx=4, by=16, step_k=2, v=8, ty=1, tx=8, warp_m=16, double_buffer=0,
+               flat_fetch=0):
     """The template's structure with a configurable warp tile (several WMMA fragments per warp):
     :func:`kernels.workloads.tensorcore_schedule.tensorcore_schedule`."""
     N, L, M, layout = _size_args(params)
     A, B, C = _compute(N, L, M, dtype, layout)
     return _warp_tile_schedule(A, B, C, dtype, layout, bx, by, step_k, v, ty=ty, tx=tx, warp_m=warp_m,
-                               double_buffer=double_buffer)
+                               double_buffer=double_buffer, flat_fetch=flat_fetch)
 
 
 def _default(params, dtype):
@@ -294,7 +295,8 @@ register(Workload(
                          "the tutorial's schedule without the tensor_core pragma (register tiles)"),
         "default": Variant("default", _default, CPU, (), "the default loop nest"),
     **({"warp_tile": Variant(
-        "warp_tile", _warp_tile, GPU, _KNOBS + (("ty", 1), ("tx", 8), ("warp_m", 16), ("double_buffer", 0)),
+        "warp_tile", _warp_tile, GPU, _KNOBS + (("ty", 1), ("tx", 8), ("warp_m", 16), ("double_buffer", 0),
+                                  ("flat_fetch", 0)),
         "the template with a ty x tx thread tile and warp_m-wide warps: several fragments per warp "
         "(ty=1, tx=8, warp_m=16 is the tutorial's)")} if _warp_tile_schedule is not None else {}),
     },

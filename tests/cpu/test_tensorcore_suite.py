@@ -87,7 +87,7 @@ def test_report_shows_the_variants_side_by_side(ran):
 def test_every_float16_and_int8_configuration_of_the_suite_gets_wmma():
     """The suite's fixed configurations are ones WMMA takes (else its tutorial cases would time plain
     code): the CUDA source of each float16 / int8 tutorial case has mma_sync, and the plain variant of
-    the same case none."""
+    the same case none (warp_tile cases: several fragments a warp, also WMMA)."""
     from kernels.build_module import build_spec
 
     w = workloads.get("matmul_tensorcore")
@@ -97,5 +97,5 @@ def test_every_float16_and_int8_configuration_of_the_suite_gets_wmma():
             continue
         seen.add((c.variant, c.params, c.knobs, c.dtype))
         src = build_spec(*w.build(c.variant, c.param_dict, c.dtype, c.knob_dict), "cuda -arch=sm_90").source
-        assert ("mma_sync" in src) == (c.variant == "tutorial"), c.key
-    assert len(seen) == 4 * 2 + 4 * 2 + 2 * 2 + 8
+        assert ("mma_sync" in src) == (c.variant in ("tutorial", "warp_tile")), c.key
+    assert len(seen) == 4 * 3 + 4 * 3 + 2 * 2 + 1 + 4
