@@ -263,3 +263,17 @@ def test_warp_tile_variant_where_the_schedule_is_present():
     assert v.targets == ("cuda", "opencl")
     src = build_spec(*W.build("warp_tile", _p(256, 256, 256, "NN"), "float16"), "cuda -arch=sm_90").source
     assert "mma_sync" in src
+
+
+def test_integer_reference_is_exact_at_the_extremes():
+    """The int8 reference (summed through float64 BLAS while that is exact) gives hand-derived values:
+    (-128) * (-128) summed over l = 64 is 64 * 16384 everywhere, and mixed signs cancel exactly."""
+    from kernels.workloads.tensorcore import _reference
+
+    a = np.full((8, 64), -128, np.int8)
+    b = np.full((64, 4), -128, np.int8)
+    (c,) = _reference([a, b], {"layout": "NN"}, "int8")
+    assert c.dtype == np.int64 and (c == 64 * 16384).all()
+    b[::2] = 127
+    (c,) = _reference([a, b], {"layout": "NN"}, "int8")
+    assert (c == 32 * 16384 + 32 * (-128 * 127)).all()
