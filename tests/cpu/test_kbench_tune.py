@@ -41,6 +41,23 @@ def _rows(db, sql, *args):
         return conn.execute(sql, args).fetchall()
 
 
+@pytest.fixture(autouse=True)
+def _workloads_restored():
+    """The probe workloads a suite imports register into the process's workload registry: take them out
+    again (and their modules) so that no later test sees them."""
+    import sys
+
+    from kernels import workloads
+
+    before, mods = dict(workloads.REGISTRY), set(sys.modules)
+    yield
+    workloads.REGISTRY.clear()
+    workloads.REGISTRY.update(before)
+    for name in set(sys.modules) - mods:
+        if name.startswith("kbench_tune_probe"):
+            del sys.modules[name]
+
+
 def _kbench(*argv, capsys):
     code = main([str(a) for a in argv])
     captured = capsys.readouterr()
