@@ -14,7 +14,8 @@ dimensions), and where its block of the output lies. Where WMMA fragments tile t
 fragments of 16x16x16, 8x32x16 or 32x8x16 for float16 -> float32 and int8 -> int32, 8x8x32 for
 int4 -> int32 (``precision::s4``) and 8x8x128 for int1 -> int32 (``precision::b1``), both with A
 row-major and B column-major (the tutorial's layout TN); the first shape whose fragments are
-aligned (below) — with aligned tiles and legal leading dimensions, the per-thread code becomes (fragment arrays indexed by constants, every call written out)::
+aligned (below) — with aligned tiles and legal leading dimensions, the per-thread code becomes
+(fragment arrays indexed by constants, every call written out)::
 
     fragment<accumulator> acc[Fm * Fn];  fill_fragment(acc[i], 0) for each
     for ko: (the cooperative fetches into shared memory, unchanged)
