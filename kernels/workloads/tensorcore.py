@@ -28,7 +28,7 @@ Variants:
   8 ... 64; step_k in 1 ... 32; v in 4 ... 32).
 * ``plain`` -- the same schedule without the pragma: the register-tiled code the rewrite starts
   from, for comparison.
-* ``warp_tile`` -- where :mod:`kernels.workloads.tensorcore_schedule` is present: the same structure
+* ``warp_tile`` -- :mod:`kernels.workloads.tensorcore_schedule`: the same structure
   with a ``ty`` x ``tx`` thread tile and ``warp_m``-wide warps, so that a warp holds several WMMA
   fragments (knobs bx, by, step_k, v, ty, tx, warp_m, double_buffer, flat_fetch).
 * ``default`` -- the compute's default loop nest, for the C target.
@@ -46,12 +46,7 @@ from .. import autotvm, te
 from ..contrib.packing import pack, per_word, unpack
 from . import Variant, Workload, WorkloadError, _poison, register, storage_bytes
 
-try:  # the warp-tile schedule, where this checkout has it (the `warp_tile` variant)
-    from .tensorcore_schedule import tensorcore_schedule as _warp_tile_schedule
-except ModuleNotFoundError as exc:
-    if exc.name != f"{__package__}.tensorcore_schedule":
-        raise
-    _warp_tile_schedule = None
+from .tensorcore_schedule import tensorcore_matmul, tensorcore_schedule
 
 #: the tutorial's layouts (A transposed when the second letter is T, B when the first is)
 LAYOUTS = ("NN", "NT", "TN", "TT")
@@ -90,96 +85,21 @@ def check_case(params: Dict[str, object], dtype: str) -> Optional[str]:
     return None
 
 
-def _compute(n: int, l: int, m: int, dtype: str, layout: str):  # noqa: E741
-    shape_a, shape_b = operand_shapes(n, m, l, layout)
-    A = te.placeholder(shape_a, name="A", dtype=dtype)
-    B = te.placeholder(shape_b, name="B", dtype=dtype)
-    k = te.reduce_axis((0, l), name="k")
-    acc = ACCUMULATOR[dtype]
-    a_t, b_t = layout[1] == "T", layout[0] == "T"
-
-    def body(i, j):
-        a = A[k, i] if a_t else A[i, k]
-        b = B[j, k] if b_t else B[k, j]
-        return te.sum(a.astype(acc) * b.astype(acc), axis=k)
-
-    C = te.compute((n, m), body, name="C")
-    return A, B, C
-
-
-#: storage_align (factor, offset) of the shared tiles, per dtype (the tutorial's)
-_ALIGN = {"float16": (16, 8), "int8": (32, 16), "int4": (64, 32), "int1": (256, 128)}
-#: (warp tile m, warp tile k) per dtype (the tutorial's)
-_WARP_TILE = {"float16": (16, 16), "int8": (16, 16), "int4": (8, 32), "int1": (8, 128)}
+#: (thread tile columns TX, warp tile m) per dtype (the tutorial's; its thread tile has TY = 1 row)
+_TUTORIAL_TILE = {"float16": (8, 16), "int8": (8, 16), "int4": (2, 8), "int1": (2, 8)}
 
 
 def _template(N: int, L: int, M: int, dtype: str, layout: str, tensor_core: bool):  # noqa: N803
     """The tutorial's test_gemm schedule, with the ``"tensor_core"`` pragma when ``tensor_core``."""
-    A, B, C = _compute(N, L, M, dtype, layout)
-    s = te.create_schedule(C.op)
-    y, x = s[C].op.axis
-    k = s[C].op.reduce_axis[0]
-    factor, offset = _ALIGN[dtype]
-
-    AA = s.cache_read(A, "shared", [C])
-    if layout in ("NN", "TN"):  # A's rows run along k: pad them against bank conflicts
-        s[AA].storage_align(AA.op.axis[0], factor, offset)
-    AL = s.cache_read(AA, "local", [C])
-    BB = s.cache_read(B, "shared", [C])
-    if layout in ("NT", "TT"):
-        s[BB].storage_align(BB.op.axis[0], factor, offset)
-    BL = s.cache_read(BB, "local", [C])
-    CL = s.cache_write(C, "local")
-
     cfg = autotvm.get_config()
     cfg.define_knob("bx", [2, 4, 8])
     cfg.define_knob("by", [8, 16, 32, 64])
     cfg.define_knob("step_k", [1, 2, 4, 8, 16, 32])
     cfg.define_knob("v", [4, 8, 16, 32])
-    by, bx, step_k, v = cfg["by"].val, cfg["bx"].val, cfg["step_k"].val, cfg["v"].val
-
-    # thread tile TY x TX, warp tile, block tile (by * TY) x (bx * TX)
-    TX, TY = (2 if dtype in PACKED_BITS else 8), 1
-    warp_tile_m, warp_tile_k = _WARP_TILE[dtype]
-    tile_x, tile_y = bx * TX, by * TY
-
-    yo, ty = s[C].split(y, tile_y)
-    ty, yi = s[C].split(ty, TY)
-    xo, xi = s[C].split(x, tile_x)
-    WX = min(warp_tile_m, tile_x)
-    tz, xi = s[C].split(xi, WX)
-    tx, xi = s[C].split(xi, TX)
-    s[C].reorder(yo, xo, tz, ty, tx, yi, xi)
-    s[C].bind(yo, te.thread_axis("blockIdx.y"))
-    s[C].bind(xo, te.thread_axis("blockIdx.x"))
-    s[C].bind(ty, te.thread_axis("threadIdx.y"))
-    s[C].bind(tz, te.thread_axis("threadIdx.z"))
-    s[C].bind(tx, te.thread_axis("threadIdx.x"))
-
-    ko, ki = s[CL].split(k, step_k * warp_tile_k)
-    kl, ki = s[CL].split(ki, warp_tile_k)
-    s[CL].compute_at(s[C], tx)
-    yo, xo = CL.op.axis
-    s[CL].reorder(ko, kl, ki, yo, xo)
-
-    # the shared tiles, fetched cooperatively with v-wide vectors
-    for XX in (AA, BB):
-        s[XX].compute_at(s[CL], ko)
-        xo, xi = s[XX].split(s[XX].op.axis[1], factor=bx * v)
-        tz, tx = s[XX].split(xi, factor=(WX // TX) * v)
-        tx, vec = s[XX].split(tx, factor=v)
-        fused = s[XX].fuse(s[XX].op.axis[0], xo)
-        _, ty = s[XX].split(fused, factor=by)
-        s[XX].bind(ty, te.thread_axis("threadIdx.y"))
-        s[XX].bind(tz, te.thread_axis("threadIdx.z"))
-        s[XX].bind(tx, te.thread_axis("threadIdx.x"))
-        s[XX].vectorize(vec)
-
-    s[AL].compute_at(s[CL], kl)
-    s[BL].compute_at(s[CL], kl)
-    if tensor_core:
-        s[CL].pragma(ko, "tensor_core")
-    return s, [A, B, C]
+    tx, warp_m = _TUTORIAL_TILE[dtype]
+    A, B, C = tensorcore_matmul(N, L, M, dtype, layout)
+    return tensorcore_schedule(A, B, C, dtype, layout, cfg["bx"].val, cfg["by"].val, cfg["step_k"].val,
+                               cfg["v"].val, ty=1, tx=tx, warp_m=warp_m, tensor_core=tensor_core)
 
 
 #: the template, registered as :data:`TEMPLATE`: ``autotvm.task.create(TEMPLATE, args=(n, l, m, dtype,
@@ -215,14 +135,14 @@ def _warp_tile(params, dtype, bx=4, by=16, step_k=2, v=8, ty=1, tx=8, warp_m=16,
     """The template's structure with a configurable warp tile (several WMMA fragments per warp):
     :func:`kernels.workloads.tensorcore_schedule.tensorcore_schedule`."""
     N, L, M, layout = _size_args(params)
-    A, B, C = _compute(N, L, M, dtype, layout)
-    return _warp_tile_schedule(A, B, C, dtype, layout, bx, by, step_k, v, ty=ty, tx=tx, warp_m=warp_m,
+    A, B, C = tensorcore_matmul(N, L, M, dtype, layout)
+    return tensorcore_schedule(A, B, C, dtype, layout, bx, by, step_k, v, ty=ty, tx=tx, warp_m=warp_m,
                                double_buffer=double_buffer, flat_fetch=flat_fetch)
 
 
 def _default(params, dtype):
     N, L, M, layout = _size_args(params)
-    A, B, C = _compute(N, L, M, dtype, layout)
+    A, B, C = tensorcore_matmul(N, L, M, dtype, layout)
     return te.create_schedule(C.op), [A, B, C]
 
 
@@ -300,11 +220,11 @@ register(Workload(
         "plain": Variant("plain", _plain, GPU, _KNOBS,
                          "the tutorial's schedule without the tensor_core pragma (register tiles)"),
         "default": Variant("default", _default, CPU, (), "the default loop nest"),
-    **({"warp_tile": Variant(
-        "warp_tile", _warp_tile, GPU, _KNOBS + (("ty", 1), ("tx", 8), ("warp_m", 16), ("double_buffer", 0),
-                                  ("flat_fetch", 0)),
-        "the template with a ty x tx thread tile and warp_m-wide warps: several fragments per warp "
-        "(ty=1, tx=8, warp_m=16 is the tutorial's)")} if _warp_tile_schedule is not None else {}),
+        "warp_tile": Variant(
+            "warp_tile", _warp_tile, GPU,
+            _KNOBS + (("ty", 1), ("tx", 8), ("warp_m", 16), ("double_buffer", 0), ("flat_fetch", 0)),
+            "the template with a ty x tx thread tile and warp_m-wide warps: several fragments per warp "
+            "(ty=1, tx=8, warp_m=16 is the tutorial's)"),
     },
     make_args=_make_args,
     reference=_reference,

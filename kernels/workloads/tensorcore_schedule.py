@@ -79,7 +79,8 @@ def warp_tile(bx: int, by: int, ty: int = 1, tx: int = 8, warp_m: int = 16) -> T
 
 def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, layout: str, bx: int, by: int,
                         step_k: int, v: int, ty: int = 1, tx: int = 8, warp_m: int = 16,
-                        double_buffer: int = 0, flat_fetch: int = 0) -> Tuple[te.Schedule, List[te.Tensor]]:
+                        double_buffer: int = 0, flat_fetch: int = 0,
+                        tensor_core: bool = True) -> Tuple[te.Schedule, List[te.Tensor]]:
     """Schedule the matrix product ``C`` of ``A`` and ``B`` as the auto-tensor-core tutorial does,
     with a configurable warp tile.
 
@@ -128,6 +129,8 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
         Non-zero: each shared tile is fetched as one run of elements, ``v`` a thread in turn over all
         ``bx * by`` threads (no thread idles when the tile is a multiple of ``v * bx * by`` elements);
         zero: the tutorial's fetch (rows over threadIdx.y, ``bx * v`` columns over x and z).
+    tensor_core : bool
+        Put the ``"tensor_core"`` pragma on the k-step loop (False: the same schedule as plain code).
 
     Returns
     -------
@@ -201,5 +204,6 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
             s[XX].double_buffer()
     s[AL].compute_at(s[CL], kl)
     s[BL].compute_at(s[CL], kl)
-    s[CL].pragma(ko, "tensor_core")
+    if tensor_core:
+        s[CL].pragma(ko, "tensor_core")
     return s, [A, B, C]
