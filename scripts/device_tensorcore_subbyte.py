@@ -25,16 +25,7 @@ from devtime import median_ms, ptxas_report, tutorial_namespace  # noqa: E402
 
 import kernels as tvm  # noqa: E402
 from kernels.build_module import build_spec  # noqa: E402
-
-
-def pack_words(x: np.ndarray, bits: int) -> np.ndarray:
-    """32 // bits elements a 32-bit word, element 0 in the highest bits (as the tutorial packs)."""
-    per = 32 // bits
-    out = np.zeros((x.shape[0], x.shape[1] // per), np.uint32)
-    for t in range(per):
-        part = (x[:, t::per].astype(np.int64) & ((1 << bits) - 1)).astype(np.uint32)
-        out |= part << np.uint32(32 - bits * (t + 1))
-    return out.view(np.int32)
+from kernels.contrib.packing import pack  # noqa: E402
 
 
 def main() -> None:
@@ -71,7 +62,7 @@ def main() -> None:
             a, b = tvm.nd.array(a_log, dev), tvm.nd.array(b_log, dev)
         else:
             bits = 4 if dtype == "int4" else 1
-            a, b = tvm.nd.array(pack_words(a_log, bits), dev), tvm.nd.array(pack_words(b_log, bits), dev)
+            a, b = tvm.nd.array(pack(a_log, bits), dev), tvm.nd.array(pack(b_log, bits), dev)
         c = tvm.nd.array(np.zeros((n, n), "int32"), dev)
         best = None
         for bx, by, sk, v in cfgs:
