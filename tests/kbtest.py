@@ -150,6 +150,15 @@ def subbyte_operands(dtype: str, N: int, L: int, M: int, rng):
     return a, b, a.astype(np.int64) @ b.astype(np.int64).T
 
 
+def assert_int8_gemm_on_opencl(s, bufs, N: int, L: int, M: int, layout: str = "NN", seed: int = 0) -> None:
+    """Build the tensor-core tutorial's int8 product ``(s, bufs)`` for OpenCL, run it on operands from
+    :func:`tensorcore_operands` and compare it exactly with numpy's (int64 sums)."""
+    f = tvm.build(s, bufs, "opencl")
+    a, b, ref = tensorcore_operands("int8", layout, N, L, M, np.random.default_rng(seed))
+    _, _, c = run(f, "opencl", a, b, np.zeros((N, M), "int32"))
+    np.testing.assert_array_equal(c, ref.astype(np.int64))
+
+
 def notes_check_source(target: str, rtol: float) -> str:
     """Python source of ``_check(sch)``, inserted into the GPU notes' code by the tests that run it:
     builds ``sch.mod`` for ``target``, runs it on random inputs (output poisoned with NaN) and

@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 import pytest
-from kbtest import opencl_available, run, tensorcore_tutorial
+from kbtest import assert_int8_gemm_on_opencl, opencl_available, tensorcore_tutorial
 
 import kernels as tvm
 from kernels import autotvm, te
@@ -57,12 +57,7 @@ def test_tutorial_tuning_flow_on_opencl(tutorial, tmp_path, capsys):
     # the template ran with the best configuration: its knobs are those of the record
     cfg = task.config_space.get(best.index)
     assert cfg.to_values() == best.to_values()
-    f = tvm.build(s, bufs, "opencl")
-    rng = np.random.default_rng(0)
-    a = rng.integers(-128, 127, (N, L)).astype("int8")
-    b = rng.integers(-128, 127, (L, M)).astype("int8")
-    _, _, c = run(f, "opencl", a, b, np.zeros((N, M), "int32"))
-    np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
+    assert_int8_gemm_on_opencl(s, bufs, N, L, M)
 
 
 @autotvm.template("test/picky_scale")

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 import pytest
-from kbtest import run, tensorcore_tutorial
+from kbtest import assert_int8_gemm_on_opencl, run, tensorcore_tutorial
 
 import kernels as tvm
 from kernels import autotvm, te
@@ -137,12 +137,7 @@ def test_tutorial_tuning_flow_with_ray_builder_and_runner(cluster, builder, tmp_
     with autotvm.apply_history_best(str(log)):
         with tvm.target.Target("opencl"):
             s, bufs = tutorial["test_gemm"](N, L, M, "int8", "NN")
-    f = tvm.build(s, bufs, "opencl")
-    rng = np.random.default_rng(0)
-    a = rng.integers(-128, 127, (N, L)).astype("int8")
-    b = rng.integers(-128, 127, (L, M)).astype("int8")
-    _, _, c = run(f, "opencl", a, b, np.zeros((N, M), "int32"))
-    np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
+    assert_int8_gemm_on_opencl(s, bufs, N, L, M)
 
 
 @autotvm.template("test/ray_scale")
