@@ -29,40 +29,36 @@ from kernels.workloads.tensorcore_schedule import (tensorcore_matmul, tensorcore
                                                    warp_tile)
 
 
-def _cfg(bx, by, step_k, ty=1, tx=8, warp_m=16, v=8, double_buffer=0, flat_fetch=0):
+def _cfg(bx, by, step_k, ty=1, tx=8, warp_m=16, v=8, double_buffer=0, flat_fetch=0, align_all=0):
     return dict(bx=bx, by=by, step_k=step_k, v=v, ty=ty, tx=tx, warp_m=warp_m, double_buffer=double_buffer,
-                flat_fetch=flat_fetch)
+                flat_fetch=flat_fetch, align_all=align_all)
 
 
 #: the grid: the tutorial's best one-fragment configuration, then warps of 2x2 ... 4x4 fragments
-#: (16x16x16) in blocks of 4 or 8 warps, some double-buffered. Shared tiles stay within the 48 KiB of
-#: static shared memory. v: elements a thread fetches at once (8 halves: one 128-bit copy); the fetch
-#: of A's rows of step_k * 16 elements keeps every thread busy where bx * v divides them.
+#: (16x16x16) in blocks of 4 or 8 warps; double-buffered tiles (asynchronous cp.async fetches on sm_80
+#: and newer), both tiles padded (align_all). v: elements a thread fetches at once (8 halves: one
+#: 128-bit copy). Tiles over 48 KiB of shared memory need dynamic shared memory (reported as build
+#: errors where the compiler does not provide it).
 GRID = [
     _cfg(4, 64, 4),                                            # tutorial: 1 fragment, 8 warps, 64 x 32
-    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64),                    # 4x4 a warp, 4 warps, 128 x 128
-    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=4),
-    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64),
-    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, double_buffer=1),
-    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=4, double_buffer=1),
-    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, flat_fetch=1),      # every thread fetches (128-bit)
+    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64, flat_fetch=1),      # last best: 4x4 a warp, 4 warps, 128 x 128
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, flat_fetch=1),
     _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, flat_fetch=1, double_buffer=1),
-    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64, flat_fetch=1),
-    _cfg(8, 32, 2, ty=8, tx=16, warp_m=64, flat_fetch=1),
-    _cfg(8, 32, 2, ty=4, tx=16, warp_m=32, flat_fetch=1, double_buffer=1),
-    _cfg(8, 32, 2, ty=8, tx=16, warp_m=64),                    # 4x4, 8 warps, 256 x 128
-    _cfg(8, 32, 2, ty=8, tx=16, warp_m=64, v=4),
-    _cfg(16, 16, 2, ty=8, tx=16, warp_m=64, v=4),              # 4x4, 8 warps, 128 x 256
-    _cfg(8, 32, 2, ty=4, tx=16, warp_m=32, v=4),               # 4x2 (64 x 32), 8 warps, 128 x 128
-    _cfg(8, 32, 4, ty=4, tx=16, warp_m=32),
-    _cfg(8, 32, 2, ty=4, tx=16, warp_m=32, v=4, double_buffer=1),
-    _cfg(8, 32, 2, ty=4, tx=16, warp_m=64, v=4),               # 2x4 (32 x 64), 8 warps, 128 x 128
-    _cfg(8, 32, 4, ty=4, tx=16, warp_m=64),
-    _cfg(8, 32, 2, ty=4, tx=16, warp_m=64, v=4, double_buffer=1),
-    _cfg(8, 32, 4, ty=2, tx=16, warp_m=32),                    # 2x2 (32 x 32), 8 warps, 64 x 128
-    _cfg(8, 32, 2, ty=2, tx=16, warp_m=32, v=4, double_buffer=1),
-    _cfg(8, 16, 4, ty=4, tx=16, warp_m=32),                    # 4x2, 4 warps, 64 x 128
-    _cfg(8, 16, 4, ty=4, tx=8, warp_m=32),                     # 2x2 with 8-wide thread strips, 64 x 64
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, flat_fetch=1, align_all=1),
+    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64, flat_fetch=1, align_all=1),
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, flat_fetch=1, double_buffer=1, align_all=1),
+    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64, flat_fetch=1, double_buffer=1, align_all=1),
+    _cfg(8, 16, 1, ty=8, tx=16, warp_m=64, flat_fetch=1, double_buffer=1, align_all=1),
+    _cfg(8, 32, 2, ty=8, tx=16, warp_m=64, flat_fetch=1, double_buffer=1, align_all=1),   # 8 warps 256x128
+    _cfg(16, 16, 2, ty=8, tx=16, warp_m=64, flat_fetch=1, double_buffer=1, align_all=1),  # 8 warps 128x256
+    _cfg(8, 32, 2, ty=8, tx=16, warp_m=64, flat_fetch=1, align_all=1),
+    _cfg(16, 16, 2, ty=8, tx=16, warp_m=64, flat_fetch=1, align_all=1),
+    _cfg(8, 32, 2, ty=4, tx=16, warp_m=32, flat_fetch=1, double_buffer=1, align_all=1),   # 4x2, 8 warps
+    _cfg(8, 32, 4, ty=4, tx=16, warp_m=32, flat_fetch=1, double_buffer=1, align_all=1),
+    _cfg(8, 32, 2, ty=4, tx=16, warp_m=64, flat_fetch=1, double_buffer=1, align_all=1),   # 2x4, 8 warps
+    _cfg(8, 32, 4, ty=4, tx=16, warp_m=64, flat_fetch=1, double_buffer=1, align_all=1),
+    _cfg(8, 16, 4, ty=4, tx=16, warp_m=32, flat_fetch=1, double_buffer=1, align_all=1),   # 4x2, 4 warps
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=1, align_all=1),
 ]
 
 

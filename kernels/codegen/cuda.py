@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import BuildError
+from ..lower.storage_sync import ASYNC_COPY
 from ..lower.vectorize import VECTOR_LANES, VECTOR_SCOPES
 from ..tir import dtype as dt
 from ..tir.expr import BufferLoad, Call, IntImm, Ramp
+from ..tir.functor import collect
 from ..tir.modular import is_multiple
 from ..tir.simplify import simplify
 from ..tir.stmt import AttrStmt, BufferStore
@@ -34,6 +36,40 @@ _PRECISION = {"int4": "nvcuda::wmma::experimental::precision::s4",
               "uint4": "nvcuda::wmma::experimental::precision::u4",
               "int1": "nvcuda::wmma::experimental::precision::b1"}
 
+#: asynchronous copies from global to shared memory (``cp.async``, sm_80 and newer; a plain copy on
+#: older architectures) and the wait for all of them, printed before every barrier of a kernel that has
+#: them. ``.cg`` (cache in L2 only) moves 16 bytes, ``.ca`` 4 or 8.
+ASYNC_HELPERS = """__device__ __forceinline__ void kb_cp_async_16(void* dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n" ::
+               "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(__cvta_generic_to_global(src)) : "memory");
+#else
+  *(uint4*)dst = *(const uint4*)src;
+#endif
+}
+__device__ __forceinline__ void kb_cp_async_8(void* dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\\n" ::
+               "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(__cvta_generic_to_global(src)) : "memory");
+#else
+  *(uint2*)dst = *(const uint2*)src;
+#endif
+}
+__device__ __forceinline__ void kb_cp_async_4(void* dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\\n" ::
+               "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(__cvta_generic_to_global(src)) : "memory");
+#else
+  *(uint*)dst = *(const uint*)src;
+#endif
+}
+__device__ __forceinline__ void kb_cp_async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\\n" ::: "memory");
+#endif
+}
+"""
+
 #: attributes kernels.lower.tensor_core puts on fragments and the shared tiles they load from
 _FRAGMENT_ATTRS = ("fragment_shape", "fragment_layout", "storage_alignment")
 
@@ -57,6 +93,8 @@ class CUDACodegen(CFamilyCodegen):
         return f"((int){tag})"
 
     def barrier(self) -> str:
+        if self.kernel_async:  # the block's asynchronous copies land before the threads meet
+            return "kb_cp_async_wait_all(); __syncthreads();"
         return "__syncthreads();"
 
     def special_float(self, v, t):
@@ -85,11 +123,27 @@ class CUDACodegen(CFamilyCodegen):
         self.fragment_types: dict = {}  # fragment buffer variable -> its C type
         self.bmma_temps = 0  # sm_75 1-bit products printed so far (names of their temporaries)
         self.uses_wmma = False
+        self.async_depth = 0  # inside how many attr async_copy
+        self.kernel_async = False  # whether the kernel being printed may copy asynchronously
+        self.uses_async = False  # whether the source needs ASYNC_HELPERS
+
+    def prepare(self, body, nodes=None) -> None:
+        nodes = collect(body, lambda n: True) if nodes is None else nodes
+        super().prepare(body, nodes)
+        self.kernel_async = any(isinstance(n, AttrStmt) and n.attr_key == ASYNC_COPY for n in nodes)
+        self.uses_async = self.uses_async or self.kernel_async
 
     def stmt(self, s, ind: int) -> None:
         if isinstance(s, AttrStmt) and s.attr_key in _FRAGMENT_ATTRS:
             self.fragment_info.setdefault(s.node, {})[s.attr_key] = getattr(s.value, "value", s.value)
             self.stmt(s.body, ind)
+            return
+        if isinstance(s, AttrStmt) and s.attr_key == ASYNC_COPY:
+            self.async_depth += 1
+            try:
+                self.stmt(s.body, ind)
+            finally:
+                self.async_depth -= 1
             return
         super().stmt(s, ind)
 
@@ -181,6 +235,8 @@ class CUDACodegen(CFamilyCodegen):
 
     def header(self) -> str:
         out = HEADER
+        if self.uses_async:
+            out += ASYNC_HELPERS
         if self.uses_wmma:
             out = "#include <mma.h>\n" + out
         if "float16" in self.uses_dtypes:
@@ -206,7 +262,10 @@ class CUDACodegen(CFamilyCodegen):
         """A vector copy of narrow elements (half, char, short: whose CUDA vector types hold at most
         8 bytes) between global and shared memory moves whole 16-byte words (``uint4``: one 128-bit load
         and one 128-bit store) when both addresses are provably 16-byte aligned; any other vector store
-        is printed lane by lane in vector chunks."""
+        is printed lane by lane in vector chunks. Inside ``attr async_copy`` a copy from global to
+        shared memory of 4-, 8- or 16-byte aligned pieces is printed as asynchronous copies."""
+        if self.async_depth and self._async_copy(s, ind):
+            return
         words = self._copy_words(s)
         if not words:
             super().vector_store(s, ind)
@@ -218,6 +277,35 @@ class CUDACodegen(CFamilyCodegen):
                     f"{self.expr(x.indices[0].base if j == 0 else simplify(x.indices[0].base + j * per))}"
                     for x in (dst, src)]
             self.emit(ind, f"*(uint4*)({ptrs[0]}) = *(uint4*)({ptrs[1]});")
+
+    def _async_copy(self, s: BufferStore, ind: int) -> bool:
+        """Print the global -> shared vector copy ``s`` as ``cp.async`` of the widest pieces (16, 8 or
+        4 bytes) both addresses are provably aligned to; False when it is not such a copy."""
+        v = s.value
+        if not (isinstance(v, BufferLoad) and s.buffer.scope == "shared" and v.buffer.scope == "global"
+                and dt.element_of(v.buffer.dtype) == dt.element_of(s.buffer.dtype)):
+            return False
+        elem = dt.element_of(s.buffer.dtype)
+        if dt.bits(elem) % 8 or id(s.buffer) not in self.vector_buffers:
+            return False
+        esize = dt.bits(elem) // 8
+        total = dt.lanes(v.dtype) * esize
+        for piece in (16, 8, 4):
+            if total % piece or piece % esize:
+                continue
+            per = piece // esize
+            if all(isinstance(x.indices[0], Ramp) and isinstance(x.indices[0].stride, IntImm)
+                   and x.indices[0].stride.value == 1 and is_multiple(x.indices[0].base, per, self.facts)
+                   for x in (s, v)):
+                break
+        else:
+            return False
+        for j in range(total // piece):
+            ptrs = [f"{self.buffer_name(x.buffer)} + "
+                    f"{self.expr(x.indices[0].base if j == 0 else simplify(x.indices[0].base + j * per))}"
+                    for x in (s, v)]
+            self.emit(ind, f"kb_cp_async_{piece}({ptrs[0]}, {ptrs[1]});")
+        return True
 
     def _copy_words(self, s: BufferStore) -> int:
         """How many 16-byte words the vector copy ``s`` moves (0: it is not such a copy)."""

@@ -14,6 +14,12 @@ marked with ``s[T].double_buffer()`` in ``attr double_buffer_scope``; :func:`inj
 idle half sits in ``attr double_buffer_write``, which tells the barrier pass (storage_sync.py) that
 it does not conflict with the reads of the same iteration. Each half is padded to 16 bytes so that
 vector accesses stay aligned in both.
+
+Both fetches (the first and the prefetch) also sit in ``attr async_copy``: their copies from global
+memory may complete asynchronously. The CUDA code generator prints such 4-, 8- and 16-byte copies as
+``cp.async`` on sm_80 and newer and waits for them before every barrier, so the prefetch of tile
+``k + 1`` really runs while tile ``k`` is computed instead of stalling in registers; the barrier
+pass treats those writes as unseen by every thread, their own included, until the next barrier.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from ..tir.expr import GE, LT, Buffer, BufferLoad, FloorMod, IntImm, PrimExpr, V
 from ..tir.functor import collect, rewrite, rewrite_stmts, substitute
 from ..tir.simplify import can_prove, simplify
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, IfThenElse, SeqStmt, Stmt, seq
-from .storage_sync import DOUBLE_BUFFER_WRITE
+from .storage_sync import ASYNC_COPY, DOUBLE_BUFFER_WRITE
 from .te_stmt import ProducerRealize, ProducerStore
 
 DOUBLE_BUFFER_SCOPE = "double_buffer_scope"
@@ -152,10 +158,12 @@ def _rewrite_loop(loop: For, entries: List[_Entry]) -> Stmt:
         if reads:
             raise LoweringError(f"stage {own[0].stage}: double_buffer: its producer reads "
                                 f"{reads[0].buffer.name}, another double-buffered stage of the same loop")
-        prologue.append(substitute(body, {k: const(0, k.dtype)}))
+        first = substitute(body, {k: const(0, k.dtype)})
         nxt = substitute(body, {k: k + 1})
         for e in own:
-            nxt = AttrStmt(e.buffer, DOUBLE_BUFFER_WRITE, 1, nxt)
+            first = AttrStmt(e.buffer, ASYNC_COPY, 1, first)
+            nxt = AttrStmt(e.buffer, DOUBLE_BUFFER_WRITE, 1, AttrStmt(e.buffer, ASYNC_COPY, 1, nxt))
+        prologue.append(first)
         return IfThenElse(LT(k + 1, ext), nxt)
 
     def pre(n):

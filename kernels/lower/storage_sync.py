@@ -18,7 +18,9 @@ between the cooperative fetch and the compute, one before the next iteration's f
 Two accesses do not conflict when they touch the same element from the same thread: equal indices
 that map distinct threads to distinct elements (``S[threadIdx.x]`` written then read). The write
 into the idle half of a double buffer (attr ``double_buffer_write``) does not conflict with reads
-of the same iteration, only across iterations.
+of the same iteration, only across iterations. A write that may be an asynchronous copy (attr
+``async_copy``: ``cp.async`` on CUDA, whose data is only known to have landed after the wait the
+code generator prints before each barrier) conflicts even with the same thread's own accesses.
 
 A barrier must be reached by every thread of the block. When one is needed inside a branch whose
 condition differs between threads (a bound check on ``threadIdx``), the branch is split around it:
@@ -58,6 +60,9 @@ READ, WRITE, SYNC = "read", "write", "sync"
 SYNC_SCOPES = ("shared",)
 #: attribute of the statement that fills the idle half of a double buffer (set by double_buffer.py)
 DOUBLE_BUFFER_WRITE = "double_buffer_write"
+#: attribute of the statements whose copies into shared memory may be asynchronous (set by
+#: double_buffer.py; the CUDA code generator prints them as ``cp.async`` on sm_80 and newer)
+ASYNC_COPY = "async_copy"
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,6 +73,7 @@ class Access:
     buffer: Optional[Buffer] = None
     index: Optional[PrimExpr] = None
     double_buffer_write: bool = False
+    async_write: bool = False
 
 
 _SYNC = Access(SYNC)
@@ -171,6 +177,9 @@ class _Planner:
         if s.attr_key == DOUBLE_BUFFER_WRITE:
             acc = [dataclasses.replace(a, double_buffer_write=True)
                    if a.kind == WRITE and a.buffer is s.node else a for a in acc]
+        if s.attr_key == ASYNC_COPY:
+            acc = [dataclasses.replace(a, async_write=True)
+                   if a.kind == WRITE and a.buffer is s.node else a for a in acc]
         return dataclasses.replace(s, body=body), acc
 
     def plan_block(self, s: Stmt) -> Tuple[Stmt, List[Access]]:
@@ -237,8 +246,8 @@ class _Planner:
         for x in prev:
             if x.buffer is not cur.buffer:
                 continue
-            if self.same_thread_element(x, cur, loop_var):
-                continue
+            if not (x.async_write or cur.async_write) and self.same_thread_element(x, cur, loop_var):
+                continue  # (an asynchronous copy lands only at a barrier, even for its own thread)
             if x.double_buffer_write and cur.kind == READ and loop_var is None:
                 continue  # the idle half is written while the current half is read
             return True

@@ -79,7 +79,7 @@ def warp_tile(bx: int, by: int, ty: int = 1, tx: int = 8, warp_m: int = 16) -> T
 
 def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, layout: str, bx: int, by: int,
                         step_k: int, v: int, ty: int = 1, tx: int = 8, warp_m: int = 16,
-                        double_buffer: int = 0, flat_fetch: int = 0,
+                        double_buffer: int = 0, flat_fetch: int = 0, align_all: int = 0,
                         tensor_core: bool = True) -> Tuple[te.Schedule, List[te.Tensor]]:
     """Schedule the matrix product ``C`` of ``A`` and ``B`` as the auto-tensor-core tutorial does,
     with a configurable warp tile.
@@ -129,6 +129,11 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
         Non-zero: each shared tile is fetched as one run of elements, ``v`` a thread in turn over all
         ``bx * by`` threads (no thread idles when the tile is a multiple of ``v * bx * by`` elements);
         zero: the tutorial's fetch (rows over threadIdx.y, ``bx * v`` columns over x and z).
+    align_all : int
+        Non-zero: ``storage_align`` both shared tiles in every layout. The tutorial pads only the tile
+        whose rows run along k (A in NN/TN, B in NT/TT); the other tile's rows are then a power of two
+        apart (e.g. 256 bytes for a 128-wide float16 tile), so the rows of a fragment load all start
+        in the same shared-memory bank.
     tensor_core : bool
         Put the ``"tensor_core"`` pragma on the k-step loop (False: the same schedule as plain code).
 
@@ -154,11 +159,11 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
     y, x = s[C].op.axis
     k = s[C].op.reduce_axis[0]
     AA = s.cache_read(A, "shared", [C])
-    if layout in ("NN", "TN"):
+    if layout in ("NN", "TN") or align_all:
         s[AA].storage_align(AA.op.axis[0], factor, offset)
     AL = s.cache_read(AA, "local", [C])
     BB = s.cache_read(B, "shared", [C])
-    if layout in ("TT", "NT"):
+    if layout in ("TT", "NT") or align_all:
         s[BB].storage_align(BB.op.axis[0], factor, offset)
     BL = s.cache_read(BB, "local", [C])
     CL = s.cache_write(C, "local")

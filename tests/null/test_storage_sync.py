@@ -10,7 +10,7 @@ from kbvector import matmul_shared
 from kernels.errors import BuildError
 from kernels.lower import lower, lower_for_target
 from kernels.lower.allreduce import barrier
-from kernels.lower.storage_sync import DOUBLE_BUFFER_WRITE, insert_storage_sync, is_barrier
+from kernels.lower.storage_sync import ASYNC_COPY, DOUBLE_BUFFER_WRITE, insert_storage_sync, is_barrier
 from kernels.tir.expr import LT, Buffer, BufferLoad, FloorDiv, Var, const
 from kernels.tir.functor import collect
 from kernels.tir.printer import expr_str
@@ -70,6 +70,15 @@ def test_same_element_of_the_same_thread_needs_no_barrier():
     assert barriers(insert_storage_sync(kernel(seq(write(S, TX), read(S, TX))))) == 0
     # a vector per thread: lanes tx*4 .. tx*4+3 belong to one thread
     assert barriers(insert_storage_sync(kernel(seq(write(S, TX * 2), read(S, TX * 2))))) == 0
+
+
+def test_asynchronous_copy_needs_a_barrier_even_for_its_own_thread():
+    # cp.async lands only at the wait before a barrier: the thread's own element is not yet there
+    out = insert_storage_sync(kernel(seq(AttrStmt(S, ASYNC_COPY, 1, write(S, TX)), read(S, TX))))
+    assert items(out.body)[1] == "sync" and barriers(out) == 1
+    # the attribute names the buffer it covers: another buffer's copy keeps the exemption
+    out = insert_storage_sync(kernel(seq(AttrStmt(T, ASYNC_COPY, 1, write(S, TX)), read(S, TX))))
+    assert barriers(out) == 0
 
 
 def test_same_index_shared_by_threads_needs_a_barrier():
