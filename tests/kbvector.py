@@ -92,11 +92,12 @@ def window_coop(width: int = 4, tile: int = 256, n=None):
 
 
 def matmul_shared(n: int = 128, m: int = 128, k: int = 64, block: int = 64, threads: int = 8,
-                  k_tile: int = 8, width: int = 4, double_buffer: bool = False):
+                  k_tile: int = 8, width: int = 4, double_buffer=False):
     """``C = A @ B`` tiled per block in shared memory: ``block x block`` outputs per block of
     ``threads x threads`` threads, ``k_tile`` columns of A / rows of B fetched per step by every
     thread of the block with vector loads of ``width`` (cooperative fetch), optionally double
-    buffered. Ragged ``n``, ``m``, ``k`` give bound checks on every level."""
+    buffered (True) or multi-buffered (a number of copies). Ragged ``n``, ``m``, ``k`` give bound
+    checks on every level."""
     A = te.placeholder((n, k), name="A")
     B = te.placeholder((k, m), name="B")
     r = te.reduce_axis((0, k), "r")
@@ -124,6 +125,8 @@ def matmul_shared(n: int = 128, m: int = 128, k: int = 64, block: int = 64, thre
         s[S].bind(tx2, te.thread_axis("threadIdx.x"))
         s[S].bind(ty2, te.thread_axis("threadIdx.y"))
         s[S].vectorize(v)
-        if double_buffer:
+        if double_buffer is not True and double_buffer:  # a number of copies
+            s[S].multi_buffer(int(double_buffer))
+        elif double_buffer:
             s[S].double_buffer()
     return s, [A, B, C]

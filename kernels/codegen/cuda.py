@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import BuildError
+from ..lower.double_buffer import ASYNC_COMMIT, ASYNC_WAIT
 from ..lower.storage_sync import ASYNC_COPY
 from ..lower.vectorize import VECTOR_LANES, VECTOR_SCOPES
 from ..tir import dtype as dt
@@ -68,6 +69,16 @@ __device__ __forceinline__ void kb_cp_async_wait_all() {
   asm volatile("cp.async.wait_all;\\n" ::: "memory");
 #endif
 }
+__device__ __forceinline__ void kb_cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\\n" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void kb_cp_async_wait_group() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\\n" :: "n"(N) : "memory");
+#endif
+}
 """
 
 #: attributes kernels.lower.tensor_core puts on fragments and the shared tiles they load from
@@ -93,6 +104,8 @@ class CUDACodegen(CFamilyCodegen):
         return f"((int){tag})"
 
     def barrier(self) -> str:
+        if self.kernel_async and self.wait_groups:  # this tile's copies land; later tiles' fly on
+            return f"kb_cp_async_wait_group<{self.wait_groups}>(); __syncthreads();"
         if self.kernel_async:  # the block's asynchronous copies land before the threads meet
             return "kb_cp_async_wait_all(); __syncthreads();"
         return "__syncthreads();"
@@ -124,6 +137,8 @@ class CUDACodegen(CFamilyCodegen):
         self.bmma_temps = 0  # sm_75 1-bit products printed so far (names of their temporaries)
         self.uses_wmma = False
         self.async_depth = 0  # inside how many attr async_copy
+        self.wait_groups = 0  # groups of copies a barrier here leaves in flight (0: it waits for all)
+        self.next_wait_groups = 0  # the same for the body of the next loop (attr async_wait)
         self.kernel_async = False  # whether the kernel being printed may copy asynchronously
         self.uses_async = False  # whether the source needs ASYNC_HELPERS
 
@@ -145,7 +160,24 @@ class CUDACodegen(CFamilyCodegen):
             finally:
                 self.async_depth -= 1
             return
+        if isinstance(s, AttrStmt) and s.attr_key == ASYNC_COMMIT:
+            self.stmt(s.body, ind)
+            self.emit(ind, "kb_cp_async_commit();")
+            return
+        if isinstance(s, AttrStmt) and s.attr_key == ASYNC_WAIT:
+            self.next_wait_groups = int(getattr(s.value, "value", s.value))
+            self.stmt(s.body, ind)
+            self.next_wait_groups = 0
+            return
         super().stmt(s, ind)
+
+    def loop(self, s, ind: int) -> None:
+        # a multi-buffered loop's barriers wait for its current tile only; nested loops wait for all
+        outer, self.wait_groups, self.next_wait_groups = self.wait_groups, self.next_wait_groups, 0
+        try:
+            super().loop(s, ind)
+        finally:
+            self.wait_groups = outer
 
     def allocate(self, s, ind: int) -> None:
         b = s.buffer

@@ -37,6 +37,14 @@ from .storage_sync import ASYNC_COPY, DOUBLE_BUFFER_WRITE
 from .te_stmt import ProducerRealize, ProducerStore
 
 DOUBLE_BUFFER_SCOPE = "double_buffer_scope"
+#: inside double_buffer_scope: how many copies of the buffer a multi-buffered stage keeps (> 2)
+BUFFER_STAGES = "buffer_stages"
+#: around a fetch of a multi-buffered stage: the asynchronous copies issued so far form one group
+#: (``cp.async.commit_group`` after the body, also when its guard is false)
+ASYNC_COMMIT = "async_commit"
+#: around a multi-buffered loop: barriers directly in its body wait until at most ``value`` groups of
+#: asynchronous copies are still in flight (those of later tiles) instead of all of them
+ASYNC_WAIT = "async_wait"
 #: each half starts at a multiple of this many bytes (a float4 / 16-byte vector access)
 HALF_ALIGN_BYTES = 16
 
@@ -59,9 +67,12 @@ def _mark(n) -> Optional[Stmt]:
                             "k_outer)), which then prefetches the next tile")
     items = list(n.body.seq) if isinstance(n.body, SeqStmt) else [n.body]
     out = []
+    stages = getattr(st, "buffer_stages", 2)
     for item in items:
         if _stores_to(item, n.tensors):
             for t in reversed(n.tensors):
+                if stages > 2:
+                    item = AttrStmt(t, BUFFER_STAGES, stages, item)
                 item = AttrStmt(t, DOUBLE_BUFFER_SCOPE, st.name, item)
         out.append(item)
     return dataclasses.replace(n, body=seq(*out))
@@ -83,6 +94,7 @@ class _Entry:
     extent: PrimExpr  # elements of one half before padding
     loop_var: Var  # of the innermost loop around the producer
     alloc_inside: bool  # whether the buffer is allocated inside that loop
+    stages: int = 2  # copies of the buffer
     stride: PrimExpr = None  # elements between the two halves
 
 
@@ -105,7 +117,9 @@ def _find(stmt: Stmt) -> List[_Entry]:
                                     f"{loop.min}, not 0")
             if any(e.buffer is alloc.buffer for e in found):
                 raise LoweringError(f"stage {stage}: double_buffer: the stage is produced at two places")
-            found.append(_Entry(t, stage, alloc.buffer, alloc.extent, loop.loop_var, allocs[-1] > loops[-1]))
+            stages = s.body.value if isinstance(s.body, AttrStmt) and s.body.attr_key == BUFFER_STAGES else 2
+            found.append(_Entry(t, stage, alloc.buffer, alloc.extent, loop.loop_var, allocs[-1] > loops[-1],
+                                int(stages)))
         for c in _stmt_children(s):
             visit(c, outer + (s,))
 
@@ -147,10 +161,7 @@ def _rewrite_loop(loop: For, entries: List[_Entry]) -> Stmt:
     cur = FloorMod(k, const(2, k.dtype))
 
     def producer(a: AttrStmt) -> Stmt:
-        own, body = [], a
-        while isinstance(body, AttrStmt) and body.attr_key == DOUBLE_BUFFER_SCOPE:
-            own.append(by_tensor[id(body.node)])  # every output of a multi-output stage
-            body = body.body
+        own, body = _owned(a, by_tensor)
         owned = {id(e.buffer): e for e in own}
         body = rewrite(body, lambda n: _offset(n, owned, cur))
         reads = [n for n in collect(body, lambda n: isinstance(n, BufferLoad))
@@ -187,6 +198,72 @@ def _rewrite_loop(loop: For, entries: List[_Entry]) -> Stmt:
     return out
 
 
+def _owned(a: AttrStmt, by_tensor) -> Tuple[List[_Entry], Stmt]:
+    """The entries a producer marked ``a`` fills (every output of a multi-output stage) and its body."""
+    own, body = [], a
+    while isinstance(body, AttrStmt) and body.attr_key in (DOUBLE_BUFFER_SCOPE, BUFFER_STAGES):
+        if body.attr_key == DOUBLE_BUFFER_SCOPE:
+            own.append(by_tensor[id(body.node)])
+        body = body.body
+    return own, body
+
+
+def _rewrite_loop_stages(loop: For, entries: List[_Entry], stages: int) -> Stmt:
+    """The loop with its multi-buffered producers fetching ``stages - 1`` tiles ahead (see
+    :meth:`kernels.te.Stage.multi_buffer`); every iteration commits one group of asynchronous copies
+    per producer, so waiting for the current tile leaves ``producers * (stages - 2)`` groups in
+    flight."""
+    k, ext = loop.loop_var, loop.extent
+    bufs = {id(e.buffer): e for e in entries}
+    by_tensor = {id(e.tensor): e for e in entries}
+    slot = FloorMod(k, const(stages, k.dtype))
+    prologue: List[List[Stmt]] = [[] for _ in range(stages - 1)]
+    producers = []
+
+    def producer(a: AttrStmt) -> Stmt:
+        own, body = _owned(a, by_tensor)
+        owned = {id(e.buffer): e for e in own}
+        body = rewrite(body, lambda n: _offset(n, owned, slot))
+        reads = [n for n in collect(body, lambda n: isinstance(n, BufferLoad))
+                 if id(n.buffer) in bufs and id(n.buffer) not in owned]
+        if reads:
+            raise LoweringError(f"stage {own[0].stage}: multi_buffer: its producer reads "
+                                f"{reads[0].buffer.name}, another multi-buffered stage of the same loop")
+        producers.append(own)
+
+        def fetch(tile: PrimExpr, stmt: Stmt, write_attr: bool) -> Stmt:
+            if not can_prove(LT(tile, ext)):
+                stmt = IfThenElse(LT(tile, ext), stmt)
+            for e in own:
+                stmt = AttrStmt(e.buffer, ASYNC_COPY, 1, stmt)
+                if write_attr:
+                    stmt = AttrStmt(e.buffer, DOUBLE_BUFFER_WRITE, 1, stmt)
+            return AttrStmt(own[0].buffer, ASYNC_COMMIT, 1, stmt)
+
+        for j in range(stages - 1):
+            prologue[j].append(fetch(const(j, k.dtype), substitute(body, {k: const(j, k.dtype)}), False))
+        return fetch(k + (stages - 1), substitute(body, {k: k + (stages - 1)}), True)
+
+    def pre(n):
+        if isinstance(n, AttrStmt) and n.attr_key == DOUBLE_BUFFER_SCOPE and id(n.node) in by_tensor:
+            return producer(n)
+        if isinstance(n, Allocate) and id(n.buffer) in bufs:
+            return rewrite(n.body, post, pre)  # allocated around the loop instead
+        return None
+
+    def post(n):
+        return _offset(n, bufs, slot)
+
+    body = rewrite(loop.body, post, pre)
+    pipelined = AttrStmt(entries[0].buffer, ASYNC_WAIT, len(producers) * (stages - 2),
+                         dataclasses.replace(loop, body=body))
+    out = seq(*(p for tile in prologue for p in tile), pipelined)
+    for e in reversed(entries):
+        if e.alloc_inside:
+            out = Allocate(e.buffer, simplify(e.stride * stages), out)
+    return out
+
+
 def inject_double_buffer(stmt: Stmt) -> Stmt:
     """Rewrite the loops around the producers marked by :func:`mark_double_buffer` (innermost
     loops first); buffers get two padded halves."""
@@ -203,9 +280,17 @@ def inject_double_buffer(stmt: Stmt) -> Stmt:
 
     def post(n):
         if isinstance(n, For) and id(n.loop_var) in by_loop:
-            return _rewrite_loop(n, by_loop[id(n.loop_var)])
+            group = by_loop[id(n.loop_var)]
+            stages = {e.stages for e in group}
+            if len(stages) > 1:
+                raise LoweringError(f"stages {', '.join(e.stage for e in group)}: multi_buffer: the stages "
+                                    f"fetched in loop {n.loop_var.name} keep different numbers of copies "
+                                    f"({sorted(stages)}); give them the same")
+            (count,) = stages
+            return _rewrite_loop(n, group) if count == 2 else _rewrite_loop_stages(n, group, count)
         if isinstance(n, Allocate) and id(n.buffer) in outside:
-            return dataclasses.replace(n, extent=simplify(outside[id(n.buffer)].stride * 2))
+            e = outside[id(n.buffer)]
+            return dataclasses.replace(n, extent=simplify(e.stride * e.stages))
         return None
 
     return _strip_marks(rewrite_stmts(stmt, post))
@@ -214,6 +299,8 @@ def inject_double_buffer(stmt: Stmt) -> Stmt:
 def _strip_marks(stmt: Stmt) -> Stmt:
     """Drop the markers of producers that needed no double buffering."""
     def strip(n):
-        return n.body if isinstance(n, AttrStmt) and n.attr_key == DOUBLE_BUFFER_SCOPE else None
+        if isinstance(n, AttrStmt) and n.attr_key in (DOUBLE_BUFFER_SCOPE, BUFFER_STAGES):
+            return n.body
+        return None
 
     return rewrite_stmts(stmt, strip)

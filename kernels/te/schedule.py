@@ -488,7 +488,8 @@ class Stage:
                 self.relations.append(Rebase(iv, new))
                 self.leaf_iter_vars[self.leaf_iter_vars.index(iv)] = new
 
-    double_buffered = False  # set by double_buffer()
+    double_buffered = False  # set by double_buffer() and multi_buffer()
+    buffer_stages = 2  # copies of the buffer (multi_buffer())
 
     def double_buffer(self) -> None:
         """Keep two copies of this stage's buffer and fetch the next tile into one while the
@@ -507,6 +508,27 @@ class Stage:
             raise self._err("double_buffer", "an output stage cannot be double-buffered; use it on a "
                                              "cache stage (s.cache_read(...)) computed at a loop")
         self.double_buffered = True
+        self.buffer_stages = 2
+
+    def multi_buffer(self, stages: int) -> None:
+        """Keep ``stages`` copies of this stage's buffer: the tiles of the next ``stages - 1``
+        iterations are in flight while the current one is used (``multi_buffer(2)`` is
+        :meth:`double_buffer`)::
+
+            for k in range(K):                   A.shared[slot j] = fetch(j)  for j < stages - 1
+                A.shared = fetch(k)              for k in range(K):
+                compute(A.shared)        ->          if k + stages - 1 < K:
+                                                         A.shared[slot (k+stages-1) % stages] = fetch(...)
+                                                     compute(A.shared[slot k % stages])
+
+        On CUDA (sm_80 and newer) the fetches are asynchronous copies (``cp.async``) and each
+        iteration waits only for its own tile, so global-memory latency is hidden behind
+        ``stages - 1`` iterations of compute; elsewhere the fetches are plain copies.
+        """
+        if not isinstance(stages, int) or isinstance(stages, bool) or stages < 2:
+            raise self._err("multi_buffer", f"stages={stages!r} must be an integer >= 2")
+        self.double_buffer()
+        self.buffer_stages = stages
 
 
 class Group:

@@ -124,7 +124,8 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
         Columns of the output a warp covers (the tutorial's 16; it must be a multiple of ``tx``).
     double_buffer : int
         Non-zero: double-buffer the shared tiles (two halves each; the next step's tiles are fetched
-        into one while the fragments are loaded from the other, one barrier a step).
+        into one while the fragments are loaded from the other, one barrier a step); 3 or more: that
+        many copies (``multi_buffer``: the tiles of the next ``double_buffer - 1`` steps in flight).
     flat_fetch : int
         Non-zero: each shared tile is fetched as one run of elements, ``v`` a thread in turn over all
         ``bx * by`` threads (no thread idles when the tile is a multiple of ``v * bx * by`` elements);
@@ -205,7 +206,9 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
         s[XX].bind(fz, te.thread_axis("threadIdx.z"))
         s[XX].bind(fx, te.thread_axis("threadIdx.x"))
         s[XX].vectorize(vec)
-        if double_buffer:
+        if double_buffer >= 3:
+            s[XX].multi_buffer(double_buffer)
+        elif double_buffer:
             s[XX].double_buffer()
     s[AL].compute_at(s[CL], kl)
     s[BL].compute_at(s[CL], kl)

@@ -82,3 +82,46 @@ def test_double_buffered_matmul_on_opencl_is_unchanged():
     b = rng.standard_normal((70, 90)).astype("float32")
     _, _, c = run(f, "opencl", a, b, np.zeros((100, 90), "float32"))
     np.testing.assert_allclose(c, a.astype("float64") @ b.astype("float64"), rtol=1e-4, atol=1e-4)
+
+
+# -- multi_buffer: tiles several steps ahead ------------------------------------------------------
+
+
+@pytest.mark.parametrize("stages", [3, 4])
+def test_multi_buffered_loop_waits_for_its_own_tile_only(stages):
+    body = _kernel_text(_source(*matmul_shared(double_buffer=stages)))
+    # the first stages - 1 tiles of A and B before the loop, one group each; then one group each
+    # per iteration, so the current tile is complete when 2 * (stages - 2) newer groups may be in flight
+    head, loop = body.split("for (int r_outer", 1)
+    assert head.count("kb_cp_async_16(") == 2 * (stages - 1) and head.count("kb_cp_async_commit();") == \
+        2 * (stages - 1)
+    assert f"kb_cp_async_wait_group<{2 * (stages - 2)}>(); __syncthreads();" in loop
+    assert loop.count("kb_cp_async_commit();") == 2 and "kb_cp_async_wait_all" not in loop
+    # slot (r + stages - 1) % stages of 512 elements (a power of two: a mask)
+    assert (f"% {stages}) * 512)" if stages == 3 else f"& {stages - 1}) * 512)") in loop
+    ptx = compile_cuda(_source(*matmul_shared(double_buffer=stages)), target="ptx", arch="sm_80").decode()
+    assert f"cp.async.wait_group {2 * (stages - 2)};" in ptx and "cp.async.commit_group" in ptx
+
+
+@pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
+@pytest.mark.parametrize("stages", [3, 4])
+@pytest.mark.parametrize("n, m, k", [(100, 90, 70), (64, 64, 8), (3, 5, 7), (33, 65, 17)])
+def test_multi_buffered_matmul_on_opencl(stages, n, m, k):
+    # fewer tiles than stages (k=8, 7: one tile) and ragged edges included
+    f = tvm.build(*matmul_shared(n=n, m=m, k=k, double_buffer=stages), target="opencl")
+    rng = np.random.default_rng(stages)
+    a = rng.standard_normal((n, k)).astype("float32")
+    b = rng.standard_normal((k, m)).astype("float32")
+    _, _, c = run(f, "opencl", a, b, np.full((n, m), np.nan, "float32"))
+    np.testing.assert_allclose(c, a.astype("float64") @ b.astype("float64"), rtol=1e-4, atol=1e-4)
+
+
+def test_tensor_core_tiles_three_stages_ahead():
+    A, B, C = tensorcore_matmul(512, 512, 512, "float16", "NN")
+    s, args = tensorcore_schedule(A, B, C, "float16", "NN", bx=8, by=16, step_k=1, v=8, ty=8, tx=16,
+                                  warp_m=64, double_buffer=3, flat_fetch=1, align_all=1)
+    body = _kernel_text(_source(s, args))
+    assert body.count("mma_sync(") == 16  # no peeled last step: one copy of the warp's 4 x 4 products
+    assert "kb_cp_async_wait_group<2>(); __syncthreads();" in body
+    # 3 copies of A's 128 x (16 + 8 padding) tile and of B's 16 x (128 + 8) tile
+    assert "half A_shared[9216];" in body and "half B_shared[6528];" in body

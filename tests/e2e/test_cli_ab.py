@@ -30,7 +30,8 @@ def exp_suite(tmp_path) -> Path:
     path.write_text('[suite]\nname = "ab-exp"\ntargets = ["c"]\n'
                     "[measure]\nmin_samples = 30\nmin_time_s = 0.05\nmax_time_s = 0.6\n"
                     '[[workload]]\nname = "exp"\nparams = { n = [65536] }\nvariants = ["default"]\n'
-                    '[[workload]]\nname = "row_sum"\nparams = { n = [1024], m = [1024] }\nvariants = ["split"]\n')
+                    '[[workload]]\nname = "row_sum"\nparams = { n = [1024], m = [1024] }\n'
+                    'variants = ["split"]\n')
     return path
 
 

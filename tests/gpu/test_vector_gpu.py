@@ -49,10 +49,11 @@ def test_window_sum_cooperative_vector_fetch_cuda(width):
         np.testing.assert_allclose(b, a[:-2].astype(np.float64) + a[1:-1] + a[2:], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("double_buffer", [False, True])
+@pytest.mark.parametrize("double_buffer", [False, True, 3, 4])
 @pytest.mark.parametrize("n, m, k", [(128, 128, 64), (1024, 1024, 1024), (100, 72, 40), (65, 130, 13),
                                      (3, 5, 7)])
 def test_shared_matmul_cuda(n, m, k, double_buffer):
+    """True: two copies of the tiles; 3, 4: multi_buffer (asynchronous copies several tiles ahead)."""
     s, args = matmul_shared(n, m, k, double_buffer=double_buffer)
     f = tvm.build(s, args, "cuda")
     a = RNG.standard_normal((n, k)).astype("float32")

@@ -86,3 +86,44 @@ def test_single_iteration_loop_is_left_alone():
     # 16 rows x 8 columns (a split part never runs past the 16 rows there are), not doubled
     assert _allocs(func)["A.shared"].extent.value == 16 * 8
     assert DOUBLE_BUFFER_WRITE not in stmt_str(func.body)
+
+
+# -- multi_buffer(stages) --------------------------------------------------------------------------
+
+
+def test_multi_buffer_keeps_that_many_copies_and_fetches_ahead():
+    from kernels.lower.double_buffer import ASYNC_COMMIT, ASYNC_WAIT
+
+    func = lower(*matmul_shared(double_buffer=3))["main"]
+    allocs = _allocs(func)
+    assert allocs["A.shared"].extent.value == 3 * 512 and allocs["B.shared"].extent.value == 3 * 512
+    loop = next(f for f in collect(func.body, lambda n: isinstance(n, For)) if f.loop_var.name == "r.outer")
+    assert loop.extent.value == 8  # every tile computed in the loop: no peeled last iteration
+    text = stmt_str(func.body)
+    # tiles 0 and 1 before the loop (slots 0 and 1), tile r + 2 into slot (r + 2) % 3 in it
+    before_loop = text[:text.index("for (r.outer")]
+    assert before_loop.count("A.shared[") == 2 and before_loop.count(ASYNC_COMMIT) == 4
+    assert "(floormod((r.outer + 2), 3) * 512)" in text and "(floormod(r.outer, 3) * 512)" in text
+    assert text.count("if ((r.outer + 2) < 8) {") == 2  # the last two iterations fetch nothing
+    waits = [a for a in collect(func.body, lambda n: isinstance(n, AttrStmt) and n.attr_key == ASYNC_WAIT)]
+    assert len(waits) == 1 and int(waits[0].value) == 2 and waits[0].body is loop  # 2 fetches x (3 - 2)
+
+
+def test_multi_buffer_errors_name_the_stage():
+    import pytest
+
+    from kernels.errors import LoweringError, ScheduleError
+
+    s, (A, B, C) = matmul_shared()
+    AA = next(t for t in s.stages if t.op.name == "A.shared")
+    with pytest.raises(ScheduleError, match=r"stage A.shared: multi_buffer: stages=1 must be an integer"):
+        AA.multi_buffer(1)
+    s, args = matmul_shared()
+    for t in s.stages:
+        if t.op.name == "A.shared":
+            t.multi_buffer(3)
+        if t.op.name == "B.shared":
+            t.double_buffer()
+    with pytest.raises(LoweringError, match=r"A.shared, B.shared: multi_buffer: .*different numbers of "
+                                            r"copies \(\[2, 3\]\)"):
+        lower(s, args)
