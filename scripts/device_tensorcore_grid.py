@@ -5,7 +5,10 @@ result against torch's float32 product (1e-2 of the largest |C|), times it with 
 each launch (median of ``--reps`` after warm-up), prints TFLOP/s and the ratio to torch, and
 ``nvcc -Xptxas -v`` (registers, spills, shared memory) for the best configuration.
 
-    python3 scripts/device_tensorcore_grid.py [--n 8192] [--layout NN] [--reps 20] [--json out.json]
+    python3 scripts/device_tensorcore_grid.py [--n 8192] [--layout NN] [--dtype float16|int8] [--reps 20]
+                                              [--json out.json]
+
+int8 is checked exactly against torch._int_mm (its peer).
 """
 
 from __future__ import annotations
@@ -59,6 +62,31 @@ GRID = [
     _cfg(8, 32, 4, ty=4, tx=16, warp_m=64, flat_fetch=1, double_buffer=1, align_all=1),
     _cfg(8, 16, 4, ty=4, tx=16, warp_m=32, flat_fetch=1, double_buffer=1, align_all=1),   # 4x2, 4 warps
     _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=1, align_all=1),
+    _cfg(8, 16, 1, ty=8, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=3, align_all=1),   # 3-4 copies
+    _cfg(8, 16, 1, ty=8, tx=16, warp_m=64, v=8, flat_fetch=1, double_buffer=4, align_all=1),
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=3, align_all=1),
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=8, flat_fetch=1, double_buffer=3, align_all=1),
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=4, align_all=1),
+    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=3, align_all=1),
+    _cfg(8, 32, 2, ty=4, tx=16, warp_m=32, v=4, flat_fetch=1, double_buffer=3, align_all=1),
+    _cfg(8, 32, 2, ty=8, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=3, align_all=1),   # 8 warps
+    _cfg(16, 16, 2, ty=8, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=3, align_all=1),
+]
+
+#: int8 (16x16x16 fragments, k steps of 16): 2x2 and 4x4 fragments a warp, 128-bit (v=16) and 64-bit
+#: fetches, padded tiles, 2-4 copies
+INT8_GRID = [
+    _cfg(4, 16, 1, ty=2, tx=16, warp_m=32, v=16),              # the suite's warp_tile configuration
+    _cfg(4, 16, 2, ty=2, tx=16, warp_m=32, v=16, flat_fetch=1, double_buffer=1, align_all=1),
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=16, flat_fetch=1, align_all=1),
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=16, flat_fetch=1, double_buffer=1, align_all=1),
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=8, flat_fetch=1, double_buffer=1, align_all=1),
+    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64, v=16, flat_fetch=1, double_buffer=1, align_all=1),
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=16, flat_fetch=1, double_buffer=3, align_all=1),
+    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64, v=16, flat_fetch=1, double_buffer=3, align_all=1),
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=8, flat_fetch=1, double_buffer=4, align_all=1),
+    _cfg(8, 32, 2, ty=4, tx=16, warp_m=32, v=16, flat_fetch=1, double_buffer=3, align_all=1),
+    _cfg(8, 32, 4, ty=8, tx=16, warp_m=64, v=16, flat_fetch=1, double_buffer=3, align_all=1),
 ]
 
 
@@ -66,13 +94,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=8192)
     ap.add_argument("--layout", default="NN", choices=["NN", "NT", "TN", "TT"])
+    ap.add_argument("--dtype", default="float16", choices=["float16", "int8"])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--arch", help="build for this architecture (default: the GPU's)")
     ap.add_argument("--build-only", action="store_true", help="build the grid and stop (no GPU needed)")
     ap.add_argument("--json")
     opt = ap.parse_args()
-    n, layout = opt.n, opt.layout
+    n, layout, dtype = opt.n, opt.layout, opt.dtype
+    grid = GRID if dtype == "float16" else INT8_GRID
     if opt.arch:
         arch = opt.arch
     else:
@@ -82,22 +112,22 @@ def main() -> None:
     t0 = time.perf_counter()
 
     def schedule(knobs):
-        A, B, C = tensorcore_matmul(n, n, n, "float16", layout)
-        return tensorcore_schedule(A, B, C, "float16", layout, **knobs)
+        A, B, C = tensorcore_matmul(n, n, n, dtype, layout)
+        return tensorcore_schedule(A, B, C, dtype, layout, **knobs)
 
     def build(knobs):
         s, args = schedule(knobs)
         return tvm.build(s, args, target)
 
     with ThreadPoolExecutor(max_workers=opt.threads) as pool:
-        futures = [pool.submit(build, knobs) for knobs in GRID]
+        futures = [pool.submit(build, knobs) for knobs in grid]
         built = []
-        for knobs, fut in zip(GRID, futures):
+        for knobs, fut in zip(grid, futures):
             try:
                 built.append((knobs, fut.result(), None))
             except Exception as exc:  # a configuration nvcc or the schedule refuses: reported, skipped
                 built.append((knobs, None, f"{type(exc).__name__}: {str(exc)[:300]}"))
-    print(f"built {len(GRID)} configurations in {time.perf_counter() - t0:.1f} s", flush=True)
+    print(f"built {len(grid)} configurations in {time.perf_counter() - t0:.1f} s", flush=True)
     for knobs, f, err_text in built:
         if f is None or opt.build_only:
             mmas = 0 if f is None else f.imported_modules[0].get_source().count("mma_sync(")
@@ -109,21 +139,31 @@ def main() -> None:
     dev = tvm.cuda(0)
 
     a_t, b_t = layout[1] == "T", layout[0] == "T"
-    ta = torch.rand(n, n, device="cuda", dtype=torch.float16) - 0.5
-    tb = torch.rand(n, n, device="cuda", dtype=torch.float16) - 0.5
+    if dtype == "float16":
+        ta = torch.rand(n, n, device="cuda", dtype=torch.float16) - 0.5
+        tb = torch.rand(n, n, device="cuda", dtype=torch.float16) - 0.5
+    else:
+        ta = torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8)
+        tb = torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8)
     ea, eb = (ta.t() if a_t else ta), (tb.t() if b_t else tb)
-    ref = torch.matmul(ea.float(), eb.float())
+    if dtype == "float16":
+        ref = torch.matmul(ea.float(), eb.float())
+        tc = torch.empty(n, n, device="cuda", dtype=torch.float16)
+        peer_name, peer = "torch.matmul fp16", (lambda: torch.matmul(ea, eb, out=tc))
+    else:
+        ref_int = torch._int_mm(ea, eb)  # compared exactly below
+        ref = ref_int.float()
+        peer_name, peer = "torch._int_mm", (lambda: torch._int_mm(ea, eb))
     scale = float(ref.abs().max())
-    tc = torch.empty(n, n, device="cuda", dtype=torch.float16)
-    peer_ms = median_ms(lambda: torch.matmul(ea, eb, out=tc), opt.reps)
+    peer_ms = median_ms(peer, opt.reps)
     ops = 2.0 * n ** 3
-    report = {"device": torch.cuda.get_device_name(), "n": n, "layout": layout, "peer": "torch.matmul fp16",
-              "peer_ms": peer_ms, "peer_tflops": ops / peer_ms / 1e9, "rows": []}
-    print(f"{report['device']} {layout} {n}^3: torch.matmul fp16 {peer_ms:.3f} ms = "
+    report = {"device": torch.cuda.get_device_name(), "n": n, "layout": layout, "dtype": dtype,
+              "peer": peer_name, "peer_ms": peer_ms, "peer_tflops": ops / peer_ms / 1e9, "rows": []}
+    print(f"{report['device']} {dtype} {layout} {n}^3: {peer_name} {peer_ms:.3f} ms = "
           f"{ops / peer_ms / 1e9:.1f} TFLOP/s", flush=True)
     a = tvm.nd.array(ta.cpu().numpy(), dev)
     b = tvm.nd.array(tb.cpu().numpy(), dev)
-    poison = np.full((n, n), np.nan, "float32")
+    poison = np.full((n, n), np.nan, "float32") if dtype == "float16" else np.full((n, n), -7, "int32")
     best = None
     for knobs, f, err_text in built:
         warp = "x".join(str(x // 16) for x in warp_tile(knobs["bx"], knobs["by"], knobs["ty"], knobs["tx"],
@@ -139,8 +179,12 @@ def main() -> None:
             c = tvm.nd.array(poison, dev)
             f(a, b, c)
             got = torch.from_numpy(c.numpy()).cuda()
-            err = float((got - ref).abs().max()) / scale
-            ok = err < 1e-2
+            if dtype == "float16":
+                err = float((got - ref).abs().max()) / scale
+                ok = err < 1e-2
+            else:  # integers: exact
+                err = float((got != ref_int).sum())
+                ok = err == 0
             ms = median_ms(lambda f=f, c=c: f(a, b, c), opt.reps)
         except Exception as exc:
             print(f"  [{warp}] {label}: RUN ERROR {type(exc).__name__}: {str(exc)[:300]}", flush=True)
@@ -157,8 +201,8 @@ def main() -> None:
         s, args = schedule(best["knobs"])
         ptx = ptxas_report(build_spec(s, args, target).source, arch)
         report["best"] = dict(best, ptxas=ptx[-800:])
-        print(f"best: {best['knobs']} {best['tflops']:.1f} TFLOP/s = x{best['ratio']:.3f} of torch.matmul "
-              f"fp16\n{ptx[-600:]}", flush=True)
+        print(f"best: {best['knobs']} {best['tflops']:.1f} T(FL)OP/s = x{best['ratio']:.3f} of {peer_name}"
+              f"\n{ptx[-600:]}", flush=True)
     print(f"total {time.perf_counter() - t0:.1f} s", flush=True)
     if opt.json:
         Path(opt.json).write_text(json.dumps(report, indent=1))
