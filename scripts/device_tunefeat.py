@@ -104,8 +104,8 @@ def main() -> None:
                 tuner = autotvm.tuner.RandomTuner(task, seed=seed)
             else:
                 tuner = autotvm.tuner.XGBTuner(task, plan_size=opt.plan_size, feature_type=name, seed=seed)
-                if tuner.extractor is not None:
-                    tuner.extractor.cache.update(pool.cache)  # extracted above: same vectors
+                if tuner.extractor is not None and name == "itervar":
+                    tuner.extractor.cache.update(pool.cache)  # extracted above: the same vectors
             t0 = time.perf_counter()
             tuner.tune(n_trial=opt.trials, measure_option=option)
             reached = next((i + 1 for i, f in enumerate(tuner.flops_history) if f >= target), None)
