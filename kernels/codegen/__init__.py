@@ -214,6 +214,8 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
         block_threads = cg.launch_bounds([ext.get(t) for t in _TAGS[3:]])
         cg.lines = []
         cg.prepare(part, nodes)
+        if isinstance(cg, CUDACodegen):  # static or dynamic shared memory, from the whole kernel
+            cg._plan_dynamic_shared(nodes)
         cg.stmt(part, 1)
         body_lines = cg.lines
         src = [cg.kernel_signature(name, decls, block_threads) + " {"]

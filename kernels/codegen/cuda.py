@@ -8,7 +8,6 @@ from ..errors import BuildError
 from ..lower.vectorize import VECTOR_LANES, VECTOR_SCOPES
 from ..tir import dtype as dt
 from ..tir.expr import BufferLoad, Call, IntImm, Ramp
-from ..tir.functor import collect
 from ..tir.modular import is_multiple
 from ..tir.simplify import simplify
 from ..tir.stmt import Allocate, AttrStmt, BufferStore
@@ -66,7 +65,8 @@ class CUDACodegen(CFamilyCodegen):
                          "uint8": "uchar", "int16": "short", "uint16": "ushort", "int32": "int",
                          "uint32": "uint", "int64": "longlong", "uint64": "ulonglong"}
     lane_names = (".x", ".y", ".z", ".w")
-    #: bytes of dynamic shared memory the kernel needs (0: its shared arrays are static), set by prepare
+    #: bytes of dynamic shared memory the kernel needs (0: its shared arrays are static), set by
+    #: _plan_dynamic_shared (which code generation calls after prepare)
     dynamic_shared_bytes = 0
     #: id of each shared buffer laid out in the dynamic shared allocation -> its byte offset there
     dynamic_offsets: dict = {}
@@ -105,11 +105,6 @@ class CUDACodegen(CFamilyCodegen):
         self.fragment_types: dict = {}  # fragment buffer variable -> its C type
         self.bmma_temps = 0  # sm_75 1-bit products printed so far (names of their temporaries)
         self.uses_wmma = False
-
-    def prepare(self, body, nodes=None) -> None:
-        nodes = collect(body, lambda n: True) if nodes is None else nodes
-        super().prepare(body, nodes)
-        self._plan_dynamic_shared(nodes)
 
     def stmt(self, s, ind: int) -> None:
         if isinstance(s, AttrStmt) and s.attr_key in _FRAGMENT_ATTRS:
@@ -154,7 +149,8 @@ class CUDACodegen(CFamilyCodegen):
         vector access, else its element's size). When they need more than :data:`STATIC_SHARED_LIMIT`
         bytes, :meth:`allocate` prints them as pointers into one ``extern __shared__`` byte array at
         those offsets (they do not overlap) and :attr:`dynamic_shared_bytes` is the size to launch with;
-        otherwise they stay static ``__shared__`` arrays, printed as before."""
+        otherwise they stay static ``__shared__`` arrays, printed as before. Code generation calls it
+        after :meth:`prepare` (whose ``vector_buffers`` it reads), before printing the kernel."""
         aligns = {n.node: int(getattr(n.value, "value", n.value)) for n in nodes
                   if isinstance(n, AttrStmt) and n.attr_key == "storage_alignment"}
         offsets, arrays, end = {}, [], 0
