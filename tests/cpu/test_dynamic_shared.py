@@ -46,9 +46,9 @@ def test_the_big_tensorcore_tiles_become_pointers_into_dynamic_shared_memory():
     assert "half* A_shared = (half*)(kb_dyn_shared + 0);" in src
     assert f"half* B_shared = (half*)(kb_dyn_shared + {BIG_A_BYTES});" in src
     assert not re.search(r"__shared__ [^;]*\b[AB]_shared\[", src)  # no static arrays left
-    # the WMMA loads and the vector copies read the pointers as they read the arrays
+    # the WMMA loads and the 16-byte copies (plain or asynchronous) use the pointers as they used the arrays
     assert "load_matrix_sync(A_shared_frag[0], (&A_shared[" in src
-    assert "*(uint4*)(B_shared + " in src
+    assert re.search(r"(\*\(uint4\*\)\(|kb_cp_async_16\()B_shared \+ ", src)
 
 
 def test_alignment_of_each_array_is_kept():
