@@ -1,7 +1,8 @@
 """Shared memory beyond what a block may use: a build for an architecture whose limit is known
 (sm_75 64 KiB, sm_86 99 KiB, sm_90 227 KiB ...) fails with a BuildError naming the kernel, its bytes,
 the architecture and the limit; a module description with a malformed size is refused; on the GPU, a
-kernel needing more than the device's opt-in maximum fails with a DeviceError before it is launched."""
+kernel needing more than the device's opt-in maximum fails with a DeviceError before it is launched; the
+CPU has no opt-in shared memory to report."""
 
 from __future__ import annotations
 
@@ -91,3 +92,8 @@ def test_more_than_the_devices_opt_in_maximum_is_a_device_error():
                                           rf"shared memory a block, but cuda\(0\) .* allows at most "
                                           rf"{limit} bytes"):
         mod(a, b, c)
+
+
+def test_the_cpu_has_no_opt_in_shared_memory():
+    with pytest.raises(DeviceError, match=r"^cpu\(0\) has no shared memory$"):
+        tvm.cpu(0).max_shared_memory_per_block_optin
