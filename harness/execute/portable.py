@@ -17,7 +17,8 @@ Format (JSON, ``"format": FORMAT``)::
      "env": {shape variable: value},
      "args": [{"name", "dtype", "shape": [int | {"var": name} | {"derived": text, "value": int}]}],
      "workspaces": [{"name", "dtype", "size": int}],
-     "kernels": [{"name", "params": [...], "grid": [x, y, z], "block": [x, y, z]}]}
+     "kernels": [{"name", "params": [...], "grid": [x, y, z], "block": [x, y, z],
+                  "dynamic_shared_bytes": int}]}
 
 A case the other tree could not build is ``{"error": message}`` instead.
 """
@@ -100,8 +101,10 @@ def freeze(spec: Any, env: Mapping[str, int]) -> dict[str, Any]:
                  for a in spec.args],
         "workspaces": [{"name": w.name, "dtype": str(w.dtype), "size": int(w.size(env))}
                        for w in spec.workspaces],
+        # dynamic shared memory: absent from the specs of trees that predate it (then 0)
         "kernels": [{"name": k.name, "params": list(k.params), "grid": triple(k.grid),
-                     "block": triple(k.block)}
+                     "block": triple(k.block),
+                     "dynamic_shared_bytes": int(getattr(k, "dynamic_shared_bytes", 0))}
                     for k in spec.kernels],
     }
 
@@ -156,7 +159,8 @@ def thaw(data: Mapping[str, Any]):
                                    _Frozen(f"{name}: grid of {k['name']}", env,
                                            tuple(int(x) for x in k["grid"])),
                                    _Frozen(f"{name}: block of {k['name']}", env,
-                                           tuple(int(x) for x in k["block"])))
+                                           tuple(int(x) for x in k["block"])),
+                                   int(k.get("dynamic_shared_bytes", 0)))
                         for k in data["kernels"])
         return FuncSpec(name=name, target=str(data["target"]), source=str(data["source"]), args=args,
                         shape_vars=tuple(str(v) for v in data["shape_vars"]), workspaces=workspaces,

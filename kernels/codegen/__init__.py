@@ -15,7 +15,7 @@ from ..tir.simplify import simplify, structural_equal
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, LetStmt, SeqStmt, Stmt, seq
 from .c import CCodegen
 from .c_family import CFamilyCodegen
-from .cuda import CUDACodegen
+from .cuda import CUDACodegen, check_shared_limit
 from .host import buffers_by_data, host_expr, packed_call, split_packed
 from .opencl import OpenCLCodegen
 
@@ -167,6 +167,7 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
     natives = sum(1 for p in parts if not isinstance(p, Call))
     host_buffers = buffers_by_data(list(func.buffers) + workspaces)
     cg_cls = DIALECTS[target]
+    built_arch = cg_cls(shape_vars).build_arch(arch)
     sources: List[str] = []
     helpers: List[str] = []
     headers: List[str] = []
@@ -213,6 +214,8 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
         block_threads = cg.launch_bounds([ext.get(t) for t in _TAGS[3:]])
         cg.lines = []
         cg.prepare(part, nodes)
+        if isinstance(cg, CUDACodegen):  # static or dynamic shared memory, from the whole kernel
+            cg._plan_dynamic_shared(nodes)
         cg.stmt(part, 1)
         body_lines = cg.lines
         src = [cg.kernel_signature(name, decls, block_threads) + " {"]
@@ -232,7 +235,11 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
             return LaunchDims(tuple(host_expr(_ext[t], f"thread extent of {t}") if t in _ext else 1
                                     for t in tags))
 
-        kernels.append(KernelSpec(name, tuple(params), launch(_TAGS[:3]), launch(_TAGS[3:])))
+        dyn_shared = cg.dynamic_shared_bytes if isinstance(cg, CUDACodegen) else 0
+        if dyn_shared:
+            check_shared_limit(name, dyn_shared, built_arch, cg.dynamic_arrays)
+        kernels.append(KernelSpec(name, tuple(params), launch(_TAGS[:3]), launch(_TAGS[3:]),
+                                  dynamic_shared_bytes=dyn_shared))
     source = "".join(headers) + ("\n".join(helpers) + "\n" if helpers else "") + "\n\n".join(sources) + "\n"
     args = tuple(BufferArg(b.name, b.dtype, tuple(_dim(d, shape_vars) for d in b.shape))
                  for b in func.buffers)
@@ -240,7 +247,7 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
                 for b in workspaces)
     scalars = tuple(ScalarArg(v.name, v.dtype, k) for k, v in scalar_params_of(func))
     return FuncSpec(func.name, target, source, args, tuple(sorted(shape_vars)), wss, tuple(kernels),
-                    arch=cg_cls(shape_vars).build_arch(arch), uses_openmp=uses_omp, scalars=scalars)
+                    arch=built_arch, uses_openmp=uses_omp, scalars=scalars)
 
 
 def cg_cls_split(target: str, shape_vars, sizes=None):

@@ -13,8 +13,8 @@ from ..tir.expr import BufferLoad, Call, IntImm, Ramp
 from ..tir.functor import collect
 from ..tir.modular import is_multiple
 from ..tir.simplify import simplify
-from ..tir.stmt import AttrStmt, BufferStore
-from .c_family import CFamilyCodegen
+from ..tir.stmt import Allocate, AttrStmt, BufferStore
+from .c_family import VECTOR_ALIGN_BYTES, CFamilyCodegen
 
 HEADER = """#ifdef _WIN32
   using uint = unsigned int;
@@ -84,6 +84,19 @@ template <int N> __device__ __forceinline__ void kb_cp_async_wait_group() {
 #: attributes kernels.lower.tensor_core puts on fragments and the shared tiles they load from
 _FRAGMENT_ATTRS = ("fragment_shape", "fragment_layout", "storage_alignment")
 
+#: bytes of static ``__shared__`` arrays one block may declare on every architecture; a kernel whose
+#: shared arrays need more gets them as one dynamic shared allocation (see CUDACodegen.allocate)
+STATIC_SHARED_LIMIT = 48 * 1024
+#: the most shared memory one block may use (dynamic, opted in with
+#: cudaFuncAttributeMaxDynamicSharedMemorySize), per architecture, from the CUDA programming guide's
+#: table of compute capabilities; other architectures are checked only when the kernel is loaded
+MAX_SHARED_PER_BLOCK = {"sm_75": 64 * 1024, "sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_87": 163 * 1024,
+                        "sm_89": 99 * 1024, "sm_90": 227 * 1024, "sm_100": 227 * 1024, "sm_120": 99 * 1024}
+#: byte alignment of the dynamic shared allocation's start
+DYNAMIC_SHARED_ALIGN = 128
+#: the key of the dynamic shared array's C name in the name table
+_DYNAMIC_SHARED = object()
+
 
 class CUDACodegen(CFamilyCodegen):
     target = "cuda"
@@ -99,6 +112,13 @@ class CUDACodegen(CFamilyCodegen):
                          "uint8": "uchar", "int16": "short", "uint16": "ushort", "int32": "int",
                          "uint32": "uint", "int64": "longlong", "uint64": "ulonglong"}
     lane_names = (".x", ".y", ".z", ".w")
+    #: bytes of dynamic shared memory the kernel needs (0: its shared arrays are static), set by
+    #: _plan_dynamic_shared (which code generation calls after prepare)
+    dynamic_shared_bytes = 0
+    #: id of each shared buffer laid out in the dynamic shared allocation -> its byte offset there
+    dynamic_offsets: dict = {}
+    #: (buffer name, bytes) of each array in the dynamic shared allocation, in layout order
+    dynamic_arrays: tuple = ()
 
     def thread_index(self, tag: str) -> str:
         return f"((int){tag})"
@@ -181,6 +201,12 @@ class CUDACodegen(CFamilyCodegen):
 
     def allocate(self, s, ind: int) -> None:
         b = s.buffer
+        if id(b) in self.dynamic_offsets:  # a pointer into the dynamic shared allocation
+            t = self.type_str(b.dtype)
+            dyn = self.names.get(_DYNAMIC_SHARED, "kb_dyn_shared")
+            self.emit(ind, f"{t}* {self.buffer_name(b)} = ({t}*)({dyn} + {self.dynamic_offsets[id(b)]});")
+            self.stmt(s.body, ind)
+            return
         info = self.fragment_info.get(b.data, {})
         kind = self._FRAGMENT_KINDS.get(b.scope)
         if kind is None and b.scope == "shared" and "storage_alignment" in info:
@@ -202,6 +228,37 @@ class CUDACodegen(CFamilyCodegen):
         self.fragment_types[b.data] = f"nvcuda::wmma::fragment<{args}>"
         self.emit(ind, f"nvcuda::wmma::fragment<{args}> {self.buffer_name(b)}[{s.extent.value}];")
         self.stmt(s.body, ind)
+
+    def _plan_dynamic_shared(self, nodes) -> None:
+        """Lay out the kernel's shared arrays (every ``Allocate`` of scope shared in ``nodes``) one after
+        the other, each at the alignment its static declaration has (storage_alignment, 16 bytes for
+        vector access, else its element's size). When they need more than :data:`STATIC_SHARED_LIMIT`
+        bytes, :meth:`allocate` prints them as pointers into one ``extern __shared__`` byte array at
+        those offsets (they do not overlap) and :attr:`dynamic_shared_bytes` is the size to launch with;
+        otherwise they stay static ``__shared__`` arrays, printed as before. Code generation calls it
+        after :meth:`prepare` (whose ``vector_buffers`` it reads), before printing the kernel."""
+        aligns = {n.node: int(getattr(n.value, "value", n.value)) for n in nodes
+                  if isinstance(n, AttrStmt) and n.attr_key == "storage_alignment"}
+        offsets, arrays, end = {}, [], 0
+        for n in nodes:
+            if not isinstance(n, Allocate) or n.buffer.scope != "shared" or id(n.buffer) in offsets:
+                continue
+            if not isinstance(n.extent, IntImm):
+                return  # allocate() reports the symbolic size
+            b = n.buffer
+            # packed sub-byte buffers are arrays of 32-bit words, bool one byte
+            elem = 4 if dt.element_of(b.dtype) in dt.STORAGE_ONLY else max(1, dt.bits(b.dtype) // 8)
+            elem *= dt.lanes(b.dtype)
+            align = max(elem, aligns.get(b.data, VECTOR_ALIGN_BYTES if id(b) in self.vector_buffers else 1))
+            end = -(-end // align) * align
+            offsets[id(b)] = end
+            arrays.append((b.name, elem * n.extent.value))
+            end += elem * n.extent.value
+        if end <= STATIC_SHARED_LIMIT:
+            return
+        self.dynamic_offsets, self.dynamic_arrays, self.dynamic_shared_bytes = offsets, tuple(arrays), end
+        dyn = self.names.get(_DYNAMIC_SHARED, "kb_dyn_shared")
+        self.hoisted.append(f"extern __shared__ __align__({DYNAMIC_SHARED_ALIGN}) unsigned char {dyn}[];")
 
     def _frag(self, e) -> str:
         if e not in self.fragment_names:
@@ -369,6 +426,22 @@ class CUDACodegen(CFamilyCodegen):
 
     def aligned_array(self, qualifier: str, t: str, name: str, size: int, align: int) -> str:
         return f"{qualifier} __align__({align}) {t} {name}[{size}];"
+
+
+def check_shared_limit(kernel: str, nbytes: int, arch: str, arrays=()) -> None:
+    """Raise a BuildError when ``kernel`` needs more shared memory (``nbytes``; ``arrays``: the (name,
+    bytes) of its arrays) than one block may use on ``arch`` (known for :data:`MAX_SHARED_PER_BLOCK`'s
+    architectures; an ``a``/``f`` variant has its base's limit)."""
+    base = arch.rstrip("af")
+    limit = MAX_SHARED_PER_BLOCK.get(base)
+    if limit is None or nbytes <= limit:
+        return
+    parts = ", ".join(f"{name} {size} bytes" for name, size in arrays)
+    raise BuildError(
+        f"kernel {kernel}: its shared memory needs {nbytes} bytes ({nbytes / 1024:.1f} KiB"
+        f"{': ' + parts if parts else ''}), more than the {limit} bytes ({limit // 1024} KiB) one thread "
+        f"block may use on {arch}; use smaller shared tiles (fewer k steps per tile, a smaller block tile, "
+        "no double buffering) or build for an architecture with more shared memory")
 
 
 def check_arch(arch: str) -> str:

@@ -4,7 +4,9 @@ Building needs only nvcc. On the first call on a device the cubin is loaded
 (``pycuda.driver.module_from_buffer``) into that device's primary context (see
 :mod:`kernels.runtime.device`) and each kernel is fetched and prepared once. Launches take
 ``(grid, block)`` from the spec for the actual shapes; buffers go as device pointers, shape
-variables as 32-bit ints. Timing uses CUDA events around back-to-back launches.
+variables as 32-bit ints. A kernel whose shared arrays exceed 48 KiB (``KernelSpec.dynamic_shared_bytes``)
+is opted in to that much dynamic shared memory when it is fetched (after checking the device's opt-in
+maximum) and launched with it. Timing uses CUDA events around back-to-back launches.
 """
 
 from __future__ import annotations
@@ -115,6 +117,8 @@ class CUDAModule(Module):
                     ) from None
                 func.prepare("".join(self._param_type(p, 2) if self._param_is_value(p) else "P"
                                      for p in kernel.params))
+                if kernel.dynamic_shared_bytes:
+                    _opt_in_shared(func, kernel.name, kernel.dynamic_shared_bytes, device)
                 functions.append(func)
         self._loaded[device.index] = (module, functions)
         return functions
@@ -128,7 +132,7 @@ class CUDAModule(Module):
         functions = self._functions(device)
         drv = cuda_driver()
         context = cuda_context(device.index)
-        steps: List[Optional[Tuple[str, Any, Any, Any, List[Any]]]] = []
+        steps: List[Optional[Tuple[str, Any, Any, Any, List[Any], int]]] = []
         for kernel, func in zip(self.native_kernels, functions):
             dims = launch_dims(kernel, env)
             if dims is None:  # an empty launch: nothing to run
@@ -138,15 +142,15 @@ class CUDAModule(Module):
             _check_limits(kernel.name, grid, block)
             values = [self._param_value(p, env).item() if self._param_is_value(p) else int(buffers[p])
                       for p in kernel.params]
-            steps.append((kernel.name, func, grid, block, values))
+            steps.append((kernel.name, func, grid, block, values, kernel.dynamic_shared_bytes))
         keep_alive = buffers  # the closures hold the allocations the pointers point into
 
         def launch_all(todo) -> None:
             assert keep_alive is not None
             with context:
-                for name, func, grid, block, values in todo:
+                for name, func, grid, block, values, shared in todo:
                     try:
-                        func.prepared_call(grid, block, *values)
+                        func.prepared_call(grid, block, *values, shared_size=shared)
                     except drv.Error as exc:
                         raise DeviceError(
                             f"CUDA launch of kernel {name} (grid {grid}, block {block}) on {device!r} "
@@ -183,6 +187,27 @@ class CUDAModule(Module):
             end.record()
             end.synchronize()
             return start.time_till(end) / 1e3
+
+
+def _opt_in_shared(func: Any, name: str, nbytes: int, device: Device) -> None:
+    """Let the loaded kernel ``name`` launch with ``nbytes`` of dynamic shared memory (CUDA's opt-in,
+    cudaFuncAttributeMaxDynamicSharedMemorySize), after checking that the device allows that much
+    (with the kernel's static shared memory) in one block."""
+    drv = cuda_driver()
+    attr = drv.function_attribute
+    limit = device.max_shared_memory_per_block_optin
+    static = int(func.get_attribute(attr.SHARED_SIZE_BYTES))
+    if static + nbytes > limit:
+        extra = f" plus {static} bytes of static shared memory" if static else ""
+        raise DeviceError(
+            f"kernel {name}: needs {nbytes} bytes of dynamic shared memory{extra} a block, but "
+            f"{device!r} ({device.device_name}, compute capability {device.compute_version}) allows at "
+            f"most {limit} bytes ({limit // 1024} KiB) a block; rebuild with smaller shared tiles")
+    try:
+        func.set_attribute(attr.MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
+    except (drv.Error, AttributeError) as exc:  # AttributeError: a pycuda without cuFuncSetAttribute
+        raise DeviceError(f"kernel {name}: opting in to {nbytes} bytes of dynamic shared memory on "
+                          f"{device!r} failed: {exc}") from None
 
 
 def _check_limits(name: str, grid: tuple, block: tuple) -> None:

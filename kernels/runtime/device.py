@@ -163,12 +163,26 @@ class Device:
 
     @property
     def max_shared_memory_per_block(self) -> int:
-        """int: bytes of shared (OpenCL: local) memory one block may use."""
+        """int: bytes of shared (OpenCL: local) memory one block may use.
+
+        For CUDA this is what TVM reports too: the device attribute MAX_SHARED_MEMORY_PER_BLOCK, the
+        48 KiB a kernel gets without opting in; kernels that opt in to more dynamic shared memory may
+        use up to :attr:`max_shared_memory_per_block_optin`.
+        """
         if self._type == "cuda":
             return self._cuda_attribute("MAX_SHARED_MEMORY_PER_BLOCK")
         if self._type == "opencl":
             return int(_opencl_device(self._index).local_mem_size)
         raise DeviceError(f"{self!r} has no shared memory")
+
+    @property
+    def max_shared_memory_per_block_optin(self) -> int:
+        """int: bytes of shared memory one block may use when its kernel opts in to dynamic shared
+        memory beyond 48 KiB (CUDA's MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: 227 KiB on an H100); for
+        other devices the same as :attr:`max_shared_memory_per_block`."""
+        if self._type == "cuda":
+            return self._cuda_attribute("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+        return self.max_shared_memory_per_block
 
     @property
     def multi_processor_count(self) -> int:

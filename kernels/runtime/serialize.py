@@ -2,8 +2,8 @@
 
 A saved module is its binary plus a JSON description of its :class:`~kernels.runtime.spec.FuncSpec`
 (arguments, shape variables, workspaces, kernels with their launch extents as expressions of the
-shape variables, packed calls, the source). The description sits beside the file as
-``<stem>.tvm_meta.json`` (TVM's name for a device module's metadata), or inside a tar:
+shape variables and their dynamic shared memory, packed calls, the source). The description sits
+beside the file as ``<stem>.tvm_meta.json`` (TVM's name for a device module's metadata), or inside a tar:
 
 * ``mod.export_library("f.so")`` writes the shared library (C), the cubin (CUDA) or the OpenCL C
   source (OpenCL) to ``f.so``; ``mod.export_library("f.tar")`` writes one archive holding
@@ -104,7 +104,8 @@ def spec_to_json(spec: FuncSpec) -> Dict[str, Any]:
         else:
             kernels.append({"kind": "kernel", "name": k.name, "params": list(k.params),
                             "grid": _dims(k.grid, f"grid of {k.name}"),
-                            "block": _dims(k.block, f"block of {k.name}")})
+                            "block": _dims(k.block, f"block of {k.name}"),
+                            "dynamic_shared_bytes": k.dynamic_shared_bytes})
     return {
         "format": FORMAT,
         "name": spec.name,
@@ -272,6 +273,15 @@ def _read_size(v: Any, what: str):
     return h if isinstance(h, HostExpr) else HostExpr(str(h), ("int", h))
 
 
+def _read_shared_bytes(k: Dict[str, Any]) -> int:
+    """A kernel's dynamic shared memory in bytes (0 in descriptions written before it was recorded)."""
+    n = k.get("dynamic_shared_bytes", 0)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ModuleFormatError(f"kernel {k.get('name')!r}: dynamic_shared_bytes must be a non-negative "
+                                f"integer, got {n!r}")
+    return n
+
+
 def spec_from_json(data: Dict[str, Any]) -> FuncSpec:
     """The :class:`FuncSpec` a description written by :func:`spec_to_json` describes."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -290,7 +300,8 @@ def spec_from_json(data: Dict[str, Any]) -> FuncSpec:
             elif k["kind"] == "kernel":
                 kernels.append(KernelSpec(str(k["name"]), tuple(str(p) for p in k["params"]),
                                           LaunchDims(tuple(_read_host(d, "grid") for d in k["grid"])),
-                                          LaunchDims(tuple(_read_host(d, "block") for d in k["block"]))))
+                                          LaunchDims(tuple(_read_host(d, "block") for d in k["block"])),
+                                          _read_shared_bytes(k)))
             else:
                 raise ModuleFormatError(f"unknown kernel kind {k['kind']!r}")
         return FuncSpec(

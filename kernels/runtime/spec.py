@@ -184,12 +184,17 @@ class KernelSpec:
     :class:`BufferArg`, a :class:`Workspace`, a :class:`ScalarArg` (passed as its dtype) or a shape
     variable (passed as a 32-bit int).
     ``grid`` and ``block`` return the launch dimensions (x, y, z); unused for the C target.
+    ``dynamic_shared_bytes`` (CUDA) is the dynamic shared memory each block is launched with: non-zero
+    when the kernel's shared arrays need more than the 48 KiB of static ``__shared__`` memory, so the
+    code generator placed them in one ``extern __shared__`` array; the runtime opts the kernel in to
+    that size (``cudaFuncAttributeMaxDynamicSharedMemorySize``) when it loads it.
     """
 
     name: str
     params: Tuple[str, ...]
     grid: Callable[[Env], Tuple[int, int, int]] = field(compare=False)
     block: Callable[[Env], Tuple[int, int, int]] = field(compare=False)
+    dynamic_shared_bytes: int = 0
 
 
 @dataclass(frozen=True)
