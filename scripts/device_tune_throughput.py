@@ -4,7 +4,10 @@ the same tuner batch by batch (overlap=False), same seed and trials, and RandomT
 
 For each tuner: trials per minute, the device's busy fraction (the summed wall time of the runner's
 calls over the tuning's wall time), the time the device waited between two batches (for the
-proposal and the builds), the best throughput and configuration. One JSON line per tuner at the end.
+proposal and the builds), the best throughput and configuration, and that configuration timed again
+with nothing else running (timings taken while the proposal and the builds run in the background
+share the host's CPU and Python's interpreter lock with the runner). One JSON line per tuner at the
+end.
 
     # on a GPU: the auto-tensor-core tutorial's float16 template at 2048^3 (< 5 minutes on an H100)
     python3 scripts/device_tune_throughput.py [--n 2048] [--trials 64] [--plan-size 16] [--out DIR]
@@ -100,19 +103,28 @@ def tune_one(name, tuner, task, trials, builder, runner, out_dir, unit):
     waits = [timed.spans[k + 1][0] - timed.spans[k][1] for k in range(len(timed.spans) - 1)]
     scale, label = (1e12, "tflops") if unit == "T" else (1e9, "gflops")
     extractor = getattr(tuner, "extractor", None)
+    # the best configuration timed again with nothing else running: how much the work in the
+    # background (proposals, builds) disturbed the timings taken while tuning
+    again = None
+    if tuner.best_config is not None:
+        inp = autotvm.MeasureInput(task.target, task, tuner.best_config)
+        (res,) = runner.run([inp], builder.build([inp]))
+        again = task.flop / res.mean / scale if res.ok else None
     row = {"tuner": name, "overlap": bool(getattr(tuner, "overlap", True)), "trials": len(records),
            "distinct": len({inp.config.index for inp, _ in records}),
            "failed": sum(1 for _, r in records if r.error_no != 0), "wall_s": round(wall, 2),
            "trials_per_min": round(60 * len(records) / wall, 1), "busy_fraction": round(busy / wall, 3),
            "first_batch_at_s": round(timed.spans[0][0] - t0, 2) if timed.spans else None,
            "waits_between_batches_s": [round(w, 2) for w in waits],
-           f"best_{label}": round(tuner.best_flops / scale, 3), "best_config": str(tuner.best_config),
+           f"best_{label}": round(tuner.best_flops / scale, 3),
+           f"best_{label}_alone": round(again, 3) if again is not None else None,
+           "best_config": str(tuner.best_config),
            "features_extracted": extractor.extracted if extractor is not None else 0,
            "feature_s": round(extractor.seconds, 2) if extractor is not None else 0.0}
     print(f"{name}: {row['trials']} trials ({row['failed']} failed) in {wall:.1f} s = "
           f"{row['trials_per_min']}/min; device busy {100 * row['busy_fraction']:.0f} %, waits between "
           f"batches {row['waits_between_batches_s']} s; best {row[f'best_{label}']} {label[0].upper()}FLOP/s "
-          f"{tuner.best_config}", flush=True)
+          f"({row[f'best_{label}_alone']} timed again alone) {tuner.best_config}", flush=True)
     return row
 
 

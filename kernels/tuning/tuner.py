@@ -3,7 +3,14 @@
 A tuner proposes batches of configurations (``next_batch``), measures them with the engine's
 builder and runner (:mod:`kernels.tuning.measure`), learns from the results (``update``) and keeps
 the best. ``tune(n_trial, measure_option, early_stopping, callbacks)`` is autotvm's loop: callbacks
-see every batch (``log_to_file`` writes the records, ``progress_bar`` prints the best so far).
+see every batch (``log_to_file`` writes the records, ``progress_bar`` prints the best so far). By
+default (``overlap``) the next batch is proposed and built in a background thread while the current
+one is timed, so the device waits on neither the compiler nor the search; a model tuner then
+proposes from the results known when the proposal starts, one batch behind (``overlap=False``: one
+batch after the other, as autotvm does). The background work shares the host's CPU and Python's
+interpreter lock with the runner, which on a loaded host can stretch the gaps between the launches
+of a timed repeat; the throughput script (scripts/device_tune_throughput.py) times the best
+configuration again alone to show how much.
 
 :class:`ModelTuner` (``XGBTuner``) fits a gradient-boosted regression (xgboost) of each measured
 configuration's throughput after every batch: on the loop and memory features of its lowered code
