@@ -7,15 +7,16 @@ Where it applies. A stage cached in registers (``C.local``, allocated per thread
 (``s[CL].pragma(ko, "tensor_core")``); ``A.local`` and ``B.local`` are register copies of shared
 tiles; after the loop each thread stores its ``C.local`` to the output. The pass works out, by
 evaluating the index expressions for every lane of every warp of a block (each expression compiled
-to a Python function once), what each warp computes: which rows and columns of the output (a
-rectangle of wm x wn outputs), which elements of the shared tiles it reads at each step of 16 along
-k (a wm x 16 tile of A and a 16 x wn tile of B, row- or column-major, with their leading
-dimensions), and where its block of the output lies. Where WMMA fragments tile that block — Fm x Fn
-fragments of 16x16x16, 8x32x16 or 32x8x16 for float16 -> float32 and int8 -> int32, 8x8x32 for
-int4 -> int32 (``precision::s4``) and 8x8x128 for int1 -> int32 (``precision::b1``), both with A
-row-major and B column-major (the tutorial's layout TN); the first shape whose fragments are
-aligned (below) — with aligned tiles and legal leading dimensions, the per-thread code becomes
-(fragment arrays indexed by constants, every call written out)::
+to a Python function once, evaluated on numpy arrays of all 32 lanes and every loop value of a warp
+at once; lane by lane where anything is out of the ordinary), what each warp computes: which rows
+and columns of the output (a rectangle of wm x wn outputs), which elements of the shared tiles it
+reads at each step of 16 along k (a wm x 16 tile of A and a 16 x wn tile of B, row- or column-major,
+with their leading dimensions), and where its block of the output lies. Where WMMA fragments tile
+that block — Fm x Fn fragments of 16x16x16, 8x32x16 or 32x8x16 for float16 -> float32 and int8 ->
+int32, 8x8x32 for int4 -> int32 (``precision::s4``) and 8x8x128 for int1 -> int32
+(``precision::b1``), both with A row-major and B column-major (the tutorial's layout TN); the first
+shape whose fragments are aligned (below) — with aligned tiles and legal leading dimensions, the
+per-thread code becomes (fragment arrays indexed by constants, every call written out)::
 
     fragment<accumulator> acc[Fm * Fn];  fill_fragment(acc[i], 0) for each
     for ko: (the cooperative fetches into shared memory, unchanged)
@@ -254,7 +255,8 @@ class _Reads:
 #: evaluate the warps' index expressions as numpy arrays (False: lane by lane, value by value; the
 #: results are the same, the walk is the reference the array path is tested against)
 VECTORIZE = True
-#: warps analysed with arrays and by the walk since the module was loaded (a profile's counters)
+#: warps analysed with arrays and by the walk since the module was loaded (a profile's counters,
+#: not exact when several threads lower at once)
 WARP_COUNTS = {"arrays": 0, "walk": 0}
 
 
