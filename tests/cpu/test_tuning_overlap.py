@@ -40,9 +40,11 @@ class BowlRunner:
         self.delay, self.flat = delay, flat
         self.ran = []
         self.running = frozenset()
+        self.started = [threading.Event() for _ in range(64)]  # set when the k-th batch starts
 
     def run(self, inputs, builds):
         self.running = frozenset(i.config.index for i in inputs)
+        self.started[len(self.ran)].set()
         if self.delay:
             time.sleep(self.delay)
         self.ran.append([i.config.index for i in inputs])
@@ -146,6 +148,8 @@ class ProbeTuner(XGBTuner):
         self.probes = []
 
     def next_batch(self, batch_size):
+        if self.probes:  # batch k > 0 is proposed while batch k - 1 runs: wait until it has started
+            self.runner.started[len(self.probes) - 1].wait(timeout=5)
         running = self.runner.running
         out = super().next_batch(batch_size)
         self.probes.append({"fitted_on": self._fitted_on, "running": running,
@@ -232,21 +236,25 @@ def test_real_c_builds_overlapped_failures_recorded_and_skipped(tmp_path):
     task = autotvm.task.create("test/overlap_picky", args=(96,), target="c")
     assert len(task.config_space) == 10
     log = tmp_path / "picky.log"
-    events = []
-    lock = threading.Lock()
+    builds, runs = [], []
+    build_started = [threading.Event() for _ in range(8)]
+    n_batches = 4  # 3 + 3 + 3 + 1
 
     class Builder(autotvm.LocalBuilder):
         def build(self, inputs):
-            with lock:
-                events.append(("build", time.perf_counter(), [i.config.index for i in inputs]))
+            k = len(builds)
+            builds.append([i.config.index for i in inputs])
+            build_started[k].set()
             return super().build(inputs)
 
     class Runner(autotvm.LocalRunner):
         def run(self, inputs, built):
+            k = len(runs)
             out = super().run(inputs, built)
-            time.sleep(0.3)  # a slow device: the next batch is built meanwhile
-            with lock:
-                events.append(("run", time.perf_counter(), [i.config.index for i in inputs]))
+            # a slow device: it is still busy with batch k when the build of batch k + 1 starts
+            # (a loop that built only after the run would leave this waiting in vain)
+            seen = build_started[k + 1].wait(timeout=20) if k + 1 < n_batches else True
+            runs.append(([i.config.index for i in inputs], seen))
             return out
 
     tuner = XGBTuner(task, plan_size=3, seed=0, n_workers=1)
@@ -262,8 +270,5 @@ def test_real_c_builds_overlapped_failures_recorded_and_skipped(tmp_path):
         else:
             assert res.error_no == MeasureErrorNo.NO_ERROR and min(res.costs) > 0, (inp.config, res)
     assert tuner.best_config.to_values()["split"] != 0
-    builds = [e for e in events if e[0] == "build"]
-    runs = [e for e in events if e[0] == "run"]
-    assert [b[2] for b in builds] == [r[2] for r in runs]
-    for k in range(len(runs) - 1):
-        assert builds[k + 1][1] < runs[k][1], f"batch {k + 1} was not built while batch {k} ran"
+    assert builds == [r[0] for r in runs] and len(runs) == n_batches
+    assert all(seen for _, seen in runs), "a batch was not built while the previous one ran"
