@@ -11,7 +11,7 @@ end.
 
     # on a GPU: the auto-tensor-core tutorial's float16 template at 2048^3 (< 5 minutes on an H100)
     python3 scripts/device_tune_throughput.py [--n 2048] [--trials 64] [--plan-size 16] [--out DIR]
-    # no GPU: the same comparison on a C (or OpenCL) stand-in, a tiled matrix product on the CPU
+    # no GPU: the same comparison on a C stand-in, a tiled matrix product compiled for the CPU
     python3 scripts/device_tune_throughput.py --stand-in c [--trials 48] [--plan-size 8]
     # no GPU: the cost of loop features per candidate (lowering for cuda + analysis), median over a
     # random sample of the tutorial's 2048^3 float16 space and of tune_tir's 1024^3 float32 space
@@ -217,7 +217,8 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--plan-size", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--stand-in", choices=("c", "opencl"), default=None)
+    ap.add_argument("--stand-in", choices=("c",), default=None,
+                    help="tune a C stand-in on the CPU instead of the tutorial on the GPU")
     ap.add_argument("--features", action="store_true")
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
