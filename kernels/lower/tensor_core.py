@@ -7,15 +7,16 @@ Where it applies. A stage cached in registers (``C.local``, allocated per thread
 (``s[CL].pragma(ko, "tensor_core")``); ``A.local`` and ``B.local`` are register copies of shared
 tiles; after the loop each thread stores its ``C.local`` to the output. The pass works out, by
 evaluating the index expressions for every lane of every warp of a block (each expression compiled
-to a Python function once), what each warp computes: which rows and columns of the output (a
-rectangle of wm x wn outputs), which elements of the shared tiles it reads at each step of 16 along
-k (a wm x 16 tile of A and a 16 x wn tile of B, row- or column-major, with their leading
-dimensions), and where its block of the output lies. Where WMMA fragments tile that block — Fm x Fn
-fragments of 16x16x16, 8x32x16 or 32x8x16 for float16 -> float32 and int8 -> int32, 8x8x32 for
-int4 -> int32 (``precision::s4``) and 8x8x128 for int1 -> int32 (``precision::b1``), both with A
-row-major and B column-major (the tutorial's layout TN); the first shape whose fragments are
-aligned (below) — with aligned tiles and legal leading dimensions, the per-thread code becomes
-(fragment arrays indexed by constants, every call written out)::
+to a Python function once, evaluated on numpy arrays of all 32 lanes and every loop value of a warp
+at once; lane by lane where anything is out of the ordinary), what each warp computes: which rows
+and columns of the output (a rectangle of wm x wn outputs), which elements of the shared tiles it
+reads at each step of 16 along k (a wm x 16 tile of A and a 16 x wn tile of B, row- or column-major,
+with their leading dimensions), and where its block of the output lies. Where WMMA fragments tile
+that block — Fm x Fn fragments of 16x16x16, 8x32x16 or 32x8x16 for float16 -> float32 and int8 ->
+int32, 8x8x32 for int4 -> int32 (``precision::s4``) and 8x8x128 for int1 -> int32
+(``precision::b1``), both with A row-major and B column-major (the tutorial's layout TN); the first
+shape whose fragments are aligned (below) — with aligned tiles and legal leading dimensions, the
+per-thread code becomes (fragment arrays indexed by constants, every call written out)::
 
     fragment<accumulator> acc[Fm * Fn];  fill_fragment(acc[i], 0) for each
     for ko: (the cooperative fetches into shared memory, unchanged)
@@ -53,6 +54,8 @@ import dataclasses
 import itertools
 import logging
 from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
 
 from ..tir.expr import (Add, Buffer, BufferLoad, Call, Cast, FloatImm, IntImm, Mul, PrimExpr, StringImm, Var,
                         const)
@@ -199,6 +202,64 @@ def _python(e: PrimExpr, names: Dict[Var, str]) -> str:
     raise TensorCoreMiss(f"cannot evaluate index {e}")
 
 
+def _combined(*columns: np.ndarray) -> np.ndarray:
+    """One integer per position, equal where every column is equal (mixed radix over the columns'
+    ranges)."""
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    span_total = 1
+    for col in columns:
+        lo, hi = int(col.min()), int(col.max())
+        span = hi - lo + 1
+        span_total *= span
+        if span_total >= 1 << 62:
+            raise OverflowError("keys too far apart to combine")
+        key = key * span + (col - lo)
+    return key
+
+
+def _last_of_each(*columns: np.ndarray) -> np.ndarray:
+    """Positions of the last occurrence of each distinct tuple of ``columns`` (equal-length integer
+    arrays), by increasing tuple."""
+    key = _combined(*columns)
+    order = np.argsort(key, kind="stable")  # equal keys keep their order: the last is the last met
+    k = key[order]
+    last = np.ones(len(k), dtype=bool)
+    last[:-1] = k[1:] != k[:-1]
+    return order[last]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reads:
+    """The shared-memory address an operand is read from for each (row, column, k) a warp computes
+    (distinct keys; numpy arrays of equal length)."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    ks: np.ndarray
+    addr: np.ndarray
+
+    def table(self, origin: int, by_row: bool) -> Optional[Dict[Tuple[int, int], int]]:
+        """{(row - origin, k): address} (``by_row``) or {(k, col - origin): address}; None when one
+        key has two addresses (the operand does not depend on the row / column alone)."""
+        a, b = (self.rows - origin, self.ks) if by_row else (self.ks, self.cols - origin)
+        key = _combined(a, b)
+        order = np.lexsort((self.addr, key))
+        a, b, addr, key = a[order], b[order], self.addr[order], key[order]
+        same = key[1:] == key[:-1]
+        if (same & (addr[1:] != addr[:-1])).any():
+            return None
+        keep = np.concatenate(([True], ~same))
+        return dict(zip(zip(a[keep].tolist(), b[keep].tolist()), addr[keep].tolist()))
+
+
+#: evaluate the warps' index expressions as numpy arrays (False: lane by lane, value by value; the
+#: results are the same, the walk is the reference the array path is tested against)
+VECTORIZE = True
+#: warps analysed with arrays and by the walk since the module was loaded (a profile's counters,
+#: not exact when several threads lower at once)
+WARP_COUNTS = {"arrays": 0, "walk": 0}
+
+
 class _Evaluator:
     """Integer index expressions evaluated for given loop and thread values (variables looked up by
     identity): each expression is turned into a Python function once, as the analysis evaluates the
@@ -206,6 +267,7 @@ class _Evaluator:
 
     def __init__(self) -> None:
         self._fns: Dict[PrimExpr, object] = {}
+        self._arrays: Dict[PrimExpr, object] = {}
 
     def function(self, e: PrimExpr):
         """``e`` as a Python function of an environment {Var: int} (KeyError: a variable missing)."""
@@ -216,6 +278,18 @@ class _Evaluator:
             ns = {name: var for var, name in names.items()}
             ns.update(min=min, max=max)
             fn = self._fns[e] = eval(f"lambda env: {src}", ns)  # noqa: S307 (source built above)
+        return fn
+
+    def array_function(self, e: PrimExpr):
+        """``e`` as a function of an environment {Var: int or numpy integer array} evaluated
+        elementwise (``//`` and ``%`` floor as Python's do; min/max elementwise)."""
+        fn = self._arrays.get(e)
+        if fn is None:
+            names: Dict[Var, str] = {}
+            src = _python(e, names)
+            ns = {name: var for var, name in names.items()}
+            ns.update(min=np.minimum, max=np.maximum)
+            fn = self._arrays[e] = eval(f"lambda env: {src}", ns)  # noqa: S307 (source built above)
         return fn
 
     def __call__(self, e: PrimExpr, env: Dict[Var, int]) -> int:
@@ -421,7 +495,9 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
         f_upd, f_x, f_y = (_ev.function(x.indices[0]) for x in (upd, lx, ly))
         shape = None
         info = []
-        for w in range(warps):
+        def warp_walk(w: int):
+            """(cells, xa, yb) of warp ``w``: output cell -> (lane, loop values); (row, col, k) -> the
+            address in shared memory each operand is read from. Every lane and loop value in turn."""
             cells: Dict[Tuple[int, int], Tuple[int, Dict[Var, int]]] = {}
             xa: Dict[Tuple[int, int, int], int] = {}
             yb: Dict[Tuple[int, int, int], int] = {}
@@ -442,6 +518,108 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
                     raise TensorCoreMiss(f"lane {lane % 32} of warp {w} reads or writes outside its "
                                          f"register copies, or an index depends on something else "
                                          f"({missing})") from None
+            return cells, xa, yb
+
+        points: List[Tuple[int, ...]] = []
+
+        def warp_arrays(w: int):
+            """What :func:`warp_walk` gives, the index expressions evaluated for the warp's 32 lanes
+            and every loop value at once (numpy); None where anything is out of the ordinary (a key
+            missing, an index out of a table, a division by zero, variables shared between the
+            environments), so that the walk decides, and says what is wrong."""
+            if not points:
+                points.extend(itertools.product(*ranges))
+            n_pts = len(points)
+            lanes = range(32 * w, 32 * w + 32)
+            envs = [lane_env(lane) for lane in lanes]
+            bound = set(envs[0]) | set(kl_env) | set(loop_vars)
+            if n_pts == 0 or any(set(e) != set(envs[0]) for e in envs):
+                return None
+            env: Dict[Var, object] = {v: np.asarray([e[v] for e in envs], dtype=np.int64)[:, None]
+                                      for v in envs[0]}
+            env.update(kl_env)
+            grid = np.asarray(points, dtype=np.int64).reshape(n_pts, len(loop_vars))
+            for j, v in enumerate(loop_vars):
+                env[v] = grid[None, :, j]
+            shape = (32, n_pts)
+            li = np.arange(32)[:, None]
+
+            def lookup(fn, size):
+                at = np.broadcast_to(np.asarray(fn(env), dtype=np.int64), shape)
+                if at.min() < 0 or at.max() >= size:
+                    return None
+                return at
+
+            # which output each lane's accumulator element is stored to (owner_table for 32 lanes)
+            store_pts = list(itertools.product(*_loop_ranges(store_loops)))
+            if not store_pts:
+                return None
+            senv = {v: a for v, a in env.items() if v in envs[0]}
+            sgrid = np.asarray(store_pts, dtype=np.int64).reshape(len(store_pts), len(store_loops))
+            for j, f in enumerate(store_loops):
+                senv[f.loop_var] = sgrid[None, :, j]
+            sshape = (32, len(store_pts))
+            flat = np.broadcast_to(np.asarray(_ev.array_function(out_st.indices[0])(senv), dtype=np.int64),
+                                   sshape)
+            local = np.broadcast_to(np.asarray(_ev.array_function(out_st.value.indices[0])(senv),
+                                               dtype=np.int64), sshape)
+            srt = np.sort(local, axis=1)
+            if local.min() < 0 or (srt[:, 1:] == srt[:, :-1]).any():  # one store per element
+                return None
+            size = int(local.max()) + 1
+            known = np.zeros((32, size), dtype=bool)
+            row_of = np.zeros((32, size), dtype=np.int64)
+            col_of = np.zeros((32, size), dtype=np.int64)
+            known[li, local] = True
+            row_of[li, local], col_of[li, local] = np.divmod(flat, out_cols)
+            at = lookup(_ev.array_function(upd.indices[0]), size)
+            if at is None or not known[li, at].all():
+                return None
+            rows, cols = row_of[li, at], col_of[li, at]
+            # each operand: the register element read -> the fill loops' values -> the shared address
+            addrs = []
+            for load, fmap in ((lx, fx), (ly, fy)):
+                entries = list(fmap.items())
+                if not entries or not all(type(k) is int and k >= 0 for k, _ in entries):
+                    return None
+                gidx = entries[0][1][1]
+                fvars = list(entries[0][1][0])
+                if any(g is not gidx or list(fe) != fvars for _, (fe, g) in entries) or bound & set(fvars):
+                    return None
+                fsize = max(k for k, _ in entries) + 1
+                has = np.zeros(fsize, dtype=bool)
+                vals = {v: np.zeros(fsize, dtype=np.int64) for v in fvars}
+                for k, (fe, _) in entries:
+                    has[k] = True
+                    for v in fvars:
+                        vals[v][k] = fe[v]
+                at = lookup(_ev.array_function(load.indices[0]), fsize)
+                if at is None or not has[at].all():
+                    return None
+                for v in fvars:
+                    env[v] = vals[v][at]
+                addrs.append(np.broadcast_to(np.asarray(_ev.array_function(gidx)(env), dtype=np.int64),
+                                             shape))
+            # what the walk's dictionaries hold: of the entries with the same key, the last one
+            rows, cols = rows.ravel(), cols.ravel()
+            ks = np.broadcast_to(grid[None, :, -1], shape).ravel()
+            last = _last_of_each(rows, cols, ks)
+            xa = _Reads(rows[last], cols[last], ks[last], addrs[0].ravel()[last])
+            yb = _Reads(rows[last], cols[last], ks[last], addrs[1].ravel()[last])
+            where = _last_of_each(rows, cols).tolist()
+            cells = {(int(rows[i]), int(cols[i])): (32 * w + i // n_pts, points[i % n_pts]) for i in where}
+            return cells, xa, yb
+
+        for w in range(warps):
+            got = None
+            if VECTORIZE:
+                try:
+                    with np.errstate(all="raise"):
+                        got = warp_arrays(w)
+                except Exception:  # the walk below says what is wrong (or finds nothing wrong)
+                    got = None
+            WARP_COUNTS["arrays" if got is not None else "walk"] += 1
+            cells, xa, yb = got if got is not None else warp_walk(w)
             rows = sorted({r for r, _ in cells})
             cols = sorted({c for _, c in cells})
             m, n = len(rows), len(cols)
@@ -454,6 +632,8 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
 
             # which operand depends on the row, which on the column
             def table(src, by_row, r0=r0, c0=c0):
+                if isinstance(src, _Reads):
+                    return src.table(r0 if by_row else c0, by_row)
                 t = {}
                 for (row, col, k), addr in src.items():
                     key = (row - r0, k) if by_row else (k, col - c0)

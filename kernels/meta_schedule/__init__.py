@@ -89,8 +89,14 @@ def target_of_tag(target: Any) -> Any:
 
 
 def tune_tir(mod: Any, target: Any, config: Optional[TuneConfig] = None, work_dir: Optional[str] = None,
-             task_name: str = "main", seed: Optional[int] = None, runner: Any = None, builder: Any = None):
+             task_name: str = "main", seed: Optional[int] = None, runner: Any = None, builder: Any = None,
+             overlap: bool = True):
     """Tune ``mod`` for ``target`` and return the best ``tir.Schedule`` (see the module docstring).
+
+    With ``overlap`` (the default) each batch is searched for and built while the previous one is
+    timed, from the results known then (one batch behind, see
+    :class:`~kernels.tuning.tuner.ModelTuner`); ``overlap=False`` searches each batch only after
+    every earlier one was measured (the device idles meanwhile).
 
     ``builder`` and ``runner`` measure the candidates, as in TVM's ``tune_tir``: any objects with the
     tuning engine's ``build(inputs)`` / ``run(inputs, build_results)`` (default: a
@@ -109,9 +115,11 @@ def tune_tir(mod: Any, target: Any, config: Optional[TuneConfig] = None, work_di
     work.mkdir(parents=True, exist_ok=True)
     log_file = work / "tuning_records.json"
     if config.strategy == "evolutionary":
-        tuner = EvolutionaryTuner(task, plan_size=min(config.num_trials_per_iter, 64), seed=seed)
+        tuner = EvolutionaryTuner(task, plan_size=min(config.num_trials_per_iter, 64), seed=seed,
+                                  overlap=overlap)
     else:
         tuner = RandomTuner(task, seed=seed)
+        tuner.overlap = overlap
     # earlier records of this function: measured configurations are known, not measured again
     done = 0
     if log_file.exists():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 from ..errors import TVMError
@@ -46,6 +47,7 @@ def normalize(dtype) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=1024)  # a pure function of a few names, called very often
 def bits(dtype: str) -> int:
     """Bits of one element (of one lane, for a vector type)."""
     dtype = element_of(dtype)
@@ -97,6 +99,7 @@ def result_type(a: str, b: str) -> str:
 _LANES_RE = re.compile(r"^([a-z]+\d*)x(\d+)$")
 
 
+@functools.lru_cache(maxsize=1024)  # a pure function of a few names, called very often
 def lanes(dtype: str) -> int:
     """Number of lanes: 1 for a scalar type, 4 for ``"float32x4"``."""
     if "x" not in dtype:
@@ -105,6 +108,7 @@ def lanes(dtype: str) -> int:
     return int(m.group(2)) if m else 1
 
 
+@functools.lru_cache(maxsize=1024)  # a pure function of a few names, called very often
 def element_of(dtype: str) -> str:
     """The scalar type of one lane (``"float32x4"`` -> ``"float32"``; scalars map to themselves)."""
     if "x" not in dtype:

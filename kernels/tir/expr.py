@@ -9,6 +9,8 @@ new nodes; Python numbers are converted to constants of the other operand's type
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, field
 from typing import Any, Optional, Tuple
 
@@ -522,6 +524,7 @@ def convert(x, dtype_hint: Optional[str] = None) -> PrimExpr:
     raise TVMError(f"cannot convert {x!r} ({type(x).__name__}) to an expression")
 
 
+@functools.lru_cache(maxsize=256)  # a pure function of a dtype name, called very often
 def int_range(dtype: str):
     """Inclusive value range of an integer dtype."""
     if dtype == "bool":

@@ -3,7 +3,14 @@
 A tuner proposes batches of configurations (``next_batch``), measures them with the engine's
 builder and runner (:mod:`kernels.tuning.measure`), learns from the results (``update``) and keeps
 the best. ``tune(n_trial, measure_option, early_stopping, callbacks)`` is autotvm's loop: callbacks
-see every batch (``log_to_file`` writes the records, ``progress_bar`` prints the best so far).
+see every batch (``log_to_file`` writes the records, ``progress_bar`` prints the best so far). By
+default (``overlap``) the next batch is proposed and built in a background thread while the current
+one is timed, so the device waits on neither the compiler nor the search; a model tuner then
+proposes from the results known when the proposal starts, one batch behind (``overlap=False``: one
+batch after the other, as autotvm does). The background work shares the host's CPU and Python's
+interpreter lock with the runner, which on a loaded host can stretch the gaps between the launches
+of a timed repeat; the throughput script (scripts/device_tune_throughput.py) times the best
+configuration again alone to show how much.
 
 :class:`ModelTuner` (``XGBTuner``) fits a gradient-boosted regression (xgboost) of each measured
 configuration's throughput after every batch: on the loop and memory features of its lowered code
@@ -85,57 +92,80 @@ class Tuner:
         if inputs:
             self.update(inputs, results)
 
-    #: whether the next batch can be proposed before the current one is measured; then its build
-    #: (CPU, nvcc) runs while the current batch is timed on the device
+    #: whether the next batch is proposed and built while the current one is measured (its build,
+    #: on the CPU, then overlaps the timed runs on the device); a model tuner proposes it from the
+    #: results known when it starts, one batch behind (see :class:`ModelTuner`)
     overlap = True
 
     def tune(self, n_trial: int, measure_option: MeasureOption, early_stopping: Optional[int] = None,
              callbacks: Sequence[Callable] = (), si_prefix: str = "G") -> None:
-        """Measure up to ``n_trial`` configurations (fewer when the space is smaller), in batches;
-        stop early after ``early_stopping`` trials without a better one. For tuners whose proposals
-        do not depend on the last results (grid, random) the next batch is built while the current
-        one runs."""
+        """Measure ``n_trial`` configurations (fewer when the space is smaller), in batches; stop
+        early after ``early_stopping`` trials without a better one.
+
+        With :attr:`overlap` (the default) batch ``i + 1`` is proposed and built in a background
+        thread while batch ``i`` is measured, so the device waits on no compile; ``update`` then
+        sees batch ``i``'s results once that proposal is made (a model tuner's proposal for batch
+        ``i + 1`` rests on the results of batches ``0 .. i - 1``). Without it each batch is proposed
+        from every earlier result and built after the previous one ran. Either way exactly the
+        configurations measured are counted, noted, given to the callbacks (in the order measured)
+        and learned from; a batch proposed but not measured (after an early stop) is forgotten, so
+        a later ``tune`` may propose it again."""
         from concurrent.futures import ThreadPoolExecutor
 
         builder, runner = measure_option.builder, measure_option.runner
         n_parallel = getattr(builder, "n_parallel", 1) or 1
         batch = max(1, min(64, getattr(self, "plan_size", n_parallel) or n_parallel))
         early = early_stopping if early_stopping is not None else int(1e9)
+        overlap = bool(self.overlap)
         trial = 0
 
-        def propose(done: int):
+        def propose_and_build(done: int):
             if done >= n_trial or not self.has_next():
-                return []
+                return [], []
             configs = self.next_batch(min(batch, n_trial - done))
-            return [MeasureInput(self.task.target, self.task, c) for c in configs]
+            inputs = [MeasureInput(self.task.target, self.task, c) for c in configs]
+            return inputs, (builder.build(inputs) if inputs else [])
 
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            inputs = propose(0)
-            building = pool.submit(builder.build, inputs) if inputs else None
-            while building is not None:
-                built = building.result()
-                building, ahead = None, []
-                if self.overlap:
-                    ahead = propose(trial + len(inputs))
-                    building = pool.submit(builder.build, ahead) if ahead else None
+        pending = None  # (inputs, results) measured, not yet given to update (overlap)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tuner-propose") as pool:
+            job = pool.submit(propose_and_build, 0)
+            while job is not None:
+                inputs, built = job.result()
+                job = None
+                if not inputs:
+                    break
+                if pending is not None:  # no proposal is running: the tuner's state is ours
+                    self.update(*pending)
+                    pending = None
+                if overlap:
+                    job = pool.submit(propose_and_build, trial + len(inputs))
                 results = runner.run(inputs, built)
                 for k, (inp, res) in enumerate(zip(inputs, results)):
                     flops = self._note(inp, res, trial + k)
                     logger.debug("No: %d\t%sFLOPS: %.2f/%.2f\tresult: %s\t%s", trial + k + 1, si_prefix,
                                  flops / 1e9, self.best_flops / 1e9, res, inp.config)
                 trial += len(results)
-                self.update(inputs, results)
+                if overlap:
+                    pending = (inputs, results)
+                else:
+                    self.update(inputs, results)
                 for cb in callbacks:
                     cb(self, inputs, results)
                 if trial - self.best_iter >= early:
                     logger.debug("early stopped at trial %d (best at %d)", trial, self.best_iter)
-                    if building is not None:
-                        building.result()  # let the build in flight finish; its batch is not run
+                    if job is not None:  # let the proposal in flight finish; its batch is not run
+                        ahead, _ = job.result()
+                        self.visited.difference_update(inp.config.index for inp in ahead)
+                        job = None
                     break
-                if not self.overlap:
-                    ahead = propose(trial)
-                    building = pool.submit(builder.build, ahead) if ahead else None
-                inputs = ahead
+                if not overlap:
+                    job = pool.submit(propose_and_build, trial)
+        if pending is not None:
+            self.update(*pending)
+        self._finish_tune()
+
+    def _finish_tune(self) -> None:
+        """Called when ``tune`` returns (a model tuner brings its model up to date)."""
 
     def reset(self) -> None:
         self.__init__(self.task, **self.param)
@@ -205,8 +235,18 @@ def _knob_features(space: Any, index: int) -> np.ndarray:
 
 
 class ModelTuner(Tuner):
-    """Cost-model-guided search (see the module docstring). Each batch is proposed from the model
-    fitted on every earlier result, so batches are built one after the other (no overlap).
+    """Cost-model-guided search (see the module docstring).
+
+    With ``overlap=True`` (the default) batch ``i + 1`` is proposed (the model refit, the annealing
+    run, the new candidates' features extracted) and built in the background while batch ``i`` is
+    measured, from the model fitted on the results of batches ``0 .. i - 1``: one batch of lag, as
+    in asynchronous (batch) Bayesian optimisation. The candidates in flight are already taken
+    (``visited``), so they are never proposed twice. The device then waits on neither the compiler
+    nor the search, so many more trials fit in a minute when the proposal and the builds take about
+    as long as the measurements; the price is that each proposal knows one batch fewer, so the
+    first two batches are random (the second is proposed before the first has results) and the
+    search may need a few more trials to reach the same configuration. ``overlap=False`` runs
+    strictly one batch after the other, each proposed from every earlier result.
 
     Parameters
     ----------
@@ -228,17 +268,21 @@ class ModelTuner(Tuner):
         for the loop features, unlimited for the knob values.
     n_workers : int, optional
         Worker processes extracting loop features (default: the machine's cores but one, at most 16).
+    overlap : bool
+        Propose and build the next batch while the current one is measured, one batch behind (see
+        above); ``False``: one batch after the other.
     """
-
-    overlap = False
 
     def __init__(self, task: Any, plan_size: int = 64, n_sa_iter: int = 200, sa_chains: int = 64,
                  diversity: int = 1, epsilon: float = 0.05, seed: Optional[int] = None,
                  feature_type: str = "knob", feature_budget: Optional[int] = None,
-                 n_workers: Optional[int] = None, **kwargs):
+                 n_workers: Optional[int] = None, overlap: bool = True, **kwargs):
         super().__init__(task, plan_size=plan_size, n_sa_iter=n_sa_iter, sa_chains=sa_chains,
                          diversity=diversity, epsilon=epsilon, seed=seed, feature_type=feature_type,
-                         feature_budget=feature_budget, n_workers=n_workers, **kwargs)
+                         feature_budget=feature_budget, n_workers=n_workers, overlap=overlap, **kwargs)
+        if not isinstance(overlap, bool):
+            raise TypeError(f"{type(self).__name__}: overlap must be True or False, got {overlap!r}")
+        self.overlap = overlap
         if feature_type not in ("knob",) + FEATURE_TYPES:
             raise ValueError(f"{type(self).__name__}: unknown feature_type {feature_type!r} (use knob, "
                              f"{', '.join(FEATURE_TYPES)})")
@@ -247,6 +291,7 @@ class ModelTuner(Tuner):
         self.diversity, self.epsilon = int(diversity), float(epsilon)
         self.rng = np.random.default_rng(seed)
         self.model = None
+        self._fitted_on = 0  # results the model was fitted on
         self.dims = [len(sp) for sp in self.space.space_map.values()]
         self.feature_type = feature_type
         self.extractor = None if feature_type == "knob" else FeatureExtractor(task, feature_type, n_workers)
@@ -258,6 +303,7 @@ class ModelTuner(Tuner):
 
     # model ---------------------------------------------------------------------------------
     def _fit(self) -> None:
+        self._fitted_on = len(self.xs)
         ok = [(x, y) for x, y in zip(self.xs, self.ys)]
         if len(ok) < 8 or max(y for _, y in ok) <= 0:
             self.model = None
@@ -381,6 +427,8 @@ class ModelTuner(Tuner):
     def next_batch(self, batch_size: int) -> List[Any]:
         n = len(self.space)
         out: List[int] = []
+        if self._fitted_on != len(self.xs):  # results arrived since the last fit (overlap)
+            self._fit()
         if self.model is not None:
             self._start_proposal()
             n_model = batch_size - int(round(self.epsilon * batch_size))
@@ -394,8 +442,16 @@ class ModelTuner(Tuner):
         return [self.space.get(i) for i in out]
 
     def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+        """Learn the results; the model is refit now (sequential) or when the next proposal starts
+        (``overlap``: in the background, while a batch is measured)."""
         super().update(inputs, results)
-        self._fit()
+        if not self.overlap:
+            self._fit()
+
+    def _finish_tune(self) -> None:
+        # the last batches' results, which no proposal needed: ``model`` sees every result
+        if self._fitted_on != len(self.xs):
+            self._fit()
 
 
 class XGBTuner(ModelTuner):

@@ -79,3 +79,14 @@ def test_trial_counts_runner_builder_and_tuner_options():
         autotvm.callback.log_to_file("x.log", protocol="pickle")
     with pytest.raises(SpaceError, match=r"config index 2 is out of range: the space has 2 points"):
         task.config_space.get(2)
+
+
+def test_overlap_must_be_a_bool():
+    """``overlap="no"`` would be truthy: refused, naming the tuner and the argument."""
+    task = autotvm.task.create("test/errors_scale", args=(64,), target="c")
+    with pytest.raises(TypeError, match=r"XGBTuner: overlap must be True or False, got 'no'"):
+        autotvm.tuner.XGBTuner(task, overlap="no")
+    from kernels.tuning.tuner import EvolutionaryTuner
+
+    with pytest.raises(TypeError, match=r"EvolutionaryTuner: overlap must be True or False, got 0"):
+        EvolutionaryTuner(task, overlap=0)
