@@ -32,9 +32,9 @@ from kernels.workloads.tensorcore_schedule import (tensorcore_matmul, tensorcore
                                                    warp_tile)
 
 
-def _cfg(bx, by, step_k, ty=1, tx=8, warp_m=16, v=8, double_buffer=0, flat_fetch=0, align_all=0):
+def _cfg(bx, by, step_k, ty=1, tx=8, warp_m=16, v=8, double_buffer=0, flat_fetch=0, align_all=0, raster=0):
     return dict(bx=bx, by=by, step_k=step_k, v=v, ty=ty, tx=tx, warp_m=warp_m, double_buffer=double_buffer,
-                flat_fetch=flat_fetch, align_all=align_all)
+                flat_fetch=flat_fetch, align_all=align_all, raster=raster)
 
 
 #: the grid: the tutorial's best one-fragment configuration, then warps of 2x2 ... 4x4 fragments
@@ -71,6 +71,15 @@ GRID = [
     _cfg(8, 32, 2, ty=4, tx=16, warp_m=32, v=4, flat_fetch=1, double_buffer=3, align_all=1),
     _cfg(8, 32, 2, ty=8, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=3, align_all=1),   # 8 warps
     _cfg(16, 16, 2, ty=8, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=3, align_all=1),
+    # blocks launched a few block rows at a time (L2 reuse of B's strips)
+    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=3, align_all=1, raster=4),
+    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=3, align_all=1, raster=8),
+    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=3, align_all=1, raster=16),
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=1, align_all=1, raster=8),
+    _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=3, align_all=1, raster=8),
+    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=4, align_all=1, raster=8),
+    _cfg(16, 16, 4, ty=8, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=3, align_all=1, raster=8),
+    _cfg(8, 32, 4, ty=4, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=3, align_all=1, raster=8),
 ]
 
 #: int8 (16x16x16 fragments, k steps of 16): 2x2 and 4x4 fragments a warp, 128-bit (v=16) and 64-bit
@@ -87,6 +96,9 @@ INT8_GRID = [
     _cfg(8, 16, 2, ty=8, tx=16, warp_m=64, v=8, flat_fetch=1, double_buffer=4, align_all=1),
     _cfg(8, 32, 2, ty=4, tx=16, warp_m=32, v=16, flat_fetch=1, double_buffer=3, align_all=1),
     _cfg(8, 32, 4, ty=8, tx=16, warp_m=64, v=16, flat_fetch=1, double_buffer=3, align_all=1),
+    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64, v=16, flat_fetch=1, double_buffer=3, align_all=1, raster=8),
+    _cfg(8, 16, 4, ty=8, tx=16, warp_m=64, v=16, flat_fetch=1, double_buffer=4, align_all=1, raster=8),
+    _cfg(8, 16, 8, ty=8, tx=16, warp_m=64, v=16, flat_fetch=1, double_buffer=3, align_all=1),
 ]
 
 

@@ -31,7 +31,8 @@ Variants:
 * ``warp_tile`` -- :mod:`kernels.workloads.tensorcore_schedule`: the same structure
   with a ``ty`` x ``tx`` thread tile and ``warp_m``-wide warps, so that a warp holds several WMMA
   fragments (knobs bx, by, step_k, v, ty, tx, warp_m, double_buffer (copies of the shared tiles:
-  asynchronous fetches ahead on sm_80+), flat_fetch, align_all (both shared tiles padded)).
+  asynchronous fetches ahead on sm_80+), flat_fetch, align_all (both shared tiles padded), raster
+  (blocks launched that many block rows at a time, for L2 reuse)).
 * ``default`` -- the compute's default loop nest, for the C target.
 
 References are computed in float64 (int64 for the integer types, int4/int1 unpacked first).
@@ -132,13 +133,14 @@ def _plain(params, dtype, bx=4, by=16, step_k=2, v=8):
 
 
 def _warp_tile(params, dtype, bx=4, by=16, step_k=2, v=8, ty=1, tx=8, warp_m=16, double_buffer=0,
-               flat_fetch=0, align_all=0):
+               flat_fetch=0, align_all=0, raster=0):
     """The template's structure with a configurable warp tile (several WMMA fragments per warp):
     :func:`kernels.workloads.tensorcore_schedule.tensorcore_schedule`."""
     N, L, M, layout = _size_args(params)
     A, B, C = tensorcore_matmul(N, L, M, dtype, layout)
     return tensorcore_schedule(A, B, C, dtype, layout, bx, by, step_k, v, ty=ty, tx=tx, warp_m=warp_m,
-                               double_buffer=double_buffer, flat_fetch=flat_fetch, align_all=align_all)
+                               double_buffer=double_buffer, flat_fetch=flat_fetch, align_all=align_all,
+                               raster=raster)
 
 
 def _default(params, dtype):
@@ -224,7 +226,7 @@ register(Workload(
         "warp_tile": Variant(
             "warp_tile", _warp_tile, GPU,
             _KNOBS + (("ty", 1), ("tx", 8), ("warp_m", 16), ("double_buffer", 0), ("flat_fetch", 0),
-                      ("align_all", 0)),
+                      ("align_all", 0), ("raster", 0)),
             "the template with a ty x tx thread tile and warp_m-wide warps: several fragments per warp "
             "(ty=1, tx=8, warp_m=16 is the tutorial's)"),
     },

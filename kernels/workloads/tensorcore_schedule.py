@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import List, Tuple
 
 from .. import te
+from ..tir.expr import IntImm
 from ..errors import TVMError
 
 __all__ = ["tensorcore_matmul", "tensorcore_schedule", "warp_tile"]
@@ -80,7 +81,7 @@ def warp_tile(bx: int, by: int, ty: int = 1, tx: int = 8, warp_m: int = 16) -> T
 def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, layout: str, bx: int, by: int,
                         step_k: int, v: int, ty: int = 1, tx: int = 8, warp_m: int = 16,
                         double_buffer: int = 0, flat_fetch: int = 0, align_all: int = 0,
-                        tensor_core: bool = True) -> Tuple[te.Schedule, List[te.Tensor]]:
+                        raster: int = 0, tensor_core: bool = True) -> Tuple[te.Schedule, List[te.Tensor]]:
     """Schedule the matrix product ``C`` of ``A`` and ``B`` as the auto-tensor-core tutorial does,
     with a configurable warp tile.
 
@@ -135,6 +136,11 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
         whose rows run along k (A in NN/TN, B in NT/TT); the other tile's rows are then a power of two
         apart (e.g. 256 bytes for a 128-wide float16 tile), so the rows of a fragment load all start
         in the same shared-memory bank.
+    raster : int
+        Non-zero: launch the blocks ``raster`` block rows at a time, column by column (one blockIdx.x
+        for all): the blocks running at once then share ``raster`` strips of A and a few of B in the
+        L2 cache instead of reading all of B; zero: blockIdx.y over block rows, blockIdx.x over block
+        columns (row by row).
     tensor_core : bool
         Put the ``"tensor_core"`` pragma on the k-step loop (False: the same schedule as plain code).
 
@@ -146,6 +152,8 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
         raise TVMError(f"tensorcore_schedule: dtype {dtype!r} is not one of {sorted(_ALIGN)}")
     if layout not in ("NN", "NT", "TN", "TT"):
         raise TVMError(f"tensorcore_schedule: layout {layout!r} is not NN, NT, TN or TT")
+    if not isinstance(raster, int) or raster < 0:
+        raise TVMError(f"tensorcore_schedule: knob raster={raster!r} must be a non-negative integer")
     for name, val in (("bx", bx), ("by", by), ("step_k", step_k), ("v", v), ("ty", ty), ("tx", tx),
                       ("warp_m", warp_m)):
         if not isinstance(val, int) or val < 1:
@@ -175,8 +183,17 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
     tz, xi = s[C].split(xi, wx)
     txo, xi = s[C].split(xi, tx)
     s[C].reorder(yo, xo, tz, yt, txo, yi, xi)
-    s[C].bind(yo, te.thread_axis("blockIdx.y"))
-    s[C].bind(xo, te.thread_axis("blockIdx.x"))
+    if raster:
+        rows = int(C.shape[0]) // tile_y if isinstance(C.shape[0], (int, IntImm)) else None
+        if rows is None or int(C.shape[0]) % tile_y or rows % raster:
+            raise TVMError(f"tensorcore_schedule: knob raster={raster} must divide the {rows} block rows "
+                           f"(C's {C.shape[0]} rows in tiles of by * ty = {tile_y})")
+        yoo, yoi = s[C].split(yo, factor=raster)
+        s[C].reorder(yoo, xo, yoi)
+        s[C].bind(s[C].fuse(yoo, xo, yoi), te.thread_axis("blockIdx.x"))
+    else:
+        s[C].bind(yo, te.thread_axis("blockIdx.y"))
+        s[C].bind(xo, te.thread_axis("blockIdx.x"))
     s[C].bind(yt, te.thread_axis("threadIdx.y"))
     s[C].bind(tz, te.thread_axis("threadIdx.z"))
     s[C].bind(txo, te.thread_axis("threadIdx.x"))

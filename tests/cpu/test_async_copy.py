@@ -125,3 +125,23 @@ def test_tensor_core_tiles_three_stages_ahead():
     assert "kb_cp_async_wait_group<2>(); __syncthreads();" in body
     # 3 copies of A's 128 x (16 + 8 padding) tile and of B's 16 x (128 + 8) tile
     assert "half A_shared[9216];" in body and "half B_shared[6528];" in body
+
+
+def test_rastered_blocks_cover_the_same_tiles():
+    # raster=4: one blockIdx.x, 4 block rows at a time; the C tile of each block is the one of
+    # (row, column) = (bid % 4 + 4 * (bid // (4 * columns)), (bid // 4) % columns)
+    A, B, C = tensorcore_matmul(1024, 256, 512, "float16", "NN")
+    s, args = tensorcore_schedule(A, B, C, "float16", "NN", bx=8, by=16, step_k=2, v=4, ty=8, tx=16,
+                                  warp_m=64, flat_fetch=1, double_buffer=3, align_all=1, raster=4)
+    body = _kernel_text(_source(s, args))
+    assert "blockIdx.y" not in body and body.count("mma_sync(") == 16
+    f = tvm.lower(s, args)["main"]
+    from kernels.tir.functor import collect
+    from kernels.tir.stmt import AttrStmt
+
+    ext = {a.node.thread_tag: int(a.value.value) for a in collect(f.body, lambda n: isinstance(n, AttrStmt)
+                                                                   and n.attr_key == "thread_extent")}
+    assert ext["blockIdx.x"] == (1024 // 128) * (512 // 128)  # every tile once
+    with pytest.raises(tvm.TVMError, match=r"raster=3 must divide the 8 block rows"):
+        tensorcore_schedule(A, B, C, "float16", "NN", bx=8, by=16, step_k=2, v=4, ty=8, tx=16, warp_m=64,
+                            raster=3)

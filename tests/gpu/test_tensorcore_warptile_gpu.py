@@ -31,6 +31,8 @@ CONFIGS = {
                                 double_buffer=3, align_all=1),
     "2x2 padded 4 stages": dict(bx=4, by=16, step_k=1, v=8, ty=2, tx=16, warp_m=32, double_buffer=4,
                                 align_all=1),
+    "4x4 padded 3 stages rastered": dict(bx=8, by=16, step_k=2, v=4, ty=8, tx=16, warp_m=64, flat_fetch=1,
+                                         double_buffer=3, align_all=1, raster=2),
     # int8: one 16-long k step a shared tile
     "int8 32x32": dict(bx=4, by=16, step_k=1, v=16, ty=2, tx=16, warp_m=32),
 }
