@@ -82,6 +82,10 @@ GRID = [
     _cfg(8, 32, 4, ty=4, tx=16, warp_m=64, v=4, flat_fetch=1, double_buffer=3, align_all=1, raster=8),
 ]
 
+#: float16 around the tuned best (8 warps, a 128 x 256 block of 4x4-fragment warps, 64-bit fetches)
+FOCUS = [_cfg(16, 16, k, ty=8, tx=16, warp_m=64, v=v, flat_fetch=1, double_buffer=db, align_all=1, raster=r)
+         for k in (4, 8) for v in (4, 8) for db in (1, 3) for r in (4, 8, 16)]
+
 #: int8 (16x16x16 fragments, k steps of 16): 2x2 and 4x4 fragments a warp, 128-bit (v=16) and 64-bit
 #: fetches, padded tiles, 2-4 copies
 INT8_GRID = [
@@ -107,6 +111,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=8192)
     ap.add_argument("--layout", default="NN", choices=["NN", "NT", "TN", "TT"])
     ap.add_argument("--dtype", default="float16", choices=["float16", "int8"])
+    ap.add_argument("--focus", action="store_true", help="float16: the configurations around the tuned best")
+    ap.add_argument("--cg16", action="store_true",
+                    help="also build each configuration with its 16-byte cp.async cached in L2 only (.cg; "
+                         "the code generator prints .ca)")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--arch", help="build for this architecture (default: the GPU's)")
@@ -114,7 +122,9 @@ def main() -> None:
     ap.add_argument("--json")
     opt = ap.parse_args()
     n, layout, dtype = opt.n, opt.layout, opt.dtype
-    grid = GRID if dtype == "float16" else INT8_GRID
+    grid = (FOCUS if opt.focus else GRID) if dtype == "float16" else INT8_GRID
+    if opt.cg16:
+        grid = [dict(k, cg16=c) for k in grid for c in (0, 1)]
     if opt.arch:
         arch = opt.arch
     else:
@@ -125,11 +135,20 @@ def main() -> None:
 
     def schedule(knobs):
         A, B, C = tensorcore_matmul(n, n, n, dtype, layout)
-        return tensorcore_schedule(A, B, C, dtype, layout, **knobs)
+        return tensorcore_schedule(A, B, C, dtype, layout, **{k: v for k, v in knobs.items() if k != "cg16"})
 
     def build(knobs):
         s, args = schedule(knobs)
-        return tvm.build(s, args, target)
+        if not knobs.get("cg16"):
+            return tvm.build(s, args, target)
+        import dataclasses
+
+        from kernels.runtime import build_module
+        spec = build_spec(s, args, target)
+        source = spec.source.replace("cp.async.ca.shared.global [%0], [%1], 16;",
+                                     "cp.async.cg.shared.global [%0], [%1], 16;")
+        assert source != spec.source
+        return build_module(dataclasses.replace(spec, source=source))
 
     with ThreadPoolExecutor(max_workers=opt.threads) as pool:
         futures = [pool.submit(build, knobs) for knobs in grid]

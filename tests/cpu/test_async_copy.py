@@ -57,7 +57,7 @@ def test_builds_for_every_architecture_with_cp_async_from_sm_80(arch):
     if arch == "sm_75":
         assert "cp.async" not in ptx  # the fallback copy
     else:
-        assert ptx.count("cp.async.cg.shared.global") >= 4 and "cp.async.wait_all" in ptx  # (unrolled)
+        assert ptx.count("cp.async.ca.shared.global") >= 4 and "cp.async.wait_all" in ptx  # (unrolled)
     assert compile_cuda(src, target="cubin", arch=arch)
 
 
@@ -68,7 +68,7 @@ def test_tensor_core_warp_tile_with_asynchronous_fetches():
     body = _kernel_text(_source(s, args))
     assert "mma_sync" in body and body.count("kb_cp_async_16(") == 4
     ptx = compile_cuda(_source(s, args), target="ptx", arch="sm_90").decode()
-    assert "cp.async.cg.shared.global" in ptx and "mma.sync" in ptx
+    assert "cp.async.ca.shared.global" in ptx and "mma.sync" in ptx
 
 
 @pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
