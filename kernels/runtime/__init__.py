@@ -13,6 +13,13 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from kernels.errors import BuildError
+
+# the backends whose module names are also device functions (``cuda(0)``, ``opencl(0)``): loaded
+# before those functions are bound below, so that importing ``kernels.runtime.cuda`` later (e.g.
+# ``from kernels.runtime.cuda import CUDAModule``) finds it loaded and leaves ``kernels.runtime.cuda``
+# the function (each imports pycuda / pyopencl only when used)
+from kernels.runtime import cuda as _cuda_backend  # noqa: F401  (isort: skip)
+from kernels.runtime import opencl as _opencl_backend  # noqa: F401  (isort: skip)
 from kernels.runtime import device, ndarray
 from kernels.runtime.container import Array, Map, String, convert
 from kernels.runtime.device import (
