@@ -25,7 +25,7 @@ pass treats those writes as unseen by every thread, their own included, until th
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ..errors import LoweringError
 from ..tir import dtype as dt
@@ -152,30 +152,25 @@ def _offset(n, bufs: Dict[int, _Entry], half: PrimExpr):
     return None
 
 
-def _rewrite_loop(loop: For, entries: List[_Entry]) -> Stmt:
-    """The loop with its double-buffered producers prefetching, preceded by the first fetch."""
-    k, ext = loop.loop_var, loop.extent
+def _rewrite_body(loop: For, entries: List[_Entry], slot: PrimExpr, primitive: str,
+                  fetch: Callable[[List[_Entry], Stmt], Stmt]) -> Stmt:
+    """``loop``'s body with the buffered ``entries`` read from copy ``slot`` and each of their
+    producers replaced by ``fetch(own, body)``: ``own`` the entries it fills, ``body`` the producer
+    writing copy ``slot`` (``fetch`` substitutes the loop variable for the tile it fetches)."""
     bufs = {id(e.buffer): e for e in entries}
     by_tensor = {id(e.tensor): e for e in entries}
-    prologue: List[Stmt] = []
-    cur = FloorMod(k, const(2, k.dtype))
 
     def producer(a: AttrStmt) -> Stmt:
         own, body = _owned(a, by_tensor)
         owned = {id(e.buffer): e for e in own}
-        body = rewrite(body, lambda n: _offset(n, owned, cur))
+        body = rewrite(body, lambda n: _offset(n, owned, slot))
         reads = [n for n in collect(body, lambda n: isinstance(n, BufferLoad))
                  if id(n.buffer) in bufs and id(n.buffer) not in owned]
         if reads:
-            raise LoweringError(f"stage {own[0].stage}: double_buffer: its producer reads "
-                                f"{reads[0].buffer.name}, another double-buffered stage of the same loop")
-        first = substitute(body, {k: const(0, k.dtype)})
-        nxt = substitute(body, {k: k + 1})
-        for e in own:
-            first = AttrStmt(e.buffer, ASYNC_COPY, 1, first)
-            nxt = AttrStmt(e.buffer, DOUBLE_BUFFER_WRITE, 1, AttrStmt(e.buffer, ASYNC_COPY, 1, nxt))
-        prologue.append(first)
-        return IfThenElse(LT(k + 1, ext), nxt)
+            kind = primitive.split("_")[0]
+            raise LoweringError(f"stage {own[0].stage}: {primitive}: its producer reads "
+                                f"{reads[0].buffer.name}, another {kind}-buffered stage of the same loop")
+        return fetch(own, body)
 
     def pre(n):
         if isinstance(n, AttrStmt) and n.attr_key == DOUBLE_BUFFER_SCOPE and id(n.node) in by_tensor:
@@ -185,17 +180,39 @@ def _rewrite_loop(loop: For, entries: List[_Entry]) -> Stmt:
         return None
 
     def post(n):
-        return _offset(n, bufs, cur)
+        return _offset(n, bufs, slot)
 
-    body = rewrite(loop.body, post, pre)
+    return rewrite(loop.body, post, pre)
+
+
+def _allocated(out: Stmt, entries: List[_Entry], copies: int) -> Stmt:
+    """``out`` inside the allocations of the entries that were allocated inside the loop."""
+    for e in reversed(entries):
+        if e.alloc_inside:
+            out = Allocate(e.buffer, simplify(e.stride * copies), out)
+    return out
+
+
+def _rewrite_loop(loop: For, entries: List[_Entry]) -> Stmt:
+    """The loop with its double-buffered producers prefetching, preceded by the first fetch."""
+    k, ext = loop.loop_var, loop.extent
+    prologue: List[Stmt] = []
+
+    def fetch(own: List[_Entry], body: Stmt) -> Stmt:
+        first = substitute(body, {k: const(0, k.dtype)})
+        nxt = substitute(body, {k: k + 1})
+        for e in own:
+            first = AttrStmt(e.buffer, ASYNC_COPY, 1, first)
+            nxt = AttrStmt(e.buffer, DOUBLE_BUFFER_WRITE, 1, AttrStmt(e.buffer, ASYNC_COPY, 1, nxt))
+        prologue.append(first)
+        return IfThenElse(LT(k + 1, ext), nxt)
+
+    body = _rewrite_body(loop, entries, FloorMod(k, const(2, k.dtype)), "double_buffer", fetch)
     last = simplify(ext - 1)
     out = seq(*prologue, dataclasses.replace(loop, extent=last, body=body), substitute(body, {k: last}))
     if not can_prove(GE(ext, const(1, ext.dtype))):
         out = IfThenElse(GE(ext, const(1, ext.dtype)), out)  # the first fetch needs one iteration
-    for e in reversed(entries):
-        if e.alloc_inside:
-            out = Allocate(e.buffer, simplify(e.stride * 2), out)
-    return out
+    return _allocated(out, entries, 2)
 
 
 def _owned(a: AttrStmt, by_tensor) -> Tuple[List[_Entry], Stmt]:
@@ -214,24 +231,13 @@ def _rewrite_loop_stages(loop: For, entries: List[_Entry], stages: int) -> Stmt:
     per producer, so waiting for the current tile leaves ``producers * (stages - 2)`` groups in
     flight."""
     k, ext = loop.loop_var, loop.extent
-    bufs = {id(e.buffer): e for e in entries}
-    by_tensor = {id(e.tensor): e for e in entries}
-    slot = FloorMod(k, const(stages, k.dtype))
     prologue: List[List[Stmt]] = [[] for _ in range(stages - 1)]
     producers = []
 
-    def producer(a: AttrStmt) -> Stmt:
-        own, body = _owned(a, by_tensor)
-        owned = {id(e.buffer): e for e in own}
-        body = rewrite(body, lambda n: _offset(n, owned, slot))
-        reads = [n for n in collect(body, lambda n: isinstance(n, BufferLoad))
-                 if id(n.buffer) in bufs and id(n.buffer) not in owned]
-        if reads:
-            raise LoweringError(f"stage {own[0].stage}: multi_buffer: its producer reads "
-                                f"{reads[0].buffer.name}, another multi-buffered stage of the same loop")
+    def fetch(own: List[_Entry], body: Stmt) -> Stmt:
         producers.append(own)
 
-        def fetch(tile: PrimExpr, stmt: Stmt, write_attr: bool) -> Stmt:
+        def tile_fetch(tile: PrimExpr, stmt: Stmt, write_attr: bool) -> Stmt:
             if not can_prove(LT(tile, ext)):
                 stmt = IfThenElse(LT(tile, ext), stmt)
             for e in own:
@@ -241,27 +247,13 @@ def _rewrite_loop_stages(loop: For, entries: List[_Entry], stages: int) -> Stmt:
             return AttrStmt(own[0].buffer, ASYNC_COMMIT, 1, stmt)
 
         for j in range(stages - 1):
-            prologue[j].append(fetch(const(j, k.dtype), substitute(body, {k: const(j, k.dtype)}), False))
-        return fetch(k + (stages - 1), substitute(body, {k: k + (stages - 1)}), True)
+            prologue[j].append(tile_fetch(const(j, k.dtype), substitute(body, {k: const(j, k.dtype)}), False))
+        return tile_fetch(k + (stages - 1), substitute(body, {k: k + (stages - 1)}), True)
 
-    def pre(n):
-        if isinstance(n, AttrStmt) and n.attr_key == DOUBLE_BUFFER_SCOPE and id(n.node) in by_tensor:
-            return producer(n)
-        if isinstance(n, Allocate) and id(n.buffer) in bufs:
-            return rewrite(n.body, post, pre)  # allocated around the loop instead
-        return None
-
-    def post(n):
-        return _offset(n, bufs, slot)
-
-    body = rewrite(loop.body, post, pre)
+    body = _rewrite_body(loop, entries, FloorMod(k, const(stages, k.dtype)), "multi_buffer", fetch)
     pipelined = AttrStmt(entries[0].buffer, ASYNC_WAIT, len(producers) * (stages - 2),
                          dataclasses.replace(loop, body=body))
-    out = seq(*(p for tile in prologue for p in tile), pipelined)
-    for e in reversed(entries):
-        if e.alloc_inside:
-            out = Allocate(e.buffer, simplify(e.stride * stages), out)
-    return out
+    return _allocated(seq(*(p for tile in prologue for p in tile), pipelined), entries, stages)
 
 
 def inject_double_buffer(stmt: Stmt) -> Stmt:
