@@ -356,49 +356,33 @@ class CUDACodegen(CFamilyCodegen):
         shared memory of 4-, 8- or 16-byte aligned pieces is printed as asynchronous copies."""
         if self.async_depth and self._async_copy(s, ind):
             return
-        words = self._copy_words(s)
+        elem = dt.element_of(s.buffer.dtype)
+        if elem in VECTOR_LANES["cuda"] and max(VECTOR_LANES["cuda"][elem]) * dt.bits(elem) >= 128:
+            super().vector_store(s, ind)  # the element's own vector types move 16 bytes already
+            return
+        words = self._copy_pieces(s, 16)
         if not words:
             super().vector_store(s, ind)
             return
-        src, dst = s.value, s
-        per = 16 * 8 // dt.bits(s.buffer.dtype)  # elements a word
-        for j in range(words):
-            ptrs = [f"{self.buffer_name(x.buffer)} + "
-                    f"{self.expr(x.indices[0].base if j == 0 else simplify(x.indices[0].base + j * per))}"
-                    for x in (dst, src)]
-            self.emit(ind, f"*(uint4*)({ptrs[0]}) = *(uint4*)({ptrs[1]});")
+        self._emit_pieces(s, ind, 16, words, "*(uint4*)({dst}) = *(uint4*)({src});")
 
     def _async_copy(self, s: BufferStore, ind: int) -> bool:
         """Print the global -> shared vector copy ``s`` as ``cp.async`` of the widest pieces (16, 8 or
         4 bytes) both addresses are provably aligned to; False when it is not such a copy."""
-        v = s.value
-        if not (isinstance(v, BufferLoad) and s.buffer.scope == "shared" and v.buffer.scope == "global"
-                and dt.element_of(v.buffer.dtype) == dt.element_of(s.buffer.dtype)):
+        if not (isinstance(s.value, BufferLoad) and s.buffer.scope == "shared"
+                and s.value.buffer.scope == "global"):
             return False
-        elem = dt.element_of(s.buffer.dtype)
-        if dt.bits(elem) % 8 or id(s.buffer) not in self.vector_buffers:
-            return False
-        esize = dt.bits(elem) // 8
-        total = dt.lanes(v.dtype) * esize
         for piece in (16, 8, 4):
-            if total % piece or piece % esize:
-                continue
-            per = piece // esize
-            if all(isinstance(x.indices[0], Ramp) and isinstance(x.indices[0].stride, IntImm)
-                   and x.indices[0].stride.value == 1 and is_multiple(x.indices[0].base, per, self.facts)
-                   for x in (s, v)):
-                break
-        else:
-            return False
-        for j in range(total // piece):
-            ptrs = [f"{self.buffer_name(x.buffer)} + "
-                    f"{self.expr(x.indices[0].base if j == 0 else simplify(x.indices[0].base + j * per))}"
-                    for x in (s, v)]
-            self.emit(ind, f"kb_cp_async_{piece}({ptrs[0]}, {ptrs[1]});")
-        return True
+            count = self._copy_pieces(s, piece)
+            if count:
+                self._emit_pieces(s, ind, piece, count, f"kb_cp_async_{piece}({{dst}}, {{src}});")
+                return True
+        return False
 
-    def _copy_words(self, s: BufferStore) -> int:
-        """How many 16-byte words the vector copy ``s`` moves (0: it is not such a copy)."""
+    def _copy_pieces(self, s: BufferStore, piece: int) -> int:
+        """How many ``piece``-byte pieces the vector copy ``s`` (a contiguous load of the same element
+        type, stored contiguously) moves with both addresses provably ``piece``-byte aligned (0: it is
+        not such a copy)."""
         v = s.value
         if not (isinstance(v, BufferLoad) and dt.element_of(v.buffer.dtype) == dt.element_of(s.buffer.dtype)):
             return 0
@@ -406,10 +390,9 @@ class CUDACodegen(CFamilyCodegen):
         if dt.bits(elem) % 8:
             return 0  # sub-byte elements
         esize = dt.bits(elem) // 8
-        lanes = dt.lanes(v.dtype)
-        if (lanes * esize) % 16 or max(VECTOR_LANES["cuda"].get(elem, (1,))) * esize >= 16:
-            return 0  # not whole words, or the element's own vector types move 16 bytes already
-        per = 16 // esize
+        total = dt.lanes(v.dtype) * esize
+        if total % piece or piece % esize:
+            return 0
         for x in (s, v):
             idx, buf = x.indices[0], x.buffer
             if not (isinstance(idx, Ramp) and isinstance(idx.stride, IntImm) and idx.stride.value == 1):
@@ -418,9 +401,19 @@ class CUDACodegen(CFamilyCodegen):
                 return 0
             if buf.scope == "shared" and id(buf) not in self.vector_buffers:
                 return 0
-            if not is_multiple(idx.base, per, self.facts):
+            if not is_multiple(idx.base, piece // esize, self.facts):
                 return 0
-        return lanes * esize // 16
+        return total // piece
+
+    def _emit_pieces(self, s: BufferStore, ind: int, piece: int, count: int, line: str) -> None:
+        """One ``line`` (with ``{dst}`` and ``{src}``: the addresses) for each of the ``count``
+        ``piece``-byte pieces of the copy ``s``."""
+        per = piece * 8 // dt.bits(s.buffer.dtype)  # elements a piece
+        for j in range(count):
+            dst, src = (f"{self.buffer_name(x.buffer)} + "
+                        f"{self.expr(x.indices[0].base if j == 0 else simplify(x.indices[0].base + j * per))}"
+                        for x in (s, s.value))
+            self.emit(ind, line.format(dst=dst, src=src))
 
     def vector_make(self, vtype: str, lanes) -> str:
         return f"make_{vtype}({', '.join(lanes)})"
