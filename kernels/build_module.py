@@ -5,20 +5,8 @@ from __future__ import annotations
 from .codegen import generate
 from .errors import BuildError, TVMError
 from .lower import IRModule, PrimFunc, is_tensor_ir, lower, lower_for_target, run_passes
-from .target import DEFAULT_CUDA_ARCH, Target
-
-
-def _default_arch() -> str:
-    try:
-        from .runtime.device import cuda as _cuda
-
-        dev = _cuda(0)
-        if dev.exist:
-            major, minor = dev.compute_version.split(".")
-            return f"sm_{major}{minor}"
-    except Exception:  # no GPU or no pycuda: the project's default architecture
-        pass
-    return DEFAULT_CUDA_ARCH
+from .runtime.cuda import default_arch
+from .target import Target
 
 
 def _check_no_threads(sch) -> None:
@@ -51,7 +39,7 @@ def build_spec(inputs, args=None, target=None, name: str = "default_function"):
         from .lower.from_blocks import tir_function
 
         func = lower_for_target(run_passes(tir_function(inputs, tgt.kind, name)), tgt.kind)
-        arch = tgt.arch or (_default_arch() if tgt.kind == "cuda" else "")
+        arch = tgt.arch or (default_arch() if tgt.kind == "cuda" else "")
         return generate(func, tgt.kind, arch)
     if isinstance(inputs, IRModule):
         func: PrimFunc = next(iter(inputs.functions.values()))
@@ -65,7 +53,7 @@ def build_spec(inputs, args=None, target=None, name: str = "default_function"):
     if tgt.kind == "c" and not isinstance(inputs, IRModule):
         _check_no_threads(inputs)
     func = lower_for_target(func, tgt.kind)
-    arch = tgt.arch or (_default_arch() if tgt.kind == "cuda" else "")
+    arch = tgt.arch or (default_arch() if tgt.kind == "cuda" else "")
     return generate(func, tgt.kind, arch)
 
 

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from devtime import median_ms, ptxas_report  # noqa: E402
 
 import kernels as tvm  # noqa: E402
+from kernels.runtime.device import present_cuda_arch  # noqa: E402
 from kernels import workloads  # noqa: E402
 from kernels.build_module import build_spec  # noqa: E402
 
@@ -49,8 +50,7 @@ def main() -> None:
     opt = ap.parse_args()
     n = opt.n
     dev = tvm.cuda(0)
-    major, minor = dev.compute_version.split(".")
-    arch = f"sm_{major}{minor}"
+    arch = present_cuda_arch()
     w = workloads.get("matmul")
     params = {"n": n, "m": n, "k": n}
     ta = torch.rand(n, n, device="cuda") * 2 - 1

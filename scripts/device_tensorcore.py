@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 from devtime import median_ms, ptxas_report, tutorial_namespace  # noqa: E402
 
 import kernels as tvm  # noqa: E402
+from kernels.runtime.device import present_cuda_arch  # noqa: E402
 from kernels.build_module import build_spec  # noqa: E402
 
 
@@ -36,8 +37,7 @@ def main() -> None:
     ns.update(N=n, L=n, M=n)
     autotvm = ns["autotvm"]
     dev = tvm.cuda(0)
-    major, minor = dev.compute_version.split(".")
-    arch = f"sm_{major}{minor}"
+    arch = present_cuda_arch()
     report = {"device": torch.cuda.get_device_name(), "n": n, "rows": []}
     grid = [(bx, by, sk, 8) for bx in (4, 8) for by in (16, 32, 64) for sk in (2, 4)]
     for dtype in ("float16", "int8"):

@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 from devtime import median_ms, ptxas_report  # noqa: E402
 
 import kernels as tvm  # noqa: E402
+from kernels.runtime.device import present_cuda_arch  # noqa: E402
 from kernels.build_module import build_spec  # noqa: E402
 from kernels.workloads.tensorcore_schedule import (tensorcore_matmul, tensorcore_schedule,  # noqa: E402
                                                    warp_tile)
@@ -125,11 +126,7 @@ def main() -> None:
     grid = (FOCUS if opt.focus else GRID) if dtype == "float16" else INT8_GRID
     if opt.cg16:
         grid = [dict(k, cg16=c) for k in grid for c in (0, 1)]
-    if opt.arch:
-        arch = opt.arch
-    else:
-        major, minor = tvm.cuda(0).compute_version.split(".")
-        arch = f"sm_{major}{minor}"
+    arch = opt.arch or present_cuda_arch()
     target = f"cuda -arch={arch}"
     t0 = time.perf_counter()
 

@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 from devtime import median_ms, ptxas_report, tutorial_namespace  # noqa: E402
 
 import kernels as tvm  # noqa: E402
+from kernels.runtime.device import present_cuda_arch  # noqa: E402
 from kernels.build_module import build_spec  # noqa: E402
 from kernels.contrib.packing import pack  # noqa: E402
 
@@ -39,8 +40,7 @@ def main() -> None:
     ns.update(N=n, L=n, M=n)
     autotvm = ns["autotvm"]
     dev = tvm.cuda(0)
-    major, minor = dev.compute_version.split(".")
-    arch = f"sm_{major}{minor}"
+    arch = present_cuda_arch()
     report = {"device": torch.cuda.get_device_name(), "n": n, "rows": []}
     rng = np.random.default_rng(0)
     grid = [(bx, by, sk, v) for bx in (4, 8) for by in (16, 32, 64) for sk in (1, 2) for v in (8, 32)]

@@ -123,12 +123,9 @@ def get_target_compute_version(target: Any = None) -> str:
     """
     arch = _arch_of_target(target)
     if arch is None:
-        from kernels.runtime.device import cuda
+        from kernels.runtime.device import present_cuda_arch
 
-        dev = cuda(0)
-        if dev.exist:
-            return dev.compute_version
-        arch = DEFAULT_ARCH
+        arch = present_cuda_arch() or DEFAULT_ARCH
     major, minor = parse_compute_version(normalize_arch(arch))
     return f"{major}.{minor}"
 

@@ -72,16 +72,9 @@ def target_of_tag(target: Any) -> Any:
         return target if isinstance(target, Target) else Target(str(target))
     arch = TARGET_TAGS[target]
     if int(arch[3:]) < 75:
-        present = None
-        try:
-            from ..runtime.device import cuda
+        from ..runtime.device import present_cuda_arch
 
-            dev = cuda(0)
-            if dev.exist:
-                major, minor = dev.compute_version.split(".")
-                present = f"sm_{major}{minor}"
-        except Exception:  # no GPU here: the project's default architecture
-            present = None
+        present = present_cuda_arch()
         log.info("target %s is %s, which CUDA 13 cannot build; using %s (%s)", target, arch,
                  present or DEFAULT_CUDA_ARCH, "the present GPU" if present else "the default")
         arch = present or DEFAULT_CUDA_ARCH

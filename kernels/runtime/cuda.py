@@ -17,7 +17,7 @@ import numpy as np
 
 from kernels.contrib.nvcc import DEFAULT_ARCH, compile_cuda, normalize_arch, parse_compute_version
 from kernels.errors import ArgumentError, BuildError, DeviceError
-from kernels.runtime.device import Device, cuda_context, cuda_driver, require
+from kernels.runtime.device import Device, cuda_context, cuda_driver, present_cuda_arch, require
 from kernels.runtime.module import DeviceModule, Launch, Module, launch_dims
 from kernels.runtime.ndarray import NDArray
 from kernels.runtime.spec import FuncSpec
@@ -30,10 +30,7 @@ _MAX_GRID = (2**31 - 1, 65535, 65535)
 
 def default_arch() -> str:
     """The architecture to build for: that of ``cuda(0)`` when present, else :data:`DEFAULT_ARCH`."""
-    dev = Device("cuda", 0)
-    if dev.exist:
-        return normalize_arch(dev.compute_version)
-    return DEFAULT_ARCH
+    return present_cuda_arch() or DEFAULT_ARCH
 
 
 class CUDAModule(Module):

@@ -293,6 +293,19 @@ def device(name: Union[str, int], index: int = 0) -> Device:
     return Device(name, index)
 
 
+def present_cuda_arch() -> Optional[str]:
+    """The architecture of ``cuda(0)`` as ``"sm_XY"``; None where no CUDA GPU can be used here
+    (no pycuda, no driver, no GPU). Asking never raises."""
+    dev = Device("cuda", 0)
+    if not dev.exist:
+        return None
+    try:
+        major, minor = _cuda_device(0).compute_capability()
+    except Exception:  # a driver that fails after cuInit: treated as no GPU
+        return None
+    return f"sm_{major}{minor}"
+
+
 def unavailable_reason(dev: Device) -> Optional[str]:
     """Say why ``dev`` cannot be used, or return None when it can."""
     if dev.device_type == "cpu":

@@ -290,6 +290,26 @@ def test_cuda_module_builds_without_a_gpu():
     assert mod.imported_modules[0].binary[:4] == b"\x7fELF"
 
 
+def test_default_architecture_follows_the_present_gpu():
+    """Without a GPU every default is the project's architecture; with one, cuda(0)'s own."""
+    from kernels.build_module import default_arch as build_default
+    from kernels.meta_schedule import target_of_tag
+    from kernels.runtime.cuda import default_arch
+    from kernels.runtime.device import present_cuda_arch
+
+    present = present_cuda_arch()
+    if HAVE_GPU:
+        major, minor = cuda(0).compute_version.split(".")
+        assert present == f"sm_{major}{minor}"
+    else:
+        assert present is None
+    expected = present or nvcc.DEFAULT_ARCH
+    assert default_arch() == build_default() == expected
+    assert nvcc.get_target_compute_version(None) == ".".join(map(str, nvcc.parse_compute_version(expected)))
+    # a tag whose architecture CUDA 13 cannot build (the P100's sm_60) falls back to the same one
+    assert target_of_tag("nvidia/tesla-p100").arch == expected
+
+
 # -- CUDA runs (GPU machine) -------------------------------------------------------------------
 
 
