@@ -4,7 +4,11 @@ OpenCL timers (the CUDA timer is :mod:`harness.measure.cuda_timer`).
 * ``"cold"`` mode (the default, nvbench's): one launch per sample; before it, outside the timed
   region, the cache is flushed so the launch finds no useful data cached: on CPUs and OpenCL
   devices a buffer the size of the last-level cache is overwritten with a byte that changes every
-  sample (CUDA: see :class:`~harness.measure.cuda_timer.CudaTimer`).
+  sample (CUDA: see :class:`~harness.measure.cuda_timer.CudaTimer`). On a host CPU (the C target,
+  and OpenCL CPU devices such as PoCL) that size is capped at :data:`HOST_FLUSH_CAP_BYTES`: server
+  parts report the whole socket's last-level cache (480 MiB on some), which one timing thread
+  cannot fill and whose flush would cost tens of milliseconds a sample; the size used is in each
+  timing's telemetry (``flush_bytes``).
 * ``"hot"`` mode: ``batch`` launches back to back per sample (about :data:`HOT_BATCH_S` of work),
   rotating over the launch callables given (build them over input copies whose total exceeds the
   cache: :func:`harness.measure.cuda_timer.hot_rotation_count`); the sample is the bracketed time /
@@ -26,8 +30,8 @@ import numpy as np
 from harness.model import MeasureConfig
 from kernels.runtime.device import opencl_handle
 
-__all__ = ["DEFAULT_CACHE_BYTES", "HOT_BATCH_MAX", "HOT_BATCH_S", "MODES", "CpuTimer", "Launch", "Launches",
-           "OpenCLTimer", "Timer", "as_launches"]
+__all__ = ["DEFAULT_CACHE_BYTES", "HOST_FLUSH_CAP_BYTES", "HOT_BATCH_MAX", "HOT_BATCH_S", "MODES", "CpuTimer",
+           "Launch", "Launches", "OpenCLTimer", "Timer", "as_launches", "host_flush_bytes"]
 
 Launch = Callable[[], Any]
 Launches = Union[Launch, Sequence[Launch]]
@@ -40,6 +44,9 @@ HOT_BATCH_S = 1e-3
 HOT_BATCH_MAX = 1024
 #: flush size when the last-level cache size cannot be read
 DEFAULT_CACHE_BYTES = 32 << 20
+#: the most a host CPU's cold-mode flush writes (unless ``flush_bytes`` asks for more): a whole
+#: large private L2 and a last-level cache share well above what a few cores' data occupies
+HOST_FLUSH_CAP_BYTES = 64 << 20
 
 
 def as_launches(launch: Launches) -> List[Launch]:
@@ -159,13 +166,34 @@ def _llc_bytes() -> int:
     return best or DEFAULT_CACHE_BYTES
 
 
+def host_flush_bytes(cache_bytes: int) -> int:
+    """The cold-mode flush size for a host CPU whose last-level cache is ``cache_bytes`` (0: unknown)."""
+    return min(int(cache_bytes) or DEFAULT_CACHE_BYTES, HOST_FLUSH_CAP_BYTES)
+
+
+_host_flush: Dict[str, np.ndarray] = {}
+
+
+def _host_flush_buffer(size: int) -> np.ndarray:
+    """A host buffer of ``size`` bytes with its pages faulted in, shared by the process's CPU timers
+    (faulting in tens of MiB costs more than a case's whole measurement of a small kernel; what it
+    holds never matters, so timers on several threads may overwrite it together)."""
+    buf = _host_flush.get("buffer")
+    if buf is None or buf.nbytes < size:
+        buf = np.empty(max(size, 1), dtype=np.uint8)
+        buf.fill(1)
+        _host_flush["buffer"] = buf
+    return buf[:max(size, 1)]
+
+
 class CpuTimer(Timer):
     """Host timing with ``time.perf_counter`` around one call (``"cold"``) or a batch (``"hot"``).
 
-    In cold mode a host buffer the size of the last-level cache (sysfs; ``flush_bytes`` to
-    override) is overwritten before each sample, outside the timed region. That evicts the data
-    from the caches of the timing thread's core and from the last-level cache; other cores'
-    private caches (OpenMP kernels) keep what they hold, so CPU "cold" is best effort.
+    In cold mode a host buffer the size of the last-level cache (sysfs, at most
+    :data:`HOST_FLUSH_CAP_BYTES`; ``flush_bytes`` to override) is overwritten before each sample,
+    outside the timed region. That evicts the data from the caches of the timing thread's core and
+    from the last-level cache (up to the cap); other cores' private caches (OpenMP kernels) keep what
+    they hold, so CPU "cold" is best effort.
     """
 
     kind = "cpu"
@@ -177,9 +205,8 @@ class CpuTimer(Timer):
 
     def _setup(self, config: MeasureConfig) -> None:
         if self.mode == "cold":
-            size = int(self.flush_bytes or _llc_bytes())
-            self._buffer = np.empty(max(size, 1), dtype=np.uint8)
-            self._buffer.fill(1)  # fault the pages in now, not during the first flush
+            size = int(self.flush_bytes or host_flush_bytes(_llc_bytes()))
+            self._buffer = _host_flush_buffer(size)  # pages faulted in already, not during a flush
 
     def _sample(self) -> Tuple[float, Optional[float]]:
         if self.mode == "cold":
@@ -209,9 +236,9 @@ class OpenCLTimer(Timer):
     otherwise (the runtime's queue has profiling off) the queue is drained, then the host clock
     runs from before the launch(es) to after ``queue.finish()``.
 
-    In cold mode a device buffer of ``CL_DEVICE_GLOBAL_MEM_CACHE_SIZE`` bytes (``flush_bytes`` to
-    override) is filled with a changing byte before each sample, and the queue drained, outside
-    the timed region.
+    In cold mode a device buffer of ``CL_DEVICE_GLOBAL_MEM_CACHE_SIZE`` bytes (at most
+    :data:`HOST_FLUSH_CAP_BYTES` on a CPU device; ``flush_bytes`` to override) is filled with a
+    changing byte before each sample, and the queue drained, outside the timed region.
 
     Parameters
     ----------
@@ -252,11 +279,14 @@ class OpenCLTimer(Timer):
         if self.mode == "cold":
             size = self.flush_bytes
             if not size:
+                device = self.queue.device
                 try:
-                    size = int(self.queue.device.global_mem_cache_size)
+                    size = int(device.global_mem_cache_size)
                 except Exception:
                     size = 0
                 size = size or DEFAULT_CACHE_BYTES
+                if device.type & cl.device_type.CPU:
+                    size = host_flush_bytes(size)
             self._flush_size = int(size)
             self._buffer = cl.Buffer(self.queue.context, cl.mem_flags.READ_WRITE, self._flush_size)
         self.queue.finish()

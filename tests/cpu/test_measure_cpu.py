@@ -20,6 +20,7 @@ from harness.measure import (
     measure_sides,
     module_launcher,
 )
+from harness.measure.timers import DEFAULT_CACHE_BYTES, HOST_FLUSH_CAP_BYTES, _llc_bytes, host_flush_bytes
 from harness.model import MeasureConfig
 from kernels.workloads import get
 
@@ -89,7 +90,31 @@ def test_opencl_kernel_with_opencl_timer():
     _assert_timing(t, "opencl")
     tel = dict(t.telemetry)
     assert tel["timer"] == "perf_counter+finish"  # the runtime's queue has profiling off
-    assert tel["flush_bytes"] > 0
+    import pyopencl as cl
+
+    device = kernels.runtime.device.opencl_handle(0).device
+    expected = device.global_mem_cache_size or DEFAULT_CACHE_BYTES
+    if device.type & cl.device_type.CPU:  # PoCL: a host CPU's flush is capped
+        expected = min(expected, HOST_FLUSH_CAP_BYTES)
+    assert tel["flush_bytes"] == expected > 0
+
+
+def test_host_flush_size_is_the_last_level_cache_up_to_the_cap():
+    """The flush covers a small last-level cache whole; a socket-sized one (480 MiB reported on some
+    server parts) only up to the cap; an unreadable size gives the default."""
+    assert host_flush_bytes(8 << 20) == 8 << 20
+    assert host_flush_bytes(480 << 20) == HOST_FLUSH_CAP_BYTES == 64 << 20
+    assert host_flush_bytes(0) == DEFAULT_CACHE_BYTES
+    _, f, host = _case("default", "c")
+    cfg = MeasureConfig(max_time_s=0.3, min_time_s=0.01, min_samples=12)
+    t = measure(CpuTimer(), module_launcher(f, host), cfg)
+    flushed = dict(t.telemetry)["flush_bytes"]
+    assert flushed == host_flush_bytes(_llc_bytes()) <= HOST_FLUSH_CAP_BYTES
+    # the per-sample flush leaves room for the minimum samples within a short cap
+    assert len(t.samples) >= 12 and t.stop_reason in ("converged", "cap")
+    # an explicit size is used as given, above the cap too
+    big = measure(CpuTimer(flush_bytes=HOST_FLUSH_CAP_BYTES + (1 << 20)), module_launcher(f, host), cfg)
+    assert dict(big.telemetry)["flush_bytes"] == HOST_FLUSH_CAP_BYTES + (1 << 20)
 
 
 @needs_opencl
