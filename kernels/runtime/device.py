@@ -300,10 +300,9 @@ def present_cuda_arch() -> Optional[str]:
     if not dev.exist:
         return None
     try:
-        major, minor = _cuda_device(0).compute_capability()
+        return "sm_" + dev.compute_version.replace(".", "")
     except Exception:  # a driver that fails after cuInit: treated as no GPU
         return None
-    return f"sm_{major}{minor}"
 
 
 def unavailable_reason(dev: Device) -> Optional[str]:
