@@ -262,6 +262,31 @@ def test_imports_register_extra_workloads(tmp_path):
     assert str(tmp_path) not in sys.path
 
 
+def test_import_paths_are_searched_after_the_suites_folder(tmp_path):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "kbench_test_lib_wl.py").write_text(
+        "import dataclasses\n"
+        "from kernels import workloads\n"
+        "workloads.register(dataclasses.replace(workloads.get('exp'), name='lib_exp_copy'))\n"
+    )
+    (tmp_path / "suites").mkdir()
+    path = tmp_path / "suites" / "p.toml"
+    path.write_text(
+        '[suite]\nname = "p"\ntargets = ["c"]\nimports = ["kbench_test_lib_wl"]\nimport_paths = ["../lib"]\n'
+        '[[workload]]\nname = "lib_exp_copy"\nparams = { n = 8 }\n'
+    )
+    try:
+        s = load_suite(path)
+    finally:
+        workloads.REGISTRY.pop("lib_exp_copy", None)
+        sys.modules.pop("kbench_test_lib_wl", None)
+    # the suite's own folder first, then the named ones (absolute); none left on sys.path
+    assert s.import_folders == (str(tmp_path / "suites"), str(lib))
+    assert [c.key for c in s.cases] == ["lib_exp_copy/default[]/n=8/float32/c"]
+    assert str(lib) not in sys.path and str(tmp_path / "suites") not in sys.path
+
+
 def test_shipped_smoke_suite_is_tiny_and_c_only():
     s = load_suite("suites/smoke.toml")
     assert 2 <= len(s.cases) <= 4
