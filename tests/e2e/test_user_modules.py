@@ -81,10 +81,8 @@ def test_shipped_modules_are_the_ones_found_in_the_suites_folders(tmp_path):
     assert shipped_modules(["my_workloads"], []) == []
 
 
-@pytest.mark.slow
-def test_kbench_run_ships_user_modules_to_ray_workers_from_any_folder(tmp_path):
-    pytest.importorskip("ray")
-    suite = _user_tree(tmp_path)
+def _kbench_run_elsewhere(tmp_path: Path, suite: Path, *extra: str) -> Path:
+    """``kbench run SUITE`` started from a folder of its own; the store it wrote."""
     elsewhere = tmp_path / "ci-job"
     elsewhere.mkdir()
     db = elsewhere / "k.db"
@@ -92,12 +90,39 @@ def test_kbench_run_ships_user_modules_to_ray_workers_from_any_folder(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env["PYTHONPATH"] = str(ROOT)
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(suite), "--db", str(db),
-                           "--out", str(elsewhere / "out")],
+                           "--out", str(elsewhere / "out"), *extra],
                           cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return db
+
+
+def _assert_both_cases_ok(db: Path) -> None:
     with sqlite3.connect(db) as con:
         rows = con.execute("SELECT case_key, outcome FROM results ORDER BY case_key").fetchall()
         status = con.execute("SELECT status FROM runs").fetchall()
     assert status == [("done",)]
     assert rows == [("axpy/vectorized[vector=8]/n=1000/float32/c", "ok"),
                     ("axpy_pkg/halved[vector=4]/n=1000/float32/c", "ok")], rows
+
+
+@pytest.mark.slow
+def test_kbench_run_ships_user_modules_to_embedded_ray_workers_from_any_folder(tmp_path):
+    pytest.importorskip("ray")
+    suite = _user_tree(tmp_path)
+    _assert_both_cases_ok(_kbench_run_elsewhere(tmp_path, suite))
+
+
+@pytest.mark.slow
+def test_kbench_run_ships_user_modules_to_a_joined_cluster(tmp_path):
+    pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    # a cluster started by this process: its workers see this process's environment, which has
+    # kbench (this tree) on its path but neither user folder
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 0,
+                                                            "object_store_memory": 100 * 2**20})
+    try:
+        suite = _user_tree(tmp_path)
+        _assert_both_cases_ok(_kbench_run_elsewhere(tmp_path, suite, "--address", cluster.address))
+    finally:
+        cluster.shutdown()
