@@ -332,6 +332,8 @@ def test_sblock_parses_to_the_same_function_as_block():
         "            vi = T.axis.remap('S', [i])\n"
         "            B[vi] = A[vi] * 2.0\n", env={"T": T_new})
     assert new.script() == old.script()
+    # text printed in TVM 0.2x's spelling parses with the default namespace too
+    assert from_source(new.script().replace("T.block(", "T.sblock(")).script() == old.script()
 
 
 @needs_opencl
@@ -342,6 +344,14 @@ def test_notes_in_tvm02x_spelling_run_and_compute_numpys_result(tmp_path):
                        "CHECKED window sum, cooperative fetch", "CHECKED matmul, blocking",
                        "CHECKED matmul, shared"]
     assert out.count("@tvm.script.ir_module") == 6  # every sch.mod.show() printed its module
+
+
+@pytest.mark.gpu
+def test_notes_in_tvm02x_spelling_on_the_gpu(tmp_path):
+    # where a GPU is, the program picks CUDA itself (TARGET)
+    out, names = run_program(NOTES_TVM02X, tmp_path / "notes_tvm02x.py")
+    assert names["TARGET"] == "cuda"
+    assert sum(line.startswith("CHECKED") for line in out.splitlines()) == 6
 
 
 @needs_opencl
