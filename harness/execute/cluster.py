@@ -30,6 +30,8 @@ __all__ = ["ACCELERATOR_RESOURCE_PREFIX", "GPU_LABEL", "RAY_ACCELERATOR_LABEL", 
            "import_ray", "shipped_modules"]
 
 _PURPOSE = "the ray executor"
+#: kbench's own packages: never shipped (the workers run the same kbench as the driver)
+_OWN_PACKAGES = ("kernels", "harness", "reports")
 _HINT = " (or run with --executor local)"
 
 
@@ -37,10 +39,10 @@ def shipped_modules(imports: Sequence[str], module_folders: Sequence[str]) -> li
     """The files and package folders a run ships to every Ray worker (the job's ``py_modules``): the
     modules of ``imports`` found in ``module_folders`` (a suite's ``import_folders``: its own folder
     and its ``import_paths``), so that every worker, embedded or on a joined cluster, imports the
-    same files as the driver with no PYTHONPATH set. A module found elsewhere (installed, or kbench's
-    own) is expected to be importable on the workers already.
+    same files as the driver with no PYTHONPATH set. A module found elsewhere (installed), and
+    kbench's own packages wherever they are, are expected to be importable on the workers already.
     """
-    return module_paths(imports, module_folders)
+    return module_paths([m for m in imports if m.split(".")[0] not in _OWN_PACKAGES], module_folders)
 
 
 def import_ray():

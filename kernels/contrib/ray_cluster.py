@@ -39,10 +39,10 @@ from __future__ import annotations
 import copy
 import logging
 import os
-from importlib.machinery import PathFinder
 import secrets
 import shutil
 import tempfile
+from importlib.machinery import PathFinder
 from dataclasses import dataclass
 from typing import Any, Sequence, Tuple
 

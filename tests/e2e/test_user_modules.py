@@ -79,6 +79,8 @@ def test_shipped_modules_are_the_ones_found_in_the_suites_folders(tmp_path):
     # the single file, the package folder (for a submodule too); installed modules are not shipped
     assert got == [str(suite.parent / "my_workloads.py"), str(tmp_path / "team" / "lib" / "team_kernels")]
     assert shipped_modules(["my_workloads"], []) == []
+    # kbench's own packages are never shipped, even from a folder that holds them
+    assert shipped_modules(["kernels.workloads.tensorir", "harness"], [str(ROOT)]) == []
 
 
 def _kbench_run_elsewhere(tmp_path: Path, suite: Path, *extra: str) -> Path:
