@@ -237,8 +237,13 @@ def _check_identifier(what: str, name: Any) -> None:
 
 
 def check_variant(workload: str, key: str, v: Any) -> None:
-    """Check the variant ``v`` registered as ``key`` of ``workload``; :class:`WorkloadError` naming
-    the field at fault (see :func:`register`)."""
+    """Check the variant ``v`` registered as ``key`` of the workload named ``workload``.
+
+    Raises
+    ------
+    WorkloadError
+        Naming the workload, the variant and the field at fault (see :func:`register`).
+    """
     where = f"workload {workload!r}: variants[{key!r}]"
     _check_identifier(f"{where}: the variant name", key)
     if not isinstance(v, Variant):
@@ -280,8 +285,13 @@ def check_variant(workload: str, key: str, v: Any) -> None:
 
 
 def check_workload(w: Any) -> None:
-    """Check ``w`` before it is registered; :class:`WorkloadError` naming the field at fault (see
-    :func:`register`)."""
+    """Check the workload ``w`` (what :func:`register` does before adding it).
+
+    Raises
+    ------
+    WorkloadError
+        Naming the workload and the field at fault (see :func:`register`).
+    """
     if not isinstance(w, Workload):
         raise WorkloadError(f"register() takes a kernels.workloads.Workload, got {type(w).__name__}")
     _check_identifier("Workload.name", w.name)
