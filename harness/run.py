@@ -142,7 +142,7 @@ def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: i
         own = executor is None
         if own:
             executor = make_executor(request.executor_kind, address=request.address,
-                                     imports=tuple(suite.imports))
+                                     imports=tuple(suite.imports), module_folders=suite.import_folders)
         phases["executor"] = time.time() - t0
         try:
             models = executor.gpu_models()

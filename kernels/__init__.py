@@ -7,9 +7,11 @@ what is deliberately not (Relay, TOPI, hybrid script, auto_scheduler...), is lis
 
 from __future__ import annotations
 
+from . import aliases as _aliases
 from . import scope as _scope
 
 _scope.install()
+_aliases.install()  # TVM 0.2x's module names (tvm.tirx.*, tvm.s_tir.schedule)
 
 from . import (  # noqa: E402
     autotvm,
@@ -28,6 +30,7 @@ from . import (  # noqa: E402
     tir,
     transform,
 )
+from . import s_tir, tirx  # noqa: E402  (TVM 0.2x's names: docs/TVM_COMPAT.md)
 from .build_module import build  # noqa: E402
 from .errors import TVMError  # noqa: E402
 from .lower import lower  # noqa: E402
@@ -55,6 +58,7 @@ from .runtime import (  # noqa: E402
 from .runtime import ndarray as nd  # noqa: E402
 from .runtime.module import Module  # noqa: E402
 from .tir.function import IRModule  # noqa: E402
+from .tirx import compile  # noqa: E402,A004  (TVM 0.2x's tvm.compile)
 
 __version__ = "0.1.0"
 
@@ -65,7 +69,7 @@ __all__ = [
     "build", "lower", "te", "tir", "ir", "target", "testing", "runtime", "nd", "cpu", "cuda", "gpu",
     "opencl", "cl", "device", "Device", "NDArray", "Module", "TVMError", "errors", "error", "contrib",
     "transform", "register_func", "get_global_func", "convert", "load_module", "rocm", "metal", "vulkan",
-    "ext_dev", "hexagon", "webgpu", "context", "script", "IRModule",
+    "ext_dev", "hexagon", "webgpu", "context", "script", "IRModule", "tirx", "s_tir", "compile",
 ]
 
 

@@ -176,7 +176,8 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
     apply_runtime_defaults()
     summary = ABSummary(0, 0, 0, base_tree=str(root))
     specs: dict[str, Any] = {}
-    executor = make_executor(executor_kind, address=address, imports=tuple(suite.imports))
+    executor = make_executor(executor_kind, address=address, imports=tuple(suite.imports),
+                             module_folders=suite.import_folders)
     try:
         models = executor.gpu_models()
 

@@ -220,7 +220,8 @@ def calibrate(suite_path: str, db: Path, *, trials: int = 3, slowdown: float = 0
     request = RunRequest(suite_path, store_location(str(db)), executor_kind, address,
                          targets=tuple(targets) if targets else None, argv=tuple(argv), kind="calibration")
     apply_runtime_defaults()
-    executor = make_executor(executor_kind, address=address, imports=tuple(suite.imports))
+    executor = make_executor(executor_kind, address=address, imports=tuple(suite.imports),
+                             module_folders=suite.import_folders)
     try:
         def one(label: str, names: str, **kw: Any) -> dict[str, list[int]]:
             """The sides ``names`` timed once, interleaved as asked: side -> its run ids."""

@@ -28,6 +28,10 @@ def make_executor(kind: str = "ray", address: str | None = None, **kw: Any) -> E
     ``address`` joins a cluster, None starts the embedded one) or ``"local"``
     (:class:`~harness.execute.local.LocalExecutor`, in-process).
 
+    ``module_folders`` (a suite's ``import_folders``) names the folders whose modules of ``imports``
+    the Ray executor ships to its workers (:func:`harness.execute.cluster.shipped_modules`); the
+    local executor runs where the suite's parser imported them already.
+
     Raises
     ------
     DispatchError
@@ -41,12 +45,13 @@ def make_executor(kind: str = "ray", address: str | None = None, **kw: Any) -> E
     if kind == "local":
         if address is not None:
             raise DispatchError("--address needs the ray executor (it joins a Ray cluster)")
-        unknown = set(kw) - {"imports"}
+        unknown = set(kw) - {"imports", "module_folders"}
         if unknown:
             raise DispatchError(f"the local executor takes no {', '.join(sorted(unknown))}")
         # imported here, not at the top: see the package docstring (the export process of kbench ab)
         from harness.execute.local import LocalExecutor
 
+        kw.pop("module_folders", None)  # this process imported them already (the suite's parser)
         return LocalExecutor(**kw)
     raise DispatchError(f"unknown executor {kind!r}; executors: ray, local")
 

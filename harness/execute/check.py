@@ -28,7 +28,7 @@ __all__ = ["check_outputs", "poisoned_unwritten", "sentinel"]
 
 def sentinel(dtype) -> Optional[object]:
     """The poison value the workloads fill outputs with: NaN for floats, the type's minimum for
-    integers (``kernels.workloads._poison``), None for types that cannot be poisoned (bool)."""
+    integers (``kernels.workloads.poison``), None for types that cannot be poisoned (bool)."""
     dt = np.dtype(dtype)
     if dt.kind in "fc":
         return np.nan

@@ -79,7 +79,7 @@ from typing import Any
 from harness.model import Case, MeasureConfig, Result
 from kernels.target import arch_of_model
 
-from .cluster import Node, RayCluster
+from .cluster import Node, RayCluster, shipped_modules
 from .common import (
     DispatchError,
     Emitter,
@@ -176,6 +176,9 @@ class RayExecutor:
         Modules each worker imports before running cases (e.g. modules registering workloads).
     runtime_env : dict or None
         A Ray runtime environment for every task (e.g. ``{"env_vars": {"PYTHONPATH": ...}}``).
+    module_folders : tuple of str
+        Folders (a suite's ``import_folders``) whose modules of ``imports`` are shipped to every
+        worker in the job's ``py_modules`` (:func:`~harness.execute.cluster.shipped_modules`).
     prebuild : bool
         Compile CUDA cases of known GPU models on CPU workers before their GPU task starts.
     unplaceable_s : float
@@ -189,8 +192,10 @@ class RayExecutor:
 
     def __init__(self, address: str | None = None, *, max_retries: int = 2, poll_s: float = 0.2,
                  imports: Sequence[str] = (), runtime_env: dict | None = None, prebuild: bool = True,
-                 unplaceable_s: float = 60.0, init_kwargs: dict | None = None):
-        self.cluster = RayCluster(address, runtime_env=runtime_env, init_kwargs=init_kwargs)
+                 unplaceable_s: float = 60.0, init_kwargs: dict | None = None,
+                 module_folders: Sequence[str] = ()):
+        self.cluster = RayCluster(address, runtime_env=runtime_env, init_kwargs=init_kwargs,
+                                  py_modules=shipped_modules(imports, module_folders))
         ray = self._ray = self.cluster.ray
         self.max_retries = int(max_retries)
         self.poll_s = float(poll_s)

@@ -196,9 +196,10 @@ class _Parser:
                    if "timeout_s" in s else DEFAULT_TIMEOUT_S)
         imports = (self.str_list(s["imports"], W + ("imports",), "[suite] imports", allow_empty=True)
                    if "imports" in s else [])
+        folders = self.import_folders(s)
 
         measure = self.measure(doc.get("measure", {}))
-        self.run_imports(imports)
+        self.run_imports(imports, folders)
 
         entries = doc.get("workload", [])
         if isinstance(entries, dict):
@@ -265,7 +266,7 @@ class _Parser:
             peers=tuple(peers), measure=measure, imports=tuple(imports), sha256=self.sha256,
             gpu_models=tuple((w, g) for w, (g, _) in gpu_models.items()),
             gpu_model_lines=tuple((w, ln) for w, (_, ln) in gpu_models.items()),
-            spaces=tuple(spaces.items()),
+            spaces=tuple(spaces.items()), import_folders=tuple(folders),
         )
 
     def measure(self, m: Any) -> MeasureConfig:
@@ -309,12 +310,31 @@ class _Parser:
                                      f"({cfg.max_samples})")
         return cfg
 
-    def run_imports(self, modules: Sequence[str]) -> None:
-        """Import ``modules`` (the suite file's folder is on sys.path meanwhile)."""
-        folder = str(Path(self.path).resolve().parent) if self.path != "<string>" else None
-        added = folder is not None and folder not in sys.path
-        if added:
-            sys.path.insert(0, folder)
+    def import_folders(self, s: dict[str, Any]) -> list[str]:
+        """The folders ``imports`` are looked for in: the suite file's own, then ``[suite]
+        import_paths`` (relative to the suite file), each an existing folder."""
+        here = Path(self.path).resolve().parent if self.path != "<string>" else None
+        folders = [str(here)] if here is not None else []
+        if "import_paths" not in s:
+            return folders
+        where = ("suite", "import_paths")
+        for entry in self.str_list(s["import_paths"], where, "[suite] import_paths", allow_empty=True):
+            path = Path(entry).expanduser()
+            if not path.is_absolute():
+                path = (here or Path.cwd()) / path
+            if not path.is_dir():
+                raise self.err(where, f"[suite] import_paths: {entry!r} is not a folder ({path.resolve()})",
+                               value_needle(entry))
+            folder = str(path.resolve())
+            if folder not in folders:
+                folders.append(folder)
+        return folders
+
+    def run_imports(self, modules: Sequence[str], folders: Sequence[str] = ()) -> None:
+        """Import ``modules`` (``folders``, the suite file's and ``import_paths``, are first on
+        sys.path meanwhile)."""
+        added = [f for f in folders if f not in sys.path]
+        sys.path[:0] = added
         try:
             for mod in modules:
                 try:
@@ -324,7 +344,7 @@ class _Parser:
                                    f"cannot import {mod!r} from [suite] imports: {type(e).__name__}: {e}",
                                    value_needle(mod)) from None
         finally:
-            if added:
+            for folder in added:
                 sys.path.remove(folder)
 
     def entry(self, i: int, e: dict[str, Any], ctx: _SuiteContext) -> _EntryResult:

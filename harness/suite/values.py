@@ -21,7 +21,8 @@ TARGETS = ("c", "opencl", "cuda")
 DEFAULT_TIMEOUT_S = 120.0
 
 TOP_KEYS = ("suite", "measure", "workload")
-SUITE_KEYS = ("name", "description", "targets", "regression_threshold", "timeout_s", "imports")
+SUITE_KEYS = ("name", "description", "targets", "regression_threshold", "timeout_s", "imports",
+              "import_paths")
 WORKLOAD_KEYS = ("name", "params", "dtypes", "variants", "targets", "rtol", "atol",
                  "regression_threshold", "timeout_s", "peers", "gpu_models")
 VARIANT_KEYS = ("name", "knobs", "tuned")
@@ -82,6 +83,9 @@ class Suite:
     gpu_model_lines: tuple[tuple[str, int], ...] = ()  # workload -> line of its gpu_models (errors)
     # tuned variants (``tuned = true``): Case.tuning_key -> its tuning space (the knob lists)
     spaces: tuple[tuple[str, Space], ...] = ()
+    # absolute folders searched for ``imports``: the suite file's own, then ``[suite] import_paths``;
+    # the modules of ``imports`` found there travel to the Ray workers (harness.execute.cluster)
+    import_folders: tuple[str, ...] = ()
 
     def space_for(self, case: Case) -> Space:
         """The tuning space of a tuned case (its variant's knob lists in the suite).

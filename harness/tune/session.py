@@ -193,7 +193,8 @@ def tune_suite(request: TuneRequest, *, on_event: OnEvent | None = None) -> Tune
     emit = on_event or (lambda kind, payload: None)
     t0 = time.time()
     suite = load_suite(request.suite_path)
-    executor = make_executor(request.executor_kind, address=request.address, imports=tuple(suite.imports))
+    executor = make_executor(request.executor_kind, address=request.address, imports=tuple(suite.imports),
+                             module_folders=suite.import_folders)
     try:
         cluster = executor.cluster_summary()
         plan, skipped = plan_sessions(suite, executor.gpu_models(), request.gpu_model,

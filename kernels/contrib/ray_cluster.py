@@ -21,6 +21,14 @@ where work of each kind may be placed.
   ``accelerator_type:<model>`` resource; ``gpu_model == ""`` takes any GPU. CPU work (builds, CPU
   targets) asks for ``num_cpus=1, num_gpus=0`` and runs with ``CUDA_VISIBLE_DEVICES=""``.
 
+* **User modules.** :func:`module_paths` finds the modules a run imports (modules registering
+  workloads) in the folders they came from (a suite file's folder and the folders it names); given
+  as ``py_modules``, they go into the *job's* runtime environment (``ray.init(runtime_env=...)``,
+  the only level where Ray accepts local files): Ray uploads each file or package once and every
+  worker of the job, on this machine or any node of a joined cluster, finds it on its ``sys.path``.
+  On this process's existing Ray connection the job is someone else's: nothing is shipped, with a
+  warning naming the modules.
+
 Environment variables: this module sets (never reads for its own settings) ``RAY_AUTH_MODE``,
 ``RAY_AUTH_TOKEN_PATH`` and ``RAY_prestart_worker_first_driver`` around the embedded cluster's
 lifetime.
@@ -34,13 +42,14 @@ import os
 import secrets
 import shutil
 import tempfile
+from importlib.machinery import PathFinder
 from dataclasses import dataclass
-from typing import Any, Tuple
+from typing import Any, Sequence, Tuple
 
 from kernels.errors import TVMError
 
 __all__ = ["ACCELERATOR_RESOURCE_PREFIX", "GPU_LABEL", "RAY_ACCELERATOR_LABEL", "Node", "RayCluster",
-           "RayUnavailableError", "Slot", "import_ray"]
+           "RayUnavailableError", "Slot", "import_ray", "module_paths"]
 
 #: what a piece of work needs: (needs a GPU, GPU model or "" for any)
 Slot = Tuple[bool, str]
@@ -66,6 +75,36 @@ def import_ray(purpose: str = "running on a Ray cluster"):
     except ImportError as exc:
         raise RayUnavailableError(f"{purpose} needs Ray: pip install 'kbench[ray]'") from exc
     return ray
+
+
+def module_paths(modules: Sequence[str], folders: Sequence[str]) -> list[str]:
+    """Where the modules ``modules`` are found in ``folders``: for each, the file (``name.py``) or
+    package folder of its top-level module (``pkg`` for ``pkg.sub``), searched in ``folders`` only,
+    in the order of ``modules`` and each once. Modules not found there (installed ones, kbench's own)
+    are left out, as are compiled extension modules (Ray cannot ship them as source).
+
+    Parameters
+    ----------
+    modules : sequence of str
+        Dotted module names (a suite's ``imports``).
+    folders : sequence of str
+        The folders to look in (a suite file's folder and its ``import_paths``).
+    """
+    out: list[str] = []
+    for name in modules:
+        spec = PathFinder.find_spec(name.split(".")[0], [str(f) for f in folders])
+        if spec is None:
+            continue
+        if spec.submodule_search_locations:  # a package, or a namespace package (a plain folder)
+            path = list(spec.submodule_search_locations)[0]
+        elif spec.origin and spec.origin.endswith(".py"):
+            path = spec.origin
+        else:
+            continue
+        path = os.path.abspath(path)
+        if path not in out:
+            out.append(path)
+    return out
 
 
 def _task_option_names() -> set:
@@ -118,14 +157,19 @@ class RayCluster:
         Extra ``ray.init`` arguments for the embedded cluster (e.g. ``num_cpus``).
     purpose : str
         What needs Ray, for the error when it is not installed.
+    py_modules : sequence of str
+        Files (``name.py``) and package folders shipped to every worker in the job's runtime
+        environment (:func:`module_paths`; see the module docstring).
     """
 
     def __init__(self, address: str | None = None, *, runtime_env: dict | None = None,
-                 init_kwargs: dict | None = None, purpose: str = "running on a Ray cluster"):
+                 init_kwargs: dict | None = None, purpose: str = "running on a Ray cluster",
+                 py_modules: Sequence[str] = ()):
         ray = import_ray(purpose)
         self.ray = ray
         self.address = address
         self.runtime_env = copy.deepcopy(runtime_env) if runtime_env else None
+        self.py_modules = [str(p) for p in py_modules]
         self.embedded = False
         self.auth = "unknown"
         self.tmp: str | None = None  # the embedded cluster's private folder
@@ -134,10 +178,15 @@ class RayCluster:
         self._closed = False
         if ray.is_initialized():
             log.info("using this process's existing Ray connection")
+            if self.py_modules:
+                log.warning("this process's existing Ray connection: %s not shipped to the workers (give "
+                            "them in its ray.init(runtime_env={'py_modules': [...]}))",
+                            ", ".join(self.py_modules))
         elif address is None:
             self._start_embedded(init_kwargs or {})
         else:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING,
+                     **self._job_env())
             self._owns_connection = True
         self.labels_ok = "label_selector" in _task_option_names()
 
@@ -177,7 +226,7 @@ class RayCluster:
             log.warning("Ray %s has no token authentication; the embedded cluster runs without it",
                         ray.__version__)
         kwargs = {"address": "local", "include_dashboard": False, "_temp_dir": os.path.join(self.tmp, "ray"),
-                  "log_to_driver": False, "logging_level": logging.WARNING}
+                  "log_to_driver": False, "logging_level": logging.WARNING, **self._job_env()}
         kwargs.update(init_kwargs)
         try:
             ray.init(**kwargs)
@@ -193,6 +242,10 @@ class RayCluster:
             self.auth = "token" if auth["get_mode"]() == auth["TOKEN"] else "none"
         else:
             self.auth = "none"
+
+    def _job_env(self) -> dict:
+        """``ray.init``'s ``runtime_env`` argument shipping :attr:`py_modules` (none: no argument)."""
+        return {"runtime_env": {"py_modules": list(self.py_modules)}} if self.py_modules else {}
 
     def close(self) -> None:
         """Disconnect (and for the embedded cluster: shut it down and remove its temp folder)."""
@@ -244,6 +297,7 @@ class RayCluster:
                       for n in nodes],
             "cpus": sum(n.cpus for n in alive), "gpus": sum(n.gpus for n in alive),
             "gpu_models": sorted({n.gpu_model for n in alive if n.gpu_model}),
+            "py_modules": list(self.py_modules),
         }
 
     def placement(self, slot: Slot, nodes: list[Node]) -> dict | None:

@@ -121,3 +121,32 @@ def build_module(spec: FuncSpec, options: Optional[Sequence[str]] = None) -> Mod
 
         return CUDAModule(spec, options=extra)
     raise BuildError(f"{spec.name}: unknown target {spec.target!r}; expected one of c, opencl, cuda")
+
+
+#: TVM 0.2x's name of :class:`NDArray`
+Tensor = NDArray
+
+
+def tensor(arr, device: Optional[Device] = None, mem_scope: Optional[str] = None) -> NDArray:
+    """``tvm.runtime.tensor(arr, dev)``: TVM 0.2x's name of :func:`array` (a copy of ``arr`` on
+    ``device``, ``cpu(0)`` by default).
+
+    Parameters
+    ----------
+    arr : array_like or NDArray
+        The data; its dtype is kept.
+    device : Device, optional
+        Where to put the copy.
+    mem_scope : str, optional
+        Only ``None`` or ``"global"`` (device memory).
+
+    Returns
+    -------
+    NDArray
+    """
+    if mem_scope not in (None, "global"):
+        raise BuildError(f"tvm.runtime.tensor: mem_scope={mem_scope!r} is not supported; only global memory")
+    return array(arr, device)
+
+
+__all__ += ["Tensor", "tensor"]

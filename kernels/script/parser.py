@@ -880,9 +880,9 @@ _ASSIGN_SYNTAX = {"alloc_buffer", "match_buffer", "axis.spatial", "axis.reduce",
 def _default_env() -> Dict[str, Any]:
     import kernels
 
-    from . import ir, tir
+    from . import ir, tirx  # tirx: kernels.script.tir plus TVM 0.2x's names (T.sblock ...)
 
-    return {"T": tir, "tvm": kernels, "I": ir}
+    return {"T": tirx, "tvm": kernels, "I": ir}
 
 
 def caller_locals(depth: int) -> Dict[str, Any]:

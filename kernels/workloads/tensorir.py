@@ -21,7 +21,7 @@ import numpy as np
 from ..script import tir as T
 from ..tir.function import IRModule
 from ..tir.schedule import Schedule
-from . import REGISTRY, Variant, Workload, WorkloadError, _isize, _poison, register, uniform
+from . import REGISTRY, Variant, Workload, WorkloadError, _isize, _poison, check_variant, register, uniform
 
 GPU = ("cuda", "opencl")
 ModuleFactory = Callable[[Dict[str, int], str], IRModule]
@@ -55,6 +55,7 @@ def add_variants(workload: str, variants: Dict[str, Variant]) -> Workload:
     for name, v in variants.items():
         if name in w.variants:
             raise WorkloadError(f"workload {workload} already has a variant {name!r}")
+        check_variant(workload, name, v)
         w.variants[name] = v
     return w
 

@@ -41,7 +41,7 @@ CASES = {
         '[suite]\nname = "bad"\nthreshold = 0.1  # <-\n' + ROW_SUM,
         (
             r"unknown key 'threshold' in \[suite\]; known keys: name, description, targets, "
-            r"regression_threshold, timeout_s, imports"
+            r"regression_threshold, timeout_s, imports, import_paths"
         ),
     ),
     "unknown_measure_key": (
@@ -346,6 +346,14 @@ CASES = {
     "import_fails": (
         '[suite]\nname = "bad"\nimports = [\n  "json",\n  "kbench_no_such_module_xyz",  # <-\n]\n' + ROW_SUM,
         r"cannot import 'kbench_no_such_module_xyz' from \[suite\] imports: ModuleNotFoundError",
+    ),
+    "import_path_not_a_folder": (
+        '[suite]\nname = "bad"\nimport_paths = [\n  ".",\n  "../no_such_lib",  # <-\n]\n' + ROW_SUM,
+        r"\[suite\] import_paths: '../no_such_lib' is not a folder \(/.*/no_such_lib\)",
+    ),
+    "import_paths_not_strings": (
+        '[suite]\nname = "bad"\nimport_paths = [3]  # <-\n' + ROW_SUM,
+        r"\[suite\] import_paths",
     ),
 }
 

@@ -6,7 +6,9 @@ import dataclasses
 import hashlib
 import sys
 from collections import Counter
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.model import Case, MeasureConfig
@@ -260,6 +262,51 @@ def test_imports_register_extra_workloads(tmp_path):
     assert s.imports == ("kbench_test_plugin_wl",)
     assert [c.key for c in s.cases] == ["plugin_exp_copy/default[]/n=8/float32/c"]
     assert str(tmp_path) not in sys.path
+
+
+def test_import_paths_are_searched_after_the_suites_folder(tmp_path):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "kbench_test_lib_wl.py").write_text(
+        "import dataclasses\n"
+        "from kernels import workloads\n"
+        "workloads.register(dataclasses.replace(workloads.get('exp'), name='lib_exp_copy'))\n"
+    )
+    (tmp_path / "suites").mkdir()
+    path = tmp_path / "suites" / "p.toml"
+    path.write_text(
+        '[suite]\nname = "p"\ntargets = ["c"]\nimports = ["kbench_test_lib_wl"]\nimport_paths = ["../lib"]\n'
+        '[[workload]]\nname = "lib_exp_copy"\nparams = { n = 8 }\n'
+    )
+    try:
+        s = load_suite(path)
+    finally:
+        workloads.REGISTRY.pop("lib_exp_copy", None)
+        sys.modules.pop("kbench_test_lib_wl", None)
+    # the suite's own folder first, then the named ones (absolute); none left on sys.path
+    assert s.import_folders == (str(tmp_path / "suites"), str(lib))
+    assert [c.key for c in s.cases] == ["lib_exp_copy/default[]/n=8/float32/c"]
+    assert str(lib) not in sys.path and str(tmp_path / "suites") not in sys.path
+
+
+def test_the_user_workloads_example_suite_loads():
+    # examples/user_workloads: a module next to the suite registering axpy with the public API
+    path = Path(__file__).resolve().parents[2] / "examples" / "user_workloads" / "my_suite.toml"
+    try:
+        s = load_suite(path)
+        w = workloads.get("axpy")
+        rng = np.random.default_rng(0)
+        args = w.make_args({"n": 5}, "float32", rng)
+        ref = w.reference_of(args, {"n": 5}, "float32")
+    finally:
+        workloads.REGISTRY.pop("axpy", None)
+        sys.modules.pop("my_workloads", None)
+    assert s.imports == ("my_workloads",) and s.import_folders == (str(path.parent),)
+    keys = {c.key for c in s.cases}
+    assert len(s.cases) == 11 and "axpy/vectorized[tuned]/n=65536/float32/c" in keys
+    assert "axpy/bind[threads=128]/n=100003/float32/cuda" in keys
+    assert np.isnan(args[2]).all()  # the output is poisoned
+    np.testing.assert_array_equal(ref[0], 2.0 * args[0].astype(np.float64) + args[1])
 
 
 def test_shipped_smoke_suite_is_tiny_and_c_only():

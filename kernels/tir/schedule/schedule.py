@@ -217,6 +217,8 @@ class Schedule:
             raise ScheduleError(f"get_block: {len(tokens)} blocks are named {name!r} in function {func}")
         return BlockRV(func, tokens[0], name)
 
+    get_sblock = get_block  # TVM 0.2x's name (tvm.s_tir.Schedule)
+
     @_traced("GetLoops", list_output=True)
     def get_loops(self, block) -> List[LoopRV]:
         """The loops above ``block`` in its scope, outermost first."""
