@@ -268,7 +268,8 @@ def run_case_in_child(case: Case, config: MeasureConfig, artifact: Artifact | No
                       quiet_s: float, side_spec: dict | None) -> Result:
     """What the child runs for one case: :func:`harness.execute.worker.run_case` with the parent's
     build of it (None: the child builds it) and the parent's waits for builds."""
-    return worker.run_case(case, config, None, side_spec, ahead=_Prebuilt(case.key, artifact, wait_s, quiet_s))
+    prebuilt = _Prebuilt(case.key, artifact, wait_s, quiet_s)
+    return worker.run_case(case, config, None, side_spec, ahead=prebuilt)
 
 
 def _local_gpu_name() -> str:

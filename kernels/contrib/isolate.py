@@ -23,7 +23,8 @@ once (warming up while the parent does other work) and runs the next item.
 
 The child is a fresh interpreter (fork and exec of ``sys.executable``, as multiprocessing's "spawn"
 start method makes one; never a bare fork, which CUDA contexts and Ray's threads do not survive). It
-gets this process's ``sys.path`` and working folder, its environment updated by ``env`` (a value of
+gets this process's ``sys.path`` (plus the folders that modules of ``imports`` already imported here
+came from) and working folder, its environment updated by ``env`` (a value of
 None removes a variable: e.g. ``{"CUDA_VISIBLE_DEVICES": "1"}``), imports the modules of ``imports``
 and calls ``initializer(*initargs)`` before it says it is ready; the timeout of an item starts when the
 item is sent. Callables and their arguments travel pickled, so a callable must be importable by its
@@ -242,7 +243,9 @@ class IsolatedWorker:
         self._conn = Connection(parent_sock.detach())
         self._ready = False
         self.generation += 1
-        self._conn.send({"sys_path": list(sys.path), "module": __name__, "parent_pid": os.getpid(),
+        path = list(sys.path)
+        path += [p for p in _import_roots(self.imports) if p not in path]
+        self._conn.send({"sys_path": path, "module": __name__, "parent_pid": os.getpid(),
                          "setup": self._setup, "name": self.name})
 
     def _wait_ready(self) -> None:
@@ -420,6 +423,24 @@ class IsolatedWorker:
             self._replace()
             return Outcome("fatal", error=error, traceback=tb, seconds=seconds, pid=pid)
         raise TVMError(f"{self.name}: the child sent an unknown message {kind!r}")  # pragma: no cover
+
+
+def _import_roots(names: Sequence[str]) -> list:
+    """The folders that modules of ``names`` already imported here were imported from (a suite's
+    modules are imported with the suite's folder on ``sys.path`` only while they load): the child
+    finds them there too."""
+    roots = []
+    for name in names:
+        mod = sys.modules.get(name)
+        file = getattr(mod, "__file__", None)
+        if not file:
+            continue
+        up = name.count(".") + (1 if os.path.basename(file) == "__init__.py" else 0)
+        root = os.path.dirname(os.path.abspath(file))
+        for _ in range(up):
+            root = os.path.dirname(root)
+        roots.append(root)
+    return roots
 
 
 def _ended(proc: subprocess.Popen) -> Optional[str]:

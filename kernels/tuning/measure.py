@@ -302,17 +302,17 @@ class RunJob:
     reference_key: Optional[str] = None
     module: Any = None
 
+    def load(self) -> Any:
+        """The runnable module (``module``, else loaded from ``artifact``)."""
+        if self.module is not None:
+            return self.module
+        from ..runtime.serialize import module_from_bytes
+
+        return module_from_bytes(self.artifact)
+
 
 #: reference outputs by key, in the process that measures (:func:`warm_reference`)
 _REFERENCES: dict = {}
-
-
-def _job_module(job: RunJob) -> Any:
-    if job.module is not None:
-        return job.module
-    from ..runtime.serialize import module_from_bytes
-
-    return module_from_bytes(job.artifact)
 
 
 def warm_reference(key: str, artifact: Optional[bytes], args: Tuple[ArgInfo, ...], target: str,
@@ -335,9 +335,10 @@ def run_job(job: RunJob) -> Tuple[Tuple[Any, ...], int]:
     """Load, check and time one candidate (:func:`time_candidate`): ``(costs, error_no)``. What a
     :class:`LocalRunner` runs in its measuring process for each candidate."""
     try:
-        module = _job_module(job)
+        module = job.load()
     except Exception as exc:
-        return (f"loading the module failed: {type(exc).__name__}: {exc}",), int(MeasureErrorNo.RUNTIME_DEVICE)
+        return (f"loading the module failed: {type(exc).__name__}: {exc}",), \
+            int(MeasureErrorNo.RUNTIME_DEVICE)
     reference = _REFERENCES.get(job.reference_key) if job.reference_key is not None else None
     return time_candidate(module, job.args, job.target, job.number, job.repeat, job.min_repeat_ms,
                           job.timeout, reference)
