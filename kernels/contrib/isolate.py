@@ -364,6 +364,10 @@ class IsolatedWorker:
                             f"sent to the child process: {type(exc).__name__}: {exc}") from None
         with self._lock:
             self.start()
+            if self._proc is not None and _ended(self._proc) is not None:
+                self._kill()  # it died between items (killed from outside): no item is at fault
+                self._proc = self._conn = None
+                self.start()
             self._wait_ready()
             assert self._proc is not None and self._conn is not None
             pid = self._proc.pid

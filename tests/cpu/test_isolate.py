@@ -76,7 +76,7 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def wait_gone(pid: int, seconds: float = 5.0) -> bool:
+def wait_gone(pid: int, seconds: float = 15.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if not alive(pid):
@@ -231,3 +231,12 @@ def test_no_child_outlives_its_parent(tmp_path, how, hang):
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_a_child_killed_between_items_is_not_charged_to_the_next_item():
+    with IsolatedWorker() as w:
+        pid = w.call(whoami).value[0]
+        os.kill(pid, signal.SIGKILL)
+        assert wait_gone(pid)
+        out = w.call(add, 2, 3)
+        assert out.ok and out.value == 5 and out.pid != pid, out
