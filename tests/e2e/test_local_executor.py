@@ -115,6 +115,7 @@ def test_a_segfault_and_a_hang_cost_one_case_each(tmp_path):
     assert "crashed 1, ok 2, timeout 1" in r.stdout
 
 
+@pytest.mark.slow
 def test_a_hanging_case_is_stopped_at_its_timeout_and_the_batch_goes_on():
     cases = [row_sum(64), planted("planted_hang", timeout_s=2.0), row_sum(96)]
     got = []
@@ -129,6 +130,7 @@ def test_a_hanging_case_is_stopped_at_its_timeout_and_the_batch_goes_on():
     assert took < 2.0 + 60  # the timeout, two child starts and three cases on a busy host
 
 
+@pytest.mark.slow
 def test_a_crashing_case_is_retried_then_recorded():
     ex = LocalExecutor(imports=("planted_workloads",), max_retries=1)
     got = []
