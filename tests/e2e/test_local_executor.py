@@ -191,3 +191,62 @@ def test_a_module_the_child_cannot_import_is_a_dispatch_error():
             ex._run_isolated([[row_sum(64)]], CONFIG, lambda r: None, {}, None)
     finally:
         ex.close()
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_the_worker_process_dies_with_kbench(tmp_path, sig):
+    """kbench stopped while a case hangs in its worker: the worker (and the kernel in it) goes too."""
+    import signal
+
+    suite = tmp_path / "hang.toml"
+    suite.write_text(SUITE.replace(f"timeout_s = {HANG_TIMEOUT_S}", "timeout_s = 300"))
+    path = os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(suite), "--executor", "local",
+                             "--db", str(tmp_path / "k.db")], cwd=ROOT, env=dict(os.environ, PYTHONPATH=path),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        workers: list[int] = []
+        while time.monotonic() < deadline:  # the hanging case is running: two results are stored
+            workers = _children(proc.pid)
+            db = tmp_path / "k.db"
+            if workers and db.exists():
+                with sqlite3.connect(db) as con:
+                    try:
+                        if con.execute("select count(*) from results").fetchone()[0] >= 2:
+                            break
+                    except sqlite3.OperationalError:
+                        pass
+            time.sleep(0.2)
+        assert workers, "kbench started no worker process"
+        time.sleep(0.5)
+        proc.send_signal(getattr(signal, sig))
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 10
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(w) for w in workers), f"worker(s) {workers} outlived kbench ({sig})"
+    finally:
+        proc.kill()
+        proc.wait()
