@@ -94,8 +94,10 @@ def _fraction(text: str) -> float:
 
 def execution_args(p: argparse.ArgumentParser) -> None:
     """Where and how a suite's cases run: shared by ``run``, ``calibrate`` and ``ab``."""
-    p.add_argument("--executor", choices=["ray", "local"], default="ray",
-                   help="ray (default: an embedded local Ray, or --address) or local (in-process)")
+    p.add_argument("--executor", choices=["ray", "local", "inproc"], default="ray",
+                   help="ray (default: an embedded local Ray, or --address), local (this machine, each case "
+                        "in a child process) or inproc (in kbench's own process, for debugging: no "
+                        "timeouts, a crash ends kbench)")
     p.add_argument("--address", help="join this Ray cluster instead of starting one")
     p.add_argument("--targets", help="comma-separated subset of targets (c,opencl,cuda)")
     p.add_argument("--max-time", type=float, metavar="S", help="cap on measuring time per case (seconds)")

@@ -2,7 +2,8 @@
 (build, check against the float64 reference, time).
 
 Modules: :mod:`~harness.execute.common` (what both executors share: slots, batches, the Executor
-protocol, exactly-once results), :mod:`~harness.execute.local` (in-process),
+protocol, exactly-once results), :mod:`~harness.execute.local` (this machine, each case in a child
+process),
 :mod:`~harness.execute.cluster` (the Ray cluster's lifecycle and placement),
 :mod:`~harness.execute.ray_executor` (the scheduling loop), :mod:`~harness.execute.ray_tasks` (what runs
 inside Ray's workers), :mod:`~harness.execute.worker` (one case: build, check, time),
@@ -25,8 +26,9 @@ from harness.execute.common import DispatchError, Executor
 
 def make_executor(kind: str = "ray", address: str | None = None, **kw: Any) -> Executor:
     """The executor for ``--executor KIND``: ``"ray"`` (:class:`~harness.execute.ray_executor.RayExecutor`;
-    ``address`` joins a cluster, None starts the embedded one) or ``"local"``
-    (:class:`~harness.execute.local.LocalExecutor`, in-process).
+    ``address`` joins a cluster, None starts the embedded one), ``"local"``
+    (:class:`~harness.execute.local.LocalExecutor`: each case in a warm child process, with timeouts
+    and crash recording) or ``"inproc"`` (the same in this process, unprotected: for debugging).
 
     ``module_folders`` (a suite's ``import_folders``) names the folders whose modules of ``imports``
     the Ray executor ships to its workers (:func:`harness.execute.cluster.shipped_modules`); the
@@ -42,7 +44,7 @@ def make_executor(kind: str = "ray", address: str | None = None, **kw: Any) -> E
         from harness.execute.ray_executor import RayExecutor
 
         return RayExecutor(address, **kw)
-    if kind == "local":
+    if kind in ("local", "inproc"):
         if address is not None:
             raise DispatchError("--address needs the ray executor (it joins a Ray cluster)")
         unknown = set(kw) - {"imports", "module_folders"}
@@ -52,8 +54,8 @@ def make_executor(kind: str = "ray", address: str | None = None, **kw: Any) -> E
         from harness.execute.local import LocalExecutor
 
         kw.pop("module_folders", None)  # this process imported them already (the suite's parser)
-        return LocalExecutor(**kw)
-    raise DispatchError(f"unknown executor {kind!r}; executors: ray, local")
+        return LocalExecutor(**kw, isolate=kind == "local")
+    raise DispatchError(f"unknown executor {kind!r}; executors: ray, local, inproc")
 
 
 __all__ = ["DispatchError", "Executor", "make_executor"]

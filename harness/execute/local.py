@@ -1,86 +1,222 @@
-"""In-process execution: :class:`LocalExecutor` runs the batches in this process, in order, through
-:func:`harness.execute.worker.run_cases`, while background threads build every case of the run ahead
-(:mod:`harness.execute.ahead`).
+"""Execution on this machine: :class:`LocalExecutor` runs each case in a warm child process
+(:class:`kernels.contrib.isolate.IsolatedWorker`), while background threads of this process build
+every case of the run ahead (:mod:`harness.execute.ahead`) and hand each its build as the case starts.
 
-There is no isolation: a kernel that hangs hangs the run and one that crashes the process ends it
-(resume with ``kbench run --resume``); per-case timeouts are not enforced beyond what the worker itself
-does. An exception escaping the worker is recorded as ``crashed`` for the running case and the batch
-goes on.
+Isolation, as the Ray executor gives it: a case runs at most its ``timeout_s`` (from the moment it is
+handed to the child) and is then recorded ``timeout``; its child is killed with its process group
+and a fresh one runs the rest of the batch. A case whose child dies (a segfault, an abort) or leaves
+its CUDA context unusable is retried in a fresh child up to ``max_retries`` times, then recorded
+``crashed`` with what happened; the run goes on. The child is started once per executor (and after
+each such loss), imports the suite's modules and pays each target's one-time costs (fingerprint,
+peaks: :func:`harness.execute.worker.prepare`) before its first case of that target, outside the
+case's timeout.
+
+``isolate=False`` (``kbench run --executor inproc``) runs the cases in this process instead, for
+debugging only: no timeout is enforced, a crashing kernel ends kbench, a hanging one hangs it.
+
+Whatever ``on_result`` raises (the store refusing a result, a lost database) propagates to the caller
+at once: it is never charged to a case.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import socket
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from harness.config import apply_runtime_defaults
 from harness.env import fingerprint
 from harness.model import Case, MeasureConfig, Result
+from kernels.contrib.isolate import IsolatedWorker, IsolateStartError
 
 from . import worker
-from .common import Emitter, OnResult, describe, gpu_model_from_name, homogeneous, take
+from .ahead import HOST_TIMED, BuildAhead
+from .build import Artifact
+from .common import (
+    DispatchError,
+    Emitter,
+    OnResult,
+    clean_message,
+    describe,
+    gpu_model_from_name,
+    homogeneous,
+    take,
+)
 
-__all__ = ["LocalExecutor"]
+__all__ = ["LocalExecutor", "PREPARE_TIMEOUT_S"]
+
+log = logging.getLogger(__name__)
+
+#: seconds a fresh child may take for a target's one-time costs (imports, CUDA context, peaks)
+PREPARE_TIMEOUT_S = 300.0
 
 
 class LocalExecutor:
-    """Runs every batch in this process, in order, through :func:`harness.execute.worker.run_cases`.
-
-    No isolation: a hanging kernel hangs the run, a crashing one ends the process, and per-case
-    timeouts are not enforced beyond what the worker does. An exception escaping the worker is
-    recorded as ``crashed`` for the case that was running and the batch continues after it.
+    """Runs every batch on this machine, in order, each case in a warm child process (see the module
+    docstring), or with ``isolate=False`` in this process (debugging only).
 
     Parameters
     ----------
     imports : tuple of str
-        Modules the worker imports before running (e.g. modules registering extra workloads).
+        Modules this process and the child import before running (e.g. modules registering workloads).
+    isolate : bool
+        True (``--executor local``): cases run in the child, with timeouts and crash recording. False
+        (``--executor inproc``): in this process, unprotected.
+    max_retries : int
+        How often a case whose child died is run again in a fresh child before it is recorded
+        ``crashed`` (as the Ray executor's ``max_retries``).
+    env : dict, optional
+        Environment changes for the child (e.g. ``{"CUDA_VISIBLE_DEVICES": "1"}``).
     """
 
-    kind = "local"
-
-    def __init__(self, imports: Sequence[str] = ()):
+    def __init__(self, imports: Sequence[str] = (), *, isolate: bool = True, max_retries: int = 2,
+                 env: dict | None = None):
+        if max_retries < 0:
+            raise DispatchError(f"the local executor's max_retries must be >= 0, got {max_retries}")
         self.imports = tuple(imports)
+        self.isolate = bool(isolate)
+        self.kind = "local" if self.isolate else "inproc"
+        self.max_retries = int(max_retries)
+        self.env = dict(env or {})
+        self._child: IsolatedWorker | None = None
+        self._prepared: set = set()  # (child generation, target) whose one-time costs are paid
 
     def run(self, batches: Sequence[Sequence[Case]], config: MeasureConfig, on_result: OnResult,
             side_specs: dict | None = None) -> None:
         """Run ``batches`` and call ``on_result`` once per case, as each result is known
-        (``side_specs``: see :func:`harness.execute.worker.run_cases`)."""
+        (``side_specs``: see :func:`harness.execute.worker.run_cases`).
+
+        Raises
+        ------
+        DispatchError
+            The child process cannot start (a module of ``imports`` cannot be imported there).
+        Exception
+            Whatever ``on_result`` raises, at once (the case whose result it was is not re-run).
+        """
         emit = Emitter(on_result)
         todo = homogeneous(batches)
-        apply_runtime_defaults()
+        apply_runtime_defaults()  # before the child starts: it inherits the environment
         for mod in self.imports:  # workloads they register are built ahead below
             importlib.import_module(mod)
         # every case of the run is built ahead from the start (one process runs all batches in turn)
         ahead = worker.builds_ahead([c for b in todo for c in b], config, side_specs=side_specs) \
             if sum(len(b) for b in todo) > 1 else None
         try:
-            self._run(todo, config, emit, side_specs, ahead)
+            if self.isolate:
+                self._run_isolated(todo, config, emit, side_specs or {}, ahead)
+            else:
+                self._run_inproc(todo, config, emit, side_specs, ahead)
         finally:
             if ahead is not None:
                 ahead.close()
 
-    def _run(self, todo, config: MeasureConfig, emit: Emitter, side_specs: dict | None, ahead) -> None:
+    # -- in a child process -----------------------------------------------------------------------
+
+    def _worker(self) -> IsolatedWorker:
+        if self._child is None:
+            self._child = IsolatedWorker(env=self.env, imports=("harness.execute.local", *self.imports),
+                                         name="kbench's local worker")
+        return self._child
+
+    def _call(self, fn, *args, timeout: float | None):
+        try:
+            return self._worker().call(fn, *args, timeout=timeout)
+        except IsolateStartError as exc:
+            raise DispatchError(f"the local worker process cannot start (imports={list(self.imports)}): "
+                                f"{exc}") from None
+
+    def _prepare(self, target: str, cases: Sequence[Case]) -> None:
+        """Pay the child's one-time costs of ``target`` (outside any case's timeout); a failure is left
+        for the first case to report."""
+        child = self._worker()
+        child.start()
+        if (child.generation, target) in self._prepared:
+            return
+        # imported when used: ray_tasks loads without Ray, and only peer cases need its helper
+        from .ray_tasks import peer_libraries
+
+        out = self._call(worker.prepare, target, self.imports, peer_libraries(cases),
+                         timeout=PREPARE_TIMEOUT_S)
+        if not out.ok:
+            log.info("kbench: the local worker's warm-up for %s: %s %s", target, out.status, out.error)
+        self._prepared.add((self._worker().generation, target))
+
+    def _run_isolated(self, todo: list[list[Case]], config: MeasureConfig, emit: Emitter,
+                      side_specs: dict, ahead: BuildAhead | None) -> None:
+        failures: Counter = Counter()
+        for batch in todo:
+            rest = list(batch)
+            taken: dict[str, tuple[Artifact | None, float]] = {}
+            while rest:
+                case = rest[0]
+                self._prepare(case.target, rest)
+                if case.key not in taken:
+                    artifact, wait_s = ahead.take(case) if ahead is not None else (None, 0.0)
+                    taken[case.key] = (artifact, wait_s)
+                artifact, wait_s = taken[case.key]
+                # host-timed targets are timed with no build running (harness.execute.ahead)
+                quiet_s = ahead.quiet() if ahead is not None and case.target in HOST_TIMED else 0.0
+                out = self._call(run_case_in_child, case, config, artifact, wait_s, quiet_s,
+                                 side_specs.get(case.key), timeout=case.timeout_s)
+                where = f"{socket.gethostname()}:{out.pid}"
+                if out.status == "ok":
+                    result = out.value
+                elif out.status == "raised":  # run_case turns failures into outcomes: a bug if here
+                    result = Result(case, "crashed", worker=where,
+                                    message=clean_message(f"the worker raised {out.error}\n{out.traceback}"))
+                elif out.status == "timeout":
+                    result = Result(case, "timeout", worker=where, message=(
+                        f"no result after {out.seconds:.1f} s on {where} (timeout {case.timeout_s:g} s); "
+                        "the worker process was killed and the rest of its batch runs in a fresh one"))
+                else:  # crashed, or a fatal device error: the child is gone
+                    failures[case.key] += 1
+                    n = failures[case.key]
+                    if n <= self.max_retries:
+                        log.info("kbench: worker crashed on %s running %s (%s); retry %d of %d", where,
+                                 case.key, out.error, n, self.max_retries)
+                        continue
+                    what = "crashed" if out.status == "crashed" else "lost its device"
+                    result = Result(case, "crashed", worker=where, message=clean_message(
+                        f"the worker {what} on {where} running this case ({n} attempts): {out.error}"))
+                take(rest, result)
+                emit(result)  # outside any handler: a store error is never charged to a case
+
+    # -- in this process (debugging) --------------------------------------------------------------
+
+    def _run_inproc(self, todo, config: MeasureConfig, emit: Emitter, side_specs: dict | None,
+                    ahead) -> None:
         for batch in todo:
             rest = list(batch)
             while rest:
-                try:
-                    for result in worker.run_cases(list(rest), config, self.imports, side_specs=side_specs,
-                                                   ahead=ahead):
-                        take(rest, result)
-                        emit(result)
-                except Exception as exc:
-                    if rest:
-                        head = rest.pop(0)
-                        emit(Result(head, "crashed", message=f"the worker raised {describe(exc)}",
-                                    worker=worker.worker_label()))
+                results = worker.run_cases(list(rest), config, self.imports, side_specs=side_specs,
+                                           ahead=ahead)
+                failed = False
+                while True:
+                    try:
+                        result = next(results)
+                    except StopIteration:
+                        break
+                    except Exception as exc:  # the worker itself failed: charged to the running case
+                        if rest:
+                            head = rest.pop(0)
+                            emit(Result(head, "crashed", message=f"the worker raised {describe(exc)}",
+                                        worker=worker.worker_label()))
+                        failed = True
+                        break
+                    take(rest, result)
+                    emit(result)  # outside the handler above: a store error propagates
+                if failed:
                     continue
                 for case in rest:  # the worker ended without these: never leave a case unreported
                     emit(Result(case, "crashed", message="the worker returned no result for this case",
                                 worker=worker.worker_label()))
                 rest = []
+
+    # -- the executor protocol --------------------------------------------------------------------
 
     def gpu_models(self) -> list[str]:
         """The model of this machine's GPU (``[]`` without one)."""
@@ -93,11 +229,14 @@ class LocalExecutor:
         node = {"node_id": "local", "host": socket.gethostname(), "alive": True,
                 "cpus": float(os.cpu_count() or 1), "gpus": float(len(models)),
                 "gpu_model": models[0] if models else "", "labels": {}}
-        return {"executor": "local", "address": None, "embedded": True, "auth": "n/a",
+        return {"executor": self.kind, "address": None, "embedded": True, "auth": "n/a",
                 "nodes": [node], "cpus": node["cpus"], "gpus": node["gpus"], "gpu_models": models}
 
     def close(self) -> None:
-        pass
+        """End the child process."""
+        if self._child is not None:
+            self._child.close()
+            self._child = None
 
     def __enter__(self) -> LocalExecutor:
         return self
@@ -106,10 +245,35 @@ class LocalExecutor:
         self.close()
 
 
+class _Prebuilt:
+    """In the child: the one build ahead of the case it runs, as :class:`~harness.execute.ahead.BuildAhead`
+    hands it (the parent's build threads made it; ``wait_s`` and ``quiet_s`` are what the parent waited
+    for it and for the other builds, reported in the case's phases)."""
+
+    def __init__(self, key: str, artifact: Artifact | None, wait_s: float, quiet_s: float):
+        self.key, self.artifact, self.wait_s, self.quiet_s = key, artifact, wait_s, quiet_s
+
+    def __contains__(self, key: str) -> bool:
+        return key == self.key and self.artifact is not None
+
+    def take(self, case: Case) -> tuple[Artifact | None, float]:
+        artifact, self.artifact = self.artifact, None
+        return artifact, self.wait_s
+
+    def quiet(self) -> float:
+        return self.quiet_s
+
+
+def run_case_in_child(case: Case, config: MeasureConfig, artifact: Artifact | None, wait_s: float,
+                      quiet_s: float, side_spec: dict | None) -> Result:
+    """What the child runs for one case: :func:`harness.execute.worker.run_case` with the parent's
+    build of it (None: the child builds it) and the parent's waits for builds."""
+    prebuilt = _Prebuilt(case.key, artifact, wait_s, quiet_s)
+    return worker.run_case(case, config, None, side_spec, ahead=prebuilt)
+
+
 def _local_gpu_name() -> str:
     try:
         return str(fingerprint("cuda").get("gpu_name") or "")
     except Exception:
         return ""
-
-

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import socket
+import sys
 import time
 import traceback
 from dataclasses import dataclass, replace
@@ -36,9 +37,10 @@ from .portable import PortableSpecError, thaw
 
 def worker_label() -> str:
     """Where a result was measured: the Ray node id when inside Ray, else host:pid."""
+    ray = sys.modules.get("ray")  # a process that never imported Ray is not inside Ray (importing it
+    if ray is None:               # takes seconds: the local executor's child would pay them per start)
+        return f"{socket.gethostname()}:{os.getpid()}"
     try:
-        import ray
-
         if ray.is_initialized():
             ctx = ray.get_runtime_context()
             return f"{ctx.get_node_id()[:12]}:{os.getpid()}"

@@ -4,14 +4,15 @@
   :class:`CheckedRunner`, a :class:`kernels.tuning.LocalRunner` that first checks each candidate's
   outputs against the workload's float64 reference on the case's seeded inputs, within the case's
   tolerances (harness.execute.check, as `kbench run` checks), and times only the correct ones; a
-  wrong candidate is recorded as WRONG_ANSWER with the worst element named.
+  wrong candidate is recorded as WRONG_ANSWER with the worst element named. Both run in the
+  LocalRunner's warm measuring child process: a candidate that segfaults or faults the GPU is
+  RUNTIME_DEVICE, one that hangs RUN_TIMEOUT, and the session goes on.
 - ``ray``: ``kernels.tuning.ray_measure.RayBuilder`` (builds on CPU workers) and ``RayRunner``
   (checks and times on the GPU workers of one GPU model), imported when used.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -27,12 +28,11 @@ from kernels.tuning import (
     LocalRunner,
     MeasureErrorNo,
     MeasureInput,
-    MeasureResult,
     measure_option,
 )
-from kernels.tuning.measure import BuildResult, MeasureOption
+from kernels.tuning.measure import BuildResult, MeasureOption, RunJob, run_job
 
-__all__ = ["CheckedRunner", "RunnerSettings", "measure_option_for"]
+__all__ = ["CheckedRunner", "RunnerSettings", "check_and_time", "measure_option_for"]
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,9 @@ class CheckedRunner(LocalRunner):
     """A :class:`~kernels.tuning.LocalRunner` whose correctness check is the harness's: each built
     candidate runs once on the case's inputs (outputs poisoned) and is compared with the workload's
     float64 reference within ``case.rtol`` / ``case.atol``; correct candidates are then timed as the
-    LocalRunner times them.
+    LocalRunner times them. Both happen in the LocalRunner's measuring child process
+    (:func:`check_and_time`), which imports the suite's modules as it starts: a candidate that
+    segfaults, hangs or faults the GPU is recorded and the session goes on in a fresh child.
 
     Parameters
     ----------
@@ -72,52 +74,60 @@ class CheckedRunner(LocalRunner):
         The tuned case (its workload, shape, dtype and tolerances).
     settings : RunnerSettings
         Timing and seed.
+    imports : sequence of str
+        Modules the measuring process imports (the suite's ``imports``: they may register the
+        case's workload).
+    isolate : bool
+        False measures in this process, for debugging only (see :class:`~kernels.tuning.LocalRunner`).
     """
 
-    def __init__(self, case: Case, settings: RunnerSettings):
+    def __init__(self, case: Case, settings: RunnerSettings, imports: Sequence[str] = (),
+                 isolate: bool = True):
         settings = settings.for_case(case)
         super().__init__(number=settings.number, repeat=settings.repeat,
-                         min_repeat_ms=settings.min_repeat_ms, timeout=settings.timeout_s)
+                         min_repeat_ms=settings.min_repeat_ms, timeout=settings.timeout_s, isolate=isolate)
         self.case = case
         self.seed = settings.seed
+        self.imports = tuple(imports)
 
-    def _check(self, built: BuildResult, target: Any) -> tuple[int, str] | None:
-        """None when the candidate's outputs match the reference, else (error number, message)."""
-        w = workloads.get(self.case.workload)
-        data = case_data(w, self.case, self.seed)
-        try:
-            dev = _device(target)
-            nd = [tvm.nd.array(a, dev) for a in data.args]
-            built.module(*nd)
-            dev.sync()
-            got = [nd[i].numpy() for i in w.outputs]
-        except Exception as exc:  # the candidate cannot run: recorded, never raised
-            return int(MeasureErrorNo.RUNTIME_DEVICE), f"{type(exc).__name__}: {exc}"
-        ok, message = check_outputs(got, data.reference, self.case.rtol, self.case.atol)
-        return None if ok else (int(MeasureErrorNo.WRONG_ANSWER), message)
+    def _child_imports(self) -> tuple[str, ...]:
+        return ("harness.tune.runner", *self.imports)
 
-    def run(self, inputs: Sequence[MeasureInput],
-            build_results: Sequence[BuildResult]) -> list[MeasureResult]:
-        out: list[MeasureResult | None] = [None] * len(inputs)
-        for i, (inp, built) in enumerate(zip(inputs, build_results)):
-            if built.module is None:
-                continue  # the LocalRunner reports the build's error
-            t0 = time.perf_counter()
-            bad = self._check(built, inp.target)
-            if bad is not None:
-                spent = built.time_cost + time.perf_counter() - t0
-                out[i] = MeasureResult((bad[1],), bad[0], spent, time.time())
-        rest = [i for i, r in enumerate(out) if r is None]
-        for i, r in zip(rest, super().run([inputs[i] for i in rest], [build_results[i] for i in rest])):
-            out[i] = r
-        return [r for r in out if r is not None]
+    def _job(self, inp: MeasureInput, built: BuildResult) -> tuple[Any, tuple]:
+        return check_and_time, (self.case, self.seed, self._run_job(inp, built))
+
+
+def check_and_time(case: Case, seed: int, job: RunJob) -> tuple[tuple[Any, ...], int]:
+    """What the measuring process runs for one candidate of ``case``: load it, check it against the
+    workload's float64 reference on the case's inputs (seeded by ``seed``), then time it
+    (:func:`kernels.tuning.measure.run_job`); ``(costs, error_no)``."""
+    try:
+        module = job.load()
+    except Exception as exc:
+        return (f"loading the module failed: {type(exc).__name__}: {exc}",), \
+            int(MeasureErrorNo.RUNTIME_DEVICE)
+    w = workloads.get(case.workload)
+    data = case_data(w, case, seed)
+    try:
+        dev = _device(job.target)
+        nd = [tvm.nd.array(a, dev) for a in data.args]
+        module(*nd)
+        dev.sync()
+        got = [nd[i].numpy() for i in w.outputs]
+    except Exception as exc:  # the candidate cannot run: recorded, never raised
+        return (f"{type(exc).__name__}: {exc}",), int(MeasureErrorNo.RUNTIME_DEVICE)
+    ok, message = check_outputs(got, data.reference, case.rtol, case.atol)
+    if not ok:
+        return (message,), int(MeasureErrorNo.WRONG_ANSWER)
+    return run_job(replace(job, module=module))
 
 
 def measure_option_for(executor: str, case: Case, settings: RunnerSettings, *, gpu_model: str = "",
-                       address: str | None = None) -> MeasureOption:
+                       address: str | None = None, imports: Sequence[str] = ()) -> MeasureOption:
     """The builder and runner of a session of ``case`` on ``executor`` ("local" or "ray"; the Ray
-    runner is placed on GPUs of ``gpu_model``). Cases of the c and opencl targets are measured in
-    this process whatever the executor: their device key is this host's CPU.
+    runner is placed on GPUs of ``gpu_model``). Cases of the c and opencl targets are measured on
+    this host whatever the executor (their device key is this host's CPU), in the local runner's
+    measuring child process, which imports ``imports`` (the suite's modules).
 
     Raises
     ------
@@ -129,7 +139,7 @@ def measure_option_for(executor: str, case: Case, settings: RunnerSettings, *, g
     settings = settings.for_case(case)
     if executor == "local" or case.target != "cuda":
         return measure_option(builder=LocalBuilder(timeout=settings.timeout_s),
-                              runner=CheckedRunner(case, settings))
+                              runner=CheckedRunner(case, settings, imports))
     try:
         # imported when used: it needs Ray and a cluster, which the local executor does without
         from kernels.tuning.ray_measure import RayBuilder, RayRunner

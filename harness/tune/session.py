@@ -238,7 +238,7 @@ def _tune_one(st: Store, suite: Suite, request: TuneRequest, s: SessionSummary, 
         return
     # before the session is stored: a builder or runner that cannot be made leaves nothing behind
     option = measure_option_for(request.executor_kind, case, request.settings, gpu_model=case.gpu_model,
-                                address=request.address)
+                                address=request.address, imports=tuple(suite.imports))
     s.session_id = st.begin_tuning_session(
         case, device=s.device, tuner=request.tuner, n_trial=s.planned, executor=request.executor_kind,
         space=space, suite=suite, argv=request.argv, git_commit=git_commit())

@@ -9,7 +9,9 @@ of each repeat is one cost). Every failure becomes a :class:`MeasureResult` with
 (autotvm's :class:`MeasureErrorNo`) and a message: a search never stops on a bad candidate.
 
 ``measure_option(builder, runner)`` bundles the two, as autotvm's does; ``builder="local"`` and
-``runner=LocalRunner(...)`` are the in-process pair; :class:`~kernels.tuning.ray_measure.RayBuilder`
+``runner=LocalRunner(...)`` are the local pair (builds in this process's threads, each candidate run in
+a warm measuring child process, :mod:`kernels.contrib.isolate`, so that a candidate that crashes, hangs
+or faults the GPU costs one candidate and never the session); :class:`~kernels.tuning.ray_measure.RayBuilder`
 and :class:`~kernels.tuning.ray_measure.RayRunner` spread the same work over a Ray cluster (their
 builds come back as bytes, :attr:`BuildResult.artifact`, which either runner loads). A harness
 (``kbench tune``) can pass its own runner object with the same ``run(inputs, build_results)`` method
@@ -24,6 +26,7 @@ import enum
 import logging
 import time
 import traceback
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, List, Optional, Sequence, Tuple
@@ -32,7 +35,8 @@ import numpy as np
 
 __all__ = ["MeasureErrorNo", "MeasureInput", "MeasureResult", "BuildResult", "ArgInfo", "LocalBuilder",
            "LocalRunner", "measure_option", "create_measure_batch", "random_args", "arg_infos",
-           "time_candidate", "reference_outputs", "with_cuda_arch"]
+           "time_candidate", "reference_outputs", "with_cuda_arch", "RunJob", "run_job",
+           "warm_reference", "LOAD_GRACE_S"]
 
 logger = logging.getLogger("autotvm")
 
@@ -276,8 +280,82 @@ def time_candidate(module: Any, args: Sequence[Any], target: Any, number: int, r
         return (f"{type(exc).__name__}: {exc}",), int(MeasureErrorNo.RUNTIME_DEVICE)
 
 
+#: seconds a measuring process gets beyond a runner's ``timeout`` (loading the module, the OpenCL
+#: driver's compile, the arguments) before it is killed and the candidate recorded RUN_TIMEOUT
+LOAD_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """What a measuring process needs to check and time one built candidate: the module as bytes
+    (``artifact``; ``module``, the object itself, only when it runs in the process that built it),
+    its arguments' shapes and dtypes, the target, the timing settings and the key of the reference
+    outputs to compare with (``reference_key``, see :func:`warm_reference`; None: no check)."""
+
+    target: str
+    args: Tuple[ArgInfo, ...]
+    artifact: Optional[bytes]
+    number: int
+    repeat: int
+    min_repeat_ms: float
+    timeout: float
+    reference_key: Optional[str] = None
+    module: Any = None
+
+    def load(self) -> Any:
+        """The runnable module (``module``, else loaded from ``artifact``)."""
+        if self.module is not None:
+            return self.module
+        from ..runtime.serialize import module_from_bytes
+
+        return module_from_bytes(self.artifact)
+
+
+#: reference outputs by key, in the process that measures (:func:`warm_reference`)
+_REFERENCES: dict = {}
+
+
+def warm_reference(key: str, artifact: Optional[bytes], args: Tuple[ArgInfo, ...], target: str,
+                   module: Any = None) -> bool:
+    """Compute the reference outputs of ``key`` in this process (the reference configuration built as
+    ``artifact``, run once on arguments filled from seed 0) and keep them for the candidates whose
+    :attr:`RunJob.reference_key` is ``key``. True when they were computed now, False when known."""
+    if key in _REFERENCES:
+        return False
+    mod = module
+    if mod is None:
+        from ..runtime.serialize import module_from_bytes
+
+        mod = module_from_bytes(artifact)
+    _REFERENCES[key] = reference_outputs(mod, args, target)
+    return True
+
+
+def run_job(job: RunJob) -> Tuple[Tuple[Any, ...], int]:
+    """Load, check and time one candidate (:func:`time_candidate`): ``(costs, error_no)``. What a
+    :class:`LocalRunner` runs in its measuring process for each candidate."""
+    try:
+        module = job.load()
+    except Exception as exc:
+        return (f"loading the module failed: {type(exc).__name__}: {exc}",), \
+            int(MeasureErrorNo.RUNTIME_DEVICE)
+    reference = _REFERENCES.get(job.reference_key) if job.reference_key is not None else None
+    return time_candidate(module, job.args, job.target, job.number, job.repeat, job.min_repeat_ms,
+                          job.timeout, reference)
+
+
 class LocalRunner:
-    """Run built candidates on this machine's device for the task's target.
+    """Run built candidates on this machine's device for the task's target, each in a measuring child
+    process (:class:`kernels.contrib.isolate.IsolatedWorker`) kept warm across candidates.
+
+    A candidate's module travels to the child as bytes (:func:`kernels.runtime.serialize.
+    module_to_bytes`; the builds stay in this process's threads), where it is loaded, checked and timed
+    (:func:`run_job`). A candidate that crashes the child (a segfault, an abort), leaves its CUDA
+    context unusable (an illegal memory access...) or runs past ``timeout`` plus :data:`LOAD_GRACE_S`
+    seconds is recorded (RUNTIME_DEVICE for a crash or a device fault, RUN_TIMEOUT for a timeout, with
+    a message saying what happened), the child is replaced, and the next candidate runs in the fresh
+    one: a session never ends on a bad candidate. The child costs one process start per runner (and per
+    replacement), then well under a millisecond per candidate beyond the candidate's own work.
 
     Parameters
     ----------
@@ -292,32 +370,155 @@ class LocalRunner:
     check_correctness : bool
         Compare every candidate's outputs with the task's reference build (the template's first
         configuration, built and run once per task); a mismatch is WRONG_ANSWER.
+    isolate : bool
+        True (default): measure in the child process. False runs candidates in this process, for
+        debugging only (a crashing candidate ends the process, a hanging one hangs it, a CUDA fault
+        poisons every later candidate).
+    env : mapping, optional
+        Environment changes for the child (e.g. ``{"CUDA_VISIBLE_DEVICES": "1"}``).
     """
 
     def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: float = 0, timeout: float = 10,
                  cooldown_interval: float = 0.0, enable_cpu_cache_flush: bool = False,
-                 check_correctness: bool = False):
+                 check_correctness: bool = False, isolate: bool = True, env: Optional[dict] = None):
         if number < 1 or repeat < 1:
             raise ValueError(f"LocalRunner: number and repeat must be >= 1, got {number} and {repeat}")
+        if timeout <= 0:
+            raise ValueError(f"LocalRunner: timeout must be positive, got {timeout}")
         self.number, self.repeat = int(number), int(repeat)
         self.min_repeat_ms = float(min_repeat_ms)
         self.timeout = float(timeout)
         self.cooldown_interval = float(cooldown_interval)
         self.check_correctness = bool(check_correctness)
-        self._references: dict = {}
+        self.isolate = bool(isolate)
+        self.env = dict(env or {})
+        self._references: dict = {}  # (workload, target) -> (key, BuildResult) or None
+        self._warm: set = set()  # (child generation, reference key) already computed there
+        self._worker: Any = None
+        self._uid = uuid.uuid4().hex[:12]
 
-    def _reference(self, task, target, rng_seed: int) -> Optional[List[np.ndarray]]:
-        key = (task.workload, str(target))
-        if key not in self._references:
+    # -- the measuring process ------------------------------------------------------------------
+
+    @property
+    def worker(self) -> Any:
+        """The :class:`~kernels.contrib.isolate.IsolatedWorker` that measures (made on first use)."""
+        if self._worker is None:
+            from ..contrib.isolate import IsolatedWorker
+
+            self._worker = IsolatedWorker(env=self.env, imports=self._child_imports(),
+                                          name="the tuning runner's measuring process")
+        return self._worker
+
+    def _child_imports(self) -> Tuple[str, ...]:
+        """Modules the measuring process imports as it starts."""
+        return ("kernels.tuning.measure",)
+
+    def close(self) -> None:
+        """End the measuring process (a later :meth:`run` starts another)."""
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+    def __enter__(self) -> LocalRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, fn: Callable[..., Any], *args: Any, timeout: float) -> Tuple[Tuple[Any, ...], int]:
+        """``fn(*args)`` -> ``(costs, error_no)`` in the measuring process (or here, without
+        isolation); whatever became of the child is turned into an error number and a message."""
+        if not self.isolate:
+            return fn(*args)
+        from ..contrib.isolate import IsolateStartError
+
+        try:
+            out = self.worker.call(fn, *args, timeout=timeout)
+        except IsolateStartError as exc:
+            return (str(exc),), int(MeasureErrorNo.UNKNOWN_ERROR)
+        if out.status == "ok":
+            return out.value
+        if out.status == "timeout":
+            return (f"running took longer than {self.timeout:g} s: {out.error}",), \
+                int(MeasureErrorNo.RUN_TIMEOUT)
+        if out.status == "crashed":
+            return (f"the candidate crashed its measuring process: {out.error}",), \
+                int(MeasureErrorNo.RUNTIME_DEVICE)
+        if out.status == "fatal":
+            return (f"the candidate left the device unusable (its measuring process was replaced): "
+                    f"{out.error}",), int(MeasureErrorNo.RUNTIME_DEVICE)
+        logger.debug("a candidate raised in the measuring process:\n%s", out.traceback)
+        return (out.error,), int(MeasureErrorNo.RUNTIME_DEVICE)
+
+    # -- what a candidate's measurement needs ---------------------------------------------------
+
+    def _reference(self, task: Any, target: Any) -> Optional[Tuple[str, BuildResult]]:
+        """The reference configuration of ``task`` built for ``target`` (once) and its key."""
+        rkey = (task.workload, str(target))
+        if rkey not in self._references:
             first = LocalBuilder.build_one(MeasureInput(target, task, task.config_space.get(0)))
             if first.module is None:
-                self._references[key] = None
+                logger.warning("the reference configuration did not build (%s); outputs are not checked",
+                               first.error)
+                self._references[rkey] = None
             else:
-                self._references[key] = reference_outputs(first.module, first.args, target, rng_seed)
-        return self._references[key]
+                key = f"{self._uid}:{len(self._references)}"
+                self._references[rkey] = (key, first)
+        return self._references[rkey]
+
+    def _reference_key(self, task: Any, target: Any) -> Optional[str]:
+        """The key of ``task``'s reference outputs, computed in the measuring process if it lacks them
+        (None: no reference, or it does not run there: the outputs are not checked)."""
+        ref = self._reference(task, target)
+        if ref is None:
+            return None
+        key, built = ref
+        gen = self.worker.generation if self.isolate else 0
+        if (gen, key) in self._warm:
+            return key
+        if self.isolate:
+            try:
+                artifact = _to_bytes(built)
+            except Exception as exc:
+                logger.warning("the reference configuration cannot be sent to the measuring process (%s); "
+                               "outputs are not checked", exc)
+                self._references[(task.workload, str(target))] = None
+                return None
+            from ..contrib.isolate import IsolateStartError
+
+            try:
+                out = self.worker.call(warm_reference, key, artifact, arg_infos(built.args), str(target),
+                                       timeout=self.timeout + LOAD_GRACE_S)
+            except IsolateStartError as exc:
+                logger.warning("%s", exc)
+                return None
+            gen = self.worker.generation  # the child that computed them (when out.ok)
+            if not out.ok:
+                logger.warning("the reference configuration did not run (%s: %s); outputs are not checked",
+                               out.status, out.error)
+                self._references[(task.workload, str(target))] = None
+                return None
+        else:
+            warm_reference(key, None, arg_infos(built.args), str(target), module=built.module)
+        self._warm.add((gen, key))
+        return key
+
+    def _job(self, inp: MeasureInput, built: BuildResult) -> Tuple[Callable[..., Any], tuple]:
+        """What runs for one candidate in the measuring process: ``(function, arguments)``; the
+        function returns ``(costs, error_no)``. Subclasses check candidates their own way here."""
+        ref_key = self._reference_key(inp.task, inp.target) if self.check_correctness else None
+        return run_job, (self._run_job(inp, built, ref_key),)
+
+    def _run_job(self, inp: MeasureInput, built: BuildResult, reference_key: Optional[str] = None) -> RunJob:
+        """The :class:`RunJob` of a built candidate (its module as bytes when isolated)."""
+        return RunJob(str(inp.target), arg_infos(built.args), _to_bytes(built) if self.isolate else None,
+                      self.number, self.repeat, self.min_repeat_ms, self.timeout, reference_key,
+                      None if self.isolate else built.load())
 
     def run(self, inputs: Sequence[MeasureInput],
             build_results: Sequence[BuildResult]) -> List[MeasureResult]:
+        """Measure each built candidate (see the class docstring); one :class:`MeasureResult` each, in
+        order: a build's error is passed on, a candidate that fails gets an error number."""
         out: List[MeasureResult] = []
         for inp, built in zip(inputs, build_results):
             t0 = time.perf_counter()
@@ -327,19 +528,29 @@ class LocalRunner:
                                          built.time_cost, time.time()))
                 continue
             try:
-                module = built.load()
-                ref = self._reference(inp.task, inp.target, 0) if self.check_correctness else None
+                fn, args = self._job(inp, built)
             except Exception as exc:
-                logger.debug("candidate %s failed to load:\n%s", inp.config, traceback.format_exc(limit=3))
-                costs, error_no = (f"{type(exc).__name__}: {exc}",), int(MeasureErrorNo.RUNTIME_DEVICE)
+                logger.debug("candidate %s cannot be sent to the runner:\n%s", inp.config,
+                             traceback.format_exc(limit=3))
+                costs, error_no = (f"the built module cannot be sent to the measuring process: "
+                                   f"{type(exc).__name__}: {exc}",), int(MeasureErrorNo.COMPILE_HOST)
             else:
-                costs, error_no = time_candidate(module, built.args, inp.target, self.number, self.repeat,
-                                                 self.min_repeat_ms, self.timeout, ref)
+                costs, error_no = self._call(fn, *args, timeout=self.timeout + LOAD_GRACE_S)
             spent = built.time_cost + time.perf_counter() - t0
-            out.append(MeasureResult(costs, error_no, spent, time.time()))
+            out.append(MeasureResult(tuple(costs), int(error_no), spent, time.time()))
             if self.cooldown_interval:
                 time.sleep(self.cooldown_interval)
         return out
+
+
+def _to_bytes(built: BuildResult) -> bytes:
+    """A built candidate's module as bytes (built elsewhere: its artifact as it came)."""
+    if built.artifact is not None:
+        return built.artifact
+    from ..runtime.serialize import module_to_bytes
+
+    built.artifact = module_to_bytes(built.module)
+    return built.artifact
 
 
 def _close(got: np.ndarray, ref: np.ndarray) -> bool:
