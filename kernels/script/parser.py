@@ -38,8 +38,10 @@ from ..tir.block import (
 )
 from ..tir.expr import (
     And,
+    Broadcast,
     Buffer,
     BufferLoad,
+    BufferView,
     Call,
     FloatImm,
     IntImm,
@@ -55,6 +57,7 @@ from ..tir.function import IRModule, PrimFunc
 from ..tir.region import infer_regions, row_major_strides
 from ..tir.simplify import simplify
 from ..tir.stmt import BufferStore, Evaluate, ForKind, IfThenElse, LetStmt, Stmt, seq
+from .tir import INTRINSICS as _INTRINSICS
 
 
 class TVMScriptError(TVMError):
@@ -119,6 +122,8 @@ class _Parser:
         self.params: List[Var] = []
         self.buffer_map: List[Tuple[Var, Buffer]] = []
         self.depth = 0  # statements nested in loops / ifs / blocks below the function level
+        self.owners: Dict[int, Buffer] = {}  # data pointer -> the buffer that owns it
+        self.views: Dict[Tuple[int, str], BufferView] = {}  # (data pointer, dtype) -> its flat view
 
     # -- errors and names -------------------------------------------------------------------------
     def error(self, node: Optional[ast.AST], msg: str) -> TVMScriptError:
@@ -236,7 +241,9 @@ class _Parser:
             raise self.error(node, f"{what} {name}: unknown storage scope {scope!r}; expected one of "
                                    f"{', '.join(_SCOPES)}")
         dims_t = tuple(dims)
-        return Buffer(name, dtype, dims_t, scope, row_major_strides(dims_t))
+        buf = Buffer(name, dtype, dims_t, scope, row_major_strides(dims_t))
+        self.owners[id(buf.data)] = buf
+        return buf
 
     # -- statements ---------------------------------------------------------------------------------
     def body(self, stmts: List[ast.stmt]) -> Stmt:
@@ -348,6 +355,17 @@ class _Parser:
                 raise self.error(st, "T.block_attr takes a dict")
             ctx.annotations.update(ann)
             return None
+        if kind == "store":
+            args = [self.eval(a) for a in node.args]
+            kw = {k.arg: self.eval(k.value) for k in node.keywords}
+            names = ("buffer_var", "index", "value", "predicate")
+            for k, v in kw.items():
+                if k not in names or names.index(k) < len(args):
+                    raise self.error(st, f"T.store: unexpected argument {k}")
+            full = args + [kw.get(n) for n in names[len(args):]]
+            if len(args) > 4 or full[0] is None or full[1] is None or full[2] is None:
+                raise self.error(st, "T.store takes (buffer_var, index, value[, predicate])")
+            return self.flat_store(st, full[0], full[1], full[2], full[3])
         if kind == "evaluate":
             if len(node.args) != 1:
                 raise self.error(st, "T.evaluate takes one expression")
@@ -356,6 +374,96 @@ class _Parser:
             raise self.error(st, f"T.{kind} cannot be used as a statement here")
         raise self.error(st, f"the call {ast.unparse(node)!r} is not a statement; wrap an expression in "
                              "T.evaluate(...)")
+
+    # -- TVM's flat Load / Store on a data pointer ------------------------------------------------------
+    def view(self, node, ptr, dtype: Optional[str], what: str) -> BufferView:
+        """The flat view of the memory at ``ptr`` (a buffer's ``.data`` or an allocation) holding
+        ``dtype`` elements (the owner's type when None)."""
+        if isinstance(ptr, Buffer):
+            ptr = ptr.data
+        if not isinstance(ptr, Var) or ptr.dtype != "handle":
+            raise self.error(node, f"{what}: {ptr!r} is not a data pointer (use a buffer's .data or an "
+                                   "allocation)")
+        owner = self.owners.get(id(ptr))
+        elem = dt.element_of(dtype) if dtype is not None else owner.dtype if owner is not None else None
+        if elem is None:
+            raise self.error(node, f"{what}: the element type of {ptr.name} is unknown; give it "
+                                   f'(T.load("float32", {ptr.name}, i))')
+        got = self.views.get((id(ptr), elem))
+        if got is None:
+            if owner is not None:
+                size = const(1)
+                for d in owner.shape:
+                    size = size * d
+                size = simplify(size)
+                name = owner.name
+            else:
+                size, name = Var(f"{ptr.name}_extent", "int32"), ptr.name
+            got = BufferView(name, elem, (size,), "global" if owner is None else owner.scope, (const(1),),
+                             ptr)
+            self.views[(id(ptr), elem)] = got
+        return got
+
+    def flat_index(self, node, index, what: str) -> PrimExpr:
+        e = self.as_expr(index, node, what)
+        if not dt.is_integer(e.dtype):
+            raise self.error(node, f"{what}: the index {e} must be an integer, not {e.dtype}")
+        return e
+
+    def check_predicate(self, node, predicate, what: str) -> None:
+        """Only an all-true predicate is accepted (the IR has no predicated loads and stores)."""
+        if predicate is None or predicate is True or predicate == 1:
+            return
+        e = self.as_expr(predicate, node, what)
+        inner = e.value if isinstance(e, Broadcast) else e
+        if isinstance(inner, IntImm) and inner.value == 1:
+            return
+        raise self.error(node, f"{what}: predicated loads and stores are not supported (predicate {e}); "
+                               "guard the access with an if")
+
+    def flat_load(self, node, args, kwargs) -> BufferLoad:
+        names = ("dtype", "buffer_var", "index", "predicate")
+        for k in kwargs:
+            if k not in names or names.index(k) < len(args):
+                raise self.error(node, f"T.load: unexpected argument {k}")
+        full = list(args) + [kwargs.get(n) for n in names[len(args):]]
+        if len(args) > 4 or any(x is None for x in full[:3]):
+            raise self.error(node, 'T.load takes (dtype, buffer_var, index[, predicate]): '
+                                   'T.load("float32", A.data, i)')
+        dtype, ptr, index, pred = full
+        try:
+            dtype = dt.normalize_vector(dtype)
+        except TVMError as exc:
+            raise self.error(node, f"T.load: {exc}") from None
+        view = self.view(node, ptr, dtype, "T.load")
+        idx = self.flat_index(node, index, "T.load")
+        self.check_predicate(node, pred, "T.load")
+        if dt.lanes(idx.dtype) != dt.lanes(dtype):
+            raise self.error(node, f"T.load: {dtype} needs an index of {dt.lanes(dtype)} lanes, got "
+                                   f"{idx} ({idx.dtype})")
+        return BufferLoad(view, (idx,), dtype)
+
+    def flat_store(self, node, ptr, index, value, predicate) -> Stmt:
+        idx = self.flat_index(node, index, "T.store")
+        self.check_predicate(node, predicate, "T.store")
+        if isinstance(ptr, Buffer):
+            ptr = ptr.data
+        owner = self.owners.get(id(ptr)) if isinstance(ptr, Var) else None
+        if owner is None and not isinstance(value, PrimExpr):
+            raise self.error(node, "T.store: the element type is unknown: store a typed value "
+                                   "(T.float32(1))")
+        elem = owner.dtype if owner is not None else dt.element_of(value.dtype)
+        view = self.view(node, ptr, elem, "T.store")
+        lanes = dt.lanes(idx.dtype)
+        if _is_number(value):
+            value = const(value.item() if hasattr(value, "item") else value, elem)
+        value = self.as_expr(value, node, "T.store")
+        if isinstance(value, (IntImm, FloatImm)) and value.dtype != elem:
+            value = const(value.value, elem)
+        if value.dtype != dt.with_lanes(elem, lanes):
+            raise self.error(node, f"T.store into {view.name}: the value has type {value.dtype} but the "
+                                   f"memory holds {elem} (x{lanes} at index {idx})")
+        return BufferStore(view, value, (idx,))
 
     def need_block(self, node, what: str) -> _BlockCtx:
         ctx = self.blocks[-1]
@@ -369,6 +477,9 @@ class _Parser:
         target = st.targets[0]
         if isinstance(target, ast.Subscript):
             buf = self.eval(target.value)
+            if isinstance(buf, Var) and buf.dtype == "handle":  # A.data[i] = v: TVM's flat store
+                value = self.eval(st.value)
+                return self.flat_store(st, buf, self.eval(target.slice), value, None)
             if not isinstance(buf, Buffer):
                 raise self.error(st, f"cannot store into {ast.unparse(target.value)}: it is not a buffer")
             idx = self.indices(buf, target, target.slice)
@@ -853,12 +964,27 @@ class _Parser:
             raise self.error(node, f"T.{name} cannot be used inside an expression")
         args = [self.eval(a) for a in node.args]
         kwargs = {k.arg: self.eval(k.value) for k in node.keywords}
+        if name == "load":
+            return self.flat_load(node, args, kwargs)
+        want = None
+        if name is not None and "dtype" in kwargs and name not in _TAKES_DTYPE:
+            # T.sqrt(x, dtype="float32"), T.if_then_else(c, a, b, dtype="float32"): the result's type
+            want = kwargs.pop("dtype")
+            try:
+                want = dt.normalize_vector(want)
+            except TVMError as exc:
+                raise self.error(node, f"{ast.unparse(node.func)}: {exc}") from None
         if name is not None and name in _DTYPES and args and isinstance(args[0], Buffer):
             raise self.error(node, f"T.{name} takes a value, not the buffer {args[0].name}")
         if not callable(callee):
             raise self.error(node, f"{ast.unparse(node.func)} is not callable")
         try:
-            return callee(*args, **kwargs)
+            out = callee(*args, **kwargs)
+            if want is not None and isinstance(out, PrimExpr) and out.dtype != want:
+                from ..tir.expr import cast
+
+                out = cast(out, want)
+            return out
         except TVMError as exc:
             raise self.error(node, f"{ast.unparse(node.func)}: {exc}") from None
         except (TypeError, ValueError) as exc:
@@ -868,7 +994,8 @@ class _Parser:
 _DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
            "uint64", "bool"}
 _SCOPES = ("global", "shared", "shared.dyn", "local", "warp")
-_SYNTAX_ONLY = {"grid", "serial", "parallel", "vectorized", "unroll", "thread_binding", "block", "init",
+_TAKES_DTYPE = {"var", "type_annotation", "load"} | set(_INTRINSICS)
+_SYNTAX_ONLY = {"store", "grid", "serial", "parallel", "vectorized", "unroll", "thread_binding", "block", "init",
                 "where", "reads", "writes", "block_attr", "func_attr", "evaluate", "prim_func"}
 _ASSIGN_SYNTAX = {"alloc_buffer", "match_buffer", "axis.spatial", "axis.reduce", "axis.scan", "axis.opaque",
                   "axis.remap", "axis.S", "axis.R"}

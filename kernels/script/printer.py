@@ -43,8 +43,10 @@ from ..tir.expr import (
     NE,
     Add,
     And,
+    Broadcast,
     Buffer,
     BufferLoad,
+    BufferView,
     Call,
     Cast,
     Div,
@@ -61,6 +63,7 @@ from ..tir.expr import (
     Or,
     PrimExpr,
     ProducerLoad,
+    Ramp,
     Select,
     StringImm,
     Sub,
@@ -68,6 +71,7 @@ from ..tir.expr import (
     node_kind,
 )
 from ..tir.functor import collect
+from .tir import INTRINSICS
 from ..tir.simplify import simplify, structural_equal
 from ..tir.stmt import (
     Allocate,
@@ -84,6 +88,7 @@ from ..tir.stmt import (
 )
 
 INDENT = "    "
+_TYPED_CALLS = set(INTRINSICS) | {"type_annotation"}
 
 # Python operator precedence (higher binds tighter)
 _P_OR, _P_AND, _P_NOT, _P_CMP, _P_ADD, _P_MUL, _P_UNARY, _P_ATOM = 1, 2, 3, 4, 6, 7, 8, 10
@@ -130,6 +135,7 @@ class _Printer:
         self.names: Dict[int, str] = {}
         self.scopes: List[set] = [set(_RESERVED)]
         self.lines: List[str] = []
+        self.data_text: Dict[int, str] = {}  # data pointer -> how to write it (``A.data``)
 
     # -- names -------------------------------------------------------------------------------------
     def visible(self, name: str) -> bool:
@@ -147,6 +153,8 @@ class _Printer:
             k += 1
         self.names[id(obj)] = name
         self.scopes[-1].add(name)
+        if isinstance(obj, Buffer) and not isinstance(obj, BufferView):
+            self.data_text[id(obj.data)] = f"{name}.data"
         return name
 
     def name(self, obj, hint: str) -> str:
@@ -177,6 +185,8 @@ class _Printer:
 
     def _expr(self, e) -> Tuple[str, int]:
         if isinstance(e, Var):
+            if id(e) not in self.names and id(e) in self.data_text:
+                return self.data_text[id(e)], _P_ATOM
             return self.name(e, e.name), _P_ATOM
         if isinstance(e, IntImm):
             if e.dtype == "bool":
@@ -213,6 +223,8 @@ class _Printer:
         if isinstance(e, Select):
             return (f"T.Select({self.expr(e.condition)}, {self.expr(e.true_value)}, "
                     f"{self.expr(e.false_value)})"), _P_ATOM
+        if isinstance(e, BufferLoad) and isinstance(e.buffer, BufferView):
+            return f'T.load("{e.dtype}", {self.data(e.buffer)}, {self.expr(e.indices[0])})', _P_ATOM
         if isinstance(e, BufferLoad):
             return self.buffer_access(e.buffer, e.indices), _P_ATOM
         if isinstance(e, ProducerLoad):
@@ -220,6 +232,10 @@ class _Printer:
             return f"{e.producer.name}[{idx}]", _P_ATOM
         if isinstance(e, Call):
             return self.call(e), _P_ATOM
+        if isinstance(e, Ramp):
+            return f"T.ramp({self.expr(e.base)}, {self.expr(e.stride)}, {e.lanes})", _P_ATOM
+        if isinstance(e, Broadcast):
+            return f"T.broadcast({self.expr(e.value)}, {e.lanes})", _P_ATOM
         if isinstance(e, Let):
             v = self.name(e.var, e.var.name)
             return f"T.let({v}, {self.expr(e.value)}, {self.expr(e.body)})", _P_ATOM
@@ -233,7 +249,14 @@ class _Printer:
         short = name[4:] if name.startswith("tir.") else name
         if short == "fabs":
             short = "abs"
+        if short in _TYPED_CALLS:  # TVM's intrinsics: the type is an argument
+            args.append(f'dtype="{e.dtype}"')
         return f"T.{short}({', '.join(args)})"
+
+    def data(self, view: BufferView) -> str:
+        """The data pointer a flat view addresses: ``A.data`` for a buffer's, else the pointer's name."""
+        got = self.data_text.get(id(view.data))
+        return got if got is not None else self.name(view.data, view.data.name)
 
     def buffer_access(self, buf: Buffer, indices: Sequence[PrimExpr]) -> str:
         b = self.name(buf, buf.name)
@@ -320,6 +343,8 @@ class _Printer:
             self.loop(s, ind)
         elif isinstance(s, BlockRealize):
             self.block(s, ind)
+        elif isinstance(s, BufferStore) and isinstance(s.buffer, BufferView):
+            self.emit(ind, f"T.store({self.data(s.buffer)}, {self.expr(s.indices[0])}, {self.expr(s.value)})")
         elif isinstance(s, BufferStore):
             self.emit(ind, f"{self.buffer_access(s.buffer, s.indices)} = {self.expr(s.value)}")
         elif isinstance(s, IfThenElse):

@@ -403,6 +403,13 @@ class Buffer:
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class BufferView(Buffer):
+    """A one-dimensional view of memory that another buffer or allocation owns: what TVM's flat
+    ``Load``/``Store`` on a data pointer (``T.load("float32", A.data, i)``) address. ``data`` is the
+    owner's pointer, ``dtype`` one element's type, ``shape`` the owner's element count."""
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class BufferLoad(PrimExpr):
     buffer: Buffer
     indices: Tuple[PrimExpr, ...]
@@ -492,9 +499,16 @@ def const(value, dtype: Optional[str] = None) -> PrimExpr:
         if isinstance(value, float) and value != int(value):
             raise TVMError(f"constant {value} is not an integer but dtype is {dtype}")
         lo, hi = int_range(dtype)
-        if not lo <= int(value) <= hi:
-            raise TVMError(f"constant {value} does not fit in {dtype} (range {lo}..{hi})")
-        return IntImm(dtype, int(value))
+        value = int(value)
+        if not lo <= value <= hi:
+            # a bit pattern of the type's width (0xAB as int8, -1 as uint32) wraps as it does in TVM
+            # and in C: const(171, "int8") is -85
+            b = dt.bits(dtype)
+            if not -(2 ** (b - 1)) <= value <= 2**b - 1:
+                raise TVMError(f"constant {value} does not fit in {dtype} (range {lo}..{hi}, or a "
+                               f"{b}-bit pattern)")
+            value = wrap_int(value, dtype)
+        return IntImm(dtype, value)
     raise TVMError(f"cannot make a constant of dtype {dtype}")
 
 

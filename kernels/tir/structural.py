@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from ..errors import TVMError
 from .block import Block, BlockRealize, BufferRegion, IterVar, Range, loop_thread
-from .expr import BinaryOp, Buffer, PrimExpr, Var, node_kind
+from .expr import BinaryOp, Buffer, BufferView, PrimExpr, Var, node_kind
 from .function import IRModule, PrimFunc
 from .stmt import Stmt
 
@@ -49,8 +49,16 @@ class _Equal:
                 self.define_var(x, y)
             self.expr(x, y)
         self.bufs[id(a)] = id(b)
+        if id(a.data) not in self.vars:  # flat views (T.load / T.store) reach the memory by its pointer
+            self.vars[id(a.data)] = id(b.data)
 
     def buffer(self, a: Buffer, b: Buffer) -> None:
+        if isinstance(a, BufferView) or isinstance(b, BufferView):
+            # a flat view is the same when it views the same memory with the same element type
+            if type(a) is not type(b) or a.dtype != b.dtype:
+                self.fail("flat accesses", f"{a.name}({a.dtype})", f"{b.name}({b.dtype})")
+            self.expr(a.data, b.data)
+            return
         got = self.bufs.get(id(a))
         if got is None:
             if a is b:
@@ -109,6 +117,12 @@ class _Equal:
             return
         if name == "Select":
             self.exprs((a.condition, a.true_value, a.false_value), (b.condition, b.true_value, b.false_value))
+            return
+        if name == "Ramp":
+            self.exprs((a.base, a.stride), (b.base, b.stride))
+            return
+        if name == "Broadcast":
+            self.expr(a.value, b.value)
             return
         if name == "Let":
             self.expr(a.value, b.value)

@@ -9,7 +9,7 @@ import pytest
 
 import kernels as tvm
 from kernels import te
-from kernels.script import from_source
+from kernels.script import TVMScriptError, from_source
 from kernels.script import tir as T
 from kernels.tir import Block, BlockRealize, IterVar
 from kernels.tir.block import THREAD_BINDING, IterVarType, loop_thread, walk
@@ -259,3 +259,125 @@ def test_iter_var_domains_with_offsets_print_as_ranges():
     iv: IterVar = blk.iter_vars[0]
     assert iv.dom.min.value == 2 and iv.dom.extent.value == 8
     assert_structural_equal(f, from_source(text))
+
+
+# -- TVM v0.8 forms: flat T.load / T.store, dtype= on calls, intrinsics ----------------------------------
+
+
+@T.prim_func
+def flat_access(a: T.handle, b: T.handle, d: T.handle) -> None:
+    A = T.match_buffer(a, (16, 16), dtype="float16")
+    B = T.match_buffer(b, (16, 16), dtype="float16")
+    D = T.match_buffer(d, (16, 16), dtype="float16")
+    for i, j in T.grid(16, 16):
+        with T.block("load_store"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            T.reads(A[vi, vj])
+            T.writes(D[vi, vj])
+            D.data[vi * 16 + vj] = T.load("float16", A.data, vi * 16 + vj)
+    for i in T.serial(4):
+        with T.block("opaque"):
+            vi = T.axis.S(4, i)
+            T.reads(A[0:16, 0:16])
+            T.writes(B[0:16, 0:16])
+            T.evaluate(T.tvm_load_matrix_sync(
+                B.data, 16, 16, 16, vi,
+                T.tvm_access_ptr(T.type_annotation(dtype="float16"), A.data, vi * 16, 128, 1, dtype="handle"),
+                16, "row_major", dtype="handle"))
+            T.store(B.data, vi, T.sqrt(T.load("float16", A.data, vi), dtype="float16"), True)
+            B[0, vi] = T.if_then_else(vi < 2, A[0, vi], T.float16(0), dtype="float16")
+
+
+def test_flat_load_and_store_address_the_owner_memory():
+    from kernels.tir import BufferStore, BufferView, Evaluate
+
+    blocks = [s.block for s in walk(flat_access.body) if isinstance(s, BlockRealize)]
+    store = blocks[1].body
+    assert isinstance(store, BufferStore) and isinstance(store.buffer, BufferView)
+    D = flat_access.buffer_map[2][1]
+    A = flat_access.buffer_map[0][1]
+    assert store.buffer.data is D.data and store.buffer.dtype == "float16"
+    assert store.buffer.shape[0].value == 256  # the owner's element count
+    assert store.value.buffer.data is A.data
+    ev, st, _ = blocks[2].body.seq
+    call = ev.value
+    assert isinstance(ev, Evaluate) and call.op.name == "tir.tvm_load_matrix_sync" and call.dtype == "handle"
+    ptr = call.args[5]
+    assert ptr.op.name == "tir.tvm_access_ptr" and ptr.args[0].dtype == "float16" and ptr.args[1] is A.data
+    assert call.args[7].value == "row_major"
+    assert st.value.dtype == "float16" and st.value.op.name == "tir.sqrt"
+
+
+def test_flat_access_round_trips():
+    text = flat_access.script()
+    assert "T.store(D.data, vi * 16 + vj, T.load(\"float16\", A.data, vi * 16 + vj))" in text
+    assert 'T.tvm_access_ptr(T.type_annotation(dtype="float16"), A.data, vi * 16, 128, 1, dtype="handle")' in text
+    back = from_source(text)
+    assert_structural_equal(flat_access, back)
+    assert back.script() == text
+    # another pointer, another element type or another index is a different program
+    for old, new in (("A.data, vi * 16 + vj", "B.data, vi * 16 + vj"),
+                     ('T.load("float16", A.data, vi * 16 + vj)', 'T.Cast("float16", T.load("int16", '
+                                                                  'A.data, vi * 16 + vj))'),
+                     ("T.store(B.data, vi,", "T.store(B.data, vi + 1,")):
+        assert old in text
+        assert not structural_equal(flat_access, from_source(text.replace(old, new)))
+
+
+def test_vector_flat_access_with_ramp_and_broadcast():
+    src = '''
+@T.prim_func
+def f(a: T.handle, b: T.handle) -> None:
+    A = T.match_buffer(a, (64,), dtype="float32")
+    B = T.match_buffer(b, (64,), dtype="float32")
+    for x in T.serial(16):
+        T.store(B.data, T.ramp(x * 4, 1, 4), T.load("float32x4", A.data, T.ramp(x * 4, 1, 4),
+                T.broadcast(True, 4)) + T.broadcast(T.float32(1), 4), T.broadcast(True, 4))
+'''
+    f = from_source(src)
+    store = f.body.block.body.body if isinstance(f.body, BlockRealize) else f.body.body
+    assert store.value.dtype == "float32x4"
+    ramp = store.indices[0]
+    assert isinstance(ramp, tvm.tir.Ramp) and ramp.lanes == 4 and ramp.stride.value == 1
+    assert isinstance(store.value.b, tvm.tir.Broadcast) and store.value.b.value.value == 1.0
+    back = from_source(f.script())
+    assert_structural_equal(f, back)
+    assert not structural_equal(f, from_source(f.script().replace("T.ramp(x * 4, 1, 4), T.load",
+                                                                  "T.ramp(x * 4, 2, 4), T.load")))
+
+
+@pytest.mark.parametrize("body, message", [
+    ('T.store(A.data, i, T.float32(1), i < 3)', "predicated loads and stores are not supported"),
+    ('A[i] = T.load("float32x4", A.data, i)', r"float32x4 needs an index of 4 lanes"),
+    ('T.store(A.data, i, T.Cast("int8", i))', "the value has type int8 but the memory holds float32"),
+    ('A[i] = T.load("float32", i, i)', "is not a data pointer"),
+    ('A[i] = T.load("float32", A.data)', r"T.load takes \(dtype, buffer_var, index"),
+])
+def test_flat_access_errors_name_the_line(body, message):
+    src = f'''
+@T.prim_func
+def f(a: T.handle) -> None:
+    A = T.match_buffer(a, (8,), dtype="float32")
+    for i in T.serial(8):
+        {body}
+'''
+    with pytest.raises(TVMScriptError, match=r"<tvmscript>:6: .*" + message):
+        from_source(src)
+
+
+def test_dtype_keyword_on_calls_sets_the_result_type():
+    src = '''
+@T.prim_func
+def f(a: T.handle, b: T.handle) -> None:
+    A = T.match_buffer(a, (8,), dtype="float32")
+    B = T.match_buffer(b, (8,), dtype="float64")
+    for i in T.serial(8):
+        with T.block("B"):
+            vi = T.axis.S(8, i)
+            B[vi] = T.sqrt(A[vi], dtype="float64")
+'''
+    f = from_source(src)
+    blk = [s.block for s in walk(f.body) if isinstance(s, BlockRealize)][-1]
+    assert blk.body.value.dtype == "float64"
+    with pytest.raises(TVMScriptError, match=r"<tvmscript>:9: T.sqrt: unknown dtype 'float33'"):
+        from_source(src.replace('T.sqrt(A[vi], dtype="float64")', 'T.sqrt(A[vi], dtype="float33")'))
