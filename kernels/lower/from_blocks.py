@@ -141,6 +141,10 @@ def lower_blocks(stmt: Stmt) -> Stmt:
         blk = r.block
         if blk.init is not None:
             raise LoweringError(f"block {blk.name_hint}: init left after lower_init_block")
+        if blk.match_buffers:
+            raise LoweringError(f"block {blk.name_hint}: buffers matched to a region inside a block "
+                                f"({', '.join(m.buffer.name for m in blk.match_buffers)}) cannot be lowered "
+                                "yet; index the source buffer directly")
         _check_cross_thread(blk, r, loops)
         body = visit(blk.body)
         body = substitute_stmt(body, {iv.var: v for iv, v in zip(blk.iter_vars, r.iter_values)})

@@ -32,6 +32,7 @@ from ..tir.block import (
     BufferRegion,
     IterVar,
     IterVarType,
+    MatchBufferRegion,
     Range,
     as_annotations,
     make_for,
@@ -106,6 +107,7 @@ class _BlockCtx:
     writes: Optional[Tuple[BufferRegion, ...]] = None
     annotations: Dict[str, Any] = field(default_factory=dict)
     allocs: List[Buffer] = field(default_factory=list)
+    matches: List[MatchBufferRegion] = field(default_factory=list)
     init: Optional[Stmt] = None
     is_root: bool = False
 
@@ -534,6 +536,8 @@ class _Parser:
         return self.store(st, buf, idx, value)
 
     def match_buffer(self, st, target, call) -> None:
+        if len(self.blocks) > 1 and call.args and isinstance(call.args[0], ast.Subscript):
+            return self.match_region(st, target, call)
         if len(self.blocks) > 1 or self.depth:
             raise self.error(st, "T.match_buffer must be at the top level of the function")
         if not isinstance(target, ast.Name) or not call.args:
@@ -548,6 +552,44 @@ class _Parser:
         kwargs = {k.arg: self.eval(k.value) for k in call.keywords}
         buf = self.make_buffer(st, target.id, args, kwargs, "T.match_buffer")
         self.buffer_map.append((handle, buf))
+        self.define(target.id, buf)
+        return None
+
+    def match_region(self, st, target, call) -> None:
+        """``A0 = T.match_buffer(A[region], shape, dtype, strides=..., offset_factor=...)`` in a block."""
+        from ..tir.buffer import decl_buffer
+
+        ctx = self.need_block(st, "T.match_buffer of a region")
+        if not isinstance(target, ast.Name):
+            raise self.error(st, "use NAME = T.match_buffer(A[region], shape, dtype)")
+        source = self.region(call.args[0])
+        args = [self.eval(a) for a in call.args[1:]]
+        kw = {k.arg: self.eval(k.value) for k in call.keywords}
+        names = ("shape", "dtype", "data", "strides", "elem_offset", "scope", "align", "offset_factor",
+                 "buffer_type")
+        for k in kw:
+            if k not in names or names.index(k) < len(args):
+                raise self.error(st, f"T.match_buffer {target.id}: unexpected argument {k}")
+        full = dict(zip(names, args))
+        full.update(kw)
+        if full.get("shape") is None:
+            raise self.error(st, f"T.match_buffer {target.id}: the shape is missing")
+        if full.get("data") is not None:
+            raise self.error(st, f"T.match_buffer {target.id}: data= cannot be given for a region")
+        scope = full.get("scope") or source.buffer.scope
+        try:
+            buf = decl_buffer(full["shape"], full.get("dtype") or source.buffer.dtype, target.id,
+                              strides=full.get("strides"), elem_offset=full.get("elem_offset"),
+                              scope=scope, data_alignment=int(full.get("align") or -1),
+                              offset_factor=int(full.get("offset_factor") or 0),
+                              buffer_type=full.get("buffer_type") or "")
+        except (TVMError, TypeError, ValueError) as exc:
+            raise self.error(st, f"T.match_buffer {target.id}: {exc}") from None
+        if buf.dtype != source.buffer.dtype:
+            raise self.error(st, f"T.match_buffer {target.id}: dtype {buf.dtype} differs from the matched "
+                                 f"buffer {source.buffer.name}'s {source.buffer.dtype}")
+        self.owners[id(buf.data)] = buf
+        ctx.matches.append(MatchBufferRegion(buf, source))
         self.define(target.id, buf)
         return None
 
@@ -704,9 +746,13 @@ class _Parser:
         self.pop()
         self.blocks.pop()
         block = Block(tuple(ctx.iter_vars), ctx.reads or (), ctx.writes or (), name, body, ctx.init,
-                      tuple(ctx.allocs), as_annotations(ctx.annotations))
+                      tuple(ctx.allocs), as_annotations(ctx.annotations), match_buffers=tuple(ctx.matches))
         if ctx.reads is None or ctx.writes is None:
             reads, writes = infer_regions(block)
+            if ctx.matches:  # an access of a matched buffer reads / writes its whole source region
+                src = {id(m.buffer): m.source for m in ctx.matches}
+                reads = _dedup(tuple(src.get(id(r.buffer), r) for r in reads))
+                writes = _dedup(tuple(src.get(id(r.buffer), r) for r in writes))
             import dataclasses
 
             block = dataclasses.replace(block, reads=reads if ctx.reads is None else ctx.reads,
@@ -989,6 +1035,14 @@ class _Parser:
             raise self.error(node, f"{ast.unparse(node.func)}: {exc}") from None
         except (TypeError, ValueError) as exc:
             raise self.error(node, f"{ast.unparse(node.func)}: {exc}") from None
+
+
+def _dedup(regions: Tuple[BufferRegion, ...]) -> Tuple[BufferRegion, ...]:
+    out: List[BufferRegion] = []
+    for r in regions:
+        if not any(r is x for x in out):
+            out.append(r)
+    return tuple(out)
 
 
 _DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",

@@ -155,6 +155,11 @@ class _Printer:
         self.scopes[-1].add(name)
         if isinstance(obj, Buffer) and not isinstance(obj, BufferView):
             self.data_text[id(obj.data)] = f"{name}.data"
+            if isinstance(getattr(obj, "elem_offset", None), Var):
+                self.data_text[id(obj.elem_offset)] = f"{name}.elem_offset"
+            for k, st in enumerate(obj.strides):
+                if isinstance(st, Var):
+                    self.data_text[id(st)] = f"{name}.strides[{k}]"
         return name
 
     def name(self, obj, hint: str) -> str:
@@ -329,6 +334,20 @@ class _Printer:
         else:
             self.stmt(body, ind)
 
+    def match(self, m, ind: int) -> None:
+        b = m.buffer
+        src = self.region(m.source)
+        extra = "" if b.scope == m.source.buffer.scope else f', scope="{b.scope}"'
+        if b.strides:
+            extra += f", strides={self.shape(b.strides, '[]')}"
+        eo = getattr(b, "elem_offset", None)
+        if isinstance(eo, Var):
+            extra += f", offset_factor={getattr(b, 'offset_factor', 1)}"
+        elif eo is not None and not _is_zero(eo):
+            extra += f", elem_offset={self.expr(eo)}"
+        name = self.define(b, b.name)
+        self.emit(ind, f'{name} = T.match_buffer({src}, {self.shape(b.shape, "[]")}, dtype="{b.dtype}"{extra})')
+
     def alloc(self, b: Buffer, ind: int) -> None:
         name = self.define(b, b.name)
         scope = "" if b.scope == "global" else f', scope="{b.scope}"'
@@ -437,6 +456,8 @@ class _Printer:
             self.emit(ind, f"T.block_attr({py_value(dict(blk.annotations))})")
         for b in blk.alloc_buffers:
             self.alloc(b, ind)
+        for m in blk.match_buffers:
+            self.match(m, ind)
         if blk.init is not None:
             self.emit(ind, "with T.init():")
             self.scoped(blk.init, ind + 1)

@@ -112,6 +112,16 @@ class BufferRegion:
         return region_str(self)
 
 
+@dataclass(frozen=True, eq=False)
+class MatchBufferRegion:
+    """``A0 = T.match_buffer(A[vi * 16 : vi * 16 + 16, 0:16], (16, 16))`` inside a block: ``buffer``
+    names the region ``source`` of another buffer (its ``data``, ``elem_offset`` and ``strides`` are
+    that region's pointer, offset and strides)."""
+
+    buffer: Buffer
+    source: BufferRegion
+
+
 class BlockToken:
     """Identity of a block across the rewritten copies schedule primitives make of it."""
 
@@ -131,6 +141,7 @@ class Block(Stmt):
     alloc_buffers: Tuple[Buffer, ...] = ()
     annotations: Tuple[Tuple[str, Any], ...] = ()
     sref: BlockToken = field(default_factory=BlockToken)
+    match_buffers: Tuple[MatchBufferRegion, ...] = ()
 
     def annotation(self, key: str, default=None):
         """The value of annotation ``key`` (``T.block_attr``), or ``default``."""
@@ -314,13 +325,16 @@ class StmtMutator:
             reads = tuple(self.region(r) for r in s.reads)
             writes = tuple(self.region(r) for r in s.writes)
             allocs = tuple(self.visit_buffer(b) for b in s.alloc_buffers)
+            matches = tuple(m if src is m.source else MatchBufferRegion(m.buffer, src)
+                            for m, src in ((m, self.region(m.source)) for m in s.match_buffers))
             init = self.visit(s.init)
             body = self.visit(s.body)
             if (body is s.body and init is s.init and _same(ivs, s.iter_vars) and _same(reads, s.reads)
-                    and _same(writes, s.writes) and _same(allocs, s.alloc_buffers)):
+                    and _same(writes, s.writes) and _same(allocs, s.alloc_buffers)
+                    and _same(matches, s.match_buffers)):
                 return s
             return dataclasses.replace(s, iter_vars=ivs, reads=reads, writes=writes, alloc_buffers=allocs,
-                                       init=init, body=body)
+                                       init=init, body=body, match_buffers=matches)
         if isinstance(s, For):
             mn, ext, body = self.expr(s.min), self.expr(s.extent), self.visit(s.body)
             if mn is s.min and ext is s.extent and body is s.body:

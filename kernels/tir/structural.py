@@ -230,6 +230,20 @@ class _Equal:
             self.iter_var(x, y)
         for x, y in zip(a.alloc_buffers, b.alloc_buffers):
             self.define_buffer(x, y)
+        if len(a.match_buffers) != len(b.match_buffers):
+            self.fail("matched buffers", [m.buffer.name for m in a.match_buffers],
+                      [m.buffer.name for m in b.match_buffers])
+        for x, y in zip(a.match_buffers, b.match_buffers):
+            self.region(x.source, y.source)
+            self.define_buffer(x.buffer, y.buffer)
+            for u, v in ((getattr(x.buffer, "elem_offset", None), getattr(y.buffer, "elem_offset", None)),
+                         *zip(x.buffer.strides, y.buffer.strides)):
+                if isinstance(u, Var) and isinstance(v, Var) and id(u) not in self.vars:
+                    self.define_var(u, v)
+                if u is not None or v is not None:
+                    self.expr(u, v)
+            if len(x.buffer.strides) != len(y.buffer.strides):
+                self.fail("strides", list(x.buffer.strides), list(y.buffer.strides))
         if len(a.alloc_buffers) != len(b.alloc_buffers):
             self.fail("allocations", [x.name for x in a.alloc_buffers], [x.name for x in b.alloc_buffers])
         for what, xs, ys in (("reads", a.reads, b.reads), ("writes", a.writes, b.writes)):

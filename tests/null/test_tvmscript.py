@@ -381,3 +381,81 @@ def f(a: T.handle, b: T.handle) -> None:
     assert blk.body.value.dtype == "float64"
     with pytest.raises(TVMScriptError, match=r"<tvmscript>:9: T.sqrt: unknown dtype 'float33'"):
         from_source(src.replace('T.sqrt(A[vi], dtype="float64")', 'T.sqrt(A[vi], dtype="float33")'))
+
+
+@T.prim_func
+def matched_tiles(a: T.handle, c: T.handle) -> None:
+    A = T.match_buffer(a, (32, 32), dtype="float16")
+    C = T.match_buffer(c, (32, 32), dtype="float16")
+    for i, j in T.grid(2, 2):
+        with T.block("tile"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            T.reads(A[vi * 16 : vi * 16 + 16, vj * 16 : vj * 16 + 16])
+            T.writes(C[vi * 16 : vi * 16 + 16, vj * 16 : vj * 16 + 16])
+            A0 = T.match_buffer(A[vi * 16 : vi * 16 + 16, vj * 16 : vj * 16 + 16], (16, 16), "float16",
+                                strides=[32, 1], offset_factor=1)
+            C0 = T.match_buffer(C[vi * 16 : vi * 16 + 16, vj * 16 : vj * 16 + 16], (16, 16), "float16",
+                                strides=[32, 1], offset_factor=1)
+            T.evaluate(T.tvm_load_matrix_sync(
+                C0.data, 16, 16, 16, vi * 2 + vj,
+                T.tvm_access_ptr(T.type_annotation(dtype="float16"), A0.data, A0.elem_offset, A0.strides[0], 1,
+                                 dtype="handle"),
+                32, "row_major", dtype="handle"))
+    for i in T.serial(32):
+        with T.block("row"):
+            vi = T.axis.S(32, i)
+            Cr = T.match_buffer(C[vi, 0:32], (32,))
+            Cr[0] = Cr[1] + T.float16(1)
+
+
+def test_match_buffer_of_a_region_inside_a_block():
+    blocks = [s.block for s in walk(matched_tiles.body) if isinstance(s, BlockRealize)]
+    tile, row = blocks[1], blocks[2]
+    A = matched_tiles.buffer_map[0][1]
+    C = matched_tiles.buffer_map[1][1]
+    a0, c0 = tile.match_buffers
+    assert a0.source.buffer is A and c0.source.buffer is C
+    assert [int(x.value) for x in a0.buffer.strides] == [32, 1] and isinstance(a0.buffer.elem_offset, Var)
+    ptr = tile.body.value.args[5]
+    assert ptr.args[1] is a0.buffer.data and ptr.args[2] is a0.buffer.elem_offset
+    assert ptr.args[3] is a0.buffer.strides[0]
+    # without T.reads / T.writes, an access of a matched buffer counts as its whole source region
+    assert [r.buffer for r in row.reads] == [C] and [r.buffer for r in row.writes] == [C]
+    rng = row.reads[0].region
+    assert rng[0].extent.value == 1 and rng[1].min.value == 0 and rng[1].extent.value == 32
+
+
+def test_match_buffer_of_a_region_round_trips():
+    text = matched_tiles.script()
+    assert ('A0 = T.match_buffer(A[vi * 16 : vi * 16 + 16, vj * 16 : vj * 16 + 16], [16, 16], '
+            'dtype="float16", strides=[32, 1], offset_factor=1)') in text
+    assert "A0.data, A0.elem_offset, 32, 1" in text
+    back = from_source(text)
+    assert_structural_equal(matched_tiles, back)
+    assert back.script() == text
+    other = text.replace("A[vi * 16 : vi * 16 + 16, vj * 16 : vj * 16 + 16], [16, 16]",
+                         "A[vi * 16 : vi * 16 + 16, vj * 8 : vj * 8 + 16], [16, 16]")
+    assert other != text and not structural_equal(matched_tiles, from_source(other))
+
+
+def test_match_buffer_of_a_region_is_refused_by_lowering():
+    with pytest.raises(tvm.TVMError, match=r"block tile: buffers matched to a region inside a block \(A0, C0\)"):
+        tvm.lower(matched_tiles)
+
+
+def test_match_buffer_of_a_region_errors():
+    src = '''
+@T.prim_func
+def f(a: T.handle) -> None:
+    A = T.match_buffer(a, (8, 8), dtype="float32")
+    for i in T.serial(8):
+        with T.block("b"):
+            vi = T.axis.S(8, i)
+            Ar = T.match_buffer(A[vi, 0:8], (8,), "float16")
+            Ar[0] = T.float16(0)
+'''
+    with pytest.raises(TVMScriptError, match=r"<tvmscript>:8: T.match_buffer Ar: dtype float16 differs from "
+                                             r"the matched buffer A's float32"):
+        from_source(src)
+    with pytest.raises(TVMScriptError, match=r"<tvmscript>:8: T.match_buffer Ar: unexpected argument shapes"):
+        from_source(src.replace('(8,), "float16")', 'shapes=(8,))'))
