@@ -62,7 +62,9 @@ from ..tir.region import Interval, bound, loop_dom, row_major_strides, union_int
 from ..tir.simplify import const_int_bound, simplify, structural_equal, to_linear
 from ..tir.stmt import (
     Allocate,
+    AssertStmt,
     AttrStmt,
+    BufferRealize,
     BufferStore,
     For,
     IfThenElse,
@@ -70,6 +72,7 @@ from ..tir.stmt import (
     SeqStmt,
     Stmt,
     ThreadIndex,
+    While,
     seq,
 )
 
@@ -135,6 +138,10 @@ def lower_blocks(stmt: Stmt) -> Stmt:
             return dataclasses.replace(s, body=visit(s.body))
         if isinstance(s, Block):
             raise LoweringError(f"block {s.name_hint} has no BlockRealize")
+        if isinstance(s, (While, BufferRealize, AssertStmt)):
+            what = {While: "a while loop", BufferRealize: "T.realize", AssertStmt: "an assert"}[type(s)]
+            raise LoweringError(f"{what} ({type(s).__name__}) cannot be lowered: kernels lowers "
+                                "TensorIR blocks and loops; write a bounded loop / index buffers directly")
         return s
 
     def realize(r: BlockRealize) -> Stmt:

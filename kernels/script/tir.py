@@ -287,7 +287,7 @@ INTRINSICS = ("tvm_access_ptr", "tvm_fill_fragment", "tvm_load_matrix_sync", "tv
 def _intrinsic(name: str) -> Callable:
     def fn(*args, dtype: str = "handle"):
         conv = tuple(_tir.StringImm(a) if isinstance(a, str) else _convert(a) for a in args)
-        return _Call(_dt.normalize(dtype), _Op.get(f"tir.{name}"), conv)
+        return _Call(_dt.normalize_vector(dtype), _Op.get(f"tir.{name}"), conv)
 
     fn.__doc__ = f"``T.{name}(..., dtype=...)``: TVM's intrinsic ``tir.{name}``."
     return _mark(name, fn)
@@ -327,6 +327,23 @@ load = _syntax("load", '``T.load("float32", A.data, i)``: element ``i`` of the m
                        "(TVM's flat Load).")
 store = _syntax("store", "``T.store(A.data, i, value)``: store into the memory at a data pointer "
                          "(TVM's flat Store).")
+
+
+comm_reducer = _syntax("comm_reducer", "``T.comm_reducer(lambda x, y: x + y, [T.float32(0)])``: a "
+                                       "commutative reducer.")
+attr = _syntax("attr", '``T.attr(node, "key", value)``: an attribute of the statements after it (or '
+                       "``with T.attr(...):``).")
+launch_thread = _syntax("launch_thread", "``T.launch_thread(tx, 32)``: run what follows on a thread "
+                                         "index declared by ``tx = T.env_thread(\"threadIdx.x\")``.")
+env_thread = _syntax("env_thread", '``tx = T.env_thread("threadIdx.x")``: a thread index variable.')
+realize = _syntax("realize", '``T.realize(A[0:16, 0:16], "global")``: the region of a buffer the '
+                             "statements after it use.")
+allocate = _syntax("allocate", '``buf = T.allocate([n], "float32", "local")``: memory for the statements '
+                               "after it; ``buf`` is its data pointer.")
+buffer_decl = _syntax("buffer_decl", "``X = T.buffer_decl(shape, dtype, ...)``: declare a buffer.")
+buffer_var = _syntax("buffer_var", '``p = T.buffer_var("float32", "global")``: a data pointer variable.')
+Assert = _syntax("Assert", '``with T.Assert(cond, "message"):`` an assert over the statements in it.')
+let = _syntax("let", "``with T.let(v, value):`` bind a declared variable.")
 
 
 class _Axis:

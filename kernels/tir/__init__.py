@@ -25,6 +25,7 @@ from .expr import (
     BufferView,
     Call,
     CallEffectKind,
+    CommReducer,
     Cast,
     Div,
     FloatImm,
@@ -105,7 +106,9 @@ from .schedule import BlockRV, LoopRV, Schedule, ScheduleError, Trace
 from .simplify import can_prove, simplify, structural_equal
 from .stmt import (
     Allocate,
+    AssertStmt,
     AttrStmt,
+    BufferRealize,
     BufferStore,
     Evaluate,
     For,
@@ -116,6 +119,7 @@ from .stmt import (
     SeqStmt,
     Stmt,
     ThreadIndex,
+    While,
 )
 from .structural import assert_structural_equal
 from .structural import structural_equal as structural_equal_ir

@@ -24,7 +24,9 @@ from .expr import Buffer, BufferLoad, IntImm, PrimExpr, Var, const, convert
 from .functor import rewrite
 from .stmt import (
     Allocate,
+    AssertStmt,
     AttrStmt,
+    BufferRealize,
     BufferStore,
     Evaluate,
     For,
@@ -33,6 +35,7 @@ from .stmt import (
     NoOp,
     SeqStmt,
     Stmt,
+    While,
     seq,
 )
 
@@ -224,7 +227,7 @@ def children_stmts(s: Stmt) -> List[Stmt]:
         return ([s.init] if s.init is not None else []) + [s.body]
     if isinstance(s, IfThenElse):
         return [s.then_case] + ([s.else_case] if s.else_case is not None else [])
-    if isinstance(s, (For, LetStmt, Allocate, AttrStmt)):
+    if isinstance(s, (For, LetStmt, Allocate, AttrStmt, AssertStmt, While, BufferRealize)):
         return [s.body]
     return []
 
@@ -256,6 +259,10 @@ def exprs_of(s: Stmt) -> List[PrimExpr]:
         return [s.extent]
     if isinstance(s, AttrStmt) and isinstance(s.value, PrimExpr):
         return [s.value]
+    if isinstance(s, (AssertStmt, While)):
+        return [s.condition]
+    if isinstance(s, BufferRealize):
+        return [s.condition, *(x for r in s.bounds for x in (r.min, r.extent))]
     return []
 
 
@@ -364,7 +371,18 @@ class StmtMutator:
             buf, ext, body = self.visit_buffer(s.buffer), self.expr(s.extent), self.visit(s.body)
             if buf is s.buffer and ext is s.extent and body is s.body:
                 return s
-            return Allocate(buf, ext, body)
+            return dataclasses.replace(s, buffer=buf, extent=ext, body=body)
+        if isinstance(s, (AssertStmt, While)):
+            c, body = self.expr(s.condition), self.visit(s.body)
+            if c is s.condition and body is s.body:
+                return s
+            return dataclasses.replace(s, condition=c, body=body)
+        if isinstance(s, BufferRealize):
+            buf, c, body = self.visit_buffer(s.buffer), self.expr(s.condition), self.visit(s.body)
+            bounds = tuple(self.range(r) for r in s.bounds)
+            if buf is s.buffer and c is s.condition and body is s.body and _same(bounds, s.bounds):
+                return s
+            return dataclasses.replace(s, buffer=buf, bounds=bounds, condition=c, body=body)
         if isinstance(s, AttrStmt):
             val = self.expr(s.value) if isinstance(s.value, PrimExpr) else s.value
             body = self.visit(s.body)

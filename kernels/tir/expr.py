@@ -460,6 +460,18 @@ class Reduce(PrimExpr):
             object.__setattr__(self, "dtype", self.source[self.value_index].dtype)
 
 
+@dataclass(frozen=True, eq=False)
+class CommReducer:
+    """A commutative reducer of the loop IR (TVMScript's ``T.comm_reducer(lambda x, y: x + y,
+    [T.float32(0)])``, the node of a ``reduce_scope`` attribute): ``result[k]`` combines ``lhs`` and
+    ``rhs``; ``identity_element[k]`` is the value of an empty reduction."""
+
+    lhs: Tuple[Var, ...]
+    rhs: Tuple[Var, ...]
+    result: Tuple[PrimExpr, ...]
+    identity_element: Tuple[PrimExpr, ...]
+
+
 # -- construction helpers ---------------------------------------------------------------------
 
 

@@ -64,12 +64,19 @@ class IfThenElse(Stmt):
 class SeqStmt(Stmt):
     seq: Tuple[Stmt, ...]
 
+    def __getitem__(self, k: int) -> Stmt:
+        return self.seq[k]
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Allocate(Stmt):
     buffer: Buffer
     extent: PrimExpr  # number of elements
     body: Stmt
+    annotations: Tuple[Tuple[str, Any], ...] = ()
 
     @property
     def extents(self) -> Tuple[PrimExpr, ...]:
@@ -100,6 +107,35 @@ class LetStmt(Stmt):
     var: Var
     value: PrimExpr
     body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class AssertStmt(Stmt):
+    """``assert condition, message`` before ``body`` (what a host function checks of its arguments)."""
+
+    condition: PrimExpr
+    message: PrimExpr
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class While(Stmt):
+    """``while condition: body`` (TVMScript only: lowering refuses it)."""
+
+    condition: PrimExpr
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BufferRealize(Stmt):
+    """``T.realize(A[0:16, 0:16], scope)``: the region of ``buffer`` that ``body`` uses (TVMScript of a
+    function before storage flattening; lowering refuses it)."""
+
+    buffer: Buffer
+    bounds: Tuple[Any, ...]  # Range per dimension
+    condition: PrimExpr
+    body: Stmt
+    scope: str = ""
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -139,3 +175,12 @@ def seq(*stmts: Stmt) -> Stmt:
     if len(out) == 1:
         return out[0]
     return SeqStmt(tuple(out))
+
+
+def __getattr__(name: str):
+    # TVM keeps the block statements in tir.stmt too (``tir.stmt.Block``); they live in tir.block
+    if name in ("Block", "BlockRealize", "MatchBufferRegion", "BufferRegion"):
+        from . import block
+
+        return getattr(block, name)
+    raise AttributeError(f"module 'kernels.tir.stmt' has no attribute {name!r}")

@@ -14,9 +14,9 @@ from typing import Any, Dict, List, Optional
 
 from ..errors import TVMError
 from .block import Block, BlockRealize, BufferRegion, IterVar, Range, loop_thread
-from .expr import BinaryOp, Buffer, BufferView, PrimExpr, Var, node_kind
+from .expr import BinaryOp, Buffer, BufferView, CommReducer, PrimExpr, Var, node_kind
 from .function import IRModule, PrimFunc
-from .stmt import Stmt
+from .stmt import Stmt, ThreadIndex
 
 
 class _Mismatch(Exception):
@@ -205,22 +205,64 @@ class _Equal:
         elif name == "Evaluate":
             self.expr(a.value, b.value)
         elif name == "Allocate":
-            self.define_buffer(a.buffer, b.buffer)
             self.expr(a.extent, b.extent)
+            self.define_buffer(a.buffer, b.buffer)
+            self.value(a.annotations, b.annotations)
             self.stmt(a.body, b.body)
         elif name == "AttrStmt":
             if a.attr_key != b.attr_key:
                 self.fail("attribute keys", a.attr_key, b.attr_key)
-            if a.attr_key == "thread_extent":
+            if isinstance(a.node, ThreadIndex) and isinstance(b.node, ThreadIndex):
                 if a.node.thread_tag != b.node.thread_tag:
                     self.fail("thread tags", a.node.thread_tag, b.node.thread_tag)
-                self.define_var(a.node.var, b.node.var)
+                if id(a.node.var) not in self.vars:
+                    self.define_var(a.node.var, b.node.var)
+                self.expr(a.node.var, b.node.var)
+            else:
+                self.attr_node(a.node, b.node)
             self.value(a.value, b.value)
+            self.stmt(a.body, b.body)
+        elif name == "AssertStmt":
+            self.expr(a.condition, b.condition)
+            self.expr(a.message, b.message)
+            self.stmt(a.body, b.body)
+        elif name == "While":
+            self.expr(a.condition, b.condition)
+            self.stmt(a.body, b.body)
+        elif name == "BufferRealize":
+            self.buffer(a.buffer, b.buffer)
+            if len(a.bounds) != len(b.bounds):
+                self.fail("realize ranks", len(a.bounds), len(b.bounds))
+            for x, y in zip(a.bounds, b.bounds):
+                self.range(x, y)
+            self.expr(a.condition, b.condition)
+            if a.scope != b.scope:
+                self.fail("realize scopes", a.scope, b.scope)
             self.stmt(a.body, b.body)
         elif name == "NoOp":
             pass
         else:
             self.fail("statements", name, type(b).__name__)
+
+    def attr_node(self, a, b) -> None:
+        if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+            if len(a) != len(b):
+                self.fail("attribute nodes", a, b)
+            for x, y in zip(a, b):
+                self.attr_node(x, y)
+        elif isinstance(a, Buffer) and isinstance(b, Buffer):
+            self.buffer(a, b)
+        elif isinstance(a, CommReducer) and isinstance(b, CommReducer):
+            if len(a.lhs) != len(b.lhs):
+                self.fail("reducers", len(a.lhs), len(b.lhs))
+            self.exprs(a.identity_element, b.identity_element)
+            for x, y in zip(a.lhs + a.rhs, b.lhs + b.rhs):
+                self.define_var(x, y)
+            self.exprs(a.result, b.result)
+        elif isinstance(a, PrimExpr) and isinstance(b, PrimExpr):
+            self.expr(a, b)
+        elif type(a) is not type(b) or (not hasattr(a, "__dataclass_fields__") and a != b):
+            self.fail("attribute nodes", a, b)
 
     def block(self, a: Block, b: Block) -> None:
         self.path.append(f'block "{a.name_hint}"')

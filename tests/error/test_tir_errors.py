@@ -334,11 +334,13 @@ def test_unsupported_statement_names_file_and_line():
     with pytest.raises(TVMScriptError) as e:
         @T.prim_func
         def f(A: T.Buffer[(4,), "float32"]) -> None:
-            while True:  # marker-while
+            try:  # marker-try
                 pass
-    assert str(e.value) == (f"{HERE}:{line_of('marker-while')}: unsupported statement (While) in a "
+            finally:
+                pass
+    assert str(e.value) == (f"{HERE}:{line_of('marker-try')}: unsupported statement (Try) in a "
                             "prim_func: TVMScript supports for loops over T.grid/T.serial/..., with "
-                            "T.block/T.init, if, buffer stores, let bindings and T.* calls")
+                            "T.block/T.init, if, while, assert, buffer stores, let bindings and T.* calls")
 
 
 def test_wrong_number_of_indices():
@@ -413,7 +415,12 @@ def test_parameter_without_annotation_and_unmatched_handle():
         from_source("\n@T.prim_func\ndef f(A) -> None:\n    pass\n")
     with pytest.raises(TVMScriptError, match=r"^<tvmscript>:3: prim_func f: handle parameter a is never "
                                              r"matched"):
-        from_source("\n@T.prim_func\ndef f(a: T.handle) -> None:\n    pass\n")
+        from_source("\n@T.prim_func\ndef f(a: T.handle) -> None:\n    with T.block(\"b\"):\n"
+                    "        T.evaluate(0)\n")
+    # a function of loop IR (no blocks) may take raw handles, as lowered host code does
+    f = from_source("\n@T.prim_func\ndef f(a: T.handle) -> None:\n    T.evaluate(T.isnullptr(a, "
+                    "dtype=\"bool\"))\n")
+    assert f.params[0].dtype == "handle" and not f.buffer_map
 
 
 def test_python_syntax_error_has_a_line():

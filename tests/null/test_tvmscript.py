@@ -459,3 +459,94 @@ def f(a: T.handle) -> None:
         from_source(src)
     with pytest.raises(TVMScriptError, match=r"<tvmscript>:8: T.match_buffer Ar: unexpected argument shapes"):
         from_source(src.replace('(8,), "float16")', 'shapes=(8,))'))
+
+
+# -- loop IR in TVM v0.8's TVMScript: env_thread / launch_thread, allocate, attr, assert, let, while ----
+
+LOOP_IR = '''
+@T.prim_func
+def f(a: T.handle, c: T.handle, n: T.int32) -> None:
+    T.func_attr({"global_symbol": "f", "tir.noalias": True})
+    A = T.match_buffer(a, (64,), "float32")
+    C = T.match_buffer(c, (64,), "float32")
+    W = T.buffer_decl([8], dtype="float32", scope="local")
+    p = T.buffer_var("float32", "global")
+    tx = T.env_thread("threadIdx.x")
+    assert n == 64, "n must be 64"
+    T.attr(p, "storage_alignment", 128)
+    with T.let(p, T.reinterpret(T.uint64(0), dtype="handle")):
+        T.launch_thread(tx, 8)
+        B = T.allocate([8], "float32", "local", annotations={"k": "v"})
+        T.realize(W[0:8], "local")
+        for j in range(8):
+            B[j] = T.load("float32", A.data, tx * 8 + j) + T.float32(1)
+        with T.attr(T.comm_reducer(lambda x, y: x + y, [T.float32(0)]), "reduce_scope", 0):
+            T.evaluate(T.tvm_thread_allreduce(T.uint32(1), T.load("float32", B, 0), True, p, tx,
+                                              dtype="handle"))
+        while T.load("float32", B, 0) < T.float32(10):
+            T.store(B, 0, T.load("float32", B, 0) * T.float32(2))
+        C.data[tx] = T.load("float32", B, 0)
+'''
+
+
+def test_loop_ir_parses_into_its_statements():
+    from kernels.tir import (Allocate, AssertStmt, AttrStmt, BufferRealize, CommReducer, LetStmt, ThreadIndex,
+                             While)
+
+    f = from_source(LOOP_IR)
+    assert isinstance(f.body, AssertStmt) and f.body.message.value == "n must be 64"  # no root block
+    attr = f.body.body
+    assert isinstance(attr, AttrStmt) and attr.attr_key == "storage_alignment" and attr.value.value == 128
+    let = attr.body
+    assert isinstance(let, LetStmt) and let.var is attr.node and let.var.dtype == "handle"
+    launch = let.body
+    assert isinstance(launch.node, ThreadIndex) and launch.node.thread_tag == "threadIdx.x"
+    assert launch.value.value == 8
+    alloc = launch.body
+    assert isinstance(alloc, Allocate) and alloc.extent.value == 8 and alloc.buffer.scope == "local"
+    assert dict(alloc.annotations) == {"k": "v"}
+    realize = alloc.body
+    assert isinstance(realize, BufferRealize) and realize.scope == "local"
+    loop, reduce_attr, loop_while, last = realize.body.seq
+    assert loop.body.buffer.data is alloc.buffer.data
+    red = reduce_attr.node
+    assert isinstance(red, CommReducer) and red.result[0].a is red.lhs[0] and red.result[0].b is red.rhs[0]
+    assert red.identity_element[0].value == 0.0
+    assert isinstance(loop_while, While) and loop_while.condition.b.value == 10.0
+    assert last.buffer.data is f.buffer_map[1][1].data and last.indices[0] is launch.node.var
+
+
+def test_loop_ir_round_trips():
+    f = from_source(LOOP_IR)
+    text = f.script()
+    for line in ('tx = T.env_thread("threadIdx.x")', "T.launch_thread(tx, 8)",
+                 'B = T.allocate([8], "float32", "local", annotations={"k": "v"})',
+                 'assert n == 64, "n must be 64"', "with T.let(p, T.reinterpret(T.uint64(0), dtype=\"handle\")):",
+                 'T.realize(W[0 : 8], "local")', "while T.load(\"float32\", B, 0) < T.float32(10):",
+                 'T.comm_reducer(lambda x, y: x + y, [T.float32(0)])'):
+        assert line in text
+    back = from_source(text)
+    assert_structural_equal(f, back, True)
+    assert back.script() == text
+    for old, new in (("T.launch_thread(tx, 8)", "T.launch_thread(tx, 4)"), ('"n must be 64"', '"n is 64"'),
+                     ("lambda x, y: x + y", "lambda x, y: x * y"), ('"local", annotations', '"shared", annotations')):
+        assert old in text
+        assert not structural_equal(f, from_source(text.replace(old, new)), True)
+
+
+def test_loop_ir_that_lowering_cannot_take_is_refused():
+    with pytest.raises(tvm.TVMError, match=r"an assert \(AssertStmt\) cannot be lowered"):
+        tvm.lower(from_source(LOOP_IR))
+
+
+def test_data_pointer_of_a_lower_rank_index_pads_unit_dimensions():
+    src = '''
+@T.prim_func
+def f(a: T.handle) -> None:
+    A = T.match_buffer(a, (4, 1), "float32")
+    A[2] = T.float32(1)
+'''
+    store = from_source(src).body
+    assert [i.value for i in store.indices] == [2, 0]
+    with pytest.raises(TVMScriptError, match="buffer A has 2 dimensions but is indexed with 1"):
+        from_source(src.replace("(4, 1)", "(4, 2)"))
