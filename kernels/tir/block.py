@@ -32,6 +32,7 @@ from .stmt import (
     For,
     IfThenElse,
     LetStmt,
+    LoopKind,
     NoOp,
     SeqStmt,
     Stmt,
@@ -171,7 +172,7 @@ class ThreadBindingFor(For):
 
 
 #: the loop kind of a :class:`ThreadBindingFor`
-THREAD_BINDING = "thread_binding"
+THREAD_BINDING = LoopKind("thread_binding", 4)
 
 #: thread tags a loop may be bound to
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z",
@@ -488,4 +489,26 @@ def as_annotations(d) -> Tuple[Tuple[str, Any], ...]:
             return tuple(freeze(x) for x in v)
         return v
 
-    return tuple((str(k), freeze(v)) for k, v in items)
+    return Annotations((str(k), freeze(v)) for k, v in items)
+
+
+class Annotations(tuple):
+    """Annotations: a tuple of ``(key, value)`` pairs that also answers ``ann["key"]`` (as TVM's
+    ``Map``)."""
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            for key, v in self:
+                if key == k:
+                    return v
+            raise KeyError(k)
+        return tuple.__getitem__(self, k)
+
+    def get(self, k: str, default=None):
+        for key, v in self:
+            if key == k:
+                return v
+        return default
+
+    def keys(self):
+        return [k for k, _ in self]

@@ -19,11 +19,39 @@ class Stmt:
     __str__ = __repr__
 
 
+class LoopKind(str):
+    """A loop kind: its name (``"serial"``), which also compares equal to TVM's number of the kind
+    (``ForKind.SERIAL == 0``, ``THREAD_BINDING == 4``), as TVM's ``For.kind`` is an enum."""
+
+    code: int
+
+    def __new__(cls, name: str, code: int) -> "LoopKind":
+        obj = str.__new__(cls, name)
+        obj.code = code
+        return obj
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, int) and not isinstance(other, bool):
+            return self.code == other
+        return str.__eq__(self, other)
+
+    def __ne__(self, other) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = str.__hash__
+
+    def __int__(self) -> int:
+        return self.code
+
+    def __reduce__(self):
+        return (LoopKind, (str(self), self.code))
+
+
 class ForKind:
-    SERIAL = "serial"
-    PARALLEL = "parallel"
-    VECTORIZED = "vectorized"
-    UNROLLED = "unrolled"
+    SERIAL = LoopKind("serial", 0)
+    PARALLEL = LoopKind("parallel", 1)
+    VECTORIZED = LoopKind("vectorized", 2)
+    UNROLLED = LoopKind("unrolled", 3)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -51,6 +79,12 @@ class For(Stmt):
     kind: str
     body: Stmt
     annotations: Tuple[Tuple[str, Any], ...] = ()
+
+    @property
+    def thread_binding(self) -> Optional["ThreadIndex"]:
+        """TVM's ``For.thread_binding``: the thread a ``T.thread_binding`` loop runs on, else None."""
+        tag = getattr(self, "thread_tag", "")
+        return ThreadIndex(self.loop_var, tag, self.extent) if tag else None
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from ..errors import TVMError
 from .block import Block, BlockRealize, BufferRegion, IterVar, Range, loop_thread
-from .expr import BinaryOp, Buffer, BufferView, CommReducer, PrimExpr, Var, node_kind
+from .expr import BinaryOp, Buffer, BufferView, CommReducer, PrimExpr, Var, convert, node_kind
 from .function import IRModule, PrimFunc
 from .stmt import Stmt, ThreadIndex
 
@@ -333,8 +333,20 @@ class _Equal:
             self.stmt(a, b)
         elif isinstance(a, PrimExpr) and isinstance(b, PrimExpr):
             self.expr(a, b)
+        elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+            # sequences (a buffer's shape against [16, 1, 4]): element by element, numbers as constants
+            if len(a) != len(b):
+                self.fail("lengths", len(a), len(b))
+            for k, (x, y) in enumerate(zip(a, b)):
+                self.path.append(f"[{k}]")
+                self.top(convert(x) if _is_number(x) else x, convert(y) if _is_number(y) else y)
+                self.path.pop()
         else:
             self.fail("node types", type(a).__name__, type(b).__name__)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def structural_equal(a, b, map_free_vars: bool = False) -> bool:

@@ -550,3 +550,32 @@ def f(a: T.handle) -> None:
     assert [i.value for i in store.indices] == [2, 0]
     with pytest.raises(TVMScriptError, match="buffer A has 2 dimensions but is indexed with 1"):
         from_source(src.replace("(4, 1)", "(4, 2)"))
+
+
+def test_loop_kinds_annotations_and_shapes_answer_as_in_tvm():
+    import pickle
+
+    from kernels.tir import ForKind
+
+    src = '''
+@T.prim_func
+def f(a: T.handle) -> None:
+    A = T.match_buffer(a, (16, 16), "float32")
+    for i in T.thread_binding(0, 16, thread="threadIdx.x"):
+        for j in T.serial(0, 16, annotations={"attr_key": "attr_value"}):
+            A[i, j] = T.float32(1)
+'''
+    f = from_source(src)
+    outer, inner = f.body, f.body.body
+    # TVM's ForKind numbers: SERIAL 0, PARALLEL 1, VECTORIZED 2, UNROLLED 3, THREAD_BINDING 4
+    assert outer.kind == 4 and outer.kind == "thread_binding" and outer.kind != 0
+    assert inner.kind == 0 and inner.kind == ForKind.SERIAL and int(ForKind.UNROLLED) == 3
+    assert pickle.loads(pickle.dumps(inner.kind)) == 0
+    assert outer.thread_binding.thread_tag == "threadIdx.x" and outer.thread_binding.var is outer.loop_var
+    assert inner.thread_binding is None
+    assert inner.annotations["attr_key"] == "attr_value" and dict(inner.annotations) == {"attr_key": "attr_value"}
+    with pytest.raises(KeyError):
+        inner.annotations["missing"]  # noqa: B018
+    A = f.buffer_map[0][1]
+    assert_structural_equal(A.shape, [16, 16])
+    assert not structural_equal(A.shape, [16, 8]) and not structural_equal(A.shape, [16])
