@@ -80,6 +80,10 @@ class PrimFunc(metaclass=ABCMeta):
         """A copy with another body."""
         return dataclasses.replace(self, body=body)
 
+    def same_as(self, other) -> bool:
+        """Whether ``other`` is this very function object (TVM's reference equality)."""
+        return self is other
+
     def with_attr(self, key: str, value: Any) -> "PrimFunc":
         """A copy with attribute ``key`` set to ``value``."""
         attrs = dict(self.attrs)
@@ -129,6 +133,10 @@ class IRModule(metaclass=ABCMeta):
     def from_expr(func: PrimFunc) -> "IRModule":
         """A module holding ``func`` as ``main`` (TVM's ``IRModule.from_expr``)."""
         return IRModule({"main": func})
+
+    def same_as(self, other) -> bool:
+        """Whether ``other`` is this very module object (TVM's reference equality)."""
+        return self is other
 
     def __getitem__(self, name: str) -> PrimFunc:
         name = getattr(name, "name_hint", name)

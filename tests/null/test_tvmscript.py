@@ -579,3 +579,10 @@ def f(a: T.handle) -> None:
     A = f.buffer_map[0][1]
     assert_structural_equal(A.shape, [16, 16])
     assert not structural_equal(A.shape, [16, 8]) and not structural_equal(A.shape, [16])
+
+
+def test_same_as_is_reference_equality():
+    f = from_source(Matmul.script())
+    assert Matmul["main"].same_as(Matmul["main"]) and Matmul.same_as(Matmul)
+    assert not f.same_as(Matmul) and not f["main"].same_as(Matmul["main"])
+    assert structural_equal(f, Matmul)
