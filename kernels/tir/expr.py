@@ -502,6 +502,9 @@ def const(value, dtype: Optional[str] = None) -> PrimExpr:
             except ImportError:  # pragma: no cover
                 pass
             raise TVMError(f"cannot make a constant of {value!r} ({type(value).__name__})")
+    if dt.lanes(dtype) > 1:  # const(1, "float32x4"): the scalar in every lane, as in TVM
+        dtype = dt.normalize_vector(dtype)
+        return Broadcast(const(value, dt.element_of(dtype)), dt.lanes(dtype))
     dtype = dt.normalize(dtype)
     if dt.is_float(dtype):
         return FloatImm(dtype, float(value))
