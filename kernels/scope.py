@@ -75,7 +75,8 @@ class OutOfScopeModule(types.ModuleType):
         if name.startswith("__"):
             raise AttributeError(name)
         tvm_name = self.__name__.replace("kernels.", "tvm.", 1)
-        raise AttributeError(f"{tvm_name}.{name}: {message(self.__name__[len('kernels.'):])}")
+        root = self.__name__[len("kernels."):].split(".")[0]
+        raise AttributeError(f"{tvm_name}.{name}: {message(root)}")
 
 
 class _OutOfScopeLoader(importlib.abc.Loader):
@@ -83,7 +84,7 @@ class _OutOfScopeLoader(importlib.abc.Loader):
         return OutOfScopeModule(spec.name)
 
     def exec_module(self, module) -> None:
-        module.__doc__ = message(module.__name__[len("kernels."):])
+        module.__doc__ = message(module.__name__[len("kernels."):].split(".")[0])
 
 
 class _OutOfScopeFinder(importlib.abc.MetaPathFinder):
@@ -94,10 +95,11 @@ class _OutOfScopeFinder(importlib.abc.MetaPathFinder):
         if not fullname.startswith("kernels."):
             return None
         name = fullname[len("kernels."):]
+        root = name.split(".")[0]
+        if root in IMPORTABLE:  # topi and its submodules (topi.testing, topi.cuda ...)
+            return importlib.machinery.ModuleSpec(fullname, _OutOfScopeLoader(), is_package=True)
         msg = message(name)
         if msg is not None:
-            if name in IMPORTABLE:
-                return importlib.machinery.ModuleSpec(fullname, _OutOfScopeLoader())
             raise ImportError(msg, name=fullname)
         return None
 

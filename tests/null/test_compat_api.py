@@ -443,6 +443,10 @@ def test_topi_imports_but_every_use_names_the_rule():
     with pytest.raises(AttributeError, match=r"tvm\.topi\.cuda: .*outside the scope"):
         topi.cuda.schedule_reduce  # noqa: B018
     assert not hasattr(topi, "cast")
+    import kernels.topi.testing  # noqa: F401 - TVM's tests import topi's helpers at the top too
+
+    with pytest.raises(AttributeError, match=r"tvm\.topi\.testing\.assert_allclose: tvm\.topi .*outside"):
+        kernels.topi.testing.assert_allclose  # noqa: B018
 
 
 def test_out_of_scope_attribute():
