@@ -23,8 +23,9 @@ from ..tir.stmt import Allocate, BufferStore
 
 
 def scalarize_vector_buffers(func):
-    """``func`` (a lowered :class:`kernels.lower.PrimFunc`) with every buffer of a vector type (arguments, allocations) replaced by a buffer of its
-    scalar type, and their accesses by vector accesses of the scalars."""
+    """``func`` (a lowered :class:`kernels.lower.PrimFunc`) with every buffer of a vector type
+    (arguments, allocations) replaced by a buffer of its scalar type, and their accesses by vector
+    accesses of the scalars."""
     new: Dict[int, Buffer] = {}
 
     def scalar(b: Buffer) -> Buffer:

@@ -333,7 +333,8 @@ class _Parser:
         full = args + [kw.get(n, _MISSING) for n in names[len(args):]]
         missing = [n for n, v in zip(names[:required], full) if v is _MISSING]
         if missing:
-            raise self.error(st, f"{what}: missing argument(s) {', '.join(missing)} (takes {', '.join(names)})")
+            raise self.error(st, f"{what}: missing argument(s) {', '.join(missing)} "
+                                 f"(takes {', '.join(names)})")
         return [None if v is _MISSING else v for v in full]
 
     def attr_value(self, v):
@@ -1316,10 +1317,12 @@ _DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "
            "uint64", "bool"}
 _SCOPES = ("global", "shared", "shared.dyn", "local", "warp")
 _TAKES_DTYPE = {"var", "type_annotation", "load"} | set(_INTRINSICS)
-_SYNTAX_ONLY = {"Assert", "store", "attr", "launch_thread", "realize", "let", "grid", "serial", "parallel", "vectorized", "unroll", "thread_binding", "block", "init",
-                "where", "reads", "writes", "block_attr", "func_attr", "evaluate", "prim_func"}
-_ASSIGN_SYNTAX = {"allocate", "env_thread", "buffer_decl", "buffer_var", "alloc_buffer", "match_buffer", "axis.spatial", "axis.reduce", "axis.scan", "axis.opaque",
-                  "axis.remap", "axis.S", "axis.R"}
+_SYNTAX_ONLY = {"Assert", "store", "attr", "launch_thread", "realize", "let", "grid", "serial", "parallel",
+                "vectorized", "unroll", "thread_binding", "block", "init", "where", "reads", "writes",
+                "block_attr", "func_attr", "evaluate", "prim_func"}
+_ASSIGN_SYNTAX = {"allocate", "env_thread", "buffer_decl", "buffer_var", "alloc_buffer", "match_buffer",
+                  "axis.spatial", "axis.reduce", "axis.scan", "axis.opaque", "axis.remap", "axis.S",
+                  "axis.R"}
 
 
 # -- entry points ----------------------------------------------------------------------------------------

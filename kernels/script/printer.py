@@ -381,7 +381,8 @@ class _Printer:
         elif eo is not None and not _is_zero(eo):
             extra += f", elem_offset={self.expr(eo)}"
         name = self.define(b, b.name)
-        self.emit(ind, f'{name} = T.match_buffer({src}, {self.shape(b.shape, "[]")}, dtype="{b.dtype}"{extra})')
+        shape = self.shape(b.shape, "[]")
+        self.emit(ind, f'{name} = T.match_buffer({src}, {shape}, dtype="{b.dtype}"{extra})')
 
     def alloc(self, b: Buffer, ind: int) -> None:
         name = self.define(b, b.name)

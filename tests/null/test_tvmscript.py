@@ -311,7 +311,8 @@ def test_flat_load_and_store_address_the_owner_memory():
 def test_flat_access_round_trips():
     text = flat_access.script()
     assert "T.store(D.data, vi * 16 + vj, T.load(\"float16\", A.data, vi * 16 + vj))" in text
-    assert 'T.tvm_access_ptr(T.type_annotation(dtype="float16"), A.data, vi * 16, 128, 1, dtype="handle")' in text
+    assert ('T.tvm_access_ptr(T.type_annotation(dtype="float16"), A.data, vi * 16, 128, 1, '
+            'dtype="handle")') in text
     back = from_source(text)
     assert_structural_equal(flat_access, back)
     assert back.script() == text
@@ -398,8 +399,8 @@ def matched_tiles(a: T.handle, c: T.handle) -> None:
                                 strides=[32, 1], offset_factor=1)
             T.evaluate(T.tvm_load_matrix_sync(
                 C0.data, 16, 16, 16, vi * 2 + vj,
-                T.tvm_access_ptr(T.type_annotation(dtype="float16"), A0.data, A0.elem_offset, A0.strides[0], 1,
-                                 dtype="handle"),
+                T.tvm_access_ptr(T.type_annotation(dtype="float16"), A0.data, A0.elem_offset, A0.strides[0],
+                                 1, dtype="handle"),
                 32, "row_major", dtype="handle"))
     for i in T.serial(32):
         with T.block("row"):
@@ -439,7 +440,8 @@ def test_match_buffer_of_a_region_round_trips():
 
 
 def test_match_buffer_of_a_region_is_refused_by_lowering():
-    with pytest.raises(tvm.TVMError, match=r"block tile: buffers matched to a region inside a block \(A0, C0\)"):
+    with pytest.raises(tvm.TVMError, match=r"block tile: buffers matched to a region inside a block "
+                                           r"\(A0, C0\)"):
         tvm.lower(matched_tiles)
 
 
@@ -521,7 +523,8 @@ def test_loop_ir_round_trips():
     text = f.script()
     for line in ('tx = T.env_thread("threadIdx.x")', "T.launch_thread(tx, 8)",
                  'B = T.allocate([8], "float32", "local", annotations={"k": "v"})',
-                 'assert n == 64, "n must be 64"', "with T.let(p, T.reinterpret(T.uint64(0), dtype=\"handle\")):",
+                 'assert n == 64, "n must be 64"',
+                 "with T.let(p, T.reinterpret(T.uint64(0), dtype=\"handle\")):",
                  'T.realize(W[0 : 8], "local")', "while T.load(\"float32\", B, 0) < T.float32(10):",
                  'T.comm_reducer(lambda x, y: x + y, [T.float32(0)])'):
         assert line in text
@@ -529,7 +532,8 @@ def test_loop_ir_round_trips():
     assert_structural_equal(f, back, True)
     assert back.script() == text
     for old, new in (("T.launch_thread(tx, 8)", "T.launch_thread(tx, 4)"), ('"n must be 64"', '"n is 64"'),
-                     ("lambda x, y: x + y", "lambda x, y: x * y"), ('"local", annotations', '"shared", annotations')):
+                     ("lambda x, y: x + y", "lambda x, y: x * y"),
+                     ('"local", annotations', '"shared", annotations')):
         assert old in text
         assert not structural_equal(f, from_source(text.replace(old, new)), True)
 
@@ -573,7 +577,8 @@ def f(a: T.handle) -> None:
     assert pickle.loads(pickle.dumps(inner.kind)) == 0
     assert outer.thread_binding.thread_tag == "threadIdx.x" and outer.thread_binding.var is outer.loop_var
     assert inner.thread_binding is None
-    assert inner.annotations["attr_key"] == "attr_value" and dict(inner.annotations) == {"attr_key": "attr_value"}
+    assert inner.annotations["attr_key"] == "attr_value"
+    assert dict(inner.annotations) == {"attr_key": "attr_value"}
     with pytest.raises(KeyError):
         inner.annotations["missing"]  # noqa: B018
     A = f.buffer_map[0][1]
@@ -586,3 +591,26 @@ def test_same_as_is_reference_equality():
     assert Matmul["main"].same_as(Matmul["main"]) and Matmul.same_as(Matmul)
     assert not f.same_as(Matmul) and not f["main"].same_as(Matmul["main"])
     assert structural_equal(f, Matmul)
+
+
+@pytest.mark.parametrize("line, message", [
+    ('T.launch_thread(n, 8)', r"T.launch_thread: n is not a thread declared with x = T.env_thread"),
+    ('tx = T.env_thread("threadIdx.w")', r"T.env_thread: unknown thread 'threadIdx.w'"),
+    ('B = T.allocate(8, "float33", "local")', r"T.allocate B: unknown dtype 'float33'"),
+    ('B = T.allocate([8], "float32", "local", n > 1)', r"T.allocate B: a condition other than True"),
+    ('T.attr(n, "k")', r"T.attr: missing argument\(s\) value"),
+    ('T.attr(n, 3, 1)', r"T.attr: the key must be a string, got 3"),
+    ('T.realize(n, "")', r"T.realize takes a buffer region"),
+    ('assert n > 1, n', r"assert: the message must be a string"),
+    ('T.evaluate(T.comm_reducer(lambda x: x, [T.float32(0)]))',
+     r"T.comm_reducer: 1 identity element\(s\) need a lambda of 2"),
+])
+def test_loop_ir_errors_name_the_line(line, message):
+    src = f'''
+@T.prim_func
+def f(n: T.int32) -> None:
+    {line}
+    T.evaluate(n)
+'''
+    with pytest.raises(TVMScriptError, match=r"^<tvmscript>:4: " + message):
+        from_source(src)
