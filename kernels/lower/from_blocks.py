@@ -49,6 +49,7 @@ from ..tir.expr import (
     And,
     Buffer,
     BufferLoad,
+    BufferView,
     FloorDiv,
     FloorMod,
     IntImm,
@@ -463,8 +464,19 @@ def flatten_buffers(stmt: Stmt, params: Tuple[Buffer, ...]) -> Stmt:
     strides: Dict[int, Tuple[PrimExpr, ...]] = {id(b): (b.strides or row_major_strides(b.shape))
                                                 for b in params}
     flat: Dict[int, Buffer] = {id(b): b for b in params}
+    by_data: Dict[int, Buffer] = {id(b.data): b for b in params}
 
     def index(buf: Buffer, indices) -> Tuple[Buffer, Tuple[PrimExpr, ...]]:
+        if isinstance(buf, BufferView):  # T.load / T.store: an element offset from the data pointer
+            owner = by_data.get(id(buf.data))
+            if owner is None:
+                raise LoweringError(f"T.load/T.store of {buf.name}.data: a flat access of memory the "
+                                    f"function allocates cannot be lowered (lowering plans its layout); "
+                                    f"index the buffer ({buf.name}[...]) instead")
+            if buf.dtype != owner.dtype:
+                raise LoweringError(f"T.load/T.store of {buf.name}.data as {buf.dtype}: {buf.name} holds "
+                                    f"{owner.dtype}; a flat access must use the buffer's type")
+            return flat[id(owner)], tuple(indices)
         st = strides.get(id(buf))
         if st is None:
             raise LoweringError(f"buffer {buf.name} is accessed outside its allocation")

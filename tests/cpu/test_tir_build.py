@@ -217,3 +217,53 @@ def test_build_of_a_prim_func_under_another_name():
     c = np.zeros(8, "float32")
     f(a, a, c)
     assert (c == 2 * a).all()
+
+
+# -- flat accesses (TVM v0.8's T.load / T.store) -------------------------------------------------------
+
+
+def test_flat_access_of_an_argument_runs():
+    from kernels.script import from_source
+
+    f = from_source('''
+@T.prim_func
+def f(a: T.handle, d: T.handle) -> None:
+    A = T.match_buffer(a, (16, 16), dtype="float32")
+    D = T.match_buffer(d, (16, 16), dtype="float32")
+    for i, j in T.grid(16, 16):
+        with T.block("D"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            T.reads(A[15 - vi, vj])
+            T.writes(D[vi, vj])
+            T.store(D.data, vi * 16 + vj, T.load("float32", A.data, (15 - vi) * 16 + vj) * T.float32(2))
+''')
+    m = tvm.build(f, target="c")
+    h = np.random.default_rng(2).uniform(size=(16, 16)).astype("float32")
+    a, d = tvm.nd.array(h), tvm.nd.empty((16, 16), "float32")
+    m(a, d)
+    np.testing.assert_array_equal(d.numpy(), 2 * h[::-1])  # rows reversed, doubled (exact in float32)
+
+
+def test_flat_access_of_an_allocation_is_refused():
+    from kernels.script import from_source
+
+    f = from_source('''
+@T.prim_func
+def f(a: T.handle, d: T.handle) -> None:
+    A = T.match_buffer(a, (16,), dtype="float32")
+    D = T.match_buffer(d, (16,), dtype="float32")
+    B = T.alloc_buffer((16,), dtype="float32")
+    for i in T.serial(16):
+        with T.block("B"):
+            vi = T.axis.S(16, i)
+            T.reads(A[vi])
+            T.writes(B[vi])
+            B.data[vi] = A[vi]
+    for i in T.serial(16):
+        with T.block("D"):
+            vi = T.axis.S(16, i)
+            D[vi] = B[vi]
+''')
+    with pytest.raises(tvm.TVMError, match=r"T.load/T.store of B.data: a flat access of memory the function "
+                                           r"allocates cannot be lowered"):
+        tvm.build(f, target="c")
