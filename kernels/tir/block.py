@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import TVMError
-from .expr import Buffer, BufferLoad, IntImm, PrimExpr, Var, const, convert
+from .expr import Buffer, BufferLoad, BufferView, IntImm, PrimExpr, Var, const, convert
 from .functor import rewrite
 from .stmt import (
     Allocate,
@@ -413,24 +413,40 @@ class ExprMutator(StmtMutator):
         self.var_map = var_map or {}
         self.buffer_map = buffer_map or {}
         self.rewrite_expr = rewrite_expr
+        # a replaced buffer's data pointer, and flat views of its memory (T.load / T.store), follow it
+        self._by_data = {id(old.data): new for old, new in self.buffer_map.items()}
+        self._views: Dict[int, Buffer] = {}
 
     def visit_buffer(self, b: Buffer) -> Buffer:
-        return self.buffer_map.get(b, b)
+        got = self.buffer_map.get(b)
+        if got is not None:
+            return got
+        new = self._by_data.get(id(b.data)) if isinstance(b, BufferView) else None
+        if new is None:
+            return b
+        view = self._views.get(id(b))
+        if view is None:
+            view = BufferView(new.name, b.dtype, b.shape, new.scope, b.strides, new.data)
+            self._views[id(b)] = view
+        return view
 
     def visit_expr(self, e: PrimExpr) -> PrimExpr:
         if not self.var_map and not self.buffer_map and self.rewrite_expr is None:
             return e
 
         def pre(n):
-            if isinstance(n, Var) and self.var_map:
-                return self.var_map.get(n, n)
+            if isinstance(n, Var):
+                got = self.var_map.get(n) if self.var_map else None
+                if got is None and id(n) in self._by_data:
+                    got = self._by_data[id(n)].data
+                return n if got is None else got
             return None
 
         def post(n):
             if isinstance(n, BufferLoad) and self.buffer_map:
-                nb = self.buffer_map.get(n.buffer)
-                if nb is not None:
-                    n = BufferLoad(nb, n.indices)
+                nb = self.visit_buffer(n.buffer)
+                if nb is not n.buffer:
+                    n = BufferLoad(nb, n.indices, n.dtype if isinstance(n.buffer, BufferView) else "")
             if self.rewrite_expr is not None:
                 r = self.rewrite_expr(n)
                 if r is not None:
