@@ -87,7 +87,7 @@ def _vector(dtype: Any) -> Optional[Tuple[str, int]]:
     if not isinstance(dtype, str):
         return None
     m = re.fullmatch(r"([a-z]+\d*)x(\d+)", dtype.strip())
-    if m is None or int(m.group(2)) < 2:
+    if m is None or int(m.group(2)) < 2 or m.group(1) not in SUPPORTED_DTYPES:
         return None
     return m.group(1), int(m.group(2))
 

@@ -120,3 +120,9 @@ def test_vector_elements_on_cuda():
         b = tvm.nd.empty((64,), B.dtype, tvm.cuda(0))
         f(a, b)
         np.testing.assert_allclose(b.numpy().astype("float64"), host.astype("float64") + 1)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "int4x8", "handlex2", "float33x4"])
+def test_vector_type_of_an_unknown_element_is_refused(dtype):
+    with pytest.raises(tvm.TVMError, match=rf"unknown dtype '{dtype}'"):
+        te.placeholder((4,), dtype=dtype, name="P")
