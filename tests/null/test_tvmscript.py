@@ -439,9 +439,9 @@ def test_match_buffer_of_a_region_round_trips():
     assert other != text and not structural_equal(matched_tiles, from_source(other))
 
 
-def test_match_buffer_of_a_region_is_refused_by_lowering():
-    with pytest.raises(tvm.TVMError, match=r"block tile: buffers matched to a region inside a block "
-                                           r"\(A0, C0\)"):
+def test_pointer_of_a_buffer_matched_to_a_region_is_refused_by_lowering():
+    with pytest.raises(tvm.TVMError, match=r"block tile: C0.data of a buffer matched to a region cannot be "
+                                           r"lowered \(only its elements can\)"):
         tvm.lower(matched_tiles)
 
 
