@@ -694,6 +694,10 @@ class _Parser:
             retyped = _retype_literals(value, buf.dtype)
             if retyped is not None:
                 value = retyped
+            elif _widens(value.dtype, buf.dtype):  # A[vi] = vi + 1 into float32: converted, as C does
+                from ..tir.expr import Cast
+
+                value = Cast(buf.dtype, value)
             else:
                 raise self.error(node, f"store into {buf.name}: the value has type {value.dtype} but "
                                        f"{buf.name} "
@@ -1284,6 +1288,18 @@ class _Parser:
             raise self.error(node, f"{ast.unparse(node.func)}: {exc}") from None
         except (TypeError, ValueError) as exc:
             raise self.error(node, f"{ast.unparse(node.func)}: {exc}") from None
+
+
+def _widens(src: str, dst: str) -> bool:
+    """Whether a value of ``src`` converts to ``dst`` without loss of range: an integer (or bool) to a
+    float, an integer to a wider integer of the same signedness, a float to a wider float."""
+    if dt.lanes(src) != 1 or dt.lanes(dst) != 1:
+        return False
+    if dt.is_float(dst):
+        return (dt.is_integer(src) or src == "bool") or (dt.is_float(src) and dt.bits(src) < dt.bits(dst))
+    if dt.is_integer(dst) and dt.is_integer(src):
+        return dt.is_uint(src) == dt.is_uint(dst) and dt.bits(src) < dt.bits(dst)
+    return False
 
 
 def _retype_literals(e: PrimExpr, dtype: str) -> Optional[PrimExpr]:

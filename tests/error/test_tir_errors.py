@@ -388,18 +388,28 @@ def f(A: T.Buffer[(4,), "float32"]) -> None:
 
 
 def test_store_of_the_wrong_type_and_bad_loop():
+    # a float into an integer buffer (or a narrower type) is refused; an integer into a float buffer
+    # is converted as TVM's scripts expect (A[vi] = vi + 1)
     text = '''
 @T.prim_func
-def f(A: T.Buffer[(4,), "float32"], B: T.Buffer[(4,), "int32"]) -> None:
+def f(A: T.Buffer[(4,), "int32"], B: T.Buffer[(4,), "float32"]) -> None:
     for i in T.serial(4):
         with T.block("A"):
             vi = T.axis.remap("S", [i])
             A[vi] = B[vi]
 '''
-    with pytest.raises(TVMScriptError, match=r'^<tvmscript>:7: store into A: the value has type int32 but '
+    with pytest.raises(TVMScriptError, match=r'^<tvmscript>:7: store into A: the value has type float32 but '
                                              r'A holds '
-                                             r'float32; convert it with T.Cast\("float32", ...\)'):
+                                             r'int32; convert it with T.Cast\("int32", ...\)'):
         from_source(text)
+    for value, dst in (("B[vi]", "float16"), ("T.Cast(\"int64\", vi)", "int32"), ("vi", "uint32")):
+        narrowing = text.replace('"int32"], B', f'"{dst}"], B').replace("A[vi] = B[vi]", f"A[vi] = {value}")
+        with pytest.raises(TVMScriptError, match=r"^<tvmscript>:7: store into A: the value has type"):
+            from_source(narrowing)
+    widened = from_source(text.replace("A[vi] = B[vi]", "B[vi] = vi + 1"))
+    store = [s for s in tvm.tir.block.walk(widened.body) if isinstance(s, tvm.tir.BufferStore)][0]
+    assert isinstance(store.value, tvm.tir.Cast) and store.value.dtype == "float32"
+    assert store.value.value.dtype == "int32"
     text = '''
 @T.prim_func
 def f(A: T.Buffer[(4,), "float32"]) -> None:
