@@ -23,7 +23,7 @@ from ..tir.stmt import Allocate, BufferStore
 
 
 def scalarize_vector_buffers(func):
-    """``func`` (a lowered :class:`kernels.lower.PrimFunc`) with every buffer of a vector type
+    """``func`` (a lowered function, of TE or TensorIR) with every buffer of a vector type
     (arguments, allocations) replaced by a buffer of its scalar type, and their accesses by vector
     accesses of the scalars."""
     new: Dict[int, Buffer] = {}
@@ -66,4 +66,7 @@ def scalarize_vector_buffers(func):
     bufs = tuple(scalar(b) if dt.lanes(b.dtype) > 1 else b for b in func.buffers)
     if body is func.body and all(x is y for x, y in zip(bufs, func.buffers)):
         return func
+    if hasattr(func, "buffer_map"):  # a TensorIR function: its buffers are those of its buffer map
+        bmap = tuple((v, scalar(b) if dt.lanes(b.dtype) > 1 else b) for v, b in func.buffer_map)
+        return dataclasses.replace(func, body=body, buffer_map=bmap)
     return dataclasses.replace(func, body=body, buffers=bufs)

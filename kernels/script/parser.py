@@ -260,7 +260,7 @@ class _Parser:
                 raise self.error(node, f"{what} {name}: shape[{k}] must be an integer, not {e.dtype}")
             dims.append(e)
         try:
-            dtype = dt.normalize(dtype)
+            dtype = dt.normalize_vector(dtype)
         except TVMError as exc:
             raise self.error(node, f"{what} {name}: {exc}") from None
         if not isinstance(scope, str) or scope not in _SCOPES:

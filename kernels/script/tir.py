@@ -97,7 +97,7 @@ class Buffer(metaclass=_BufferMeta):
         if isinstance(shape, (int, _tir.PrimExpr)):
             shape = (shape,)
         shp = tuple(_convert(s) for s in shape)
-        return _Buffer(name, _dt.normalize(dtype), shp, scope, row_major_strides(shp))
+        return _Buffer(name, _dt.normalize_vector(dtype), shp, scope, row_major_strides(shp))
 
 
 def match_buffer(*args, **kwargs):

@@ -573,9 +573,14 @@ def wrap_int(value: int, dtype: str) -> int:
 
 def cast(x, dtype: str) -> PrimExpr:
     x = convert(x)
-    dtype = dt.normalize(dtype)
+    dtype = dt.normalize_vector(dtype)
     if x.dtype == dtype:
         return x
+    lanes, have = dt.lanes(dtype), dt.lanes(x.dtype)
+    if lanes != have:
+        if have == 1:  # a scalar to a vector type: the converted value in every lane, as in TVM
+            return Broadcast(cast(x, dt.element_of(dtype)), lanes)
+        raise TVMError(f"cannot cast {x.dtype} to {dtype}: the numbers of lanes differ")
     if isinstance(x, IntImm) and dt.is_integer(dtype):
         return IntImm(dtype, wrap_int(x.value, dtype))
     if isinstance(x, (IntImm, FloatImm)) and dt.is_float(dtype):

@@ -126,3 +126,23 @@ def test_vector_elements_on_cuda():
 def test_vector_type_of_an_unknown_element_is_refused(dtype):
     with pytest.raises(tvm.TVMError, match=rf"unknown dtype '{dtype}'"):
         te.placeholder((4,), dtype=dtype, name="P")
+
+
+def test_tensorir_buffers_of_a_vector_type():
+    from kernels.script import from_source
+
+    f = from_source('''
+@T.prim_func
+def f(A: T.Buffer[(16,), "float32x4"], B: T.Buffer[(16,), "float32x4"]) -> None:
+    for i in T.serial(16):
+        with T.block("B"):
+            vi = T.axis.S(16, i)
+            B[vi] = A[vi] * T.broadcast(T.float32(2), 4) + T.Cast("float32x4", T.ramp(0, 1, 4))
+''')
+    assert from_source(f.script()).script() == f.script()
+    m = tvm.build(f, target="c")
+    host = np.random.default_rng(9).uniform(size=(16, 4)).astype("float32")
+    a = tvm.nd.empty((16,), "float32x4").copyfrom(host)
+    b = tvm.nd.empty((16,), "float32x4")
+    m(a, b)
+    np.testing.assert_allclose(b.numpy(), host.astype("float64") * 2 + np.arange(4), rtol=1e-6)

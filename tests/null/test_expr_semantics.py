@@ -78,3 +78,14 @@ def test_integer_constants_wrap_a_bit_pattern_of_their_width():
     for value, dtype in ((256, "int8"), (-129, "int8"), (-129, "uint8"), (2**32, "int32")):
         with pytest.raises(TVMError, match=f"constant {value} does not fit in {dtype}"):
             tir.const(value, dtype)
+
+
+def test_cast_to_a_vector_type():
+    x = te.var("x")
+    b = tir.cast(x, "float32x4")  # a scalar: converted, then in every lane
+    assert isinstance(b, tir.Broadcast) and b.lanes == 4 and b.value.dtype == "float32"
+    r = tir.Ramp(tir.const(0), tir.const(1), 4)
+    c = tir.cast(r, "float32x4")
+    assert isinstance(c, tir.Cast) and c.dtype == "float32x4" and c.value is r
+    with pytest.raises(TVMError, match="cannot cast int32x4 to float32x2: the numbers of lanes differ"):
+        tir.cast(r, "float32x2")
