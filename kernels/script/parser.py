@@ -5,7 +5,12 @@ The function body is never run. Each statement is interpreted: ``for`` over ``T.
 ``range``) makes loops, ``with T.block(name)`` a block whose header statements (``T.axis.*``,
 ``T.where``, ``T.reads``, ``T.writes``, ``T.block_attr``, ``T.alloc_buffer``, ``with T.init()``)
 describe it, ``A[i, j] = ...`` a buffer store, ``if`` a conditional (decided at parse time when
-the condition is a Python value) and ``x = expr`` a let binding. Names resolve to the script's
+the condition is a Python value) and ``x = expr`` a let binding. TVM v0.8's loop-IR forms parse
+too: ``T.load`` / ``T.store`` / ``A.data[i] = v`` (flat accesses of a buffer's memory),
+``T.env_thread`` / ``T.launch_thread``, ``T.allocate``, ``T.attr``, ``assert``, ``T.let``,
+``while``, ``T.realize``, ``T.buffer_decl``, ``T.buffer_var``, ``T.comm_reducer`` and TVM's
+intrinsics with ``dtype=``; a statement such as ``T.attr(...)`` or ``B = T.allocate(...)`` scopes the
+statements after it (or those of its ``with``). Names resolve to the script's
 own variables and buffers first, then to the function's globals and closure (Python constants
 become IR constants, so a size may come from the enclosing code). A block without ``T.reads`` /
 ``T.writes`` gets them inferred from its body.

@@ -10,8 +10,11 @@ Python would otherwise parse a different tree, so ``from_source(script())`` give
 Names come from the IR (``i_0``, ``vi``, ``A_shared``); a definition that would shadow a visible
 name of another variable gets a numeric suffix, so sibling scopes may reuse names as TVM does.
 
-A lowered function (loop IR: ``T.launch_thread``, ``T.allocate``, flat indices) prints in the same
-syntax for reading; parsing covers the block level, which is what scheduling and the round trip need.
+Loop IR prints in TVM v0.8's forms, which parse back too: ``T.env_thread`` / ``T.launch_thread``,
+``T.allocate``, ``T.attr``, ``assert``, ``T.let``, ``while``, ``T.realize``, flat ``T.load`` /
+``T.store``; a statement that scopes the rest of its list is written with ``with`` when others
+follow it. Variables and buffers used but defined nowhere are declared before the body
+(``T.var``, ``T.env_thread``, ``T.buffer_decl``).
 """
 
 from __future__ import annotations
