@@ -7,12 +7,18 @@ TVM's model-level stack and library bindings are out of scope. Importing one of 
 (``import kernels.relay``, ``from kernels import topi``, ``from kernels.contrib import cblas``) or
 reaching for it as an attribute (``tvm.relay``) raises an error naming the rule and the page that
 lists what is supported (:data:`kernels.errors.COMPAT_PAGE`).
+
+A few of them (:data:`IMPORTABLE`) are imported at the top of many of TVM's own test files that use
+them in one or two tests only (``from tvm import topi``): those imports succeed and give a module
+whose every attribute raises the same message, so the rest of such a file still runs.
 """
 
 from __future__ import annotations
 
 import importlib.abc
+import importlib.machinery
 import sys
+import types
 from typing import Dict, Optional
 
 from .errors import out_of_scope
@@ -50,6 +56,9 @@ OUT_OF_SCOPE: Dict[str, tuple] = {
     "contrib.debugger": ("tvm.contrib.debugger (Relay's debug executor)", ""),
 }
 
+#: out-of-scope modules whose import succeeds (their attributes raise the scope message)
+IMPORTABLE = frozenset({"topi"})
+
 
 def message(name: str) -> Optional[str]:
     """The out-of-scope message for ``kernels.<name>``, or None when it is not out of scope."""
@@ -59,13 +68,37 @@ def message(name: str) -> Optional[str]:
     return out_of_scope(*got)
 
 
+class OutOfScopeModule(types.ModuleType):
+    """An importable out-of-scope module: every attribute raises the scope message."""
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        tvm_name = self.__name__.replace("kernels.", "tvm.", 1)
+        root = self.__name__[len("kernels."):].split(".")[0]
+        raise AttributeError(f"{tvm_name}.{name}: {message(root)}")
+
+
+class _OutOfScopeLoader(importlib.abc.Loader):
+    def create_module(self, spec):
+        return OutOfScopeModule(spec.name)
+
+    def exec_module(self, module) -> None:
+        module.__doc__ = message(module.__name__[len("kernels."):].split(".")[0])
+
+
 class _OutOfScopeFinder(importlib.abc.MetaPathFinder):
-    """Refuses imports of the out-of-scope ``kernels.*`` modules with the scope message."""
+    """Refuses imports of the out-of-scope ``kernels.*`` modules with the scope message (those of
+    :data:`IMPORTABLE` import as an :class:`OutOfScopeModule`)."""
 
     def find_spec(self, fullname, path=None, target=None):
         if not fullname.startswith("kernels."):
             return None
-        msg = message(fullname[len("kernels."):])
+        name = fullname[len("kernels."):]
+        root = name.split(".")[0]
+        if root in IMPORTABLE:  # topi and its submodules (topi.testing, topi.cuda ...)
+            return importlib.machinery.ModuleSpec(fullname, _OutOfScopeLoader(), is_package=True)
+        msg = message(name)
         if msg is not None:
             raise ImportError(msg, name=fullname)
         return None

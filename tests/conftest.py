@@ -27,6 +27,7 @@ MARKERS_BY_FILE: dict[str, tuple[str, ...]] = {
     "tests/cpu/test_runtime_backends.py::test_compile_cuda_ptx_and_fatbin": ("nvcc",),
     "tests/cpu/test_tutorials.py::test_intrin_math_tutorial_unchanged": ("nvcc",),
     "tests/null/test_runtime_args.py::test_cuda_module_builds_but_needs_a_gpu": ("nvcc",),
+    "tests/cpu/test_codegen_vector_dtypes.py::test_cuda_source_of_vector_elements": ("nvcc",),
 }
 
 

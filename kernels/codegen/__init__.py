@@ -18,6 +18,7 @@ from .c_family import CFamilyCodegen
 from .cuda import CUDACodegen, check_shared_limit
 from .host import buffers_by_data, host_expr, packed_call, split_packed
 from .opencl import OpenCLCodegen
+from .vector_dtypes import scalarize_vector_buffers
 
 DIALECTS = {"c": CCodegen, "cuda": CUDACodegen, "opencl": OpenCLCodegen}
 _TAGS = ["blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z"]
@@ -157,6 +158,8 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
         raise BuildError(f"unknown target {target!r}; expected one of {', '.join(DIALECTS)}")
     sizes = shape_vars_of(func)  # non-negative: they are sizes
     shape_vars = call_vars_of(func, sizes)  # what the host knows at call time: sizes and scalar arguments
+    described = func  # the arguments as callers see them (vector types kept)
+    func = scalarize_vector_buffers(func)
     allocs, body = hoist_global_allocs(func.body)
     workspaces = [a.buffer for a in allocs]
     ws_size = {id(a.buffer): a.extent for a in allocs}
@@ -242,7 +245,7 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
                                   dynamic_shared_bytes=dyn_shared))
     source = "".join(headers) + ("\n".join(helpers) + "\n" if helpers else "") + "\n\n".join(sources) + "\n"
     args = tuple(BufferArg(b.name, b.dtype, tuple(_dim(d, shape_vars) for d in b.shape))
-                 for b in func.buffers)
+                 for b in described.buffers)
     wss = tuple(Workspace(b.name, b.dtype, _size_fn(host_expr(ws_size[id(b)], f"size of buffer {b.name}")))
                 for b in workspaces)
     scalars = tuple(ScalarArg(v.name, v.dtype, k) for k, v in scalar_params_of(func))

@@ -280,7 +280,7 @@ class CFamilyCodegen:
         name = e.op.name
         if name in ("tir.call_pure_extern", "tir.call_extern"):
             fn = e.args[0].value
-            return f"{fn}({', '.join(self.expr(a) for a in e.args[1:])})"
+            return f"{fn}({', '.join(self.argument(a, fn) for a in e.args[1:])})"
         if name == "tir.likely":
             return self.expr(e.args[0])
         if name == "tir.address_of":  # &buffer[index] (access_ptr of a bound buffer)
@@ -297,6 +297,18 @@ class CFamilyCodegen:
             c, t, f = (self.expr(a) for a in e.args)
             return f"({c} ? {t} : {f})"
         return self.dialect_call(e)
+
+    def argument(self, e: PrimExpr, fn: str) -> str:
+        """An argument of an external function: a vector value (``__dp4a(A[i], ...)`` of ``int8x4``
+        elements) is passed as the target's vector type, built from its lanes."""
+        n = dt.lanes(e.dtype)
+        if n == 1:
+            return self.expr(e)
+        vtype = self.vector_type(dt.element_of(e.dtype), n)
+        if vtype is None:
+            raise BuildError(f"{fn}: argument {expr_str(e)} is a {e.dtype} vector, which target "
+                             f"{self.target} has no type for")
+        return self.vector_make(vtype, [self.expr(lane_of(e, k, self.let_lanes)) for k in range(n)])
 
     def dialect_call(self, e: Call) -> str:
         """A call the common printer does not know (warp shuffles ...)."""

@@ -176,6 +176,64 @@ def have_tensorcore(compute_version: Optional[str] = None, target: Any = None) -
     return major >= 7
 
 
+def have_fp16(compute_version: str) -> bool:
+    """Whether half-precision arithmetic exists for a compute capability (5.3, or 6.0 and newer).
+
+    Parameters
+    ----------
+    compute_version : str
+        ``"major.minor"`` (or ``"sm_XY"``), e.g. ``tvm.cuda(0).compute_version``.
+
+    Returns
+    -------
+    bool
+    """
+    major, minor = parse_compute_version(compute_version)
+    return major >= 6 or (major, minor) == (5, 3)
+
+
+def have_int8(compute_version: str) -> bool:
+    """Whether 8-bit integer arithmetic (``char4`` dot products) exists: compute capability 6.0 or newer.
+
+    Parameters
+    ----------
+    compute_version : str
+        ``"major.minor"`` (or ``"sm_XY"``).
+
+    Returns
+    -------
+    bool
+    """
+    major, _ = parse_compute_version(compute_version)
+    return major >= 6
+
+
+def have_bf16(compute_version: str) -> bool:
+    """Whether bfloat16 arithmetic exists: compute capability 8.0 or newer.
+
+    Parameters
+    ----------
+    compute_version : str
+        ``"major.minor"`` (or ``"sm_XY"``).
+
+    Returns
+    -------
+    bool
+    """
+    major, _ = parse_compute_version(compute_version)
+    return major >= 8
+
+
+def have_cudagraph() -> bool:
+    """Whether the installed CUDA toolkit has CUDA graphs (release 10.0 or newer; False without nvcc)."""
+    if find_nvcc() is None:
+        return False
+    try:
+        return nvcc_version() >= (10, 0)
+    except BuildError:
+        return False
+
+
 def _arch_flags(target: str, archs: List[str]) -> List[str]:
     if target == "fatbin":
         flags: List[str] = []

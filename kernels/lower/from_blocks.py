@@ -8,8 +8,9 @@ order (``BLOCK_PASSES``), each a function from a statement to a statement:
    reduction variable is at the start of its domain: ``if vk == 0: init`` before the update.
 2. ``lower_blocks`` — blocks disappear: block variables are replaced by their bindings, ``T.where``
    becomes an ``if``, a block's ``alloc_buffer`` an ``Allocate`` at the block (``storage_align``
-   annotations ride along as ``buffer_dim_align`` attributes). A reduction variable bound to a
-   ``threadIdx`` loop (a cross-thread reduction) is refused here: it would race.
+   annotations ride along as ``buffer_dim_align`` attributes), an element of a buffer matched to a
+   region (``T.match_buffer(A[...], ...)`` in a block) the element of the source buffer. A reduction
+   variable bound to a ``threadIdx`` loop (a cross-thread reduction) is refused here: it would race.
 3. ``compact_buffers`` — each allocated buffer moves to the innermost loop that contains all of its
    accesses and shrinks to the region accessed there (loops below relaxed; for ``shared`` memory
    the ``threadIdx`` loops too, since the threads of a block share it; ``global`` buffers stay at
@@ -36,8 +37,10 @@ from ..tir.block import (
     THREAD_BINDING,
     Block,
     BlockRealize,
+    BufferRegion,
     ExprMutator,
     IterVarType,
+    Range,
     StmtMutator,
     ThreadBindingFor,
     is_true,
@@ -49,6 +52,7 @@ from ..tir.expr import (
     And,
     Buffer,
     BufferLoad,
+    BufferView,
     FloorDiv,
     FloorMod,
     IntImm,
@@ -62,7 +66,9 @@ from ..tir.region import Interval, bound, loop_dom, row_major_strides, union_int
 from ..tir.simplify import const_int_bound, simplify, structural_equal, to_linear
 from ..tir.stmt import (
     Allocate,
+    AssertStmt,
     AttrStmt,
+    BufferRealize,
     BufferStore,
     For,
     IfThenElse,
@@ -70,6 +76,7 @@ from ..tir.stmt import (
     SeqStmt,
     Stmt,
     ThreadIndex,
+    While,
     seq,
 )
 
@@ -135,6 +142,10 @@ def lower_blocks(stmt: Stmt) -> Stmt:
             return dataclasses.replace(s, body=visit(s.body))
         if isinstance(s, Block):
             raise LoweringError(f"block {s.name_hint} has no BlockRealize")
+        if isinstance(s, (While, BufferRealize, AssertStmt)):
+            what = {While: "a while loop", BufferRealize: "T.realize", AssertStmt: "an assert"}[type(s)]
+            raise LoweringError(f"{what} ({type(s).__name__}) cannot be lowered: kernels lowers "
+                                "TensorIR blocks and loops; write a bounded loop / index buffers directly")
         return s
 
     def realize(r: BlockRealize) -> Stmt:
@@ -142,7 +153,7 @@ def lower_blocks(stmt: Stmt) -> Stmt:
         if blk.init is not None:
             raise LoweringError(f"block {blk.name_hint}: init left after lower_init_block")
         _check_cross_thread(blk, r, loops)
-        body = visit(blk.body)
+        body = visit(_inline_match_buffers(blk) if blk.match_buffers else blk.body)
         body = substitute_stmt(body, {iv.var: v for iv, v in zip(blk.iter_vars, r.iter_values)})
         for b in reversed(blk.alloc_buffers):
             body = Allocate(b, _realize_size(b), body)
@@ -153,6 +164,75 @@ def lower_blocks(stmt: Stmt) -> Stmt:
         return body
 
     return visit(stmt)
+
+
+def _inline_match_buffers(blk: Block) -> Stmt:
+    """The body of ``blk`` with every element access of a buffer matched to a region
+    (``A0 = T.match_buffer(A[i0:i0 + 16, 0:16], (16, 16))``) turned into the access of the source
+    buffer at the region's offset (``A0[i, j]`` -> ``A[i0 + i, j]``); regions of inner blocks too.
+    Using the matched buffer's pointer, offset or strides is refused (its layout is not planned)."""
+    matched = {id(m.buffer): m for m in blk.match_buffers}
+    dims: Dict[int, List[int]] = {}  # matched buffer -> the region dimension of each of its dimensions
+    for m in blk.match_buffers:
+        region = m.source.region
+        if len(m.buffer.shape) == len(region):
+            dims[id(m.buffer)] = list(range(len(region)))
+            continue
+        wide = [k for k, rg in enumerate(region)
+                if not (isinstance(rg.extent, IntImm) and rg.extent.value == 1)]
+        if len(wide) != len(m.buffer.shape):
+            raise LoweringError(f"block {blk.name_hint}: {m.buffer.name} has {len(m.buffer.shape)} "
+                                f"dimension(s) but matches a region of {len(wide)} non-unit dimension(s) of "
+                                f"{m.source.buffer.name}; only a buffer of the region's rank can be lowered")
+        dims[id(m.buffer)] = wide  # A[vi, 0:4] matched as (4,): its dimension is the region's second
+
+    def shifted(m, indices):
+        out = [rg.min for rg in m.source.region]
+        for d, i in zip(dims[id(m.buffer)], indices):
+            out[d] = out[d] + i
+        return tuple(simplify(x) for x in out)
+
+    def load(e):
+        if isinstance(e, BufferLoad) and id(e.buffer) in matched:
+            m = matched[id(e.buffer)]
+            return BufferLoad(m.source.buffer, shifted(m, e.indices))
+        return None
+
+    class _M(ExprMutator):
+        def __init__(self):
+            super().__init__(rewrite_expr=load)
+
+        def region(self, r: BufferRegion) -> BufferRegion:
+            r = super().region(r)
+            m = matched.get(id(r.buffer))
+            if m is None:
+                return r
+            rng = [Range(sr.min, const(1)) for sr in m.source.region]
+            for d, x in zip(dims[id(m.buffer)], r.region):
+                rng[d] = Range(simplify(m.source.region[d].min + x.min), x.extent)
+            return BufferRegion(m.source.buffer, tuple(rng))
+
+        def visit_BufferStore(self, s: BufferStore) -> Stmt:
+            s2 = self.generic(s)
+            m = matched.get(id(s2.buffer))
+            if m is None:
+                return s2
+            return BufferStore(m.source.buffer, s2.value, shifted(m, s2.indices))
+
+    body = _M()(blk.body)
+    forbidden = {}
+    for m in blk.match_buffers:
+        b = m.buffer
+        for v, what in [(b.data, "data"), (getattr(b, "elem_offset", None), "elem_offset")] + \
+                [(x, f"strides[{k}]") for k, x in enumerate(b.strides)]:
+            if isinstance(v, Var):
+                forbidden[id(v)] = f"{b.name}.{what}"
+    for n in collect(body, lambda x: isinstance(x, (Var, BufferLoad, BufferStore))):
+        used = forbidden.get(id(n) if isinstance(n, Var) else id(n.buffer.data))
+        if used is not None:
+            raise LoweringError(f"block {blk.name_hint}: {used} of a buffer matched to a region cannot be "
+                                "lowered (only its elements can); index the source buffer instead")
+    return body
 
 
 def _aligns(blk: Block) -> Dict[int, Tuple[Tuple[int, int, int], ...]]:
@@ -452,8 +532,19 @@ def flatten_buffers(stmt: Stmt, params: Tuple[Buffer, ...]) -> Stmt:
     strides: Dict[int, Tuple[PrimExpr, ...]] = {id(b): (b.strides or row_major_strides(b.shape))
                                                 for b in params}
     flat: Dict[int, Buffer] = {id(b): b for b in params}
+    by_data: Dict[int, Buffer] = {id(b.data): b for b in params}
 
     def index(buf: Buffer, indices) -> Tuple[Buffer, Tuple[PrimExpr, ...]]:
+        if isinstance(buf, BufferView):  # T.load / T.store: an element offset from the data pointer
+            owner = by_data.get(id(buf.data))
+            if owner is None:
+                raise LoweringError(f"T.load/T.store of {buf.name}.data: a flat access of memory the "
+                                    f"function allocates cannot be lowered (lowering plans its layout); "
+                                    f"index the buffer ({buf.name}[...]) instead")
+            if buf.dtype != owner.dtype:
+                raise LoweringError(f"T.load/T.store of {buf.name}.data as {buf.dtype}: {buf.name} holds "
+                                    f"{owner.dtype}; a flat access must use the buffer's type")
+            return flat[id(owner)], tuple(indices)
         st = strides.get(id(buf))
         if st is None:
             raise LoweringError(f"buffer {buf.name} is accessed outside its allocation")

@@ -12,6 +12,7 @@ from the packed ``int32``/``uint32`` words, and :meth:`NDArray.numpy` returns th
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -55,6 +56,9 @@ def normalize_dtype(dtype: Any) -> str:
     """
     if isinstance(dtype, str) and dtype in _PACKED:
         return dtype
+    vec = _vector(dtype)
+    if vec is not None:
+        return f"{normalize_dtype(vec[0])}x{vec[1]}"
     try:
         name = np.dtype(dtype).name
     except TypeError as exc:
@@ -78,8 +82,22 @@ def _normalize_shape(shape: ShapeLike) -> Tuple[int, ...]:
     return dims
 
 
+def _vector(dtype: Any) -> Optional[Tuple[str, int]]:
+    """``("float32", 4)`` for the vector type ``"float32x4"``, else None."""
+    if not isinstance(dtype, str):
+        return None
+    m = re.fullmatch(r"([a-z]+\d*)x(\d+)", dtype.strip())
+    if m is None or int(m.group(2)) < 2 or m.group(1) not in SUPPORTED_DTYPES:
+        return None
+    return m.group(1), int(m.group(2))
+
+
 def _storage(shape: Tuple[int, ...], dtype: str) -> Tuple[Tuple[int, ...], np.dtype]:
-    """Shape and numpy dtype of the store holding a ``shape`` array of ``dtype``."""
+    """Shape and numpy dtype of the store holding a ``shape`` array of ``dtype`` (a vector type such as
+    ``float32x4`` is stored as its lanes: numpy shape ``shape + (4,)``, as TVM's ``numpy()`` gives)."""
+    vec = _vector(dtype)
+    if vec is not None:
+        return shape + (vec[1],), np.dtype(vec[0])
     if dtype not in _PACKED:
         return shape, np.dtype(dtype)
     bits, word = _PACKED[dtype]

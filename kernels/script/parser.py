@@ -5,7 +5,12 @@ The function body is never run. Each statement is interpreted: ``for`` over ``T.
 ``range``) makes loops, ``with T.block(name)`` a block whose header statements (``T.axis.*``,
 ``T.where``, ``T.reads``, ``T.writes``, ``T.block_attr``, ``T.alloc_buffer``, ``with T.init()``)
 describe it, ``A[i, j] = ...`` a buffer store, ``if`` a conditional (decided at parse time when
-the condition is a Python value) and ``x = expr`` a let binding. Names resolve to the script's
+the condition is a Python value) and ``x = expr`` a let binding. TVM v0.8's loop-IR forms parse
+too: ``T.load`` / ``T.store`` / ``A.data[i] = v`` (flat accesses of a buffer's memory),
+``T.env_thread`` / ``T.launch_thread``, ``T.allocate``, ``T.attr``, ``assert``, ``T.let``,
+``while``, ``T.realize``, ``T.buffer_decl``, ``T.buffer_var``, ``T.comm_reducer`` and TVM's
+intrinsics with ``dtype=``; a statement such as ``T.attr(...)`` or ``B = T.allocate(...)`` scopes the
+statements after it (or those of its ``with``). Names resolve to the script's
 own variables and buffers first, then to the function's globals and closure (Python constants
 become IR constants, so a size may come from the enclosing code). A block without ``T.reads`` /
 ``T.writes`` gets them inferred from its body.
@@ -32,21 +37,26 @@ from ..tir.block import (
     BufferRegion,
     IterVar,
     IterVarType,
+    MatchBufferRegion,
     Range,
     as_annotations,
     make_for,
 )
 from ..tir.expr import (
     And,
+    Broadcast,
     Buffer,
     BufferLoad,
+    BufferView,
     Call,
+    CommReducer,
     FloatImm,
     IntImm,
     Not,
     Op,
     Or,
     PrimExpr,
+    StringImm,
     Var,
     const,
     convert,
@@ -54,7 +64,22 @@ from ..tir.expr import (
 from ..tir.function import IRModule, PrimFunc
 from ..tir.region import infer_regions, row_major_strides
 from ..tir.simplify import simplify
-from ..tir.stmt import BufferStore, Evaluate, ForKind, IfThenElse, LetStmt, Stmt, seq
+from ..tir.stmt import (
+    Allocate,
+    AssertStmt,
+    AttrStmt,
+    BufferRealize,
+    BufferStore,
+    Evaluate,
+    ForKind,
+    IfThenElse,
+    LetStmt,
+    Stmt,
+    ThreadIndex,
+    While,
+    seq,
+)
+from .tir import INTRINSICS as _INTRINSICS
 
 
 class TVMScriptError(TVMError):
@@ -75,6 +100,7 @@ _PY_CMP = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.G
            ast.Eq: operator.eq, ast.NotEq: operator.ne}
 _NUMBER = (bool, int, float)
 _HANDLED = object()  # a statement consumed while looking for let bindings
+_MISSING = object()  # an argument not given
 
 
 def _script_name(obj) -> Optional[str]:
@@ -103,6 +129,7 @@ class _BlockCtx:
     writes: Optional[Tuple[BufferRegion, ...]] = None
     annotations: Dict[str, Any] = field(default_factory=dict)
     allocs: List[Buffer] = field(default_factory=list)
+    matches: List[MatchBufferRegion] = field(default_factory=list)
     init: Optional[Stmt] = None
     is_root: bool = False
 
@@ -119,6 +146,9 @@ class _Parser:
         self.params: List[Var] = []
         self.buffer_map: List[Tuple[Var, Buffer]] = []
         self.depth = 0  # statements nested in loops / ifs / blocks below the function level
+        self.owners: Dict[int, Buffer] = {}  # data pointer -> the buffer that owns it
+        self.views: Dict[Tuple[int, str], BufferView] = {}  # (data pointer, dtype) -> its flat view
+        self.env_threads: Dict[int, str] = {}  # T.env_thread variable -> its thread tag
 
     # -- errors and names -------------------------------------------------------------------------
     def error(self, node: Optional[ast.AST], msg: str) -> TVMScriptError:
@@ -160,14 +190,20 @@ class _Parser:
         self.blocks.pop()
         self.pop()
         matched = {id(v) for v, _ in self.buffer_map}
+        from ..tir.block import walk
+
         if (isinstance(body, BlockRealize) and body.block.name_hint == "root" and not root.allocs
                 and not root.annotations):
             realize = body
+        elif not root.allocs and not root.annotations and not any(isinstance(x, BlockRealize)
+                                                                  for x in walk(body)):
+            realize = body  # no block at all (loop IR): no root block, as in TVM
         else:
             realize = BlockRealize((), const(True), Block((), (), (), "root", body, None, tuple(root.allocs),
                                                           as_annotations(root.annotations)))
-        for p in self.params:
-            if p.dtype == "handle" and id(p) not in matched:
+        has_blocks = any(isinstance(x, BlockRealize) for x in walk(realize))
+        for p in self.params:  # (a loop-IR function, with no blocks, may take raw handles)
+            if p.dtype == "handle" and id(p) not in matched and has_blocks:
                 raise self.error(fdef, f"prim_func {fdef.name}: handle parameter {p.name} is never matched "
                                        f"to a buffer (add {p.name.upper()} = T.match_buffer({p.name}, shape, "
                                        "dtype))")
@@ -229,40 +265,183 @@ class _Parser:
                 raise self.error(node, f"{what} {name}: shape[{k}] must be an integer, not {e.dtype}")
             dims.append(e)
         try:
-            dtype = dt.normalize(dtype)
+            dtype = dt.normalize_vector(dtype)
         except TVMError as exc:
             raise self.error(node, f"{what} {name}: {exc}") from None
         if not isinstance(scope, str) or scope not in _SCOPES:
             raise self.error(node, f"{what} {name}: unknown storage scope {scope!r}; expected one of "
                                    f"{', '.join(_SCOPES)}")
         dims_t = tuple(dims)
-        return Buffer(name, dtype, dims_t, scope, row_major_strides(dims_t))
+        buf = Buffer(name, dtype, dims_t, scope, row_major_strides(dims_t))
+        self.owners[id(buf.data)] = buf
+        return buf
 
     # -- statements ---------------------------------------------------------------------------------
     def body(self, stmts: List[ast.stmt]) -> Stmt:
         out: List[Stmt] = []
         for k, st in enumerate(stmts):
-            let = self.let_binding(st)
-            if let is _HANDLED:
+            wrap = self.wrapping(st)
+            if wrap is _HANDLED:
                 continue
-            if let is not None:
-                var, value = let
+            if wrap is not None:
+                # a statement that scopes everything after it (let, assert, T.attr, T.allocate, ...)
                 self.push()
-                self.define(var.name, var)
+                finish = wrap()
                 rest = self.body(stmts[k + 1:])
                 self.pop()
-                out.append(LetStmt(var, value, rest))
+                out.append(finish(rest))
                 break
             r = self.stmt(st)
             if r is not None:
                 out.append(r)
         return seq(*out)
 
+    def wrapping(self, st: ast.stmt):
+        """For a statement that scopes the statements after it: a function that defines its names
+        and returns the maker of the wrapped statement; ``_HANDLED`` for a definition only; else None."""
+        let = self.let_binding(st)
+        if let is _HANDLED:
+            return _HANDLED
+        if let is not None:
+            var, value = let
+
+            def let_scope():
+                self.define(var.name, var)
+                return lambda rest: LetStmt(var, value, rest)
+            return let_scope
+        if isinstance(st, ast.Assert):
+            cond = self.as_bool(self.eval(st.test), st.test)
+            msg = self.eval(st.msg) if st.msg is not None else ""
+            if not isinstance(msg, str):
+                raise self.error(st, "assert: the message must be a string")
+            return lambda: (lambda rest: AssertStmt(cond, StringImm(msg), rest))
+        call = st.value if isinstance(st, (ast.Expr, ast.Assign)) and isinstance(st.value, ast.Call) else None
+        kind = _script_name(self.eval_quiet(call.func)) if call is not None else None
+        if isinstance(st, ast.Expr) and kind in ("attr", "launch_thread", "realize"):
+            make = self.scope_stmt(st, kind, call)
+            return lambda: make
+        if isinstance(st, ast.Assign) and kind in ("allocate", "env_thread", "buffer_decl", "buffer_var"):
+            if len(st.targets) != 1 or not isinstance(st.targets[0], ast.Name):
+                raise self.error(st, f"T.{kind} must be assigned to one name")
+            return self.lowered_def(st, st.targets[0].id, kind, call)
+        return None
+
+    def call_args(self, st, call, what: str, names: Tuple[str, ...], required: int) -> List[Any]:
+        """The arguments of ``call`` by position or keyword, in the order of ``names``."""
+        args = [self.eval(a) for a in call.args]
+        kw = {k.arg: self.eval(k.value) for k in call.keywords}
+        if len(args) > len(names):
+            raise self.error(st, f"{what} takes at most {len(names)} arguments ({', '.join(names)})")
+        for k in kw:
+            if k not in names or names.index(k) < len(args):
+                raise self.error(st, f"{what}: unexpected argument {k}")
+        full = args + [kw.get(n, _MISSING) for n in names[len(args):]]
+        missing = [n for n, v in zip(names[:required], full) if v is _MISSING]
+        if missing:
+            raise self.error(st, f"{what}: missing argument(s) {', '.join(missing)} "
+                                 f"(takes {', '.join(names)})")
+        return [None if v is _MISSING else v for v in full]
+
+    def attr_value(self, v):
+        if isinstance(v, str):
+            return StringImm(v)
+        if _is_number(v):
+            return const(v.item() if hasattr(v, "item") else v)
+        return v
+
+    def scope_stmt(self, st, kind: str, call):
+        """``T.attr`` / ``T.launch_thread`` / ``T.realize`` (statement or ``with``): the maker of the
+        statement that wraps ``rest``."""
+        if kind == "attr":
+            node, key, value = self.call_args(st, call, "T.attr", ("node", "attr_key", "value"), 3)
+            if not isinstance(key, str):
+                raise self.error(st, f"T.attr: the key must be a string, got {key!r}")
+            node, value = self.attr_value(node), self.attr_value(value)
+            return lambda rest: AttrStmt(node, key, value, rest)
+        if kind == "launch_thread":
+            var, ext = self.call_args(st, call, "T.launch_thread", ("env_var", "extent"), 2)
+            tag = self.env_threads.get(id(var)) if isinstance(var, Var) else None
+            if tag is None:
+                raise self.error(st, f"T.launch_thread: {var!r} is not a thread declared with "
+                                     'x = T.env_thread("threadIdx.x")')
+            ext = self.as_expr(ext, st, "T.launch_thread extent")
+            return lambda rest: AttrStmt(ThreadIndex(var, tag, ext), "thread_extent", ext, rest)
+        if not call.args or not isinstance(call.args[0], ast.Subscript):
+            raise self.error(st, "T.realize takes a buffer region: T.realize(A[0:16, 0:16], scope)")
+        reg = self.region(call.args[0])
+        rest_call = ast.Call(func=call.func, args=call.args[1:], keywords=call.keywords)
+        scope, cond = self.call_args(st, rest_call, "T.realize", ("scope", "condition"), 1)
+        c = const(True) if cond is None else self.as_bool(cond, st)
+        return lambda rest: BufferRealize(reg.buffer, reg.region, c, rest, scope or "")
+
+    def lowered_def(self, st, name: str, kind: str, call):
+        """``x = T.allocate / T.env_thread / T.buffer_decl / T.buffer_var(...)``."""
+        if kind == "env_thread":
+            (tag,) = self.call_args(st, call, "T.env_thread", ("env_name",), 1)
+            from ..tir.block import THREAD_TAGS
+
+            if tag not in THREAD_TAGS and tag not in ("vthread", "cthread"):
+                raise self.error(st, f"T.env_thread: unknown thread {tag!r}; expected one of "
+                                     f"{', '.join(THREAD_TAGS)} or vthread")
+            v = Var(name, "int32")
+            self.env_threads[id(v)] = tag
+            self.define(name, v)
+            return _HANDLED
+        if kind == "buffer_var":
+            dtype, scope = self.call_args(st, call, "T.buffer_var", ("dtype", "storage_scope"), 1)
+            v = Var(name, "handle")
+            self.define(name, v)
+            return _HANDLED
+        if kind == "buffer_decl":
+            from ..tir.buffer import decl_buffer
+
+            names = ("shape", "dtype", "data", "strides", "elem_offset", "scope", "align", "offset_factor",
+                     "buffer_type")
+            a = dict(zip(names, self.call_args(st, call, "T.buffer_decl", names, 1)))
+            try:
+                buf = decl_buffer(a["shape"], a["dtype"] or "float32", name, data=a["data"],
+                                  strides=a["strides"], elem_offset=a["elem_offset"], scope=a["scope"] or "",
+                                  data_alignment=int(a["align"] or -1),
+                                  offset_factor=int(a["offset_factor"] or 0),
+                                  buffer_type=a["buffer_type"] or "")
+            except (TVMError, TypeError, ValueError) as exc:
+                raise self.error(st, f"T.buffer_decl {name}: {exc}") from None
+            if a["data"] is None:
+                self.owners[id(buf.data)] = buf
+            self.define(name, buf)
+            return _HANDLED
+        names = ("extents", "dtype", "scope", "condition", "annotations")
+        extents, dtype, scope, cond, ann = self.call_args(st, call, "T.allocate", names, 3)
+        if isinstance(extents, (int, PrimExpr)):
+            extents = [extents]
+        if not isinstance(extents, (list, tuple)) or not extents:
+            raise self.error(st, f"T.allocate {name}: extents must be a list of sizes")
+        size = const(1)
+        for e in extents:
+            size = size * self.as_expr(e, st, f"T.allocate {name} extent")
+        size = simplify(size) if len(extents) > 1 else self.as_expr(extents[0], st, "T.allocate extent")
+        try:
+            dtype = dt.normalize_vector(dtype)
+        except TVMError as exc:
+            raise self.error(st, f"T.allocate {name}: {exc}") from None
+        if cond is not None and not (cond is True or (isinstance(cond, IntImm) and cond.value == 1)):
+            raise self.error(st, f"T.allocate {name}: a condition other than True is not supported")
+        if not isinstance(scope, str):
+            raise self.error(st, f"T.allocate {name}: the scope must be a string, got {scope!r}")
+        buf = Buffer(name, dtype, (size,), scope, (const(1),))
+        annotations = as_annotations(ann)
+
+        def alloc_scope():
+            self.owners[id(buf.data)] = buf
+            self.define(name, buf.data)
+            return lambda rest: Allocate(buf, size, rest, annotations)
+        return alloc_scope
+
     def let_binding(self, st: ast.stmt):
         """``x = expr`` / ``x: T.int32 = expr`` -> (var, value) when it binds an IR expression."""
         if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None:
             dtype = _script_name(self.eval_quiet(st.annotation))
-            if dtype not in _DTYPES:
+            if dtype not in _DTYPES and dtype != "handle":
                 raise self.error(st, f"let {st.target.id}: unsupported annotation "
                                      f"{ast.unparse(st.annotation)}")
             value = self.as_expr(self.eval(st.value), st, f"let {st.target.id}")
@@ -292,6 +471,16 @@ class _Parser:
             return self.with_stmt(st)
         if isinstance(st, ast.If):
             return self.if_stmt(st)
+        if isinstance(st, ast.While):
+            if st.orelse:
+                raise self.error(st, "while ... else is not supported in TVMScript")
+            cond = self.as_bool(self.eval(st.test), st.test)
+            self.push()
+            self.depth += 1
+            body = self.body(st.body)
+            self.depth -= 1
+            self.pop()
+            return While(cond, body)
         if isinstance(st, ast.Assign):
             return self.assign(st)
         if isinstance(st, ast.AugAssign):
@@ -301,8 +490,8 @@ class _Parser:
         if isinstance(st, ast.Pass):
             return None
         raise self.error(st, f"unsupported statement ({type(st).__name__}) in a prim_func: TVMScript "
-                             "supports for loops over T.grid/T.serial/..., with T.block/T.init, if, buffer "
-                             "stores, let bindings and T.* calls")
+                             "supports for loops over T.grid/T.serial/..., with T.block/T.init, if, while, "
+                             "assert, buffer stores, let bindings and T.* calls")
 
     def expr_stmt(self, st: ast.Expr) -> Optional[Stmt]:
         node = st.value
@@ -348,6 +537,17 @@ class _Parser:
                 raise self.error(st, "T.block_attr takes a dict")
             ctx.annotations.update(ann)
             return None
+        if kind == "store":
+            args = [self.eval(a) for a in node.args]
+            kw = {k.arg: self.eval(k.value) for k in node.keywords}
+            names = ("buffer_var", "index", "value", "predicate")
+            for k, v in kw.items():
+                if k not in names or names.index(k) < len(args):
+                    raise self.error(st, f"T.store: unexpected argument {k}")
+            full = args + [kw.get(n) for n in names[len(args):]]
+            if len(args) > 4 or full[0] is None or full[1] is None or full[2] is None:
+                raise self.error(st, "T.store takes (buffer_var, index, value[, predicate])")
+            return self.flat_store(st, full[0], full[1], full[2], full[3])
         if kind == "evaluate":
             if len(node.args) != 1:
                 raise self.error(st, "T.evaluate takes one expression")
@@ -356,6 +556,95 @@ class _Parser:
             raise self.error(st, f"T.{kind} cannot be used as a statement here")
         raise self.error(st, f"the call {ast.unparse(node)!r} is not a statement; wrap an expression in "
                              "T.evaluate(...)")
+
+    # -- TVM's flat Load / Store on a data pointer ------------------------------------------------------
+    def view(self, node, ptr, dtype: Optional[str], what: str) -> BufferView:
+        """The flat view of the memory at ``ptr`` (a buffer's ``.data`` or an allocation) holding
+        ``dtype`` elements (the owner's type when None)."""
+        if isinstance(ptr, Buffer):
+            ptr = ptr.data
+        if not isinstance(ptr, Var) or ptr.dtype != "handle":
+            raise self.error(node, f"{what}: {ptr!r} is not a data pointer (use a buffer's .data or an "
+                                   "allocation)")
+        owner = self.owners.get(id(ptr))
+        elem = dt.element_of(dtype) if dtype is not None else owner.dtype if owner is not None else None
+        if elem is None:
+            raise self.error(node, f"{what}: the element type of {ptr.name} is unknown; give it "
+                                   f'(T.load("float32", {ptr.name}, i))')
+        got = self.views.get((id(ptr), elem))
+        if got is None:
+            if owner is not None:
+                size = const(1)
+                for d in owner.shape:
+                    size = size * d
+                size = simplify(size)
+                name = owner.name
+            else:
+                size, name = Var(f"{ptr.name}_extent", "int32"), ptr.name
+            got = BufferView(name, elem, (size,), "global" if owner is None else owner.scope, (const(1),),
+                             ptr)
+            self.views[(id(ptr), elem)] = got
+        return got
+
+    def flat_index(self, node, index, what: str) -> PrimExpr:
+        e = self.as_expr(index, node, what)
+        if not dt.is_integer(e.dtype):
+            raise self.error(node, f"{what}: the index {e} must be an integer, not {e.dtype}")
+        return e
+
+    def check_predicate(self, node, predicate, what: str) -> None:
+        """Only an all-true predicate is accepted (the IR has no predicated loads and stores)."""
+        if predicate is None or predicate is True or predicate == 1:
+            return
+        e = self.as_expr(predicate, node, what)
+        inner = e.value if isinstance(e, Broadcast) else e
+        if isinstance(inner, IntImm) and inner.value == 1:
+            return
+        raise self.error(node, f"{what}: predicated loads and stores are not supported (predicate {e}); "
+                               "guard the access with an if")
+
+    def flat_load(self, node, args, kwargs) -> BufferLoad:
+        names = ("dtype", "buffer_var", "index", "predicate")
+        for k in kwargs:
+            if k not in names or names.index(k) < len(args):
+                raise self.error(node, f"T.load: unexpected argument {k}")
+        full = list(args) + [kwargs.get(n) for n in names[len(args):]]
+        if len(args) > 4 or any(x is None for x in full[:3]):
+            raise self.error(node, 'T.load takes (dtype, buffer_var, index[, predicate]): '
+                                   'T.load("float32", A.data, i)')
+        dtype, ptr, index, pred = full
+        try:
+            dtype = dt.normalize_vector(dtype)
+        except TVMError as exc:
+            raise self.error(node, f"T.load: {exc}") from None
+        view = self.view(node, ptr, dtype, "T.load")
+        idx = self.flat_index(node, index, "T.load")
+        self.check_predicate(node, pred, "T.load")
+        if dt.lanes(idx.dtype) != dt.lanes(dtype):
+            raise self.error(node, f"T.load: {dtype} needs an index of {dt.lanes(dtype)} lanes, got "
+                                   f"{idx} ({idx.dtype})")
+        return BufferLoad(view, (idx,), dtype)
+
+    def flat_store(self, node, ptr, index, value, predicate) -> Stmt:
+        idx = self.flat_index(node, index, "T.store")
+        self.check_predicate(node, predicate, "T.store")
+        if isinstance(ptr, Buffer):
+            ptr = ptr.data
+        owner = self.owners.get(id(ptr)) if isinstance(ptr, Var) else None
+        if owner is None and not isinstance(value, PrimExpr):  # a number: its default type (int32 ...)
+            value = self.as_expr(value, node, "T.store")
+        elem = dt.element_of(owner.dtype if owner is not None else value.dtype)
+        view = self.view(node, ptr, elem, "T.store")
+        lanes = dt.lanes(idx.dtype)
+        if _is_number(value):
+            value = const(value.item() if hasattr(value, "item") else value, elem)
+        value = self.as_expr(value, node, "T.store")
+        if isinstance(value, (IntImm, FloatImm)) and value.dtype != elem:
+            value = const(value.value, elem)
+        if value.dtype != dt.with_lanes(elem, lanes):
+            raise self.error(node, f"T.store into {view.name}: the value has type {value.dtype} but the "
+                                   f"memory holds {elem} (x{lanes} at index {idx})")
+        return BufferStore(view, value, (idx,))
 
     def need_block(self, node, what: str) -> _BlockCtx:
         ctx = self.blocks[-1]
@@ -369,6 +658,9 @@ class _Parser:
         target = st.targets[0]
         if isinstance(target, ast.Subscript):
             buf = self.eval(target.value)
+            if isinstance(buf, Var) and buf.dtype == "handle":  # A.data[i] = v: TVM's flat store
+                value = self.eval(st.value)
+                return self.flat_store(st, buf, self.eval(target.slice), value, None)
             if not isinstance(buf, Buffer):
                 raise self.error(st, f"cannot store into {ast.unparse(target.value)}: it is not a buffer")
             idx = self.indices(buf, target, target.slice)
@@ -404,8 +696,13 @@ class _Parser:
             value = const(value.item() if hasattr(value, "item") else value, buf.dtype)
         value = self.as_expr(value, node, f"store into {buf.name}")
         if value.dtype != buf.dtype:
-            if isinstance(value, (IntImm, FloatImm)):
-                value = const(value.value, buf.dtype)
+            retyped = _retype_literals(value, buf.dtype)
+            if retyped is not None:
+                value = retyped
+            elif _widens(value.dtype, buf.dtype):  # A[vi] = vi + 1 into float32: converted, as C does
+                from ..tir.expr import Cast
+
+                value = Cast(buf.dtype, value)
             else:
                 raise self.error(node, f"store into {buf.name}: the value has type {value.dtype} but "
                                        f"{buf.name} "
@@ -423,6 +720,8 @@ class _Parser:
         return self.store(st, buf, idx, value)
 
     def match_buffer(self, st, target, call) -> None:
+        if len(self.blocks) > 1 and call.args and isinstance(call.args[0], ast.Subscript):
+            return self.match_region(st, target, call)
         if len(self.blocks) > 1 or self.depth:
             raise self.error(st, "T.match_buffer must be at the top level of the function")
         if not isinstance(target, ast.Name) or not call.args:
@@ -437,6 +736,44 @@ class _Parser:
         kwargs = {k.arg: self.eval(k.value) for k in call.keywords}
         buf = self.make_buffer(st, target.id, args, kwargs, "T.match_buffer")
         self.buffer_map.append((handle, buf))
+        self.define(target.id, buf)
+        return None
+
+    def match_region(self, st, target, call) -> None:
+        """``A0 = T.match_buffer(A[region], shape, dtype, strides=..., offset_factor=...)`` in a block."""
+        from ..tir.buffer import decl_buffer
+
+        ctx = self.need_block(st, "T.match_buffer of a region")
+        if not isinstance(target, ast.Name):
+            raise self.error(st, "use NAME = T.match_buffer(A[region], shape, dtype)")
+        source = self.region(call.args[0])
+        args = [self.eval(a) for a in call.args[1:]]
+        kw = {k.arg: self.eval(k.value) for k in call.keywords}
+        names = ("shape", "dtype", "data", "strides", "elem_offset", "scope", "align", "offset_factor",
+                 "buffer_type")
+        for k in kw:
+            if k not in names or names.index(k) < len(args):
+                raise self.error(st, f"T.match_buffer {target.id}: unexpected argument {k}")
+        full = dict(zip(names, args))
+        full.update(kw)
+        if full.get("shape") is None:
+            raise self.error(st, f"T.match_buffer {target.id}: the shape is missing")
+        if full.get("data") is not None:
+            raise self.error(st, f"T.match_buffer {target.id}: data= cannot be given for a region")
+        scope = full.get("scope") or source.buffer.scope
+        try:
+            buf = decl_buffer(full["shape"], full.get("dtype") or source.buffer.dtype, target.id,
+                              strides=full.get("strides"), elem_offset=full.get("elem_offset"),
+                              scope=scope, data_alignment=int(full.get("align") or -1),
+                              offset_factor=int(full.get("offset_factor") or 0),
+                              buffer_type=full.get("buffer_type") or "")
+        except (TVMError, TypeError, ValueError) as exc:
+            raise self.error(st, f"T.match_buffer {target.id}: {exc}") from None
+        if buf.dtype != source.buffer.dtype:
+            raise self.error(st, f"T.match_buffer {target.id}: dtype {buf.dtype} differs from the matched "
+                                 f"buffer {source.buffer.name}'s {source.buffer.dtype}")
+        self.owners[id(buf.data)] = buf
+        ctx.matches.append(MatchBufferRegion(buf, source))
         self.define(target.id, buf)
         return None
 
@@ -562,6 +899,40 @@ class _Parser:
             raise self.error(st, "only `with T.block(name):` and `with T.init():` are supported")
         call = st.items[0].context_expr
         kind = _script_name(self.eval_quiet(call.func))
+        if kind == "allocate":
+            target = st.items[0].optional_vars
+            if not isinstance(target, ast.Name):
+                raise self.error(st, 'use `with T.allocate([n], "float32", "local") as buf:`')
+            fake = ast.Assign(targets=[target], value=call, lineno=st.lineno, col_offset=st.col_offset)
+            self.push()
+            finish = self.lowered_def(fake, target.id, "allocate", call)()
+            self.depth += 1
+            body = self.body(st.body)
+            self.depth -= 1
+            self.pop()
+            return finish(body)
+        if kind in ("attr", "launch_thread", "realize", "let", "Assert"):
+            if kind == "Assert":
+                cond, msg = self.call_args(st, call, "T.Assert", ("condition", "message"), 2)
+                cond = self.as_bool(cond, st)
+                if not isinstance(msg, str):
+                    raise self.error(st, "T.Assert: the message must be a string")
+                make = lambda rest: AssertStmt(cond, StringImm(msg), rest)  # noqa: E731
+            elif kind == "let":
+                var, value = self.call_args(st, call, "T.let", ("var", "value"), 2)
+                if not isinstance(var, Var):
+                    raise self.error(st, f"T.let: {var!r} is not a variable (declare it with T.var or "
+                                         "T.buffer_var)")
+                value = self.as_expr(value, st, "T.let value")
+                make = lambda rest: LetStmt(var, value, rest)  # noqa: E731
+            else:
+                make = self.scope_stmt(st, kind, call)
+            self.push()
+            self.depth += 1
+            body = self.body(st.body)
+            self.depth -= 1
+            self.pop()
+            return make(body)
         if kind == "init":
             ctx = self.need_block(st, "T.init()")
             if ctx.init is not None:
@@ -575,7 +946,10 @@ class _Parser:
         if kind != "block":
             raise self.error(st, f"unsupported `with {ast.unparse(call)}`: only T.block(name) and T.init()")
         old_form = call.args and not isinstance(self.eval(call.args[0]), str)
-        if st.items[0].optional_vars is not None or old_form:
+        as_vars = st.items[0].optional_vars
+        if isinstance(as_vars, (ast.List, ast.Tuple)) and not as_vars.elts:
+            as_vars = None  # `with T.block("name") as []:` names no block variables
+        if as_vars is not None or old_form:
             raise self.error(st, 'the old form `with T.block([extents], name) as [vi]` is not supported; '
                                  'write with T.block("name"): vi = T.axis.spatial(extent, i)')
         name = self.eval(call.args[0]) if call.args else ""
@@ -593,9 +967,13 @@ class _Parser:
         self.pop()
         self.blocks.pop()
         block = Block(tuple(ctx.iter_vars), ctx.reads or (), ctx.writes or (), name, body, ctx.init,
-                      tuple(ctx.allocs), as_annotations(ctx.annotations))
+                      tuple(ctx.allocs), as_annotations(ctx.annotations), match_buffers=tuple(ctx.matches))
         if ctx.reads is None or ctx.writes is None:
             reads, writes = infer_regions(block)
+            if ctx.matches:  # an access of a matched buffer reads / writes its whole source region
+                src = {id(m.buffer): m.source for m in ctx.matches}
+                reads = _dedup(tuple(src.get(id(r.buffer), r) for r in reads))
+                writes = _dedup(tuple(src.get(id(r.buffer), r) for r in writes))
             import dataclasses
 
             block = dataclasses.replace(block, reads=reads if ctx.reads is None else ctx.reads,
@@ -665,6 +1043,11 @@ class _Parser:
                 raise self.error(node, f"buffer {buf.name}: index {ast.unparse(it)} has type {e.dtype}; "
                                        "indices must be integers")
             out.append(e)
+        trailing = buf.shape[len(out):]
+        if len(out) < len(buf.shape) and all(isinstance(d, IntImm) and d.value == 1 for d in trailing):
+            # D[2] of a (4, 1) buffer: the missing trailing dimensions have one element each (index 0),
+            # as TVM v0.8 scripts write them
+            out += [const(0, d.dtype) for d in trailing]
         if len(out) != len(buf.shape):
             raise self.error(node, f"buffer {buf.name} has {len(buf.shape)} dimensions but is indexed with "
                                    f"{len(out)} indices")
@@ -738,6 +1121,36 @@ class _Parser:
 
             return if_then_else(self.as_bool(c, node), self.eval(node.body), self.eval(node.orelse))
         raise self.error(node, f"unsupported expression {type(node).__name__}: {ast.unparse(node)}")
+
+    def comm_reducer(self, node: ast.Call) -> CommReducer:
+        """``T.comm_reducer(lambda x, y: x + y, [T.float32(0)])`` (``lambda x0, x1, y0, y1: (..., ...)``
+        for a reducer of two values)."""
+        if len(node.args) != 2 or node.keywords or not isinstance(node.args[0], ast.Lambda):
+            raise self.error(node, "T.comm_reducer takes a lambda and the identity elements: "
+                                   "T.comm_reducer(lambda x, y: x + y, [T.float32(0)])")
+        lam = node.args[0]
+        ident = self.eval(node.args[1])
+        if not isinstance(ident, (list, tuple)):
+            ident = [ident]
+        ident = [self.as_expr(x, node, "T.comm_reducer identity") for x in ident]
+        params = [a.arg for a in lam.args.args]
+        if len(params) != 2 * len(ident):
+            raise self.error(node, f"T.comm_reducer: {len(ident)} identity element(s) need a lambda of "
+                                   f"{2 * len(ident)} parameters, got {len(params)}")
+        n = len(ident)
+        lhs = tuple(Var(p, e.dtype) for p, e in zip(params[:n], ident))
+        rhs = tuple(Var(p, e.dtype) for p, e in zip(params[n:], ident))
+        self.push()
+        for v in lhs + rhs:
+            self.define(v.name, v)
+        res = self.eval(lam.body)
+        self.pop()
+        res = list(res) if isinstance(res, (tuple, list)) else [res]
+        if len(res) != n:
+            raise self.error(node, f"T.comm_reducer: the lambda returns {len(res)} value(s) for {n} "
+                                   "identity element(s)")
+        return CommReducer(lhs, rhs, tuple(self.as_expr(r, node, "T.comm_reducer result") for r in res),
+                           tuple(ident))
 
     def binop(self, node, op, a, b):
         if _is_number(a) and _is_number(b):
@@ -851,27 +1264,86 @@ class _Parser:
         name = _script_name(callee)
         if name in _SYNTAX_ONLY or name in _ASSIGN_SYNTAX:
             raise self.error(node, f"T.{name} cannot be used inside an expression")
+        if name == "comm_reducer":
+            return self.comm_reducer(node)
         args = [self.eval(a) for a in node.args]
         kwargs = {k.arg: self.eval(k.value) for k in node.keywords}
+        if name == "load":
+            return self.flat_load(node, args, kwargs)
+        want = None
+        if name is not None and "dtype" in kwargs and name not in _TAKES_DTYPE:
+            # T.sqrt(x, dtype="float32"), T.if_then_else(c, a, b, dtype="float32"): the result's type
+            want = kwargs.pop("dtype")
+            try:
+                want = dt.normalize_vector(want)
+            except TVMError as exc:
+                raise self.error(node, f"{ast.unparse(node.func)}: {exc}") from None
         if name is not None and name in _DTYPES and args and isinstance(args[0], Buffer):
             raise self.error(node, f"T.{name} takes a value, not the buffer {args[0].name}")
         if not callable(callee):
             raise self.error(node, f"{ast.unparse(node.func)} is not callable")
         try:
-            return callee(*args, **kwargs)
+            out = callee(*args, **kwargs)
+            if want is not None and isinstance(out, PrimExpr) and out.dtype != want:
+                from ..tir.expr import cast
+
+                out = cast(out, want)
+            return out
         except TVMError as exc:
             raise self.error(node, f"{ast.unparse(node.func)}: {exc}") from None
         except (TypeError, ValueError) as exc:
             raise self.error(node, f"{ast.unparse(node.func)}: {exc}") from None
 
 
+def _widens(src: str, dst: str) -> bool:
+    """Whether a value of ``src`` converts to ``dst`` without loss of range: an integer (or bool) to a
+    float, an integer to a wider integer of the same signedness, a float to a wider float."""
+    if dt.lanes(src) != 1 or dt.lanes(dst) != 1:
+        return False
+    if dt.is_float(dst):
+        return (dt.is_integer(src) or src == "bool") or (dt.is_float(src) and dt.bits(src) < dt.bits(dst))
+    if dt.is_integer(dst) and dt.is_integer(src):
+        return dt.is_uint(src) == dt.is_uint(dst) and dt.bits(src) < dt.bits(dst)
+    return False
+
+
+def _retype_literals(e: PrimExpr, dtype: str) -> Optional[PrimExpr]:
+    """``e`` with its number literals in ``dtype`` when it is made of literals only (``T.Select(True,
+    1, 2)``, ``T.min(1, 2)`` stored into a float32 buffer take the buffer's type), else None."""
+    from ..tir.expr import Max, Min, Select
+
+    if isinstance(e, (IntImm, FloatImm)) and e.dtype != "bool":
+        try:
+            return const(e.value, dtype)
+        except TVMError:
+            return None
+    if isinstance(e, (Min, Max)):
+        a, b = _retype_literals(e.a, dtype), _retype_literals(e.b, dtype)
+        return None if a is None or b is None else type(e)(a, b)
+    if isinstance(e, Select):
+        a, b = _retype_literals(e.true_value, dtype), _retype_literals(e.false_value, dtype)
+        return None if a is None or b is None else Select(e.condition, a, b)
+    return None
+
+
+def _dedup(regions: Tuple[BufferRegion, ...]) -> Tuple[BufferRegion, ...]:
+    out: List[BufferRegion] = []
+    for r in regions:
+        if not any(r is x for x in out):
+            out.append(r)
+    return tuple(out)
+
+
 _DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
            "uint64", "bool"}
 _SCOPES = ("global", "shared", "shared.dyn", "local", "warp")
-_SYNTAX_ONLY = {"grid", "serial", "parallel", "vectorized", "unroll", "thread_binding", "block", "init",
-                "where", "reads", "writes", "block_attr", "func_attr", "evaluate", "prim_func"}
-_ASSIGN_SYNTAX = {"alloc_buffer", "match_buffer", "axis.spatial", "axis.reduce", "axis.scan", "axis.opaque",
-                  "axis.remap", "axis.S", "axis.R"}
+_TAKES_DTYPE = {"var", "type_annotation", "load"} | set(_INTRINSICS)
+_SYNTAX_ONLY = {"Assert", "store", "attr", "launch_thread", "realize", "let", "grid", "serial", "parallel",
+                "vectorized", "unroll", "thread_binding", "block", "init", "where", "reads", "writes",
+                "block_attr", "func_attr", "evaluate", "prim_func"}
+_ASSIGN_SYNTAX = {"allocate", "env_thread", "buffer_decl", "buffer_var", "alloc_buffer", "match_buffer",
+                  "axis.spatial", "axis.reduce", "axis.scan", "axis.opaque", "axis.remap", "axis.S",
+                  "axis.R"}
 
 
 # -- entry points ----------------------------------------------------------------------------------------

@@ -10,8 +10,11 @@ Python would otherwise parse a different tree, so ``from_source(script())`` give
 Names come from the IR (``i_0``, ``vi``, ``A_shared``); a definition that would shadow a visible
 name of another variable gets a numeric suffix, so sibling scopes may reuse names as TVM does.
 
-A lowered function (loop IR: ``T.launch_thread``, ``T.allocate``, flat indices) prints in the same
-syntax for reading; parsing covers the block level, which is what scheduling and the round trip need.
+Loop IR prints in TVM v0.8's forms, which parse back too: ``T.env_thread`` / ``T.launch_thread``,
+``T.allocate``, ``T.attr``, ``assert``, ``T.let``, ``while``, ``T.realize``, flat ``T.load`` /
+``T.store``; a statement that scopes the rest of its list is written with ``with`` when others
+follow it. Variables and buffers used but defined nowhere are declared before the body
+(``T.var``, ``T.env_thread``, ``T.buffer_decl``).
 """
 
 from __future__ import annotations
@@ -43,10 +46,13 @@ from ..tir.expr import (
     NE,
     Add,
     And,
+    Broadcast,
     Buffer,
     BufferLoad,
+    BufferView,
     Call,
     Cast,
+    CommReducer,
     Div,
     FloatImm,
     FloorDiv,
@@ -61,6 +67,7 @@ from ..tir.expr import (
     Or,
     PrimExpr,
     ProducerLoad,
+    Ramp,
     Select,
     StringImm,
     Sub,
@@ -68,10 +75,13 @@ from ..tir.expr import (
     node_kind,
 )
 from ..tir.functor import collect
+from .tir import INTRINSICS
 from ..tir.simplify import simplify, structural_equal
 from ..tir.stmt import (
     Allocate,
+    AssertStmt,
     AttrStmt,
+    BufferRealize,
     BufferStore,
     Evaluate,
     For,
@@ -81,9 +91,12 @@ from ..tir.stmt import (
     NoOp,
     SeqStmt,
     Stmt,
+    ThreadIndex,
+    While,
 )
 
 INDENT = "    "
+_TYPED_CALLS = set(INTRINSICS) | {"type_annotation"}
 
 # Python operator precedence (higher binds tighter)
 _P_OR, _P_AND, _P_NOT, _P_CMP, _P_ADD, _P_MUL, _P_UNARY, _P_ATOM = 1, 2, 3, 4, 6, 7, 8, 10
@@ -130,6 +143,9 @@ class _Printer:
         self.names: Dict[int, str] = {}
         self.scopes: List[set] = [set(_RESERVED)]
         self.lines: List[str] = []
+        self.data_text: Dict[int, str] = {}  # data pointer -> how to write it (``A.data``)
+        self.free: list = []  # variables and buffers used but defined nowhere in the function
+        self.env_threads: Dict[int, str] = {}  # thread variable -> its tag (T.env_thread)
 
     # -- names -------------------------------------------------------------------------------------
     def visible(self, name: str) -> bool:
@@ -147,6 +163,13 @@ class _Printer:
             k += 1
         self.names[id(obj)] = name
         self.scopes[-1].add(name)
+        if isinstance(obj, Buffer) and not isinstance(obj, BufferView):
+            self.data_text[id(obj.data)] = f"{name}.data"
+            if isinstance(getattr(obj, "elem_offset", None), Var):
+                self.data_text[id(obj.elem_offset)] = f"{name}.elem_offset"
+            for k, st in enumerate(obj.strides):
+                if isinstance(st, Var):
+                    self.data_text[id(st)] = f"{name}.strides[{k}]"
         return name
 
     def name(self, obj, hint: str) -> str:
@@ -154,6 +177,7 @@ class _Printer:
         if got is None:  # a free variable: named where first seen, reserved for the whole function
             got = self.define(obj, hint)
             self.scopes[0].add(got)
+            self.free.append(obj)
         return got
 
     def push(self) -> None:
@@ -177,6 +201,8 @@ class _Printer:
 
     def _expr(self, e) -> Tuple[str, int]:
         if isinstance(e, Var):
+            if id(e) not in self.names and id(e) in self.data_text:
+                return self.data_text[id(e)], _P_ATOM
             return self.name(e, e.name), _P_ATOM
         if isinstance(e, IntImm):
             if e.dtype == "bool":
@@ -213,6 +239,8 @@ class _Printer:
         if isinstance(e, Select):
             return (f"T.Select({self.expr(e.condition)}, {self.expr(e.true_value)}, "
                     f"{self.expr(e.false_value)})"), _P_ATOM
+        if isinstance(e, BufferLoad) and isinstance(e.buffer, BufferView):
+            return f'T.load("{e.dtype}", {self.data(e.buffer)}, {self.expr(e.indices[0])})', _P_ATOM
         if isinstance(e, BufferLoad):
             return self.buffer_access(e.buffer, e.indices), _P_ATOM
         if isinstance(e, ProducerLoad):
@@ -220,6 +248,10 @@ class _Printer:
             return f"{e.producer.name}[{idx}]", _P_ATOM
         if isinstance(e, Call):
             return self.call(e), _P_ATOM
+        if isinstance(e, Ramp):
+            return f"T.ramp({self.expr(e.base)}, {self.expr(e.stride)}, {e.lanes})", _P_ATOM
+        if isinstance(e, Broadcast):
+            return f"T.broadcast({self.expr(e.value)}, {e.lanes})", _P_ATOM
         if isinstance(e, Let):
             v = self.name(e.var, e.var.name)
             return f"T.let({v}, {self.expr(e.value)}, {self.expr(e.body)})", _P_ATOM
@@ -233,7 +265,14 @@ class _Printer:
         short = name[4:] if name.startswith("tir.") else name
         if short == "fabs":
             short = "abs"
+        if short in _TYPED_CALLS:  # TVM's intrinsics: the type is an argument
+            args.append(f'dtype="{e.dtype}"')
         return f"T.{short}({', '.join(args)})"
+
+    def data(self, view: BufferView) -> str:
+        """The data pointer a flat view addresses: ``A.data`` for a buffer's, else the pointer's name."""
+        got = self.data_text.get(id(view.data))
+        return got if got is not None else self.name(view.data, view.data.name)
 
     def buffer_access(self, buf: Buffer, indices: Sequence[PrimExpr]) -> str:
         b = self.name(buf, buf.name)
@@ -293,6 +332,7 @@ class _Printer:
             extra = "" if b.scope == "global" else f', scope="{b.scope}"'
             self.emit(ind, f'{bn} = T.match_buffer({self.names[id(p)]}, {self.shape(b.shape, "[]")}, '
                            f'dtype="{b.dtype}"{extra})')
+        head, self.lines = self.lines, []
         self.emit(ind, "# body")
         body = f.body
         if (isinstance(body, BlockRealize) and not body.iter_values and is_true(body.predicate)
@@ -305,6 +345,47 @@ class _Printer:
             self.stmt(root.body, ind)
         else:
             self.stmt(body, ind)
+        # what the body uses but defines nowhere is declared before it (TVM's env_thread / var /
+        # buffer_decl lines)
+        body_lines, self.lines = self.lines, head
+        for obj in self.free:
+            self.declare(obj, ind)
+        self.lines += body_lines
+
+    def declare(self, obj, ind: int) -> None:
+        """The declaration of a free variable or buffer (printed before the body)."""
+        name = self.names[id(obj)]
+        if isinstance(obj, Var) and id(obj) in self.env_threads:
+            self.emit(ind, f'{name} = T.env_thread("{self.env_threads[id(obj)]}")')
+        elif isinstance(obj, Var):
+            self.emit(ind, f'{name} = T.var("{obj.dtype}")')
+        elif isinstance(obj, Buffer):
+            extra = f', dtype="{obj.dtype}"'
+            if obj.strides and not _row_major(obj):
+                extra += f", strides={self.shape(obj.strides, '[]')}"
+            eo = getattr(obj, "elem_offset", None)
+            if isinstance(eo, Var):
+                extra += f", offset_factor={getattr(obj, 'offset_factor', 1)}"
+            elif eo is not None and not _is_zero(eo):
+                extra += f", elem_offset={self.expr(eo)}"
+            if obj.scope != "global":
+                extra += f', scope="{obj.scope}"'
+            self.emit(ind, f"{name} = T.buffer_decl({self.shape(obj.shape, '[]')}{extra})")
+
+    def match(self, m, ind: int) -> None:
+        b = m.buffer
+        src = self.region(m.source)
+        extra = "" if b.scope == m.source.buffer.scope else f', scope="{b.scope}"'
+        if b.strides:
+            extra += f", strides={self.shape(b.strides, '[]')}"
+        eo = getattr(b, "elem_offset", None)
+        if isinstance(eo, Var):
+            extra += f", offset_factor={getattr(b, 'offset_factor', 1)}"
+        elif eo is not None and not _is_zero(eo):
+            extra += f", elem_offset={self.expr(eo)}"
+        name = self.define(b, b.name)
+        shape = self.shape(b.shape, "[]")
+        self.emit(ind, f'{name} = T.match_buffer({src}, {shape}, dtype="{b.dtype}"{extra})')
 
     def alloc(self, b: Buffer, ind: int) -> None:
         name = self.define(b, b.name)
@@ -312,14 +393,21 @@ class _Printer:
         self.emit(ind, f'{name} = T.alloc_buffer({self.shape(b.shape, "[]")}, dtype="{b.dtype}"{scope})')
 
     # -- statements ---------------------------------------------------------------------------------
-    def stmt(self, s: Stmt, ind: int) -> None:
+    def stmt(self, s: Stmt, ind: int, last: bool = True) -> None:
+        """Print ``s``; ``last``: nothing follows it in its statement list, so a statement that scopes
+        the rest of its list (``T.attr``, ``T.allocate``, ``assert``, a let) can be written without
+        ``with`` (otherwise it is, and its body is indented)."""
         if isinstance(s, SeqStmt):
-            for x in s.seq:
-                self.stmt(x, ind)
+            for k, x in enumerate(s.seq):
+                self.stmt(x, ind, k == len(s.seq) - 1)
+        elif not last and isinstance(s, (LetStmt, AssertStmt, BufferRealize, Allocate, AttrStmt)):
+            self.with_form(s, ind)
         elif isinstance(s, For):
             self.loop(s, ind)
         elif isinstance(s, BlockRealize):
             self.block(s, ind)
+        elif isinstance(s, BufferStore) and isinstance(s.buffer, BufferView):
+            self.emit(ind, f"T.store({self.data(s.buffer)}, {self.expr(s.indices[0])}, {self.expr(s.value)})")
         elif isinstance(s, BufferStore):
             self.emit(ind, f"{self.buffer_access(s.buffer, s.indices)} = {self.expr(s.value)}")
         elif isinstance(s, IfThenElse):
@@ -330,7 +418,22 @@ class _Printer:
                 self.scoped(s.else_case, ind + 1)
         elif isinstance(s, LetStmt):
             value = self.expr(s.value)
-            self.emit(ind, f"{self.define(s.var, s.var.name)}: T.{s.var.dtype} = {value}")
+            if id(s.var) in self.names:  # declared before (T.var): bind it with T.let
+                self.emit(ind, f"with T.let({self.names[id(s.var)]}, {value}):")
+                self.scoped(s.body, ind + 1)
+            else:
+                self.emit(ind, f"{self.define(s.var, s.var.name)}: T.{s.var.dtype} = {value}")
+                self.stmt(s.body, ind)
+        elif isinstance(s, AssertStmt):
+            self.emit(ind, f"assert {self.expr(s.condition)}, {self.expr(s.message)}")
+            self.stmt(s.body, ind)
+        elif isinstance(s, While):
+            self.emit(ind, f"while {self.expr(s.condition)}:")
+            self.scoped(s.body, ind + 1)
+        elif isinstance(s, BufferRealize):
+            reg = self.region(BufferRegion(s.buffer, tuple(s.bounds)))
+            cond = "" if is_true(s.condition) else f", {self.expr(s.condition)}"
+            self.emit(ind, f"T.realize({reg}, {json.dumps(s.scope)}{cond})")
             self.stmt(s.body, ind)
         elif isinstance(s, Evaluate):
             self.emit(ind, f"T.evaluate({self.expr(s.value)})")
@@ -338,20 +441,74 @@ class _Printer:
             self.emit(ind, "T.evaluate(0)")
         elif isinstance(s, Allocate):
             b = s.buffer
+            ext = self.expr(s.extent)
             name = self.define(b, b.name)
-            self.emit(ind, f'{name} = T.allocate([{self.expr(s.extent)}], "{b.dtype}", "{b.scope}")')
+            self.data_text[id(b.data)] = name  # T.allocate names the data pointer
+            ann = f", annotations={py_value(dict(s.annotations))}" if s.annotations else ""
+            self.emit(ind, f'{name} = T.allocate([{ext}], "{b.dtype}", "{b.scope}"{ann})')
             self.stmt(s.body, ind)
         elif isinstance(s, AttrStmt):
-            if s.attr_key == "thread_extent":
-                v = self.define(s.node.var, s.node.var.name)
-                self.emit(ind, f'{v} = T.launch_thread("{s.node.thread_tag}", {self.expr(s.value)})')
+            if s.attr_key == "thread_extent" and isinstance(s.node, ThreadIndex):
+                self.env_threads.setdefault(id(s.node.var), s.node.thread_tag)
+                v = self.name(s.node.var, s.node.var.name)
+                self.emit(ind, f"T.launch_thread({v}, {self.expr(s.value)})")
             else:
-                node = getattr(s.node, "name", s.node)
                 val = self.expr(s.value) if isinstance(s.value, PrimExpr) else py_value(s.value)
-                self.emit(ind, f"T.attr({py_value(str(node))}, {py_value(s.attr_key)}, {val})")
+                self.emit(ind, f"T.attr({self.attr_node(s.node)}, {py_value(s.attr_key)}, {val})")
             self.stmt(s.body, ind)
         else:
             self.emit(ind, f"# {type(s).__name__}")
+
+    def with_form(self, s: Stmt, ind: int) -> None:
+        """A scoping statement followed by others in its list: ``with T.attr(...):`` and the like."""
+        if isinstance(s, LetStmt):
+            value = self.expr(s.value)
+            head = f"T.let({self.name(s.var, s.var.name)}, {value})"
+        elif isinstance(s, AssertStmt):
+            head = f"T.Assert({self.expr(s.condition)}, {self.expr(s.message)})"
+        elif isinstance(s, BufferRealize):
+            reg = self.region(BufferRegion(s.buffer, tuple(s.bounds)))
+            cond = "" if is_true(s.condition) else f", {self.expr(s.condition)}"
+            head = f"T.realize({reg}, {json.dumps(s.scope)}{cond})"
+        elif isinstance(s, Allocate):
+            b = s.buffer
+            ext = self.expr(s.extent)
+            ann = f", annotations={py_value(dict(s.annotations))}" if s.annotations else ""
+            self.push()
+            name = self.define(b, b.name)
+            self.data_text[id(b.data)] = name
+            self.emit(ind, f'with T.allocate([{ext}], "{b.dtype}", "{b.scope}"{ann}) as {name}:')
+            self.stmt(s.body, ind + 1)
+            self.pop()
+            return
+        elif s.attr_key == "thread_extent" and isinstance(s.node, ThreadIndex):
+            self.env_threads.setdefault(id(s.node.var), s.node.thread_tag)
+            head = f"T.launch_thread({self.name(s.node.var, s.node.var.name)}, {self.expr(s.value)})"
+        else:
+            val = self.expr(s.value) if isinstance(s.value, PrimExpr) else py_value(s.value)
+            head = f"T.attr({self.attr_node(s.node)}, {py_value(s.attr_key)}, {val})"
+        self.emit(ind, f"with {head}:")
+        self.scoped(s.body, ind + 1)
+
+    def attr_node(self, node) -> str:
+        if isinstance(node, (list, tuple)):
+            return "[" + ", ".join(self.attr_node(x) for x in node) + "]"
+        if isinstance(node, PrimExpr):
+            return self.expr(node)
+        if isinstance(node, CommReducer):
+            return self.comm_reducer(node)
+        if isinstance(node, Buffer):
+            return self.name(node, node.name)
+        return py_value(str(getattr(node, "name", node)))
+
+    def comm_reducer(self, r: CommReducer) -> str:
+        self.push()
+        params = [self.define(v, v.name) for v in r.lhs + r.rhs]
+        res = [self.expr(x) for x in r.result]
+        self.pop()
+        body = res[0] if len(res) == 1 else "(" + ", ".join(res) + ")"
+        ident = ", ".join(self.expr(x) for x in r.identity_element)
+        return f"T.comm_reducer(lambda {', '.join(params)}: {body}, [{ident}])"
 
     def scoped(self, s: Stmt, ind: int) -> None:
         self.push()
@@ -412,6 +569,8 @@ class _Printer:
             self.emit(ind, f"T.block_attr({py_value(dict(blk.annotations))})")
         for b in blk.alloc_buffers:
             self.alloc(b, ind)
+        for m in blk.match_buffers:
+            self.match(m, ind)
         if blk.init is not None:
             self.emit(ind, "with T.init():")
             self.scoped(blk.init, ind + 1)
@@ -511,3 +670,11 @@ def stmt_script(s: Stmt) -> str:
 def range_str(r: Range) -> str:
     p = _Printer()
     return f"{p.expr(r.min)}:{p.expr(simplify(r.min + r.extent))}"
+
+
+def check_prefix(tir_prefix: str) -> None:
+    """``script(tir_prefix=...)``: only ``"T"`` is printed."""
+    if tir_prefix != "T":
+        from ..errors import TVMError
+
+        raise TVMError(f"script: tir_prefix {tir_prefix!r} is not supported; the text uses \"T\"")

@@ -97,7 +97,7 @@ class Buffer(metaclass=_BufferMeta):
         if isinstance(shape, (int, _tir.PrimExpr)):
             shape = (shape,)
         shp = tuple(_convert(s) for s in shape)
-        return _Buffer(name, _dt.normalize(dtype), shp, scope, row_major_strides(shp))
+        return _Buffer(name, _dt.normalize_vector(dtype), shp, scope, row_major_strides(shp))
 
 
 def match_buffer(*args, **kwargs):
@@ -245,6 +245,59 @@ for _name in ("exp", "exp2", "exp10", "log", "log2", "log10", "sqrt", "rsqrt", "
 del _name
 
 
+# -- vectors and TVM's intrinsics (T.ramp, T.broadcast, T.tvm_fill_fragment(..., dtype="handle")) ---------
+
+
+def ramp(base, stride, lanes: int):
+    """``T.ramp(base, stride, lanes)``: the integer vector ``base + k * stride``, ``k < lanes``."""
+    base, stride = _unify(base, stride)
+    return _tir.Ramp(base, stride, int(lanes))
+
+
+def broadcast(value, lanes: int):
+    """``T.broadcast(value, lanes)``: ``value`` in every lane (``T.broadcast(T.float32(0), 4)``)."""
+    return _tir.Broadcast(_convert(value), int(lanes))
+
+
+ramp = _mark("ramp", ramp)
+broadcast = _mark("broadcast", broadcast)
+
+
+def type_annotation(dtype: str = "handle"):
+    """``T.type_annotation(dtype="float16")``: a value that only carries a type (TVM's argument of
+    ``tvm_access_ptr``)."""
+    return _Call(_dt.normalize(dtype), _Op.get("tir.type_annotation"), ())
+
+
+type_annotation = _mark("type_annotation", type_annotation)
+
+#: TVM's intrinsics that TVMScript writes as ``T.<name>(args..., dtype=...)``; each builds the call
+#: ``tir.<name>`` of that type (``"handle"`` when no dtype is given, as for the tensor-core ones)
+INTRINSICS = ("tvm_access_ptr", "tvm_fill_fragment", "tvm_load_matrix_sync", "tvm_store_matrix_sync",
+              "tvm_mma_sync", "tvm_bmma_sync", "tvm_struct_get", "tvm_struct_set", "tvm_tuple",
+              "tvm_thread_allreduce", "tvm_storage_sync", "tvm_warp_shuffle", "tvm_warp_shuffle_up",
+              "tvm_warp_shuffle_down", "tvm_warp_activemask", "tvm_stack_alloca", "tvm_stack_make_shape",
+              "tvm_stack_make_array", "tvm_call_packed_lowered", "tvm_throw_last_error", "isnullptr",
+              "reinterpret", "shift_left", "shift_right", "bitwise_and", "bitwise_or", "bitwise_xor",
+              "bitwise_not", "popcount", "address_of", "lookup_param", "TVMBackendAllocWorkspace",
+              "TVMBackendFreeWorkspace", "call_llvm_pure_intrin", "call_llvm_intrin", "ptx_mma",
+              "ptx_ldmatrix", "mma_store", "mma_fill")
+
+
+def _intrinsic(name: str) -> Callable:
+    def fn(*args, dtype: str = "handle"):
+        conv = tuple(_tir.StringImm(a) if isinstance(a, str) else _convert(a) for a in args)
+        return _Call(_dt.normalize_vector(dtype), _Op.get(f"tir.{name}"), conv)
+
+    fn.__doc__ = f"``T.{name}(..., dtype=...)``: TVM's intrinsic ``tir.{name}``."
+    return _mark(name, fn)
+
+
+for _name in INTRINSICS:
+    globals()[_name] = _intrinsic(_name)
+del _name
+
+
 def evaluate(value):
     raise TVMError("T.evaluate is TVMScript syntax: use it inside a function decorated with @T.prim_func")
 
@@ -268,6 +321,29 @@ writes = _syntax("writes", "``T.writes(C[vi, vj])``: the regions a block writes.
 block_attr = _syntax("block_attr", "``T.block_attr({...})``: annotations of a block.")
 alloc_buffer = _syntax("alloc_buffer", '``X = T.alloc_buffer((n,), "float32", scope="shared")``.')
 func_attr = _syntax("func_attr", '``T.func_attr({"global_symbol": "main"})``: function attributes.')
+
+
+load = _syntax("load", '``T.load("float32", A.data, i)``: element ``i`` of the memory at a data pointer '
+                       "(TVM's flat Load).")
+store = _syntax("store", "``T.store(A.data, i, value)``: store into the memory at a data pointer "
+                         "(TVM's flat Store).")
+
+
+comm_reducer = _syntax("comm_reducer", "``T.comm_reducer(lambda x, y: x + y, [T.float32(0)])``: a "
+                                       "commutative reducer.")
+attr = _syntax("attr", '``T.attr(node, "key", value)``: an attribute of the statements after it (or '
+                       "``with T.attr(...):``).")
+launch_thread = _syntax("launch_thread", "``T.launch_thread(tx, 32)``: run what follows on a thread "
+                                         "index declared by ``tx = T.env_thread(\"threadIdx.x\")``.")
+env_thread = _syntax("env_thread", '``tx = T.env_thread("threadIdx.x")``: a thread index variable.')
+realize = _syntax("realize", '``T.realize(A[0:16, 0:16], "global")``: the region of a buffer the '
+                             "statements after it use.")
+allocate = _syntax("allocate", '``buf = T.allocate([n], "float32", "local")``: memory for the statements '
+                               "after it; ``buf`` is its data pointer.")
+buffer_decl = _syntax("buffer_decl", "``X = T.buffer_decl(shape, dtype, ...)``: declare a buffer.")
+buffer_var = _syntax("buffer_var", '``p = T.buffer_var("float32", "global")``: a data pointer variable.')
+Assert = _syntax("Assert", '``with T.Assert(cond, "message"):`` an assert over the statements in it.')
+let = _syntax("let", "``with T.let(v, value):`` bind a declared variable.")
 
 
 class _Axis:

@@ -315,7 +315,7 @@ def _shape(shape, what: str) -> Tuple[PrimExpr, ...]:
 
 def placeholder(shape, dtype: str = "float32", name: str = "placeholder") -> Tensor:
     """An input tensor of the given shape and dtype."""
-    return PlaceholderOp(name, _shape(shape, f"placeholder {name}"), dt.normalize(dtype)).output(0)
+    return PlaceholderOp(name, _shape(shape, f"placeholder {name}"), dt.normalize_vector(dtype)).output(0)
 
 
 def reduce_axis(dom, name: str = "rv", thread_tag: str = "", span=None) -> IterVar:

@@ -20,9 +20,12 @@ from .expr import (
     Add,
     And,
     BinaryOp,
+    Broadcast,
     BufferLoad,
+    BufferView,
     Call,
     CallEffectKind,
+    CommReducer,
     Cast,
     Div,
     FloatImm,
@@ -39,6 +42,7 @@ from .expr import (
     Or,
     PrimExpr,
     ProducerLoad,
+    Ramp,
     Reduce,
     Select,
     StringImm,
@@ -102,7 +106,9 @@ from .schedule import BlockRV, LoopRV, Schedule, ScheduleError, Trace
 from .simplify import can_prove, simplify, structural_equal
 from .stmt import (
     Allocate,
+    AssertStmt,
     AttrStmt,
+    BufferRealize,
     BufferStore,
     Evaluate,
     For,
@@ -113,6 +119,7 @@ from .stmt import (
     SeqStmt,
     Stmt,
     ThreadIndex,
+    While,
 )
 from .structural import assert_structural_equal
 from .structural import structural_equal as structural_equal_ir

@@ -20,19 +20,23 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import TVMError
-from .expr import Buffer, BufferLoad, IntImm, PrimExpr, Var, const, convert
+from .expr import Buffer, BufferLoad, BufferView, IntImm, PrimExpr, Var, const, convert
 from .functor import rewrite
 from .stmt import (
     Allocate,
+    AssertStmt,
     AttrStmt,
+    BufferRealize,
     BufferStore,
     Evaluate,
     For,
     IfThenElse,
     LetStmt,
+    LoopKind,
     NoOp,
     SeqStmt,
     Stmt,
+    While,
     seq,
 )
 
@@ -112,6 +116,16 @@ class BufferRegion:
         return region_str(self)
 
 
+@dataclass(frozen=True, eq=False)
+class MatchBufferRegion:
+    """``A0 = T.match_buffer(A[vi * 16 : vi * 16 + 16, 0:16], (16, 16))`` inside a block: ``buffer``
+    names the region ``source`` of another buffer (its ``data``, ``elem_offset`` and ``strides`` are
+    that region's pointer, offset and strides)."""
+
+    buffer: Buffer
+    source: BufferRegion
+
+
 class BlockToken:
     """Identity of a block across the rewritten copies schedule primitives make of it."""
 
@@ -131,6 +145,7 @@ class Block(Stmt):
     alloc_buffers: Tuple[Buffer, ...] = ()
     annotations: Tuple[Tuple[str, Any], ...] = ()
     sref: BlockToken = field(default_factory=BlockToken)
+    match_buffers: Tuple[MatchBufferRegion, ...] = ()
 
     def annotation(self, key: str, default=None):
         """The value of annotation ``key`` (``T.block_attr``), or ``default``."""
@@ -157,7 +172,7 @@ class ThreadBindingFor(For):
 
 
 #: the loop kind of a :class:`ThreadBindingFor`
-THREAD_BINDING = "thread_binding"
+THREAD_BINDING = LoopKind("thread_binding", 4)
 
 #: thread tags a loop may be bound to
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z",
@@ -213,7 +228,7 @@ def children_stmts(s: Stmt) -> List[Stmt]:
         return ([s.init] if s.init is not None else []) + [s.body]
     if isinstance(s, IfThenElse):
         return [s.then_case] + ([s.else_case] if s.else_case is not None else [])
-    if isinstance(s, (For, LetStmt, Allocate, AttrStmt)):
+    if isinstance(s, (For, LetStmt, Allocate, AttrStmt, AssertStmt, While, BufferRealize)):
         return [s.body]
     return []
 
@@ -245,6 +260,10 @@ def exprs_of(s: Stmt) -> List[PrimExpr]:
         return [s.extent]
     if isinstance(s, AttrStmt) and isinstance(s.value, PrimExpr):
         return [s.value]
+    if isinstance(s, (AssertStmt, While)):
+        return [s.condition]
+    if isinstance(s, BufferRealize):
+        return [s.condition, *(x for r in s.bounds for x in (r.min, r.extent))]
     return []
 
 
@@ -314,13 +333,16 @@ class StmtMutator:
             reads = tuple(self.region(r) for r in s.reads)
             writes = tuple(self.region(r) for r in s.writes)
             allocs = tuple(self.visit_buffer(b) for b in s.alloc_buffers)
+            matches = tuple(m if src is m.source else MatchBufferRegion(m.buffer, src)
+                            for m, src in ((m, self.region(m.source)) for m in s.match_buffers))
             init = self.visit(s.init)
             body = self.visit(s.body)
             if (body is s.body and init is s.init and _same(ivs, s.iter_vars) and _same(reads, s.reads)
-                    and _same(writes, s.writes) and _same(allocs, s.alloc_buffers)):
+                    and _same(writes, s.writes) and _same(allocs, s.alloc_buffers)
+                    and _same(matches, s.match_buffers)):
                 return s
             return dataclasses.replace(s, iter_vars=ivs, reads=reads, writes=writes, alloc_buffers=allocs,
-                                       init=init, body=body)
+                                       init=init, body=body, match_buffers=matches)
         if isinstance(s, For):
             mn, ext, body = self.expr(s.min), self.expr(s.extent), self.visit(s.body)
             if mn is s.min and ext is s.extent and body is s.body:
@@ -350,7 +372,18 @@ class StmtMutator:
             buf, ext, body = self.visit_buffer(s.buffer), self.expr(s.extent), self.visit(s.body)
             if buf is s.buffer and ext is s.extent and body is s.body:
                 return s
-            return Allocate(buf, ext, body)
+            return dataclasses.replace(s, buffer=buf, extent=ext, body=body)
+        if isinstance(s, (AssertStmt, While)):
+            c, body = self.expr(s.condition), self.visit(s.body)
+            if c is s.condition and body is s.body:
+                return s
+            return dataclasses.replace(s, condition=c, body=body)
+        if isinstance(s, BufferRealize):
+            buf, c, body = self.visit_buffer(s.buffer), self.expr(s.condition), self.visit(s.body)
+            bounds = tuple(self.range(r) for r in s.bounds)
+            if buf is s.buffer and c is s.condition and body is s.body and _same(bounds, s.bounds):
+                return s
+            return dataclasses.replace(s, buffer=buf, bounds=bounds, condition=c, body=body)
         if isinstance(s, AttrStmt):
             val = self.expr(s.value) if isinstance(s.value, PrimExpr) else s.value
             body = self.visit(s.body)
@@ -380,24 +413,40 @@ class ExprMutator(StmtMutator):
         self.var_map = var_map or {}
         self.buffer_map = buffer_map or {}
         self.rewrite_expr = rewrite_expr
+        # a replaced buffer's data pointer, and flat views of its memory (T.load / T.store), follow it
+        self._by_data = {id(old.data): new for old, new in self.buffer_map.items()}
+        self._views: Dict[int, Buffer] = {}
 
     def visit_buffer(self, b: Buffer) -> Buffer:
-        return self.buffer_map.get(b, b)
+        got = self.buffer_map.get(b)
+        if got is not None:
+            return got
+        new = self._by_data.get(id(b.data)) if isinstance(b, BufferView) else None
+        if new is None:
+            return b
+        view = self._views.get(id(b))
+        if view is None:
+            view = BufferView(new.name, b.dtype, b.shape, new.scope, b.strides, new.data)
+            self._views[id(b)] = view
+        return view
 
     def visit_expr(self, e: PrimExpr) -> PrimExpr:
         if not self.var_map and not self.buffer_map and self.rewrite_expr is None:
             return e
 
         def pre(n):
-            if isinstance(n, Var) and self.var_map:
-                return self.var_map.get(n, n)
+            if isinstance(n, Var):
+                got = self.var_map.get(n) if self.var_map else None
+                if got is None and id(n) in self._by_data:
+                    got = self._by_data[id(n)].data
+                return n if got is None else got
             return None
 
         def post(n):
             if isinstance(n, BufferLoad) and self.buffer_map:
-                nb = self.buffer_map.get(n.buffer)
-                if nb is not None:
-                    n = BufferLoad(nb, n.indices)
+                nb = self.visit_buffer(n.buffer)
+                if nb is not n.buffer:
+                    n = BufferLoad(nb, n.indices, n.dtype if isinstance(n.buffer, BufferView) else "")
             if self.rewrite_expr is not None:
                 r = self.rewrite_expr(n)
                 if r is not None:
@@ -456,4 +505,26 @@ def as_annotations(d) -> Tuple[Tuple[str, Any], ...]:
             return tuple(freeze(x) for x in v)
         return v
 
-    return tuple((str(k), freeze(v)) for k, v in items)
+    return Annotations((str(k), freeze(v)) for k, v in items)
+
+
+class Annotations(tuple):
+    """Annotations: a tuple of ``(key, value)`` pairs that also answers ``ann["key"]`` (as TVM's
+    ``Map``)."""
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            for key, v in self:
+                if key == k:
+                    return v
+            raise KeyError(k)
+        return tuple.__getitem__(self, k)
+
+    def get(self, k: str, default=None):
+        for key, v in self:
+            if key == k:
+                return v
+        return default
+
+    def keys(self):
+        return [k for k, _ in self]

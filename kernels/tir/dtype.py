@@ -123,3 +123,12 @@ def with_lanes(dtype: str, n: int) -> str:
     if n < 1:
         raise TVMError(f"a vector type needs at least one lane, got {n}")
     return base if n == 1 else f"{base}x{n}"
+
+
+def normalize_vector(dtype) -> str:
+    """:func:`normalize` that also accepts a vector type (``"float32x4"``, ``"int8x2"``)."""
+    if isinstance(dtype, str):
+        m = _LANES_RE.match(dtype.strip())
+        if m and int(m.group(2)) >= 1 and m.group(1) in _VALID - {"handle"} - STORAGE_ONLY:
+            return with_lanes(m.group(1), int(m.group(2)))
+    return normalize(dtype)

@@ -403,6 +403,13 @@ class Buffer:
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class BufferView(Buffer):
+    """A one-dimensional view of memory that another buffer or allocation owns: what TVM's flat
+    ``Load``/``Store`` on a data pointer (``T.load("float32", A.data, i)``) address. ``data`` is the
+    owner's pointer, ``dtype`` one element's type, ``shape`` the owner's element count."""
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class BufferLoad(PrimExpr):
     buffer: Buffer
     indices: Tuple[PrimExpr, ...]
@@ -453,6 +460,18 @@ class Reduce(PrimExpr):
             object.__setattr__(self, "dtype", self.source[self.value_index].dtype)
 
 
+@dataclass(frozen=True, eq=False)
+class CommReducer:
+    """A commutative reducer of the loop IR (TVMScript's ``T.comm_reducer(lambda x, y: x + y,
+    [T.float32(0)])``, the node of a ``reduce_scope`` attribute): ``result[k]`` combines ``lhs`` and
+    ``rhs``; ``identity_element[k]`` is the value of an empty reduction."""
+
+    lhs: Tuple[Var, ...]
+    rhs: Tuple[Var, ...]
+    result: Tuple[PrimExpr, ...]
+    identity_element: Tuple[PrimExpr, ...]
+
+
 # -- construction helpers ---------------------------------------------------------------------
 
 
@@ -483,6 +502,9 @@ def const(value, dtype: Optional[str] = None) -> PrimExpr:
             except ImportError:  # pragma: no cover
                 pass
             raise TVMError(f"cannot make a constant of {value!r} ({type(value).__name__})")
+    if dt.lanes(dtype) > 1:  # const(1, "float32x4"): the scalar in every lane, as in TVM
+        dtype = dt.normalize_vector(dtype)
+        return Broadcast(const(value, dt.element_of(dtype)), dt.lanes(dtype))
     dtype = dt.normalize(dtype)
     if dt.is_float(dtype):
         return FloatImm(dtype, float(value))
@@ -492,9 +514,16 @@ def const(value, dtype: Optional[str] = None) -> PrimExpr:
         if isinstance(value, float) and value != int(value):
             raise TVMError(f"constant {value} is not an integer but dtype is {dtype}")
         lo, hi = int_range(dtype)
-        if not lo <= int(value) <= hi:
-            raise TVMError(f"constant {value} does not fit in {dtype} (range {lo}..{hi})")
-        return IntImm(dtype, int(value))
+        value = int(value)
+        if not lo <= value <= hi:
+            # a bit pattern of the type's width (0xAB as int8, -1 as uint32) wraps as it does in TVM
+            # and in C: const(171, "int8") is -85
+            b = dt.bits(dtype)
+            if not -(2 ** (b - 1)) <= value <= 2**b - 1:
+                raise TVMError(f"constant {value} does not fit in {dtype} (range {lo}..{hi}, or a "
+                               f"{b}-bit pattern)")
+            value = wrap_int(value, dtype)
+        return IntImm(dtype, value)
     raise TVMError(f"cannot make a constant of dtype {dtype}")
 
 
@@ -544,9 +573,14 @@ def wrap_int(value: int, dtype: str) -> int:
 
 def cast(x, dtype: str) -> PrimExpr:
     x = convert(x)
-    dtype = dt.normalize(dtype)
+    dtype = dt.normalize_vector(dtype)
     if x.dtype == dtype:
         return x
+    lanes, have = dt.lanes(dtype), dt.lanes(x.dtype)
+    if lanes != have:
+        if have == 1:  # a scalar to a vector type: the converted value in every lane, as in TVM
+            return Broadcast(cast(x, dt.element_of(dtype)), lanes)
+        raise TVMError(f"cannot cast {x.dtype} to {dtype}: the numbers of lanes differ")
     if isinstance(x, IntImm) and dt.is_integer(dtype):
         return IntImm(dtype, wrap_int(x.value, dtype))
     if isinstance(x, (IntImm, FloatImm)) and dt.is_float(dtype):

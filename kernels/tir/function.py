@@ -80,6 +80,10 @@ class PrimFunc(metaclass=ABCMeta):
         """A copy with another body."""
         return dataclasses.replace(self, body=body)
 
+    def same_as(self, other) -> bool:
+        """Whether ``other`` is this very function object (TVM's reference equality)."""
+        return self is other
+
     def with_attr(self, key: str, value: Any) -> "PrimFunc":
         """A copy with attribute ``key`` set to ``value``."""
         attrs = dict(self.attrs)
@@ -91,10 +95,19 @@ class PrimFunc(metaclass=ABCMeta):
         return dataclasses.replace(self.with_attr("global_symbol", name), name_hint=name)
 
     # -- printing ------------------------------------------------------------------------------------
-    def script(self) -> str:
-        """The function as TVMScript (``@T.prim_func``)."""
-        from ..script.printer import func_script
+    def script(self, tir_prefix: str = "T", show_meta: bool = False) -> str:
+        """The function as TVMScript (``@T.prim_func``).
 
+        Parameters
+        ----------
+        tir_prefix : str
+            Only ``"T"`` (the name the printed text uses for ``kernels.script.tir``).
+        show_meta : bool
+            Accepted for TVM's signature; the text never needs a metadata section.
+        """
+        from ..script.printer import check_prefix, func_script
+
+        check_prefix(tir_prefix)
         return func_script(self)
 
     def show(self) -> None:
@@ -120,6 +133,10 @@ class IRModule(metaclass=ABCMeta):
     def from_expr(func: PrimFunc) -> "IRModule":
         """A module holding ``func`` as ``main`` (TVM's ``IRModule.from_expr``)."""
         return IRModule({"main": func})
+
+    def same_as(self, other) -> bool:
+        """Whether ``other`` is this very module object (TVM's reference equality)."""
+        return self is other
 
     def __getitem__(self, name: str) -> PrimFunc:
         name = getattr(name, "name_hint", name)
@@ -159,10 +176,12 @@ class IRModule(metaclass=ABCMeta):
         out[name] = func
         return out
 
-    def script(self) -> str:
-        """The module as TVMScript (``@tvm.script.ir_module``)."""
-        from ..script.printer import module_script
+    def script(self, tir_prefix: str = "T", show_meta: bool = False) -> str:
+        """The module as TVMScript (``@tvm.script.ir_module``); the arguments as for
+        :meth:`PrimFunc.script`."""
+        from ..script.printer import check_prefix, module_script
 
+        check_prefix(tir_prefix)
         return module_script(self)
 
     def show(self) -> None:

@@ -19,11 +19,39 @@ class Stmt:
     __str__ = __repr__
 
 
+class LoopKind(str):
+    """A loop kind: its name (``"serial"``), which also compares equal to TVM's number of the kind
+    (``ForKind.SERIAL == 0``, ``THREAD_BINDING == 4``), as TVM's ``For.kind`` is an enum."""
+
+    code: int
+
+    def __new__(cls, name: str, code: int) -> "LoopKind":
+        obj = str.__new__(cls, name)
+        obj.code = code
+        return obj
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, int) and not isinstance(other, bool):
+            return self.code == other
+        return str.__eq__(self, other)
+
+    def __ne__(self, other) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = str.__hash__
+
+    def __int__(self) -> int:
+        return self.code
+
+    def __reduce__(self):
+        return (LoopKind, (str(self), self.code))
+
+
 class ForKind:
-    SERIAL = "serial"
-    PARALLEL = "parallel"
-    VECTORIZED = "vectorized"
-    UNROLLED = "unrolled"
+    SERIAL = LoopKind("serial", 0)
+    PARALLEL = LoopKind("parallel", 1)
+    VECTORIZED = LoopKind("vectorized", 2)
+    UNROLLED = LoopKind("unrolled", 3)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -52,6 +80,12 @@ class For(Stmt):
     body: Stmt
     annotations: Tuple[Tuple[str, Any], ...] = ()
 
+    @property
+    def thread_binding(self) -> Optional["ThreadIndex"]:
+        """TVM's ``For.thread_binding``: the thread a ``T.thread_binding`` loop runs on, else None."""
+        tag = getattr(self, "thread_tag", "")
+        return ThreadIndex(self.loop_var, tag, self.extent) if tag else None
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class IfThenElse(Stmt):
@@ -64,12 +98,19 @@ class IfThenElse(Stmt):
 class SeqStmt(Stmt):
     seq: Tuple[Stmt, ...]
 
+    def __getitem__(self, k: int) -> Stmt:
+        return self.seq[k]
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Allocate(Stmt):
     buffer: Buffer
     extent: PrimExpr  # number of elements
     body: Stmt
+    annotations: Tuple[Tuple[str, Any], ...] = ()
 
     @property
     def extents(self) -> Tuple[PrimExpr, ...]:
@@ -100,6 +141,35 @@ class LetStmt(Stmt):
     var: Var
     value: PrimExpr
     body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class AssertStmt(Stmt):
+    """``assert condition, message`` before ``body`` (what a host function checks of its arguments)."""
+
+    condition: PrimExpr
+    message: PrimExpr
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class While(Stmt):
+    """``while condition: body`` (TVMScript only: lowering refuses it)."""
+
+    condition: PrimExpr
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BufferRealize(Stmt):
+    """``T.realize(A[0:16, 0:16], scope)``: the region of ``buffer`` that ``body`` uses (TVMScript of a
+    function before storage flattening; lowering refuses it)."""
+
+    buffer: Buffer
+    bounds: Tuple[Any, ...]  # Range per dimension
+    condition: PrimExpr
+    body: Stmt
+    scope: str = ""
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -139,3 +209,12 @@ def seq(*stmts: Stmt) -> Stmt:
     if len(out) == 1:
         return out[0]
     return SeqStmt(tuple(out))
+
+
+def __getattr__(name: str):
+    # TVM keeps the block statements in tir.stmt too (``tir.stmt.Block``); they live in tir.block
+    if name in ("Block", "BlockRealize", "MatchBufferRegion", "BufferRegion"):
+        from . import block
+
+        return getattr(block, name)
+    raise AttributeError(f"module 'kernels.tir.stmt' has no attribute {name!r}")

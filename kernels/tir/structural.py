@@ -2,8 +2,10 @@
 
 Variables and buffers are matched where they are defined (function parameters, buffer maps,
 loops, block variables, let bindings, allocations), as TVM's ``structural_equal`` does, so a
-module and the module parsed back from its printed TVMScript compare equal. Block names, types,
-constants, loop kinds, thread tags, scopes and annotations must agree.
+module and the module parsed back from its printed TVMScript compare equal. Block names are name
+hints too and are not compared (as in TVM: a schedule that names a new block differently from a
+hand-written expectation still produces the same IR). Types, constants, loop kinds, thread tags,
+scopes and annotations must agree.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from typing import Any, Dict, List, Optional
 
 from ..errors import TVMError
 from .block import Block, BlockRealize, BufferRegion, IterVar, Range, loop_thread
-from .expr import BinaryOp, Buffer, PrimExpr, Var, node_kind
+from .expr import BinaryOp, Buffer, BufferView, CommReducer, PrimExpr, Var, convert, node_kind
 from .function import IRModule, PrimFunc
-from .stmt import Stmt
+from .stmt import Stmt, ThreadIndex
 
 
 class _Mismatch(Exception):
@@ -47,8 +49,16 @@ class _Equal:
                 self.define_var(x, y)
             self.expr(x, y)
         self.bufs[id(a)] = id(b)
+        if id(a.data) not in self.vars:  # flat views (T.load / T.store) reach the memory by its pointer
+            self.vars[id(a.data)] = id(b.data)
 
     def buffer(self, a: Buffer, b: Buffer) -> None:
+        if isinstance(a, BufferView) or isinstance(b, BufferView):
+            # a flat view is the same when it views the same memory with the same element type
+            if type(a) is not type(b) or a.dtype != b.dtype:
+                self.fail("flat accesses", f"{a.name}({a.dtype})", f"{b.name}({b.dtype})")
+            self.expr(a.data, b.data)
+            return
         got = self.bufs.get(id(a))
         if got is None:
             if a is b:
@@ -107,6 +117,12 @@ class _Equal:
             return
         if name == "Select":
             self.exprs((a.condition, a.true_value, a.false_value), (b.condition, b.true_value, b.false_value))
+            return
+        if name == "Ramp":
+            self.exprs((a.base, a.stride), (b.base, b.stride))
+            return
+        if name == "Broadcast":
+            self.expr(a.value, b.value)
             return
         if name == "Let":
             self.expr(a.value, b.value)
@@ -189,33 +205,87 @@ class _Equal:
         elif name == "Evaluate":
             self.expr(a.value, b.value)
         elif name == "Allocate":
-            self.define_buffer(a.buffer, b.buffer)
             self.expr(a.extent, b.extent)
+            self.define_buffer(a.buffer, b.buffer)
+            self.value(a.annotations, b.annotations)
             self.stmt(a.body, b.body)
         elif name == "AttrStmt":
             if a.attr_key != b.attr_key:
                 self.fail("attribute keys", a.attr_key, b.attr_key)
-            if a.attr_key == "thread_extent":
+            if isinstance(a.node, ThreadIndex) and isinstance(b.node, ThreadIndex):
                 if a.node.thread_tag != b.node.thread_tag:
                     self.fail("thread tags", a.node.thread_tag, b.node.thread_tag)
-                self.define_var(a.node.var, b.node.var)
+                if id(a.node.var) not in self.vars:
+                    self.define_var(a.node.var, b.node.var)
+                self.expr(a.node.var, b.node.var)
+            else:
+                self.attr_node(a.node, b.node)
             self.value(a.value, b.value)
+            self.stmt(a.body, b.body)
+        elif name == "AssertStmt":
+            self.expr(a.condition, b.condition)
+            self.expr(a.message, b.message)
+            self.stmt(a.body, b.body)
+        elif name == "While":
+            self.expr(a.condition, b.condition)
+            self.stmt(a.body, b.body)
+        elif name == "BufferRealize":
+            self.buffer(a.buffer, b.buffer)
+            if len(a.bounds) != len(b.bounds):
+                self.fail("realize ranks", len(a.bounds), len(b.bounds))
+            for x, y in zip(a.bounds, b.bounds):
+                self.range(x, y)
+            self.expr(a.condition, b.condition)
+            if a.scope != b.scope:
+                self.fail("realize scopes", a.scope, b.scope)
             self.stmt(a.body, b.body)
         elif name == "NoOp":
             pass
         else:
             self.fail("statements", name, type(b).__name__)
 
+    def attr_node(self, a, b) -> None:
+        if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+            if len(a) != len(b):
+                self.fail("attribute nodes", a, b)
+            for x, y in zip(a, b):
+                self.attr_node(x, y)
+        elif isinstance(a, Buffer) and isinstance(b, Buffer):
+            self.buffer(a, b)
+        elif isinstance(a, CommReducer) and isinstance(b, CommReducer):
+            if len(a.lhs) != len(b.lhs):
+                self.fail("reducers", len(a.lhs), len(b.lhs))
+            self.exprs(a.identity_element, b.identity_element)
+            for x, y in zip(a.lhs + a.rhs, b.lhs + b.rhs):
+                self.define_var(x, y)
+            self.exprs(a.result, b.result)
+        elif isinstance(a, PrimExpr) and isinstance(b, PrimExpr):
+            self.expr(a, b)
+        elif type(a) is not type(b) or (not hasattr(a, "__dataclass_fields__") and a != b):
+            self.fail("attribute nodes", a, b)
+
     def block(self, a: Block, b: Block) -> None:
         self.path.append(f'block "{a.name_hint}"')
-        if a.name_hint != b.name_hint:
-            self.fail("block names", a.name_hint, b.name_hint)
         if len(a.iter_vars) != len(b.iter_vars):
             self.fail("numbers of block variables", len(a.iter_vars), len(b.iter_vars))
         for x, y in zip(a.iter_vars, b.iter_vars):
             self.iter_var(x, y)
         for x, y in zip(a.alloc_buffers, b.alloc_buffers):
             self.define_buffer(x, y)
+        if len(a.match_buffers) != len(b.match_buffers):
+            self.fail("matched buffers", [m.buffer.name for m in a.match_buffers],
+                      [m.buffer.name for m in b.match_buffers])
+        for x, y in zip(a.match_buffers, b.match_buffers):
+            self.region(x.source, y.source)
+            self.define_buffer(x.buffer, y.buffer)
+            for u, v in ((getattr(x.buffer, "elem_offset", None), getattr(y.buffer, "elem_offset", None)),
+                         *zip(x.buffer.strides, y.buffer.strides)):
+                if isinstance(u, Var) and isinstance(v, Var) and id(u) not in self.vars:
+                    self.define_var(u, v)
+                if u is not None or v is not None:
+                    self.expr(u, v)
+            if len(x.buffer.strides) != len(y.buffer.strides):
+                self.fail("strides", list(x.buffer.strides), list(y.buffer.strides))
         if len(a.alloc_buffers) != len(b.alloc_buffers):
             self.fail("allocations", [x.name for x in a.alloc_buffers], [x.name for x in b.alloc_buffers])
         for what, xs, ys in (("reads", a.reads, b.reads), ("writes", a.writes, b.writes)):
@@ -263,8 +333,20 @@ class _Equal:
             self.stmt(a, b)
         elif isinstance(a, PrimExpr) and isinstance(b, PrimExpr):
             self.expr(a, b)
+        elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+            # sequences (a buffer's shape against [16, 1, 4]): element by element, numbers as constants
+            if len(a) != len(b):
+                self.fail("lengths", len(a), len(b))
+            for k, (x, y) in enumerate(zip(a, b)):
+                self.path.append(f"[{k}]")
+                self.top(convert(x) if _is_number(x) else x, convert(y) if _is_number(y) else y)
+                self.path.pop()
         else:
             self.fail("node types", type(a).__name__, type(b).__name__)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def structural_equal(a, b, map_free_vars: bool = False) -> bool:

@@ -217,3 +217,107 @@ def test_build_of_a_prim_func_under_another_name():
     c = np.zeros(8, "float32")
     f(a, a, c)
     assert (c == 2 * a).all()
+
+
+# -- flat accesses (TVM v0.8's T.load / T.store) -------------------------------------------------------
+
+
+def test_flat_access_of_an_argument_runs():
+    from kernels.script import from_source
+
+    f = from_source('''
+@T.prim_func
+def f(a: T.handle, d: T.handle) -> None:
+    A = T.match_buffer(a, (16, 16), dtype="float32")
+    D = T.match_buffer(d, (16, 16), dtype="float32")
+    for i, j in T.grid(16, 16):
+        with T.block("D"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            T.reads(A[15 - vi, vj])
+            T.writes(D[vi, vj])
+            T.store(D.data, vi * 16 + vj, T.load("float32", A.data, (15 - vi) * 16 + vj) * T.float32(2))
+''')
+    m = tvm.build(f, target="c")
+    h = np.random.default_rng(2).uniform(size=(16, 16)).astype("float32")
+    a, d = tvm.nd.array(h), tvm.nd.empty((16, 16), "float32")
+    m(a, d)
+    np.testing.assert_array_equal(d.numpy(), 2 * h[::-1])  # rows reversed, doubled (exact in float32)
+
+
+def test_flat_access_of_an_allocation_is_refused():
+    from kernels.script import from_source
+
+    f = from_source('''
+@T.prim_func
+def f(a: T.handle, d: T.handle) -> None:
+    A = T.match_buffer(a, (16,), dtype="float32")
+    D = T.match_buffer(d, (16,), dtype="float32")
+    B = T.alloc_buffer((16,), dtype="float32")
+    for i in T.serial(16):
+        with T.block("B"):
+            vi = T.axis.S(16, i)
+            T.reads(A[vi])
+            T.writes(B[vi])
+            B.data[vi] = A[vi]
+    for i in T.serial(16):
+        with T.block("D"):
+            vi = T.axis.S(16, i)
+            D[vi] = B[vi]
+''')
+    with pytest.raises(tvm.TVMError, match=r"T.load/T.store of B.data: a flat access of memory the function "
+                                           r"allocates cannot be lowered"):
+        tvm.build(f, target="c")
+
+
+def test_buffers_matched_to_regions_run():
+    # TVM v0.8's match_buffer_region: C is a slice of A, D a slice of C; B[0] sums every element
+    from kernels.script import from_source
+
+    f = from_source('''
+@T.prim_func
+def f(a: T.handle, b: T.handle) -> None:
+    A = T.match_buffer(a, (16, 16, 16), "float32")
+    B = T.match_buffer(b, (1,), "float32")
+    for i, j in T.grid(16, 4):
+        with T.block():
+            vi, vj = T.axis.remap("SS", [i, j])
+            C = T.match_buffer(A[0:16, vi, vj * 4 : vj * 4 + 4], (16, 1, 4))
+            for ii in range(4):
+                with T.block():
+                    vii = T.axis.S(4, ii)
+                    D = T.match_buffer(C[vii * 4 : vii * 4 + 4, 0, 0:4], (4, 1, 4))
+                    for i, j in T.grid(4, 4):
+                        B[0] += D[i, 0, j] * T.float32(i + 1)
+''')
+    m = tvm.build(f, target="c")
+    h = np.random.default_rng(4).uniform(size=(16, 16, 16)).astype("float32")
+    b = tvm.nd.array(np.zeros(1, "float32"))
+    m(tvm.nd.array(h), b)
+    # D[i, 0, j] is A[vii * 4 + i, vi, vj * 4 + j]: weight (x % 4) + 1 along A's first axis
+    weights = (np.arange(16) % 4 + 1).astype("float64")
+    want = (h.astype("float64") * weights[:, None, None]).sum()
+    np.testing.assert_allclose(b.numpy()[0], want, rtol=1e-5)
+
+
+def test_buffer_matched_to_a_region_with_unit_dimensions():
+    from kernels.script import from_source
+
+    src = '''
+@T.prim_func
+def f(a: T.handle, b: T.handle) -> None:
+    A = T.match_buffer(a, (4, 4), "float32")
+    B = T.match_buffer(b, (4,), "float32")
+    for i in T.serial(4):
+        with T.block("row"):
+            vi = T.axis.S(4, i)
+            R = T.match_buffer(A[vi, 0:4], (4,))
+            B[vi] = R[0] + R[3]
+'''
+    m = tvm.build(from_source(src), target="c")
+    h = np.arange(16, dtype="float32").reshape(4, 4)
+    b = tvm.nd.empty((4,), "float32")
+    m(tvm.nd.array(h), b)
+    np.testing.assert_array_equal(b.numpy(), h[:, 0] + h[:, 3])  # the row's first and last element
+    with pytest.raises(tvm.TVMError, match=r"block row: R has 1 dimension\(s\) but matches a region of 2 "
+                                           r"non-unit dimension\(s\) of A"):
+        tvm.build(from_source(src.replace("A[vi, 0:4], (4,)", "A[0:2, 0:2], (4,)")), target="c")

@@ -334,11 +334,13 @@ def test_unsupported_statement_names_file_and_line():
     with pytest.raises(TVMScriptError) as e:
         @T.prim_func
         def f(A: T.Buffer[(4,), "float32"]) -> None:
-            while True:  # marker-while
+            try:  # marker-try
                 pass
-    assert str(e.value) == (f"{HERE}:{line_of('marker-while')}: unsupported statement (While) in a "
+            finally:
+                pass
+    assert str(e.value) == (f"{HERE}:{line_of('marker-try')}: unsupported statement (Try) in a "
                             "prim_func: TVMScript supports for loops over T.grid/T.serial/..., with "
-                            "T.block/T.init, if, buffer stores, let bindings and T.* calls")
+                            "T.block/T.init, if, while, assert, buffer stores, let bindings and T.* calls")
 
 
 def test_wrong_number_of_indices():
@@ -386,18 +388,28 @@ def f(A: T.Buffer[(4,), "float32"]) -> None:
 
 
 def test_store_of_the_wrong_type_and_bad_loop():
+    # a float into an integer buffer (or a narrower type) is refused; an integer into a float buffer
+    # is converted as TVM's scripts expect (A[vi] = vi + 1)
     text = '''
 @T.prim_func
-def f(A: T.Buffer[(4,), "float32"], B: T.Buffer[(4,), "int32"]) -> None:
+def f(A: T.Buffer[(4,), "int32"], B: T.Buffer[(4,), "float32"]) -> None:
     for i in T.serial(4):
         with T.block("A"):
             vi = T.axis.remap("S", [i])
             A[vi] = B[vi]
 '''
-    with pytest.raises(TVMScriptError, match=r'^<tvmscript>:7: store into A: the value has type int32 but '
+    with pytest.raises(TVMScriptError, match=r'^<tvmscript>:7: store into A: the value has type float32 but '
                                              r'A holds '
-                                             r'float32; convert it with T.Cast\("float32", ...\)'):
+                                             r'int32; convert it with T.Cast\("int32", ...\)'):
         from_source(text)
+    for value, dst in (("B[vi]", "float16"), ("T.Cast(\"int64\", vi)", "int32"), ("vi", "uint32")):
+        narrowing = text.replace('"int32"], B', f'"{dst}"], B').replace("A[vi] = B[vi]", f"A[vi] = {value}")
+        with pytest.raises(TVMScriptError, match=r"^<tvmscript>:7: store into A: the value has type"):
+            from_source(narrowing)
+    widened = from_source(text.replace("A[vi] = B[vi]", "B[vi] = vi + 1"))
+    store = [s for s in tvm.tir.block.walk(widened.body) if isinstance(s, tvm.tir.BufferStore)][0]
+    assert isinstance(store.value, tvm.tir.Cast) and store.value.dtype == "float32"
+    assert store.value.value.dtype == "int32"
     text = '''
 @T.prim_func
 def f(A: T.Buffer[(4,), "float32"]) -> None:
@@ -413,7 +425,12 @@ def test_parameter_without_annotation_and_unmatched_handle():
         from_source("\n@T.prim_func\ndef f(A) -> None:\n    pass\n")
     with pytest.raises(TVMScriptError, match=r"^<tvmscript>:3: prim_func f: handle parameter a is never "
                                              r"matched"):
-        from_source("\n@T.prim_func\ndef f(a: T.handle) -> None:\n    pass\n")
+        from_source("\n@T.prim_func\ndef f(a: T.handle) -> None:\n    with T.block(\"b\"):\n"
+                    "        T.evaluate(0)\n")
+    # a function of loop IR (no blocks) may take raw handles, as lowered host code does
+    f = from_source("\n@T.prim_func\ndef f(a: T.handle) -> None:\n    T.evaluate(T.isnullptr(a, "
+                    "dtype=\"bool\"))\n")
+    assert f.params[0].dtype == "handle" and not f.buffer_map
 
 
 def test_python_syntax_error_has_a_line():

@@ -421,13 +421,32 @@ def test_register_func_by_function_name():
 # -- out-of-scope modules -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("module", ["kernels.relay", "kernels.topi", "kernels.auto_scheduler",
+@pytest.mark.parametrize("module", ["kernels.relay", "kernels.auto_scheduler",
                                     "kernels.te.hybrid", "kernels.contrib.cblas", "kernels.contrib.cudnn"])
 def test_out_of_scope_imports_name_the_rule(module):
     import importlib
 
     with pytest.raises(ImportError, match=r"outside the scope of kernels.*docs/TVM_COMPAT\.md"):
         importlib.import_module(module)
+
+
+def test_topi_imports_but_every_use_names_the_rule():
+    # TVM's test files import topi at the top and use it in a test or two: the import succeeds,
+    # any use of it raises the scope message.
+    from kernels import topi
+
+    import kernels.topi as topi2
+
+    assert topi is topi2
+    with pytest.raises(AttributeError, match=r"tvm\.topi\.sum: tvm\.topi .*outside the scope.*TVM_COMPAT"):
+        topi.sum  # noqa: B018
+    with pytest.raises(AttributeError, match=r"tvm\.topi\.cuda: .*outside the scope"):
+        topi.cuda.schedule_reduce  # noqa: B018
+    assert not hasattr(topi, "cast")
+    import kernels.topi.testing  # noqa: F401 - TVM's tests import topi's helpers at the top too
+
+    with pytest.raises(AttributeError, match=r"tvm\.topi\.testing\.assert_allclose: tvm\.topi .*outside"):
+        kernels.topi.testing.assert_allclose  # noqa: B018
 
 
 def test_out_of_scope_attribute():

@@ -66,3 +66,26 @@ def test_int_and_float_of_constants():
     assert bool(tir.const(1)) and not bool(tir.const(0))
     with pytest.raises(TypeError):
         int(te.var("n"))
+
+
+def test_integer_constants_wrap_a_bit_pattern_of_their_width():
+    # two's complement by hand: 0xAB = 171 = 256 - 85; 0xFFFF as int16 is -1; -1 as uint8 is 255
+    assert tir.const(0xAB, "int8").value == -85
+    assert tir.const(0xFFFF, "int16").value == -1
+    assert tir.const(-1, "uint8").value == 255
+    assert tir.const(-3, "int8").value == -3 and tir.const(127, "int8").value == 127
+    assert tir.const(2**32 - 1, "int32").value == -1
+    for value, dtype in ((256, "int8"), (-129, "int8"), (-129, "uint8"), (2**32, "int32")):
+        with pytest.raises(TVMError, match=f"constant {value} does not fit in {dtype}"):
+            tir.const(value, dtype)
+
+
+def test_cast_to_a_vector_type():
+    x = te.var("x")
+    b = tir.cast(x, "float32x4")  # a scalar: converted, then in every lane
+    assert isinstance(b, tir.Broadcast) and b.lanes == 4 and b.value.dtype == "float32"
+    r = tir.Ramp(tir.const(0), tir.const(1), 4)
+    c = tir.cast(r, "float32x4")
+    assert isinstance(c, tir.Cast) and c.dtype == "float32x4" and c.value is r
+    with pytest.raises(TVMError, match="cannot cast int32x4 to float32x2: the numbers of lanes differ"):
+        tir.cast(r, "float32x2")

@@ -476,3 +476,15 @@ def test_nvcc_version_helpers():
     assert nvcc.have_tensorcore(target="cuda -arch=sm_80")
     assert nvcc.normalize_arch("8.6") == "sm_86" and nvcc.normalize_arch("sm_100") == "sm_100"
     assert nvcc.get_target_compute_version("sm_75") == "7.5"
+
+
+def test_nvcc_feature_helpers():
+    # CUDA programming guide, arithmetic instructions: half arithmetic from 5.3 (not 5.0-5.2, 6.x yes),
+    # 8-bit integer dot products from 6.x, bfloat16 from 8.0
+    assert [nvcc.have_fp16(v) for v in ("5.0", "5.2", "5.3", "6.0", "6.1", "9.0")] == \
+        [False, False, True, True, True, True]
+    assert [nvcc.have_int8(v) for v in ("5.3", "6.0", "6.1", "8.6")] == [False, True, True, True]
+    assert [nvcc.have_bf16(v) for v in ("7.5", "8.0", "sm_90", "10.0")] == [False, True, True, True]
+    with pytest.raises(ValueError, match="'fast'"):
+        nvcc.have_fp16("fast")
+    assert nvcc.have_cudagraph() == (nvcc.find_nvcc() is not None and nvcc.nvcc_version() >= (10, 0))

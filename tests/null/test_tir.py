@@ -394,3 +394,33 @@ def test_node_constructors_accept_python_numbers(x):
     s = tir.Select(x > 0, 1.0, 0.0)
     assert s.dtype == "float32"
     assert isinstance(Min(x, 4).b, IntImm)
+
+
+def test_replacing_a_buffer_moves_its_flat_accesses_and_data_pointer():
+    from kernels.script import from_source
+    from kernels.tir.block import replace_buffers, walk
+    from kernels.tir.expr import BufferView, Call
+
+    f = from_source('''
+@T.prim_func
+def f(a: T.handle, d: T.handle) -> None:
+    A = T.match_buffer(a, (16,), dtype="float32")
+    D = T.match_buffer(d, (16,), dtype="float32")
+    for i in T.serial(16):
+        with T.block("b"):
+            vi = T.axis.S(16, i)
+            T.reads(A[vi])
+            T.writes(D[vi])
+            D.data[vi] = T.load("float32", A.data, vi) + A[vi]
+            T.evaluate(T.isnullptr(A.data, dtype="bool"))
+''')
+    A, D = f.buffer_map[0][1], f.buffer_map[1][1]
+    A2 = tir.Buffer("A_global", "float32", A.shape, "global", A.strides)
+    body = replace_buffers(f.body, {A: A2})
+    blk = [s.block for s in walk(body) if isinstance(s, tir.BlockRealize)][-1]
+    store, ev = blk.body.seq
+    view_load, plain_load = store.value.a, store.value.b
+    assert isinstance(view_load.buffer, BufferView) and view_load.buffer.data is A2.data
+    assert plain_load.buffer is A2 and store.buffer.data is D.data  # D untouched
+    assert isinstance(ev.value, Call) and ev.value.args[0] is A2.data
+    assert blk.reads[0].buffer is A2
