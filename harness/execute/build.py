@@ -34,7 +34,7 @@ from kernels.workloads.variants import VariantSpecError
 
 from harness.model import Case
 
-__all__ = ["Artifact", "COMPILE_LOCK", "CaseBuildError", "arg_layout", "build_artifact", "counted_compile", "load_module",
+__all__ = ["Artifact", "COMPILE_LOCK", "CaseBuildError", "arg_layout", "build_artifact", "is_callable", "counted_compile", "load_module",
            "load_module_counted", "lower_case"]
 
 T = TypeVar("T")
@@ -91,6 +91,17 @@ def arg_layout(w: Workload, case: Case) -> Tuple[Tuple[Tuple[int, ...], str], ..
             layout.append((tuple(a.shape), str(a.dtype)) if logical is None else (logical, case.dtype))
         _LAYOUTS[key] = tuple(layout)
     return _LAYOUTS[key]
+
+
+def is_callable(case: Case) -> bool:
+    """Whether ``case`` is a callable variant's (run by the user's function: nothing to build); False
+    for a workload or variant that is not registered here (building it reports that)."""
+    if case.peer:
+        return False
+    try:
+        return get_workload(case.workload).variant(case.variant).kind == "callable"
+    except KeyError:
+        return False
 
 
 def lower_case(case: Case, arch: Optional[str] = None) -> FuncSpec:

@@ -234,9 +234,12 @@ class CudaSource:
     origin: str
     defines: Optional[Callable[..., Dict[str, Any]]] = None
     shared_bytes: Optional[Callable[..., int]] = None
+    knobs: Tuple[Tuple[str, Any], ...] = ()
 
     def launch(self, params: Dict[str, Any], dtype: str, **knobs: Any) -> Tuple[CudaKernel, None]:
-        """``(CudaKernel at params and knobs, None)``; the variant's ``build``."""
+        """``(CudaKernel at params and knobs, None)``; the variant's ``build`` (knobs not given keep
+        their defaults)."""
+        knobs = {**dict(self.knobs), **knobs}
         where = f"kernel {self.kernel} ({self.origin})"
         macros = dict(self.defines(params, **knobs)) if self.defines is not None else {}
         head = "".join(f"#define {k} {v}\n" for k, v in macros.items())
@@ -374,7 +377,7 @@ def cuda_source(name: str, kernel: str, grid: Callable[..., Any], block: Callabl
     names = [a.name for a in args if isinstance(a, Scalar)]
     if len(set(names)) != len(names):
         raise WorkloadError(f"{where}: scalar names repeat: {names}")
-    desc = CudaSource(text, kernel, grid, block, tuple(args), origin, defines, shared_bytes)
+    desc = CudaSource(text, kernel, grid, block, tuple(args), origin, defines, shared_bytes, tuple(knobs))
     return Variant(name, desc.launch, ("cuda",), tuple(knobs), description, kind="cuda_source")
 
 
@@ -412,10 +415,12 @@ class DeviceCall:
     fn: Callable[..., Any]
     arrays: str
     prepare: bool = False
+    knobs: Tuple[Tuple[str, Any], ...] = ()
 
     def bind(self, params: Dict[str, Any], dtype: str, **knobs: Any) -> Tuple[BoundCall, None]:
-        """``(BoundCall, None)``: the variant's ``build``."""
-        return BoundCall(self.fn, self.arrays, dict(params), dtype, dict(knobs), self.prepare), None
+        """``(BoundCall, None)``: the variant's ``build`` (knobs not given keep their defaults)."""
+        return BoundCall(self.fn, self.arrays, dict(params), dtype, {**dict(self.knobs), **knobs},
+                         self.prepare), None
 
 
 def device_callable(name: str, fn: Callable[..., Any], arrays: str = "torch",
@@ -456,5 +461,5 @@ def device_callable(name: str, fn: Callable[..., Any], arrays: str = "torch",
         raise WorkloadError(f"{where}: `fn` cannot be called as fn(args, params"
                             f"{''.join(f', {k}=...' for k in defaults)}): it must take the device arrays, "
                             "the parameters and every knob as a keyword")
-    call = DeviceCall(fn, arrays, bool(prepare))
+    call = DeviceCall(fn, arrays, bool(prepare), tuple(knobs))
     return Variant(name, call.bind, ("cuda",), tuple(knobs), description, kind="callable", library=arrays)
