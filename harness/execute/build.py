@@ -34,7 +34,8 @@ from kernels.workloads.variants import VariantSpecError
 
 from harness.model import Case
 
-__all__ = ["Artifact", "COMPILE_LOCK", "CaseBuildError", "arg_layout", "build_artifact", "is_callable", "counted_compile", "load_module",
+__all__ = ["Artifact", "COMPILE_LOCK", "CaseBuildError", "arg_layout", "build_artifact", "is_callable",
+           "counted_compile", "load_module",
            "load_module_counted", "lower_case"]
 
 T = TypeVar("T")
@@ -131,8 +132,8 @@ def _check_cubin(spec: FuncSpec, binary: bytes) -> None:
     any GPU is involved)."""
     for k in spec.kernels:
         if isinstance(k, KernelSpec) and b"\0" + k.name.encode() + b"\0" not in binary:
-            raise CaseBuildError(f'{spec.name}: the cubin has no kernel named {k.name}: declare it extern "C" '
-                                 "__global__ (C++ mangles the names of other kernels)")
+            raise CaseBuildError(f'{spec.name}: the cubin has no kernel named {k.name}: declare it '
+                                 'extern "C" __global__ (C++ mangles the names of other kernels)')
 
 
 def counted_compile(compile_fn: Callable[[], T]) -> Tuple[T, int]:

@@ -370,8 +370,8 @@ def run_peer(
         return None, f"peer {name} cannot run this case: {why}", None
     if peer.call is not None:
         call, case_params = peer.call, dict(params or {})
-        return callables.run_call(peer.library, lambda args: (lambda: call(args, case_params)), list(host_args),
-                                  peer.outputs if outputs is None else tuple(outputs), list(reference),
+        return callables.run_call(peer.library, lambda args: (lambda: call(args, case_params)),
+                                  list(host_args), peer.outputs if outputs is None else tuple(outputs), list(reference),
                                   rtol, atol, config, device_index, what=f"peer {name}")
     if outputs is not None:
         host_args = [a for i, a in enumerate(host_args) if i not in set(outputs)]

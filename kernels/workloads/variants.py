@@ -79,7 +79,8 @@ class Scalar:
         return float(v) if self.dtype.startswith("float") else int(v)
 
 
-def scalar(name: str, dtype: str = "int32", value: Optional[Callable[..., Union[int, float]]] = None) -> Scalar:
+def scalar(name: str, dtype: str = "int32",
+           value: Optional[Callable[..., Union[int, float]]] = None) -> Scalar:
     """A scalar kernel parameter for :func:`cuda_source`'s ``args`` (see :class:`Scalar`)."""
     return Scalar(name, dtype, value)
 

@@ -117,7 +117,8 @@ def test_a_file_is_read_relative_to_the_registering_module(tmp_path):
     (tmp_path / "k.cu").write_text(SAXPY)
     module = tmp_path / "mod_with_cu.py"
     module.write_text("from kernels.workloads import cuda_source, scalar\n"
-                      "V = cuda_source('cu', 'saxpy', file='k.cu', grid=lambda p: (1,), block=lambda p: (32,),\n"
+                      "V = cuda_source('cu', 'saxpy', file='k.cu', grid=lambda p: (1,),\n"
+                      "                block=lambda p: (32,),\n"
                       "                args=(0, 1, 2, scalar('n'), scalar('a', 'float32', lambda p: 1.0)),\n"
                       "                defines=lambda p: {'ITEMS': 1})\n")
     ns = {"__name__": "mod_with_cu", "__file__": str(module)}
