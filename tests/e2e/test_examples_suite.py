@@ -34,12 +34,15 @@ def test_the_suite_has_every_kind_of_variant_side_by_side():
         by_target.setdefault(c.target, set()).add(c.variant)
     assert by_target == {"c": {"te_loop"}, "opencl": {"te_bind"},
                          "cuda": {"te_bind", "cuda_source", "triton", "cupy_raw"}}
-    cuda = [c for c in suite.cases if c.target == "cuda"]
+    cuda = [c for c in suite.cases if c.target == "cuda" and not c.tuned]
     # knob grids: cuda_source items 1 and 4, triton BLOCK 1024 and 4096, at two sizes
     assert len(cuda) == 2 * (1 + 2 + 2 + 1)
     assert sorted(c.key for c in cuda if c.variant == "triton")[0] == \
         "mixed_add/triton[BLOCK=1024]/n=1048576/float32/cuda"
     assert sorted({c.variant for c in cuda if is_callable(c)}) == ["cupy_raw", "triton"]
+    # the second entry: the Triton kernel's BLOCK as a tuning space (kbench tune: harness.tune.direct)
+    assert [c.key for c in suite.tuned_cases] == ["mixed_add/triton[tuned]/n=16777216/float32/cuda"]
+    assert suite.space_for(suite.tuned_cases[0]) == (("BLOCK", (512, 1024, 2048, 4096)),)
     peers = peer_cases(suite.cases, [("mixed_add", "torch.add")])
     assert sorted(p.key for p in peers) == ["mixed_add/peer:torch.add[]/n=1048576/float32/cuda",
                                             "mixed_add/peer:torch.add[]/n=16777216/float32/cuda"]
