@@ -307,7 +307,8 @@ def _tune_directly(st: Store, suite: Suite, request: TuneRequest, s: SessionSumm
         for index, knobs in todo[:s.planned]:
             res = measure_configuration(case, knobs, suite.measure)
             st.record_trial(s.session_id, s.measured, config_index=index, knobs=knobs, costs=res.costs,
-                            error_no=res.error_no, all_cost_s=res.all_cost, timestamp=res.timestamp, flop=flop)
+                            error_no=res.error_no, all_cost_s=res.all_cost, timestamp=res.timestamp,
+                            flop=flop)
             s.counts["ok" if res.ok else _error_name(res.error_no)] += 1
             if res.ok and (s.session_best_s is None or res.mean < s.session_best_s):
                 s.session_best_s = res.mean

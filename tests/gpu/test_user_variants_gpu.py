@@ -6,6 +6,7 @@ showing every kind side by side."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sqlite3
 import sys
 
@@ -128,3 +129,27 @@ def test_examples_suite_end_to_end_with_the_report(tmp_path, executor):
     for column in ("te_bind", "cuda_source [items=1, threads=256]", "triton [BLOCK=1024]", "cupy_raw",
                    "peer:torch.add"):
         assert f"<th>{column}</th>" in table, column
+
+
+@pytest.mark.slow
+def test_kbench_tune_searches_the_triton_block_then_run_uses_the_best(tmp_path):
+    _needs("torch")
+    _needs("triton")
+    db = tmp_path / "k.db"
+    tune = kbench("tune", ROOT / "suites" / "examples.toml", "--executor", "local", "--db", db, cwd=tmp_path,
+                  timeout=900)
+    assert tune.returncode == 0, tune.stdout[-4000:] + tune.stderr[-4000:]
+    con = sqlite3.connect(db)
+    trials = con.execute("select knobs, error_no, cost_s from tuning_trials order by trial").fetchall()
+    assert [t[0] for t in trials] == [f'{{"BLOCK": {b}}}' for b in (512, 1024, 2048, 4096)]
+    assert all(e == 0 and c > 0 for _, e, c in trials), trials
+    best = min(trials, key=lambda t: t[2])[0]  # the knobs' JSON
+    again = kbench("tune", ROOT / "suites" / "examples.toml", "--executor", "local", "--db", db, cwd=tmp_path)
+    assert again.returncode == 0 and con.execute("select count(*) from tuning_trials").fetchone()[0] == 4
+    run = kbench("run", ROOT / "suites" / "examples.toml", "--targets", "cuda", "--executor", "local",
+                 "--db", db, cwd=tmp_path, timeout=900)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    case_json, extra = con.execute("select case_json, extra from results "
+                                   "where case_key like 'mixed_add/triton[tuned]%'").fetchone()
+    assert json.loads(extra)["tuning"]["source"] == "best"
+    assert Case.from_json(case_json).knob_dict == json.loads(best)
