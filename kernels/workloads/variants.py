@@ -21,6 +21,7 @@ a device.
 from __future__ import annotations
 
 import inspect
+import numbers
 import re
 import sys
 from dataclasses import dataclass
@@ -48,6 +49,8 @@ _C_TYPES = {
     "signed char": "int8", "char": "int8", "int8_t": "int8", "unsigned char": "uint8", "uint8_t": "uint8",
 }
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct"}
+#: logical dtypes whose arrays are packed 32-bit words (kernels.workloads.PACKED_DTYPES)
+_PACKED = ("int4", "uint4", "int1")
 
 
 class VariantSpecError(ValueError):
@@ -202,7 +205,8 @@ class CudaKernel:
                 raise VariantSpecError(f"{where}: `args` names array {p}, but make_args gives {len(args)} "
                                        f"array(s) (indices 0 to {len(args) - 1})")
             declared = next(pointers, "")
-            if declared and declared != args[p].dtype:
+            # sub-byte arrays (int4, int1) reach a kernel as their packed 32-bit words: not compared
+            if declared and declared != args[p].dtype and args[p].dtype not in _PACKED:
                 raise VariantSpecError(f"{where}: parameter {len(names)} is a {declared} pointer but array "
                                        f"{p} of make_args holds {args[p].dtype}")
             names.append(args[p].name)
@@ -214,10 +218,10 @@ class CudaKernel:
 
 
 def _dims(value: Any, what: str) -> Tuple[int, int, int]:
-    if isinstance(value, (int,)) and not isinstance(value, bool):
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = (value,)
     if not isinstance(value, (tuple, list)) or not 1 <= len(value) <= 3 or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0 for v in value):
         raise VariantSpecError(f"{what} must give 1 to 3 non-negative integers, got {value!r}")
     return tuple(int(v) for v in value) + (1,) * (3 - len(value))  # type: ignore[return-value]
 
