@@ -6,11 +6,11 @@
 - as TE schedules: ``te_loop`` (one loop, C) and ``te_bind`` (one element a thread, OpenCL and CUDA);
 - from hand-written CUDA: ``cuda_source`` launches the kernel of ``add.cu`` (next to this file), its
   block size and elements per thread being knobs;
-- as a Triton kernel: ``triton`` (``triton_add.py``), its ``BLOCK`` a knob;
+- as a Triton kernel: ``triton`` (``triton_kernels.py``), its ``BLOCK`` a knob;
 - as a CuPy RawKernel of the same ``add.cu``: ``cupy_raw``;
 
 and timed next to the library peer ``torch.add``. ``suites/examples.toml`` runs them side by side.
-This folder is a package so that ``add.cu`` and ``triton_add.py`` travel with it to every Ray worker.
+This folder is a package so that ``add.cu`` and ``triton_kernels.py`` travel with it to every Ray worker.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ cuda_variant = cuda_source(
 
 def triton_add(args, params, BLOCK=1024):
     """Launch the Triton kernel on the torch tensors A, B, C (one program a BLOCK of elements)."""
-    from .triton_add import add_kernel  # Triton is needed only where this variant runs
+    from .triton_kernels import add_kernel  # Triton is needed only where this variant runs
 
     a, b, c = args
     n = params["n"]
