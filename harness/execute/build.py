@@ -28,11 +28,19 @@ from kernels.contrib import nvcc
 from kernels.errors import TVMError
 from kernels.runtime import build_module
 from kernels.runtime.spec import FuncSpec, KernelSpec
-from kernels.workloads import CudaKernel, Workload
+from kernels.workloads import Workload
 from kernels.workloads import get as get_workload
-from kernels.workloads.variants import VariantSpecError
 
 from harness.model import Case
+
+try:
+    from kernels.workloads.variants import CudaKernel, VariantSpecError
+except ImportError:  # an older kernels/ (kbench ab's export of a base tree) has only schedule variants
+    class CudaKernel:  # type: ignore[no-redef]  # nothing is an instance: no CUDA-source variants
+        pass
+
+    class VariantSpecError(Exception):  # type: ignore[no-redef]
+        pass
 
 __all__ = ["Artifact", "COMPILE_LOCK", "CaseBuildError", "arg_layout", "build_artifact", "is_callable",
            "counted_compile", "load_module",
@@ -100,9 +108,10 @@ def is_callable(case: Case) -> bool:
     if case.peer:
         return False
     try:
-        return get_workload(case.workload).variant(case.variant).kind == "callable"
+        variant = get_workload(case.workload).variant(case.variant)
     except KeyError:
         return False
+    return getattr(variant, "kind", "schedule") == "callable"  # an older kernels/ has no kinds
 
 
 def lower_case(case: Case, arch: Optional[str] = None) -> FuncSpec:
@@ -110,8 +119,7 @@ def lower_case(case: Case, arch: Optional[str] = None) -> FuncSpec:
     own source and launch (kernels.workloads.CudaKernel.spec); a callable variant has none."""
     w = get_workload(case.workload)
     name = f"{case.workload}_{case.variant}"
-    kind = w.variant(case.variant).kind
-    if kind == "callable":
+    if is_callable(case):
         raise CaseBuildError(f"{case.key}: a callable variant runs the user's function: nothing to build")
     try:
         s, args = w.build(case.variant, case.param_dict, case.dtype, case.knob_dict)

@@ -91,3 +91,26 @@ def test_a_base_that_does_not_compile_is_a_build_error_of_that_side():
     assert sides["head"].outcome == "ok"
     r = worker.run_case(case, CFG, side_specs={"base": {"error": "KeyError: no variant"}})
     assert {x.side: x for x in r.sides}["base"].message.endswith("KeyError: no variant")
+
+
+def test_a_base_tree_older_than_the_variant_kinds_still_exports(tmp_path):
+    """kbench ab's base tree may predate CUDA-source and callable variants (no
+    kernels.workloads.variants): this harness still builds its schedule variants with it."""
+    import shutil
+    from pathlib import Path
+
+    from harness.execute.portable import export_base
+
+    root = Path(tvm.__file__).resolve().parents[1]
+    shutil.copytree(root / "kernels", tmp_path / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "kernels" / "workloads" / "variants.py").unlink()
+    init = tmp_path / "kernels" / "workloads" / "__init__.py"
+    text = init.read_text()
+    start = text.index("from .variants import (")
+    init.write_text(text[:start] + text[text.index("\n)\n", start) + 3:])
+    case = _case("c")
+    specs, where = export_base(tmp_path, [{"case": case.to_json(), "arch": None}])
+    assert Path(where) == (tmp_path / "kernels").resolve()  # the copy without the variant kinds
+    assert "error" not in specs[case.key], specs[case.key]
+    assert thaw(specs[case.key]).source == export_cases([{"case": case.to_json(), "arch": None}])[
+        case.key]["source"]
