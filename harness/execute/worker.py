@@ -101,6 +101,9 @@ def _ok(case: Case, timing, flops: float, nbytes: float, target: str,
     ``pct_peak_bw`` is of ("read" or "copy") and its GB/s, and which matmul peak ``pct_peak_flops`` is of
     (None where the case is memory-bound and its share of the FLOP peak is not worked out, see
     harness.stats.peaks.needs_flops_peak)."""
+    kind = _variant_kind(case)
+    if kind:
+        extra = tuple(extra) + (("variant_kind", kind),)
     want_flops = needs_flops_peak(flops, nbytes)
     peaks = measure.device_peaks(target, _env(target)[0], flops=want_flops)
     if not want_flops:
@@ -113,6 +116,22 @@ def _ok(case: Case, timing, flops: float, nbytes: float, target: str,
     return Result(case, "ok", timing=timing, gbps=d.get("gbps"), gflops=d.get("gflops"),
                   pct_peak_bw=d.get("pct_peak_bw"), pct_peak_flops=d.get("pct_peak_flops"),
                   device=_device_name(target), extra=tuple(extra) + (("peaks", note),), **fields)
+
+
+def _variant_kind(case: Case) -> str:
+    """What ``Result.extra["variant_kind"]`` says of a case: ``"cuda_source"`` or ``"callable:<library>"``
+    for those variants (kernels.workloads.cuda_source, device_callable; the report names them), ``""``
+    for a kbench schedule or a peer."""
+    if case.peer:
+        return ""
+    try:
+        v = get_workload(case.workload).variant(case.variant)
+    except KeyError:
+        return ""
+    kind = getattr(v, "kind", "schedule")
+    if kind == "callable":
+        return f"callable:{v.library}"
+    return "" if kind == "schedule" else kind
 
 
 def _with_sides(config: MeasureConfig, per_side: Dict[str, Result]) -> Result:

@@ -46,8 +46,9 @@ def _needs(module):
         pytest.skip(f"{module} is not installed")
 
 
-def _ok(result):
+def _ok(result, kind=None):
     assert result.outcome == "ok", result.message
+    assert dict(result.extra).get("variant_kind") == kind  # what the report names under the column
     t = result.timing
     assert t.mode == "cold" and t.median > 0 and len(t.samples) >= CFG.min_samples
     assert result.gbps and result.gbps > 0
@@ -66,20 +67,20 @@ def test_cuda_source_variant_matches_numpy_and_is_timed(mixed):
     module(*nd)
     dev.sync()
     np.testing.assert_array_equal(nd[2].numpy(), a + b)  # float32 addition: exact
-    _ok(worker.run_case(case, CFG, artifact=art))
+    _ok(worker.run_case(case, CFG, artifact=art), "cuda_source")
 
 
 def test_triton_variant_with_its_block_knob(mixed):
     _needs("triton")
     _needs("torch")
     for block in (256, 4096):
-        r = _ok(worker.run_case(_case("triton", (("BLOCK", block),)), CFG))
+        r = _ok(worker.run_case(_case("triton", (("BLOCK", block),)), CFG), "callable:torch")
         assert dict(r.case.knobs)["BLOCK"] == block
 
 
 def test_cupy_rawkernel_variant(mixed):
     _needs("cupy")
-    _ok(worker.run_case(_case("cupy_raw", (("threads", 256),)), CFG))
+    _ok(worker.run_case(_case("cupy_raw", (("threads", 256),)), CFG), "callable:cupy")
 
 
 def test_torch_peer_runs_as_a_callable(mixed):
@@ -128,7 +129,8 @@ def test_examples_suite_end_to_end_with_the_report(tmp_path, executor):
     table = html[html.index("mixed_add: variants side by side"):]
     for column in ("te_bind", "cuda_source [items=1, threads=256]", "triton [BLOCK=1024]", "cupy_raw",
                    "peer:torch.add"):
-        assert f"<th>{column}</th>" in table, column
+        assert f"<th>{column}" in table, column
+    assert "CUDA source" in table and "callable (torch)" in table and "callable (cupy)" in table
 
 
 @pytest.mark.slow
