@@ -102,6 +102,11 @@ def test_a_cuda_source_variant_builds_a_kernel_at_the_case_parameters():
     assert [a.name for a in spec.args] == ["arg0", "arg1", "arg2"]
     assert spec.kernels[0].params == ("arg0", "arg1", "arg2", "n", "a")
     assert spec.kernels[0].grid({}) == (4, 1, 1) and spec.constants == k.params[3:]
+    assert spec.kernels[0].dynamic_shared_bytes == 0
+    # dynamic shared memory a block, as a function of the knobs, reaches the kernel's launch
+    shared = _saxpy_variant(shared_bytes=lambda p, threads=128, items=1: 4 * threads * items)
+    k2, _ = shared.build({"n": 1000}, "float32", threads=64, items=4)
+    assert k2.spec([((1000,), "float32")] * 3).kernels[0].dynamic_shared_bytes == 1024
 
 
 def test_the_spec_refuses_an_array_make_args_lacks_or_of_another_type():
