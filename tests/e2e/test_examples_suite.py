@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.execute.build import is_callable
+from harness.execute.ray_tasks import peer_libraries
 from harness.plan import peer_cases
 from harness.suite import load_suite
 from kernels import workloads as W
@@ -46,6 +47,9 @@ def test_the_suite_has_every_kind_of_variant_side_by_side():
     peers = peer_cases(suite.cases, [("mixed_add", "torch.add")])
     assert sorted(p.key for p in peers) == ["mixed_add/peer:torch.add[]/n=1048576/float32/cuda",
                                             "mixed_add/peer:torch.add[]/n=16777216/float32/cuda"]
+    # a GPU runner imports the libraries of the callable variants and peers before its first case
+    assert peer_libraries(cuda + peers) == ("torch", "cupy")
+    assert peer_libraries([c for c in cuda if not is_callable(c)]) == ()
 
 
 @pytest.mark.slow
