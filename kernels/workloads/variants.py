@@ -26,9 +26,12 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..runtime.spec import BufferArg, ConstArg, FuncSpec, KernelSpec, LaunchDims
+
+if TYPE_CHECKING:  # kernels.workloads imports this module at its end
+    from . import Variant
 
 __all__ = ["ARRAY_KINDS", "BoundCall", "CudaKernel", "CudaSource", "DeviceCall", "Scalar", "cuda_source",
            "device_callable", "kernel_parameters", "scalar"]
@@ -282,7 +285,7 @@ def cuda_source(name: str, kernel: str, grid: Callable[..., Any], block: Callabl
                 args: Sequence[Union[int, Scalar]], file: Union[str, Path, None] = None,
                 source: Optional[str] = None, knobs: Sequence[Tuple[str, Any]] = (),
                 defines: Optional[Callable[..., Dict[str, Any]]] = None,
-                shared_bytes: Optional[Callable[..., int]] = None, description: str = ""):
+                shared_bytes: Optional[Callable[..., int]] = None, description: str = "") -> "Variant":
     """A variant that launches a hand-written CUDA kernel (docs/WORKLOADS.md).
 
     Parameters
@@ -307,6 +310,11 @@ def cuda_source(name: str, kernel: str, grid: Callable[..., Any], block: Callabl
     shared_bytes : callable, optional
         ``shared_bytes(params, **knobs)``: dynamic shared memory per block (``extern __shared__``).
     description : str
+
+    Returns
+    -------
+    Variant
+        ``kind="cuda_source"``, ``targets=("cuda",)``; its ``build`` answers ``(CudaKernel, None)``.
 
     Raises
     ------
@@ -429,7 +437,8 @@ class DeviceCall:
 
 
 def device_callable(name: str, fn: Callable[..., Any], arrays: str = "torch",
-                    knobs: Sequence[Tuple[str, Any]] = (), prepare: bool = False, description: str = ""):
+                    knobs: Sequence[Tuple[str, Any]] = (), prepare: bool = False,
+                    description: str = "") -> "Variant":
     """A variant that is a Python function launching work on device arrays (docs/WORKLOADS.md).
 
     Parameters
@@ -448,6 +457,12 @@ def device_callable(name: str, fn: Callable[..., Any], arrays: str = "torch",
         Keyword arguments of ``fn`` (a Triton kernel's ``BLOCK``); a suite sets or tunes them.
     prepare : bool
     description : str
+
+    Returns
+    -------
+    Variant
+        ``kind="callable"``, ``library=arrays``, ``targets=("cuda",)``; its ``build`` answers
+        ``(BoundCall, None)``.
 
     Raises
     ------
