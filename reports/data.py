@@ -517,12 +517,14 @@ class VariantRow:
 
 @dataclass(frozen=True)
 class VariantMatrix:
-    """A workload's schedule variants (columns; peers last) at each device and shape (rows)."""
+    """A workload's variants (columns; peers last) at each device and shape (rows); ``kinds``: the
+    stored kind of the columns that are not kbench schedules ("cuda_source", "callable:torch")."""
 
     workload: str
     metric: str | None
     columns: list[str]
     rows: list[VariantRow]
+    kinds: dict[str, str] = field(default_factory=dict)  # label -> Result.extra["variant_kind"]
 
 
 def variant_matrix(frame: pd.DataFrame, workload: str) -> VariantMatrix:
@@ -552,6 +554,10 @@ def variant_matrix(frame: pd.DataFrame, workload: str) -> VariantMatrix:
     labels = list(dict.fromkeys(df["label"]))
     columns = ([x for x in labels if not x.startswith(PEER_PREFIX)]
                + [x for x in labels if x.startswith(PEER_PREFIX)])
+    kinds: dict[str, str] = {}
+    for label, extra in zip(df["label"], df["extra"] if "extra" in df.columns else [""] * len(df)):
+        if isinstance(extra, str) and '"variant_kind"' in extra:
+            kinds.setdefault(label, str(json.loads(extra)["variant_kind"]))
     rows = []
     for (dev, shape), g in df.groupby(["device_label", "shape_label"], sort=False):
         dtype = str(g["dtype"].iloc[0])
@@ -575,7 +581,7 @@ def variant_matrix(frame: pd.DataFrame, workload: str) -> VariantMatrix:
         vs_peers = {k: medians[k] / best_s for k in medians if k.startswith(PEER_PREFIX) and best_s}
         rows.append(VariantRow(device=str(dev), shape=str(shape), dtype=dtype, cells=cells, best=best,
                                vs_peers=vs_peers))
-    return VariantMatrix(workload, metric, columns, rows)
+    return VariantMatrix(workload, metric, columns, rows, kinds)
 
 
 __all__ = [

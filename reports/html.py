@@ -344,6 +344,11 @@ def _rate_text(rate: float | None, metric: str | None, dtype: str = "") -> str:
     return f"{fmt_num(rate)} {metric}"
 
 
+#: how the table names the variants that are not kbench schedules (Result.extra["variant_kind"])
+_KINDS = {"cuda_source": "CUDA source", "callable:torch": "callable (torch)",
+          "callable:cupy": "callable (cupy)"}
+
+
 def _variant_table(m: VariantMatrix) -> dict[str, Any] | None:
     """The display strings of a :class:`reports.data.VariantMatrix`: one row per device and shape, a
     cell per variant (median, throughput, time relative to the row's fastest kernel), the best
@@ -368,7 +373,9 @@ def _variant_table(m: VariantMatrix) -> dict[str, Any] | None:
         vs = [f"{r.vs_peers[p]:.2f}× {p[len(PEER_PREFIX):]}" for p in peers if p in r.vs_peers]
         rows.append({"device": r.device or "?", "shape": r.shape, "cells": cells, "vs_peers": ", ".join(vs),
                      "best": r.best or ""})
-    return {"columns": m.columns, "rows": rows, "has_peers": bool(peers), "metric": m.metric or "median time"}
+    kinds = [m.kinds.get(c, "") for c in m.columns]
+    return {"columns": m.columns, "kinds": [_KINDS.get(k, k) for k in kinds], "rows": rows,
+            "has_peers": bool(peers), "metric": m.metric or "median time"}
 
 
 def _trend_order(data: ReportData, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

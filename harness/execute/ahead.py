@@ -28,7 +28,7 @@ from typing import Dict, Optional, Sequence
 
 from harness.model import Case
 
-from .build import Artifact, build_artifact
+from .build import Artifact, build_artifact, is_callable
 
 __all__ = ["BuildAhead", "HOST_TIMED", "default_threads"]
 
@@ -65,7 +65,7 @@ class BuildAhead:
                  threads: Optional[int] = None):
         skipped = set(skip)
         todo = [c for c in cases if not c.peer and c.key not in skipped
-                and (c.target != "cuda" or cuda_arch)]
+                and (c.target != "cuda" or cuda_arch) and not is_callable(c)]
         self.created = time.time()
         self._futures: Dict[str, Future] = {}
         self._pool: Optional[ThreadPoolExecutor] = None

@@ -14,22 +14,36 @@ counter, so that builds running in two threads of one process count their own ca
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Tuple, TypeVar
+from typing import Callable, Dict, Optional, Tuple, TypeVar
+
+import numpy as np
 
 from kernels.build_module import build_spec
 from kernels.contrib import nvcc
 from kernels.errors import TVMError
 from kernels.runtime import build_module
-from kernels.runtime.spec import FuncSpec
+from kernels.runtime.spec import FuncSpec, KernelSpec
+from kernels.workloads import Workload
 from kernels.workloads import get as get_workload
 
 from harness.model import Case
 
-__all__ = ["Artifact", "COMPILE_LOCK", "CaseBuildError", "build_artifact", "counted_compile", "load_module",
+try:
+    from kernels.workloads.variants import CudaKernel, VariantSpecError
+except ImportError:  # an older kernels/ (kbench ab's export of a base tree) has only schedule variants
+    class CudaKernel:  # type: ignore[no-redef]  # nothing is an instance: no CUDA-source variants
+        pass
+
+    class VariantSpecError(Exception):  # type: ignore[no-redef]
+        pass
+
+__all__ = ["Artifact", "COMPILE_LOCK", "CaseBuildError", "arg_layout", "build_artifact", "is_callable",
+           "counted_compile", "load_module",
            "load_module_counted", "lower_case"]
 
 T = TypeVar("T")
@@ -69,14 +83,65 @@ def _target_string(case: Case, arch: Optional[str]) -> str:
     return case.target
 
 
+_LAYOUTS: Dict[Tuple[str, str, str], Tuple[Tuple[Tuple[int, ...], str], ...]] = {}
+
+
+def arg_layout(w: Workload, case: Case) -> Tuple[Tuple[Tuple[int, ...], str], ...]:
+    """``(shape, dtype)`` of each argument ``make_args`` gives ``case`` (logical shape and dtype for
+    packed sub-byte arrays, as harness.execute.inputs.device_array makes them): what a CUDA-source
+    variant's function takes. Drawn once per workload, parameters and dtype in a process (the
+    shapes do not depend on the seed)."""
+    key = (case.workload, json.dumps(case.param_dict, sort_keys=True), case.dtype)
+    if key not in _LAYOUTS:
+        arrays = w.make_args(case.param_dict, case.dtype, np.random.default_rng(0))
+        layout = []
+        for i, a in enumerate(arrays):
+            logical = w.logical_shape(i, a, case.dtype)
+            layout.append((tuple(a.shape), str(a.dtype)) if logical is None else (logical, case.dtype))
+        _LAYOUTS[key] = tuple(layout)
+    return _LAYOUTS[key]
+
+
+def is_callable(case: Case) -> bool:
+    """Whether ``case`` is a callable variant's (run by the user's function: nothing to build); False
+    for a workload or variant that is not registered here (building it reports that)."""
+    if case.peer:
+        return False
+    try:
+        variant = get_workload(case.workload).variant(case.variant)
+    except KeyError:
+        return False
+    return getattr(variant, "kind", "schedule") == "callable"  # an older kernels/ has no kinds
+
+
 def lower_case(case: Case, arch: Optional[str] = None) -> FuncSpec:
-    """Lower and generate code for a case (no native compiler)."""
+    """Lower and generate code for a case (no native compiler). A CUDA-source variant's spec is its
+    own source and launch (kernels.workloads.CudaKernel.spec); a callable variant has none."""
     w = get_workload(case.workload)
+    name = f"{case.workload}_{case.variant}"
+    if is_callable(case):
+        raise CaseBuildError(f"{case.key}: a callable variant runs the user's function: nothing to build")
     try:
         s, args = w.build(case.variant, case.param_dict, case.dtype, case.knob_dict)
-        return build_spec(s, args, _target_string(case, arch), name=f"{case.workload}_{case.variant}")
+        if isinstance(s, CudaKernel):
+            if case.target != "cuda":
+                raise CaseBuildError(f"{case.key}: a CUDA-source variant builds for the cuda target only")
+            return s.spec(arg_layout(w, case), arch or "", name=name)
+        return build_spec(s, args, _target_string(case, arch), name=name)
     except TVMError as exc:
         raise CaseBuildError(f"{type(exc).__name__}: {exc}") from None
+    except VariantSpecError as exc:
+        raise CaseBuildError(f"{case.key}: {exc}") from None
+
+
+def _check_cubin(spec: FuncSpec, binary: bytes) -> None:
+    """Every kernel of ``spec`` keeps its name in the cubin (``extern "C"``): the runtime loads it by
+    that name, and a C++ kernel's name is mangled (a CUDA-source variant's mistake, found before
+    any GPU is involved)."""
+    for k in spec.kernels:
+        if isinstance(k, KernelSpec) and b"\0" + k.name.encode() + b"\0" not in binary:
+            raise CaseBuildError(f'{spec.name}: the cubin has no kernel named {k.name}: declare it '
+                                 'extern "C" __global__ (C++ mangles the names of other kernels)')
 
 
 def counted_compile(compile_fn: Callable[[], T]) -> Tuple[T, int]:
@@ -113,6 +178,7 @@ def build_artifact(case: Case, arch: str = "") -> Artifact:
                 raise CaseBuildError(f"{case.key}: a CUDA build ahead needs the architecture")
             binary, calls = counted_compile(lambda: nvcc.compile_cuda(spec.source, target="cubin",
                                                                       arch=spec.arch))
+            _check_cubin(spec, binary)
         elif case.target == "c":
             # imported when used, as kernels.runtime.build_module does
             from kernels.runtime.c import compile_c
@@ -155,6 +221,8 @@ def load_module_counted(case: Case, artifact: Optional[Artifact] = None) -> Tupl
             return CModule(spec, library=library), 0
         if case.target != "cuda":  # the C compiler or the OpenCL driver: no nvcc call to count
             return build_module(spec), 0
-        return counted_compile(lambda: build_module(spec))
+        module, calls = counted_compile(lambda: build_module(spec))
+        _check_cubin(spec, module.binary)
+        return module, calls
     except TVMError as exc:
         raise CaseBuildError(f"{type(exc).__name__}: {exc}") from None

@@ -12,6 +12,13 @@ like one of our kernels. ``run.outputs()`` waits and returns the outputs as nump
 workload's output order, for :func:`harness.execute.check.check_outputs` against the reference: a peer
 that is wrong is reported, never timed (:func:`run_peer`).
 
+Most peers are callables on device arrays, the same mechanism as a workload's callable variants
+(:mod:`harness.execute.callables`): ``Peer.call(args, params)`` launches the library function on the
+workload's arguments as torch tensors or cupy arrays (inputs, then the poisoned outputs, written with
+``out=``), ``Peer.outputs`` says which arguments it writes, and :func:`run_peer` hands it to
+:func:`harness.execute.callables.run_call`, which copies, checks and times it as it does a variant.
+The others (a temporary, a layout, a library without ``out=``) keep a ``prepare`` of their own.
+
 Outputs are written into buffers allocated once (``out=``) where the library allows, so the
 timed launch does no allocation. ``torch.conv2d`` has no ``out=``; PyTorch's caching allocator
 serves its output without a cudaMalloc after the first call. cuDNN's TF32 is switched off
@@ -28,6 +35,7 @@ import numpy as np
 from harness.measure import CudaTimer, measure_sides
 from harness.model import MeasureConfig
 
+from . import callables
 from .check import check_outputs
 
 __all__ = ["Peer", "PeerRun", "PEERS", "get", "names", "available", "applies_to", "run_peer"]
@@ -60,14 +68,20 @@ class Peer:
         ``"torch"`` or ``"cupy"``.
     available : callable
         ``available() -> bool``: the library imports and sees a CUDA device.
-    prepare : callable
-        ``prepare(host_args, device_index=0) -> PeerRun``.
+    prepare : callable or None
+        ``prepare(host_args, device_index=0) -> PeerRun`` (the inputs only); None for a peer given
+        as ``call``.
+    call : callable or None
+        ``call(args, params)``: launch on every argument as device arrays of ``library`` (harness.
+        execute.callables), writing ``outputs``.
+    outputs : tuple of int
+        With ``call``: the arguments it writes, in the reference's order.
     """
 
     name: str
     library: str
     available: Callable[[], bool]
-    prepare: Callable[..., PeerRun]
+    prepare: Optional[Callable[..., PeerRun]]
     description: str = ""
     #: the case dtypes it computes (empty: any): a suite's peer is only paired with those cases
     dtypes: Tuple[str, ...] = ()
@@ -75,6 +89,8 @@ class Peer:
     takes_case: bool = False
     #: ``unsupported(params, dtype) -> None | why``: a case the library cannot run (then not timed)
     unsupported: Optional[Callable[[Dict[str, Any], str], Optional[str]]] = None
+    call: Optional[Callable[[List[Any], Dict[str, Any]], Any]] = None
+    outputs: Tuple[int, ...] = ()
 
     def applies_to(self, dtype: str) -> bool:
         """Whether the peer computes cases of ``dtype``."""
@@ -83,29 +99,12 @@ class Peer:
 
 # -- libraries ---------------------------------------------------------------------------------
 
-_avail_cache: Dict[str, bool] = {}
-
-
 def _torch_available() -> bool:
-    if "torch" not in _avail_cache:
-        try:
-            import torch
-
-            _avail_cache["torch"] = bool(torch.cuda.is_available() and torch.cuda.device_count() > 0)
-        except Exception:
-            _avail_cache["torch"] = False
-    return _avail_cache["torch"]
+    return callables.available("torch")
 
 
 def _cupy_available() -> bool:
-    if "cupy" not in _avail_cache:
-        try:
-            import cupy
-
-            _avail_cache["cupy"] = cupy.cuda.runtime.getDeviceCount() > 0
-        except Exception:
-            _avail_cache["cupy"] = False
-    return _avail_cache["cupy"]
+    return callables.available("cupy")
 
 
 def _torch_in(x: np.ndarray, device_index: int) -> Any:
@@ -130,32 +129,26 @@ def _torch_outputs(*tensors: Any) -> Callable[[], List[np.ndarray]]:
     return outputs
 
 
-def _torch_reduce_rows(op: str) -> Callable[..., PeerRun]:
-    """torch.sum / torch.prod over dim 1 of args[0] (row_sum, product_reduce)."""
+def _torch_reduce_rows(op: str) -> Callable[[List[Any], Dict[str, Any]], Any]:
+    """torch.sum / torch.prod over dim 1 of args[0] into args[1] (row_sum, product_reduce)."""
 
-    def prepare(host_args: Sequence[np.ndarray], device_index: int = 0) -> PeerRun:
+    def call(args: List[Any], params: Dict[str, Any]) -> None:
         import torch
 
-        a = _torch_in(host_args[0], device_index)
-        out = torch.empty(a.shape[0], dtype=a.dtype, device=a.device)
-        fn = getattr(torch, op)
-        return PeerRun(lambda: fn(a, dim=1, out=out), _torch_outputs(out))
+        getattr(torch, op)(args[0], dim=1, out=args[1])
 
-    return prepare
+    return call
 
 
-def _torch_unary(op: str) -> Callable[..., PeerRun]:
-    """torch.exp / torch.log elementwise on args[0]."""
+def _torch_unary(op: str) -> Callable[[List[Any], Dict[str, Any]], Any]:
+    """torch.exp / torch.log elementwise from args[0] into args[1]."""
 
-    def prepare(host_args: Sequence[np.ndarray], device_index: int = 0) -> PeerRun:
+    def call(args: List[Any], params: Dict[str, Any]) -> None:
         import torch
 
-        a = _torch_in(host_args[0], device_index)
-        out = torch.empty_like(a)
-        fn = getattr(torch, op)
-        return PeerRun(lambda: fn(a, out=out), _torch_outputs(out))
+        getattr(torch, op)(args[0], out=args[1])
 
-    return prepare
+    return call
 
 
 def _torch_conv3x3(host_args: Sequence[np.ndarray], device_index: int = 0) -> PeerRun:
@@ -181,13 +174,11 @@ def _torch_conv3x3(host_args: Sequence[np.ndarray], device_index: int = 0) -> Pe
     return PeerRun(launch, outputs)
 
 
-def _torch_add(host_args: Sequence[np.ndarray], device_index: int = 0) -> PeerRun:
+def _torch_add(args: List[Any], params: Dict[str, Any]) -> None:
     """vector_add: C = A + B."""
     import torch
 
-    a, b = _torch_in(host_args[0], device_index), _torch_in(host_args[1], device_index)
-    out = torch.empty_like(a)
-    return PeerRun(lambda: torch.add(a, b, out=out), _torch_outputs(out))
+    torch.add(args[0], args[1], out=args[2])
 
 
 def _torch_window_sum(host_args: Sequence[np.ndarray], device_index: int = 0) -> PeerRun:
@@ -206,22 +197,16 @@ def _torch_window_sum(host_args: Sequence[np.ndarray], device_index: int = 0) ->
     return PeerRun(launch, _torch_outputs(out))
 
 
-def _torch_matmul_fp32(host_args: Sequence[np.ndarray], device_index: int = 0) -> PeerRun:
-    """matmul in float32 with TF32 off (the same arithmetic as the kernels)."""
+def _torch_matmul_fp32(args: List[Any], params: Dict[str, Any]) -> None:
+    """matmul in float32 with TF32 off (the same arithmetic as the kernels): C = A @ B."""
     import torch
 
-    a, b = _torch_in(host_args[0], device_index), _torch_in(host_args[1], device_index)
-    out = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
-
-    def launch() -> None:
-        prev = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = False
-        try:
-            torch.matmul(a, b, out=out)
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = prev
-
-    return PeerRun(launch, _torch_outputs(out))
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        torch.matmul(args[0], args[1], out=args[2])
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
 
 
 def _operands(host_args: Sequence[np.ndarray], params: Dict[str, Any], device_index: int) -> Tuple[Any, Any]:
@@ -297,20 +282,23 @@ def _register(peer: Peer) -> None:
     PEERS[peer.name] = peer
 
 
-_register(Peer("torch.sum(dim=1)", "torch", _torch_available, _torch_reduce_rows("sum"),
-               "row sums (row_sum)"))
+_register(Peer("torch.sum(dim=1)", "torch", _torch_available, None, "row sums (row_sum)",
+               call=_torch_reduce_rows("sum"), outputs=(1,)))
 _register(Peer("cupy.sum(axis=1)", "cupy", _cupy_available, _cupy_sum_rows, "row sums (row_sum)"))
-_register(Peer("torch.prod(dim=1)", "torch", _torch_available, _torch_reduce_rows("prod"),
-               "row products (product_reduce)"))
-_register(Peer("torch.exp", "torch", _torch_available, _torch_unary("exp"), "elementwise exp"))
-_register(Peer("torch.log", "torch", _torch_available, _torch_unary("log"), "elementwise log"))
+_register(Peer("torch.prod(dim=1)", "torch", _torch_available, None, "row products (product_reduce)",
+               call=_torch_reduce_rows("prod"), outputs=(1,)))
+_register(Peer("torch.exp", "torch", _torch_available, None, "elementwise exp", call=_torch_unary("exp"),
+               outputs=(1,)))
+_register(Peer("torch.log", "torch", _torch_available, None, "elementwise log", call=_torch_unary("log"),
+               outputs=(1,)))
 _register(Peer("torch.conv2d(3x3)", "torch", _torch_available, _torch_conv3x3,
                "valid 3x3 cross-correlation of one channel (conv2d_3x3)"))
-_register(Peer("torch.add", "torch", _torch_available, _torch_add, "elementwise add (vector_add)"))
+_register(Peer("torch.add", "torch", _torch_available, None, "elementwise add (vector_add)", call=_torch_add,
+               outputs=(2,)))
 _register(Peer("torch.window_sum", "torch", _torch_available, _torch_window_sum,
                "window sums as two torch.add calls (window_sum)"))
-_register(Peer("torch.matmul(tf32=off)", "torch", _torch_available, _torch_matmul_fp32,
-               "float32 matmul without TF32 (matmul)"))
+_register(Peer("torch.matmul(tf32=off)", "torch", _torch_available, None,
+               "float32 matmul without TF32 (matmul)", call=_torch_matmul_fp32, outputs=(2,)))
 _register(Peer("torch.matmul(fp16)", "torch", _torch_available, _torch_matmul_fp16,
                "float16 matmul in the case's layout, float32 accumulation (matmul_tensorcore)",
                dtypes=("float16",), takes_case=True))
@@ -352,11 +340,15 @@ def run_peer(
     device_index: int = 0,
     params: Optional[Dict[str, Any]] = None,
     dtype: str = "",
+    outputs: Optional[Sequence[int]] = None,
 ) -> Tuple[Optional[bool], str, Any]:
     """Prepare, check and time one peer on ``cuda(device_index)``.
 
-    ``params`` and ``dtype`` are the case's (a peer whose operands' layout is a parameter needs
-    them; one that cannot run the case says why instead of being timed).
+    ``host_args`` are the workload's arguments (``make_args``, outputs poisoned); ``outputs`` their
+    indices among them (default: the peer's ``outputs``, and for a peer with a ``prepare`` of its own
+    the arguments are taken as its inputs when ``outputs`` is not given). ``params`` and ``dtype``
+    are the case's (a peer whose operands' layout is a parameter needs them; one that cannot run the
+    case says why instead of being timed).
 
     Returns
     -------
@@ -376,6 +368,13 @@ def run_peer(
     why = peer.unsupported(params or {}, dtype) if peer.unsupported is not None else None
     if why is not None:
         return None, f"peer {name} cannot run this case: {why}", None
+    if peer.call is not None:
+        call, case_params = peer.call, dict(params or {})
+        return callables.run_call(peer.library, lambda args: (lambda: call(args, case_params)),
+                                  list(host_args), peer.outputs if outputs is None else tuple(outputs), list(reference),
+                                  rtol, atol, config, device_index, what=f"peer {name}")
+    if outputs is not None:
+        host_args = [a for i, a in enumerate(host_args) if i not in set(outputs)]
     if peer.takes_case:
         try:
             run = peer.prepare(list(host_args), device_index, params, dtype)

@@ -101,6 +101,9 @@ def freeze(spec: Any, env: Mapping[str, int]) -> dict[str, Any]:
                  for a in spec.args],
         "workspaces": [{"name": w.name, "dtype": str(w.dtype), "size": int(w.size(env))}
                        for w in spec.workspaces],
+        # values fixed at build time (a CUDA-source variant's scalars): absent from older trees' specs
+        "constants": [{"name": c.name, "dtype": str(c.dtype), "value": c.value}
+                      for c in getattr(spec, "constants", ())],
         # dynamic shared memory: absent from the specs of trees that predate it (then 0)
         "kernels": [{"name": k.name, "params": list(k.params), "grid": triple(k.grid),
                      "block": triple(k.block),
@@ -133,7 +136,7 @@ def thaw(data: Mapping[str, Any]):
         ``data`` is an export error, has another format, or lacks a field.
     """
     # imported here: the export process (another tree's kernels/) only freezes, and need not have these
-    from kernels.runtime.spec import BufferArg, DerivedDim, FuncSpec, KernelSpec, Workspace
+    from kernels.runtime.spec import BufferArg, ConstArg, DerivedDim, FuncSpec, KernelSpec, Workspace
 
     if "error" in data:
         raise PortableSpecError(str(data["error"]))
@@ -165,7 +168,9 @@ def thaw(data: Mapping[str, Any]):
         return FuncSpec(name=name, target=str(data["target"]), source=str(data["source"]), args=args,
                         shape_vars=tuple(str(v) for v in data["shape_vars"]), workspaces=workspaces,
                         kernels=kernels, arch=str(data.get("arch") or ""),
-                        uses_openmp=bool(data.get("uses_openmp", False)))
+                        uses_openmp=bool(data.get("uses_openmp", False)),
+                        constants=tuple(ConstArg(str(c["name"]), str(c["dtype"]), c["value"])
+                                        for c in data.get("constants", ())))
     except (KeyError, TypeError, ValueError) as exc:
         raise PortableSpecError(f"malformed portable spec: {type(exc).__name__}: {exc}") from None
 

@@ -79,6 +79,7 @@ from typing import Any
 from harness.model import Case, MeasureConfig, Result
 from kernels.target import arch_of_model
 
+from .build import is_callable
 from .cluster import Node, RayCluster, shipped_modules
 from .common import (
     DispatchError,
@@ -283,7 +284,7 @@ class RayExecutor:
 
     def _submit_build(self, cases: list[Case], model: str):
         arch = arch_of_model(model)
-        todo = [c for c in cases if c.target == "cuda"]
+        todo = [c for c in cases if c.target == "cuda" and not is_callable(c)]
         if not arch or not todo:
             return None
         options = {"num_cpus": 1, "num_gpus": 0, **self.cluster.cpu_runtime_env()}

@@ -16,9 +16,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from harness.model import Case, MeasureConfig
+from kernels.workloads import get as get_workload
 
 from . import peers, worker
-from .build import build_artifact
+from .build import build_artifact, is_callable
 
 __all__ = ["GpuRunner", "build_task", "peer_libraries", "run_batch_task"]
 
@@ -74,11 +75,16 @@ class GpuRunner:
 
 
 def peer_libraries(cases: Iterable[Case]) -> tuple[str, ...]:
-    """The libraries (torch, cupy) of the peer cases among ``cases``, for a runner to import early."""
+    """The libraries (torch, cupy) of the peer cases and callable variants among ``cases``, for a
+    runner to import early."""
+    cases = list(cases)
     names = {c.peer for c in cases if c.peer}
-    if not names:
-        return ()
     libs = []
+    for case in cases:
+        if is_callable(case):
+            libs.append(get_workload(case.workload).variant(case.variant).library)
+    if not names:
+        return tuple(dict.fromkeys(libs))
     for name in sorted(names):
         try:
             libs.append(peers.get(name).library)

@@ -28,7 +28,8 @@ from kernels.workloads import INPUTS_VERSION
 from kernels.workloads import get as get_workload
 
 from .ahead import HOST_TIMED, BuildAhead
-from .build import Artifact, CaseBuildError, counted_compile, load_module_counted
+from .build import Artifact, CaseBuildError, counted_compile, is_callable, load_module_counted
+from .callables import run_call
 from .check import check_outputs
 from .inputs import case_data, device_array
 from .peers import run_peer
@@ -102,6 +103,9 @@ def _ok(case: Case, timing, flops: float, nbytes: float, target: str,
     ``pct_peak_bw`` is of ("read" or "copy") and its GB/s, and which matmul peak ``pct_peak_flops`` is of
     (None where the case is memory-bound and its share of the FLOP peak is not worked out, see
     harness.stats.peaks.needs_flops_peak)."""
+    kind = _variant_kind(case)
+    if kind:
+        extra = tuple(extra) + (("variant_kind", kind),)
     want_flops = needs_flops_peak(flops, nbytes)
     peaks = measure.device_peaks(target, _env(target)[0], flops=want_flops)
     if not want_flops:
@@ -116,6 +120,22 @@ def _ok(case: Case, timing, flops: float, nbytes: float, target: str,
                   device=_device_name(target), extra=tuple(extra) + (("peaks", note),), **fields)
 
 
+def _variant_kind(case: Case) -> str:
+    """What ``Result.extra["variant_kind"]`` says of a case: ``"cuda_source"`` or ``"callable:<library>"``
+    for those variants (kernels.workloads.cuda_source, device_callable; the report names them), ``""``
+    for a kbench schedule or a peer."""
+    if case.peer:
+        return ""
+    try:
+        v = get_workload(case.workload).variant(case.variant)
+    except KeyError:
+        return ""
+    kind = getattr(v, "kind", "schedule")
+    if kind == "callable":
+        return f"callable:{v.library}"
+    return "" if kind == "schedule" else kind
+
+
 def _with_sides(config: MeasureConfig, per_side: Dict[str, Result]) -> Result:
     """The Result of a case timed as the sides of ``config.interleave``: one Result per side, each
     labelled with its side, in ``sides`` of the first side's (harness.model.Result; harness.run
@@ -127,16 +147,34 @@ def _with_sides(config: MeasureConfig, per_side: Dict[str, Result]) -> Result:
 
 
 def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
-    name = case.peer
+    """A peer case: the library function named ``case.peer`` (harness.execute.peers)."""
+    def run(w, data):
+        return run_peer(case.peer, data.args, data.reference, case.rtol, case.atol, config,
+                        params=case.param_dict, dtype=case.dtype, outputs=w.outputs)
+
+    return _run_on_library(case, config, worker, run)
+
+
+def _run_callable(case: Case, config: MeasureConfig, worker: str) -> Result:
+    """A callable variant's case (kernels.workloads.device_callable): the user's function on device
+    arrays, checked and timed by harness.execute.callables."""
+    def run(w, data):
+        call, _ = w.build(case.variant, case.param_dict, case.dtype, case.knob_dict)
+        return run_call(call.arrays, call.launcher, data.args, w.outputs, data.reference, case.rtol,
+                        case.atol, config, what=f"callable variant {case.workload}/{case.variant}")
+
+    return _run_on_library(case, config, worker, run)
+
+
+def _run_on_library(case: Case, config: MeasureConfig, worker: str, run) -> Result:
+    """Check and time a case that a Python library launches (a peer, a callable variant):
+    ``run(workload, case data) -> (ok, message, timing)`` as harness.execute.callables.run_call."""
     try:
         w = get_workload(case.workload)
         params = case.param_dict
         data = case_data(w, case, config.seed)
-        host = data.args
-        inputs = [a for i, a in enumerate(host) if i not in w.outputs]
         t_peer = time.perf_counter()
-        ok, msg, timing = run_peer(name, inputs, data.reference, case.rtol, case.atol, config,
-                                   params=params, dtype=case.dtype)
+        ok, msg, timing = run(w, data)
         peer_s = time.perf_counter() - t_peer
         env_id, fp = _env(case.target)
         if ok is None:
@@ -149,7 +187,7 @@ def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
 
         def phases(t):
             m = _measure_phases(t)
-            # the peer's own preparation and check (copies to the GPU, one call, the comparison)
+            # the library's own preparation and check (copies to the GPU, one call, the comparison)
             return _phases(inputs=data.inputs_s, reference=data.reference_s,
                            check=max(0.0, peer_s - m["warmup"] - m["measure"]), **m)
 
@@ -229,6 +267,8 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
     worker = worker_label()
     if case.peer:
         return _run_peer(case, config, worker)
+    if is_callable(case):
+        return _run_callable(case, config, worker)
     t_case = time.time()
     early = None
     if ahead is not None and case.key in ahead:

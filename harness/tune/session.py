@@ -27,6 +27,7 @@ from harness.execute import make_executor
 from harness.model import Case
 from harness.store import Store, cpu_device
 from harness.suite import Suite, load_suite
+from kernels import workloads
 from kernels.tuning import (
     GridSearchTuner,
     MeasureErrorNo,
@@ -37,6 +38,7 @@ from kernels.tuning import (
     XGBTuner,
 )
 
+from .direct import configurations, measure_configuration, untried
 from .runner import RunnerSettings, measure_option_for
 from .task import TaskError, config_of, make_task
 
@@ -214,6 +216,10 @@ def tune_suite(request: TuneRequest, *, on_event: OnEvent | None = None) -> Tune
 def _tune_one(st: Store, suite: Suite, request: TuneRequest, s: SessionSummary, emit: OnEvent) -> None:
     """One session: history from the store, the tuner's trials stored batch by batch."""
     case, space = s.case, suite.space_for(s.case)
+    kind = workloads.get(case.workload).variant(case.variant).kind
+    if kind != "schedule":  # CUDA source or a callable: no template of the engine instantiates it
+        _tune_directly(st, suite, request, s, emit, kind)
+        return
     try:
         task = make_task(case, space, case.gpu_model)
     except TaskError as exc:  # no point of the space builds: the suite's knob lists are at fault
@@ -262,6 +268,54 @@ def _tune_one(st: Store, suite: Suite, request: TuneRequest, s: SessionSummary, 
     status = "failed"
     try:
         tuner.tune(n_trial=s.planned, measure_option=option, callbacks=[store_batch])
+        status = "done"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        st.finish_tuning_session(s.session_id, status)
+        s.best = st.best_in_space(case.tuning_key, s.device, space)
+        emit("done", s)
+
+
+def _tune_directly(st: Store, suite: Suite, request: TuneRequest, s: SessionSummary, emit: OnEvent,
+                   kind: str) -> None:
+    """A session of a variant that is not a schedule (harness.tune.direct): the configurations not
+    measured on this device yet, in grid order (whatever ``--tuner`` says), each checked and timed in
+    this process as ``kbench run`` does, stored trial by trial."""
+    case, space = s.case, suite.space_for(s.case)
+    if request.executor_kind != "local" and case.target == "cuda":
+        raise ConfigError(f"{suite.path}: {case.tuning_key}: a {kind} variant is tuned in this process (each "
+                          "configuration checked and timed as `kbench run` does): use --executor local")
+    tried = [t["knobs"] for t in st.tuning_trials(case.tuning_key, device=s.device)]
+    todo = list(untried(space, tried))
+    s.history = len(configurations(space)) - len(todo)
+    s.planned = min(request.n_trial, len(todo))
+    if s.planned <= 0:
+        s.note = f"every one of the {len(configurations(space))} configurations is measured on this device"
+        s.best = st.best_in_space(case.tuning_key, s.device, space)
+        emit("session", s)
+        emit("done", s)
+        return
+    s.session_id = st.begin_tuning_session(
+        case, device=s.device, tuner="grid", n_trial=s.planned, executor=request.executor_kind,
+        space=space, suite=suite, argv=request.argv, git_commit=git_commit())
+    emit("session", s)
+    flop = float(workloads.get(case.workload).flops(case.param_dict))
+    status = "failed"
+    try:
+        for index, knobs in todo[:s.planned]:
+            res = measure_configuration(case, knobs, suite.measure)
+            st.record_trial(s.session_id, s.measured, config_index=index, knobs=knobs, costs=res.costs,
+                            error_no=res.error_no, all_cost_s=res.all_cost, timestamp=res.timestamp,
+                            flop=flop)
+            s.counts["ok" if res.ok else _error_name(res.error_no)] += 1
+            if res.ok and (s.session_best_s is None or res.mean < s.session_best_s):
+                s.session_best_s = res.mean
+            emit("trials", (s, [{"trial": s.measured, "knobs": knobs, "ok": res.ok,
+                                 "cost_s": res.mean if res.ok else None, "error_no": int(res.error_no),
+                                 "error": "" if res.ok else str(res.costs[0])}]))
+            s.measured += 1
         status = "done"
     except KeyboardInterrupt:
         status = "interrupted"

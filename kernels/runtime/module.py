@@ -38,6 +38,7 @@ from kernels.runtime.spec import (
     KernelSpec,
     PackedArg,
     PackedCall,
+    ConstArg,
     ScalarArg,
     Workspace,
 )
@@ -440,6 +441,9 @@ class Module:
         names = [a.name for a in spec.args] + [sc.name for sc in spec.scalars]
         if len(set(names)) != len(names):
             raise BuildError(f"{spec.name}: argument names repeat: {names}")
+        fixed = [c.name for c in spec.constants]
+        if len(set(fixed)) != len(fixed) or set(fixed) & set(names):
+            raise BuildError(f"{spec.name}: constant names {fixed} repeat or are argument names ({names})")
         positions = [sc.index for sc in spec.scalars]
         if len(set(positions)) != len(positions) or any(not 0 <= k < spec.num_args for k in positions):
             raise BuildError(f"{spec.name}: scalar argument positions {positions} are "
@@ -452,6 +456,11 @@ class Module:
                 raise BuildError(f"{spec.name}: scalar argument {sc.name} has dtype {sc.dtype}; scalar "
                                  f"arguments may be {', '.join(SCALAR_TYPES)}")
             kinds[sc.name] = "scalar"
+        for const in spec.constants:
+            if const.dtype not in SCALAR_TYPES:
+                raise BuildError(f"{spec.name}: constant {const.name} has dtype {const.dtype}; constants "
+                                 f"may be {', '.join(SCALAR_TYPES)}")
+            kinds[const.name] = "scalar"
         for ws in spec.workspaces:
             kinds[ws.name] = "workspace"
         for arg in spec.args:
@@ -463,7 +472,7 @@ class Module:
                         f"{spec.name}: kernel {kernel.name} takes {param!r}, which is neither an "
                         f"argument ({', '.join(names)}), a workspace nor a shape variable"
                     )
-        self._scalar_dtype = {sc.name: sc.dtype for sc in spec.scalars}
+        self._scalar_dtype = {sc.name: sc.dtype for sc in (*spec.scalars, *spec.constants)}
         return kinds
 
     def _param_value(self, param: str, env: Dict[str, Any]) -> Any:
@@ -641,6 +650,9 @@ class Module:
         for sc in spec.scalars:  # bound first: a tensor dimension of the same name must agree
             env[sc.name] = (scalars or {})[sc.name]
             origin[sc.name] = f"scalar argument {sc.name} (index {sc.index})"
+        for const in spec.constants:  # fixed when built: _param_value converts it to its dtype
+            env[const.name] = const.value
+            origin[const.name] = f"constant {const.name}"
         index = self._tensor_index()
         for i, (arg, array) in zip(index, zip(spec.args, arrays)):
             where = f"argument {arg.name} (index {i})"

@@ -38,6 +38,7 @@ from kernels.runtime.cache import write_atomic
 from kernels.runtime.config import get_config
 from kernels.runtime.spec import (
     BufferArg,
+    ConstArg,
     DerivedDim,
     FuncSpec,
     HostExpr,
@@ -117,6 +118,7 @@ def spec_to_json(spec: FuncSpec) -> Dict[str, Any]:
         "args": [{"name": a.name, "dtype": a.dtype, "shape": [_dim(d, f"argument {a.name} shape")
                                                               for d in a.shape]} for a in spec.args],
         "scalars": [{"name": sc.name, "dtype": sc.dtype, "index": sc.index} for sc in spec.scalars],
+        "constants": [{"name": c.name, "dtype": c.dtype, "value": c.value} for c in spec.constants],
         "workspaces": [{"name": w.name, "dtype": w.dtype, "size": _host(w.size, f"size of {w.name}")}
                        for w in spec.workspaces],
         "kernels": kernels,
@@ -315,7 +317,11 @@ def spec_from_json(data: Dict[str, Any]) -> FuncSpec:
             kernels=tuple(kernels), arch=str(data.get("arch") or ""),
             uses_openmp=bool(data.get("uses_openmp", False)),
             scalars=tuple(ScalarArg(str(sc["name"]), str(sc["dtype"]), int(sc["index"]))
-                          for sc in data.get("scalars", [])))
+                          for sc in data.get("scalars", [])),
+            constants=tuple(ConstArg(str(c["name"]), str(c["dtype"]),
+                                     float(c["value"]) if str(c["dtype"]).startswith("float")
+                                     else int(c["value"]))
+                            for c in data.get("constants", [])))
     except ModuleFormatError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

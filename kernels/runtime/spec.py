@@ -168,6 +168,20 @@ class ScalarArg:
 
 
 @dataclass(frozen=True)
+class ConstArg:
+    """A value fixed when the function was built, passed by value to the kernels that name it.
+
+    A kernel written by hand takes scalar parameters (a length, a coefficient) that the caller
+    does not pass: a spec made for one problem size fixes them here. ``value`` joins the shape
+    variables under ``name`` before the arguments are bound; kernels take it as ``dtype``.
+    """
+
+    name: str
+    dtype: str
+    value: Union[int, float]
+
+
+@dataclass(frozen=True)
 class Workspace:
     """A global temporary the runtime allocates per call (e.g. an rfactor buffer shared by kernels)."""
 
@@ -251,6 +265,7 @@ class FuncSpec:
     arch: str = ""  # CUDA: "sm_90" etc.
     uses_openmp: bool = False  # C: link with -fopenmp
     scalars: Tuple[ScalarArg, ...] = ()  # scalar arguments passed by value; their names are in shape_vars
+    constants: Tuple[ConstArg, ...] = ()  # values fixed at build time, passed by value to kernels
 
     @property
     def num_args(self) -> int:

@@ -63,6 +63,12 @@ class Variant:
         values, or lists them as a tuning space.
     description : str
         Free text.
+    kind : str
+        ``"schedule"`` (the above), ``"cuda_source"`` (hand-written CUDA: ``build`` answers
+        ``(CudaKernel, None)``, made by :func:`cuda_source`) or ``"callable"`` (a Python function on
+        device arrays: ``build`` answers ``(BoundCall, None)``, made by :func:`device_callable`).
+    library : str
+        A callable variant's array library (``"torch"``, ``"cupy"``); ``""`` otherwise.
     """
 
     name: str
@@ -70,6 +76,8 @@ class Variant:
     targets: Tuple[str, ...]
     knobs: Tuple[Tuple[str, Any], ...] = ()  # defaults
     description: str = ""
+    kind: str = "schedule"
+    library: str = ""
 
     def knob_defaults(self) -> Dict[str, Any]:
         return dict(self.knobs)
@@ -213,6 +221,8 @@ REGISTRY: Dict[str, Workload] = {}
 TARGETS = ("c", "opencl", "cuda")
 #: the types a knob's default (and a suite's knob values) may have
 KNOB_TYPES = (bool, int, float, str)
+#: what a variant may be: a kbench schedule, hand-written CUDA source, a Python callable on device arrays
+VARIANT_KINDS = ("schedule", "cuda_source", "callable")
 
 
 def _callable_takes(fn: Callable, count: int) -> bool:
@@ -261,6 +271,14 @@ def check_variant(workload: str, key: str, v: Any) -> None:
         if t not in TARGETS:
             raise WorkloadError(f"{where}: `targets` names unknown target {t!r}; targets: "
                                 f"{', '.join(TARGETS)}")
+    if v.kind not in VARIANT_KINDS:
+        raise WorkloadError(f"{where}: `kind` must be one of {', '.join(VARIANT_KINDS)}, got {v.kind!r}")
+    if v.kind != "schedule" and tuple(v.targets) != ("cuda",):
+        raise WorkloadError(f"{where}: a {v.kind} variant runs on the cuda target only; `targets` is "
+                            f"{tuple(v.targets)!r}")
+    if v.kind == "callable" and v.library not in ARRAY_KINDS:
+        raise WorkloadError(f"{where}: a callable variant's `library` must be one of "
+                            f"{', '.join(ARRAY_KINDS)}, got {v.library!r}")
     if not isinstance(v.knobs, (tuple, list)):
         raise WorkloadError(f"{where}: `knobs` must be a tuple of (name, default) pairs, got {v.knobs!r}")
     seen = set()
@@ -472,8 +490,18 @@ def uniform(rng: np.random.Generator, shape, dtype: str, low: float = 0.0, high:
 
 
 from . import memory, tensorcore, tutorial  # noqa: E402  (they register into REGISTRY, defined above)
+from .variants import (  # noqa: E402  (they make Variants, defined above)
+    ARRAY_KINDS,
+    BoundCall,
+    CudaKernel,
+    Scalar,
+    cuda_source,
+    device_callable,
+    scalar,
+)
 
 __all__ = ["INPUTS_VERSION", "KNOB_TYPES", "TARGETS", "Variant", "Workload", "WorkloadError", "REGISTRY",
            "register", "get", "names", "check_workload", "check_variant",
            "uniform", "poison", "PACKED_DTYPES",
-           "array_dtype", "element_bits", "storage_bytes"]
+           "array_dtype", "element_bits", "storage_bytes", "VARIANT_KINDS", "ARRAY_KINDS", "BoundCall",
+           "CudaKernel", "Scalar", "cuda_source", "device_callable", "scalar"]

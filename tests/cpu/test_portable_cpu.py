@@ -91,3 +91,50 @@ def test_a_base_that_does_not_compile_is_a_build_error_of_that_side():
     assert sides["head"].outcome == "ok"
     r = worker.run_case(case, CFG, side_specs={"base": {"error": "KeyError: no variant"}})
     assert {x.side: x for x in r.sides}["base"].message.endswith("KeyError: no variant")
+
+
+def test_a_base_tree_older_than_the_variant_kinds_still_exports(tmp_path):
+    """kbench ab's base tree may predate CUDA-source and callable variants (no
+    kernels.workloads.variants): this harness still builds its schedule variants with it."""
+    import shutil
+    from pathlib import Path
+
+    from harness.execute.portable import export_base
+
+    root = Path(tvm.__file__).resolve().parents[1]
+    shutil.copytree(root / "kernels", tmp_path / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "kernels" / "workloads" / "variants.py").unlink()
+    init = tmp_path / "kernels" / "workloads" / "__init__.py"
+    text = init.read_text()
+    start = text.index("from .variants import (")
+    init.write_text(text[:start] + text[text.index("\n)\n", start) + 3:])
+    case = _case("c")
+    specs, where = export_base(tmp_path, [{"case": case.to_json(), "arch": None}])
+    assert Path(where) == (tmp_path / "kernels").resolve()  # the copy without the variant kinds
+    assert "error" not in specs[case.key], specs[case.key]
+    assert thaw(specs[case.key]).source == export_cases([{"case": case.to_json(), "arch": None}])[
+        case.key]["source"]
+
+
+def test_a_cuda_source_variant_freezes_with_its_constants():
+    """kbench ab hands a CUDA-source variant's build from one tree to the other: its fixed launch and
+    its scalars (FuncSpec.constants) survive freezing and thawing."""
+    from kernels import workloads as W
+
+    src = 'extern "C" __global__ void twice(const float* x, float* y, int n) { }\n'
+    v = W.cuda_source("cu", "twice", source=src, grid=lambda p: (-(-p["n"] // 128),), block=lambda p: (128,),
+                      args=(0, 1, W.scalar("n")))
+    W.register(W.Workload(
+        name="uv_portable", params=("n",), dtypes=("float32",), variants={"cu": v},
+        make_args=lambda p, d, rng: [W.uniform(rng, p["n"], d), W.poison((p["n"],), d)],
+        reference=lambda a: [2.0 * a[0].astype(np.float64)], outputs=(1,), flops=lambda p: float(p["n"]),
+        bytes=lambda p, d: 8.0 * p["n"]))
+    try:
+        case = Case("t", "uv_portable", "cu", (("n", 1000),), (), "float32", "cuda")
+        frozen = export_cases([{"case": case.to_json(), "arch": "sm_90"}])[case.key]
+    finally:
+        W.REGISTRY.pop("uv_portable", None)
+    spec = thaw(frozen)
+    assert spec.constants[0].name == "n" and spec.constants[0].value == 1000 and spec.arch == "sm_90"
+    assert spec.kernels[0].grid({}) == (8, 1, 1) and spec.kernels[0].block({}) == (128, 1, 1)
+    assert spec.kernels[0].params == ("arg0", "arg1", "n") and "void twice" in spec.source

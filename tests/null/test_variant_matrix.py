@@ -103,3 +103,25 @@ def test_rates_in_the_table_read_tflops_or_tops():
     assert _rate_text(512.0, "GFLOP/s", "int4") == "512 GOP/s"
     assert _rate_text(900.0, "GB/s", "float32") == "900 GB/s"
     assert _rate_text(None, "GB/s", "float32") == ""
+
+
+def test_columns_of_cuda_source_and_callable_variants_name_their_kind():
+    """A result of a CUDA-source or callable variant carries its kind (Result.extra["variant_kind"]);
+    the side-by-side table names it under the column, next to the schedules and the peer."""
+    def row(variant, median, kind=None):
+        r = _row(variant, {}, "NN", H100, median, dtype="float32")
+        r["extra"] = json.dumps({"variant_kind": kind} if kind else {"inputs_version": 2})
+        return r
+
+    frame = pd.DataFrame([row("te_bind", 2e-3), row("cuda_source", 1.5e-3, "cuda_source"),
+                          row("triton", 1e-3, "callable:torch"), row("cupy_raw", 1.2e-3, "callable:cupy"),
+                          row("peer:torch.matmul(fp16)", 0.9e-3)])
+    m = variant_matrix(frame, "matmul_tensorcore")
+    assert m.columns == ["te_bind", "cuda_source", "triton", "cupy_raw", "peer:torch.matmul(fp16)"]
+    assert m.kinds == {"cuda_source": "cuda_source", "triton": "callable:torch", "cupy_raw": "callable:cupy"}
+    assert m.rows[0].best == "triton"  # a callable variant is a kernel of the row, the peer is not
+
+    from reports.html import _variant_table
+
+    table = _variant_table(m)
+    assert table["kinds"] == ["", "CUDA source", "callable (torch)", "callable (cupy)", ""]
