@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,7 +27,7 @@ from harness.store import Store, load_results
 from harness.store.backend import is_url, redact
 
 __all__ = [
-    "Parser", "db_arg", "default_out", "err", "execution", "execution_args", "fmt_time", "out",
+    "Parser", "db_arg", "default_out", "err", "execution", "execution_args", "fmt_time", "out", "out_dir",
     "print_run_table", "print_verdicts", "progress_display", "store_label", "store_location", "verdict_args",
     "write_outputs",
 ]
@@ -70,6 +71,25 @@ def default_out() -> Path:
     return settings().out_dir
 
 
+def out_dir(text: str) -> Path:
+    """An ``--out`` value, checked before any work starts: a folder that exists, or can be made under
+    its nearest existing parent, and that a file can be written into (a temporary file, removed)."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} exists and is not a folder")
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise argparse.ArgumentTypeError(f"{path}: {probe} is not a folder")
+    try:
+        with tempfile.NamedTemporaryFile(dir=probe, prefix=".kbench-out-check-"):
+            pass
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot write into {probe}: {e.strerror or e}") from None
+    return path
+
+
 def verdict_args(p: argparse.ArgumentParser, baseline_help: str) -> None:
     """``--baseline``, ``--fail-on`` and ``--out`` of a command that judges a run."""
     p.add_argument("--baseline", metavar="SPEC", help=baseline_help)
@@ -78,7 +98,7 @@ def verdict_args(p: argparse.ArgumentParser, baseline_help: str) -> None:
                         "to fail on "
                         "inconclusive cases (exit 3), which the gate otherwise passes; default: the suite "
                         "threshold, and inconclusive exits 3")
-    p.add_argument("--out", type=Path, metavar="DIR",
+    p.add_argument("--out", type=out_dir, metavar="DIR",
                    help="write the HTML report and CI outputs (Markdown, JUnit, JSON, CSV) here")
 
 
@@ -251,7 +271,7 @@ def write_outputs(db: Path | str, run_id: int, judgement, out_dir: Path) -> None
     # imported here: reports load matplotlib and jinja2 (about a second), which only this needs
     import reports
 
-    with Store.open(db, create=False) as st:
+    with Store.open(db, readonly=True) as st:
         data = reports.collect(st, run_id, verdicts=judgement.verdicts if judgement else (),
                                baseline_label=judgement.baseline_label if judgement else None)
     paths = reports.write_all(data, Path(out_dir))

@@ -53,7 +53,7 @@ def list_things(args: argparse.Namespace, argv: list[str]) -> int:
             s = load_suite(path)
             out.print(f"{path}: {s.name}, {len(s.cases)} cases")
     else:
-        with Store.open(args.db) as st:
+        with Store.open(args.db, readonly=True) as st:
             for r in st.list_runs():
                 out.print(" ".join(f"{k}={r[k]}"
                                    for k in ("id", "status", "suite_name", "started_at", "git_commit")
@@ -62,7 +62,7 @@ def list_things(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def show_run(args: argparse.Namespace, argv: list[str]) -> int:
-    with Store.open(args.db) as st:
+    with Store.open(args.db, readonly=True) as st:
         if st.get_run(args.run_id) is None:
             raise UsageError(f"no run {args.run_id} in {args.db}")
     print_run_table(args.db, args.run_id)

@@ -21,6 +21,7 @@ from harness.model import Case, Result, Timing
 
 from .backend import Connection, PostgresConnection, SQLiteConnection, is_url, redact, retry_busy
 from .frames import FrameQueries, chunks
+from . import schema
 from .schema import RUN_KINDS, migrate, now, read_version
 from .tuning import TuningQueries
 
@@ -62,16 +63,18 @@ class Store(FrameQueries, TuningQueries):
     ...     store.finish_run(run, "done")
     """
 
-    def __init__(self, conn: Connection, path: Path | str):
+    def __init__(self, conn: Connection, path: Path | str, *, readonly: bool = False):
         """Use :meth:`Store.open`; this only wraps an already migrated connection."""
         self._conn: Connection = conn
         #: the SQLite file, or the PostgreSQL URL without its password
         self.path = path
+        #: opened for a read-only command: every write is refused
+        self.readonly = readonly
 
     # -- opening ---------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: PathLike = DEFAULT_DB, *, create: bool = True) -> Store:
+    def open(cls, path: PathLike = DEFAULT_DB, *, create: bool = True, readonly: bool = False) -> Store:
         """Open (and migrate) the store at ``path``; create it when missing unless ``create=False``.
 
         Parameters
@@ -80,30 +83,55 @@ class Store(FrameQueries, TuningQueries):
             A SQLite file, or a PostgreSQL database as a URL ``postgresql://user[:password]@host[:port]/db``
             (libpq's other settings, e.g. ``?sslmode=require``, go in the query string). A PostgreSQL
             database must exist; its kbench tables are created (``create`` only concerns files).
+        create : bool
+            Create a missing (or empty) file as a new store.
+        readonly : bool
+            For commands that only read (list, show, compare, report, export, import's sources): the
+            store must exist, is opened read-only (SQLite ``mode=ro``, a READ ONLY PostgreSQL session)
+            and nothing is ever written into it; an older SQLite store is migrated in a copy in memory.
+
+        A database that holds tables but not kbench's schema marker (somebody else's) is refused and
+        left as it is (:func:`harness.store.schema.read_version`). Before its first write, a SQLite
+        store is checked with ``PRAGMA quick_check``: kbench does not write into a damaged store.
 
         Raises
         ------
         StoreError
             The parent directory does not exist, the file is missing (``create=False``) or is not
-            a SQLite database, the server cannot be reached or refuses the login, psycopg is not
-            installed, the schema is newer than this kbench, or a migration failed.
+            a SQLite database or not a kbench store, the server cannot be reached or refuses the
+            login, psycopg is not installed, the schema is newer than this kbench, the store is
+            damaged, or a migration failed.
         """
         if is_url(path):
-            return cls._open_postgres(str(path))
+            return cls._open_postgres(str(path), readonly)
         path = Path(path)
+        create = create and not readonly
         parent = path.parent
         if not parent.is_dir():
             raise StoreError(f"cannot open result store {path}: directory {parent} does not exist")
-        if not create and not path.is_file():
-            raise StoreError(f"no result store at {path}")
+        if path.exists() and not path.is_file():
+            raise StoreError(f"cannot open result store {path}: it is not a file")
+        fresh = not path.exists() or path.stat().st_size == 0
+        if fresh and not create:
+            raise StoreError(f"no result store at {path}" + (" (the file is empty)" if path.exists() else ""))
         try:
-            conn = SQLiteConnection.connect(path, create)
+            conn = SQLiteConnection.connect(path, create, readonly=readonly)
         except sqlite3.Error as e:
             raise StoreError(f"cannot open result store {path}: {e}") from e
         try:
-            conn.execute("PRAGMA foreign_keys = ON")
-            # switching to WAL needs the file to itself for a moment: wait out other writers
-            retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+            version = read_version(conn, path)  # refuses somebody else's database before any write
+            if readonly:
+                if version == 0:
+                    raise StoreError(f"no result store at {path} (an empty SQLite database)")
+                if version < len(schema.MIGRATIONS):
+                    conn = conn.in_memory_copy()
+            elif version > 0:
+                conn.quick_check(path)
+            if not conn.readonly:
+                conn.execute("PRAGMA foreign_keys = ON")
+            if not readonly:
+                # switching to WAL needs the file to itself for a moment: wait out other writers
+                retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL"))
             migrate(conn, path)
         except sqlite3.DatabaseError as e:  # e.g. "file is not a database"
             conn.close()
@@ -111,13 +139,15 @@ class Store(FrameQueries, TuningQueries):
         except BaseException:
             conn.close()
             raise
-        return cls(conn, path)
+        return cls(conn, path, readonly=readonly)
 
     @classmethod
-    def _open_postgres(cls, url: str) -> Store:
+    def _open_postgres(cls, url: str, readonly: bool = False) -> Store:
         where = redact(url)
-        conn = PostgresConnection.connect(url)
+        conn = PostgresConnection.connect(url, readonly=readonly)
         try:
+            if readonly and read_version(conn, where) == 0:
+                raise StoreError(f"no result store in {where} (the database has no kbench tables)")
             migrate(conn, where)
         except conn.errors as e:
             conn.close()
@@ -125,7 +155,7 @@ class Store(FrameQueries, TuningQueries):
         except BaseException:
             conn.close()
             raise
-        return cls(conn, where)
+        return cls(conn, where, readonly=readonly)
 
     @property
     def dialect(self) -> str:
@@ -156,6 +186,8 @@ class Store(FrameQueries, TuningQueries):
         """BEGIN (IMMEDIATE on SQLite, waiting out other writers) ... COMMIT, rolled back on any
         exception (KeyboardInterrupt too)."""
         conn = self._reader()
+        if self.readonly:
+            raise StoreError(f"result store {self.path} was opened read-only: nothing can be written")
         conn.begin()
         try:
             yield conn

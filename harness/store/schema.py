@@ -51,7 +51,8 @@ from harness.model import OUTCOMES
 
 from .backend import Connection, as_connection
 
-__all__ = ["MIGRATIONS", "NOT_HISTORY", "RUN_KINDS", "SCHEMA_VERSION", "migrate", "now", "read_version"]
+__all__ = ["MARKER_COLUMNS", "MIGRATIONS", "NOT_HISTORY", "RUN_KINDS", "SCHEMA_VERSION", "migrate", "now",
+           "read_version"]
 
 
 # The outcomes schema version 1 accepts. Frozen here on purpose: a new outcome in
@@ -333,10 +334,31 @@ assert set(_V1_OUTCOMES) == set(OUTCOMES), (
     "harness.model.OUTCOMES changed: add a store migration that widens results.outcome's CHECK")
 
 
-def read_version(conn: Connection) -> int:
-    """The schema version of the database behind ``conn`` (0: no kbench tables)."""
+#: kbench's schema marker: the table ``schema_version`` with these columns (one row per migration)
+MARKER_COLUMNS = ("version", "applied_at", "kbench_version")
+
+
+def read_version(conn: Connection, path: object = None) -> int:
+    """The schema version of the database behind ``conn``: 0 for an empty database (no tables at
+    all, e.g. a file kbench has just created), else the newest version its schema marker records.
+
+    Raises
+    ------
+    StoreError
+        The database holds tables but not kbench's schema marker (the ``schema_version`` table with
+        the columns :data:`MARKER_COLUMNS`): it is somebody else's, and kbench never writes into it.
+    """
     if not conn.table_exists("schema_version"):
-        return 0
+        others = conn.tables()
+        if not others:
+            return 0
+        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+        raise StoreError(f"{path if path is not None else 'the database'} is not a kbench result store "
+                         f"(it has tables {shown} but not kbench's schema marker, the schema_version "
+                         "table); kbench leaves it as it is: pass a kbench store or a new file as --db")
+    if not set(MARKER_COLUMNS) <= set(conn.columns("schema_version")):
+        raise StoreError(f"{path if path is not None else 'the database'} is not a kbench result store "
+                         "(its schema_version table is not kbench's); kbench leaves it as it is")
     (version,) = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
     return int(version or 0)
 
@@ -344,13 +366,17 @@ def read_version(conn: Connection) -> int:
 def migrate(conn: Connection, path: object) -> None:
     """Bring the database to ``len(MIGRATIONS)`` in one transaction, or refuse a newer one."""
     target = len(MIGRATIONS)  # read at call time, so tests can append a fake migration
-    version = read_version(conn)
+    version = read_version(conn, path)
     if version > target:
         raise StoreError(
             f"result store {path} has schema version {version}, newer than this kbench"
             f" ({__version__}) supports (version {target}); upgrade kbench or use another --db file")
     if version == target:
         return
+    if conn.readonly:
+        raise StoreError(f"result store {path} has schema version {version}; this kbench reads version"
+                         f" {target}: a command that writes (e.g. `kbench baseline set`, or a run) migrates"
+                         " it, read-only commands do not")
     sqlite = conn.dialect == "sqlite"
     # SQLite: foreign keys are off while migrating (a migration may rebuild a referenced table, see
     # _v3_run_kind_ab; the pragma cannot change inside a transaction) and checked before COMMIT.
@@ -360,7 +386,7 @@ def migrate(conn: Connection, path: object) -> None:
         conn.begin()
         try:
             conn.lock_schema()  # PostgreSQL: one migrating process at a time
-            version = read_version(conn)  # another process may have migrated meanwhile
+            version = read_version(conn, path)  # another process may have migrated meanwhile
             while version < target:
                 try:
                     MIGRATIONS[version](conn)
