@@ -159,3 +159,36 @@ def test_unreachable_server_and_missing_database_are_named(pg_server):
         Store.open(pg_server.url("nosuch"))
     with pytest.raises(StoreError, match=r"postgresql://kbench:\*\*\*@127\.0\.0\.1:1/x"):  # password hidden
         Store.open("postgresql://kbench:secret@127.0.0.1:1/x")
+
+
+def _pg_tables(url: str) -> list[str]:
+    with psycopg.connect(url) as raw:
+        return [n for (n,) in raw.execute("SELECT tablename FROM pg_catalog.pg_tables"
+                                          " WHERE schemaname = current_schema() ORDER BY tablename")]
+
+
+def test_postgres_database_without_the_marker_is_refused_untouched(pg_url):
+    with psycopg.connect(pg_url, autocommit=True) as raw:
+        raw.execute("CREATE TABLE notes (id BIGINT PRIMARY KEY, text TEXT)")
+        raw.execute("INSERT INTO notes VALUES (1, 'keep me')")
+    for kwargs in ({}, {"readonly": True}):
+        with pytest.raises(StoreError, match="is not a kbench result store .*tables notes"):
+            Store.open(pg_url, **kwargs)
+    assert _pg_tables(pg_url) == ["notes"]
+
+
+def test_postgres_readonly_open_creates_nothing_and_writes_nothing(pg_url):
+    with pytest.raises(StoreError, match="no result store in postgresql://.*no kbench tables"):
+        Store.open(pg_url, readonly=True)
+    assert _pg_tables(pg_url) == []
+    with Store.open(pg_url) as pg:
+        run = pg.begin_run(FakeSuite(), [], "local", MeasureConfig())
+    with Store.open(pg_url, readonly=True) as pg:
+        assert [r["id"] for r in pg.list_runs()] == [run]
+        with pytest.raises(StoreError, match="opened read-only"):
+            pg.finish_run(run, "done")
+        # the session itself is read-only, whatever the store object allows
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            pg._conn.execute("UPDATE runs SET status = 'done'")
+    with Store.open(pg_url) as pg:
+        assert pg.get_run(run)["status"] == "running"
