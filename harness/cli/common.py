@@ -22,7 +22,8 @@ from rich.progress import (
 from rich.table import Table
 
 from harness.config import settings
-from harness.errors import ExitCode
+from harness.errors import ExitCode, InvalidSetting, UsageError
+from harness.model import check_measure_settings
 from harness.store import Store, load_results
 from harness.store.backend import is_url, redact
 
@@ -125,11 +126,32 @@ def execution_args(p: argparse.ArgumentParser) -> None:
                         "(e.g. 0.005)")
 
 
+#: the options of :func:`execution_args` that set a MeasureConfig field
+MEASURE_OPTIONS = {"max_time_s": "--max-time", "min_time_s": "--min-time", "max_rel_ci": "--max-rel-ci"}
+
+
 def execution(args: argparse.Namespace) -> tuple[tuple[str, ...] | None, dict[str, Any]]:
-    """(targets or None, MeasureConfig overrides) from the options of :func:`execution_args`."""
-    targets = tuple(t.strip() for t in args.targets.split(",")) if args.targets else None
-    given = (("max_time_s", args.max_time), ("min_time_s", args.min_time), ("max_rel_ci", args.max_rel_ci))
-    return targets, {k: v for k, v in given if v is not None}
+    """(targets or None, MeasureConfig overrides) from the options of :func:`execution_args`, checked
+    by the rules MeasureConfig itself applies (harness.model.check_measure_settings) before anything
+    runs: a bad value is a UsageError naming its option, as a suite's is an error naming its line."""
+    targets = None
+    if args.targets is not None:
+        # here, not at the top: harness.suite loads the measuring side (numpy), which --help does without
+        from harness.suite.values import TARGETS
+
+        targets = tuple(t.strip() for t in args.targets.split(","))
+        for t in targets:
+            if t not in TARGETS:
+                raise UsageError(f"--targets {args.targets}: unknown target {t!r} (targets: "
+                                 f"{', '.join(TARGETS)})")
+    given = {k: getattr(args, opt[2:].replace("-", "_")) for k, opt in MEASURE_OPTIONS.items()}
+    overrides = {k: v for k, v in given.items() if v is not None}
+    try:
+        check_measure_settings(overrides)
+    except InvalidSetting as e:
+        options = " and ".join(MEASURE_OPTIONS[k] for k in e.settings if k in MEASURE_OPTIONS)
+        raise UsageError(f"{options}: {e.detail}") from None
+    return targets, overrides
 
 
 # -- printing -------------------------------------------------------------------------------------

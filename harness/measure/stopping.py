@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Optional, Protocol, Tuple
 
 from harness.errors import UsageError
+from harness import model
 from harness.model import MeasureConfig
 from harness.stats.intervals import median_ci
 
@@ -71,6 +72,7 @@ def register_criterion(name: str, criterion: ConvergenceCriterion) -> None:
     if not name or name in CRITERIA:
         raise ValueError(f"stopping criterion {name!r}: " + ("already registered" if name else "empty name"))
     CRITERIA[name] = criterion
+    model.STOPPING_NAMES.add(name)  # MeasureConfig(stopping=name) is accepted from now on
 
 
 def criterion(name: str) -> ConvergenceCriterion:

@@ -10,7 +10,8 @@ import pytest
 from scipy.stats import binom
 
 from harness.execute.check import check_outputs, poisoned_unwritten
-from harness.errors import UsageError
+from harness import model
+from harness.errors import InvalidSetting, UsageError
 from harness.measure import (
     STOP_REASONS,
     CpuTimer,
@@ -118,6 +119,9 @@ def test_stopping_criterion_is_named_in_the_config(monkeypatch):
         return len(samples) >= 12
 
     monkeypatch.setattr(stopping, "CRITERIA", dict(stopping.CRITERIA))
+    monkeypatch.setattr(model, "STOPPING_NAMES", set(model.STOPPING_NAMES))
+    with pytest.raises(InvalidSetting, match="stopping must be the name of a stopping criterion"):
+        MeasureConfig(stopping="after-twelve")  # not registered yet
     stopping.register_criterion("after-twelve", after_twelve)
     cfg = MeasureConfig(stopping="after-twelve", min_samples=10, min_time_s=0.5, max_time_s=15.0)
     assert should_stop(WIDE[:11], 1.0, cfg) == (False, "")  # the default criterion would not stop either
@@ -130,8 +134,15 @@ def test_stopping_criterion_is_named_in_the_config(monkeypatch):
 
 
 def test_unknown_stopping_criterion_names_the_known_ones():
-    with pytest.raises(UsageError, match="stopping criterion 'nope' is not one of median-ci"):
-        should_stop(TIGHT, 0.6, MeasureConfig(stopping="nope"))
+    # refused where the config is made, whoever makes it
+    with pytest.raises(InvalidSetting, match=r"MeasureConfig: stopping must be the name of a stopping "
+                                             r"criterion \(median-ci\), got 'nope'"):
+        MeasureConfig(stopping="nope")
+    # a criterion unregistered behind the config's back is still named by the loop
+    cfg = MeasureConfig()
+    object.__setattr__(cfg, "stopping", "gone")
+    with pytest.raises(UsageError, match="stopping criterion 'gone' is not one of median-ci"):
+        should_stop(TIGHT, 0.6, cfg)
 
 
 # -- measure() with a real function on the CPU ----------------------------------------------------
@@ -177,7 +188,7 @@ def test_measure_rotates_launches_and_respects_warmup_min():
 
 
 def test_measure_stops_at_max_samples():
-    cfg = MeasureConfig(max_time_s=5.0, min_time_s=100.0, min_samples=10, max_samples=25)
+    cfg = MeasureConfig(max_time_s=5.0, min_time_s=5.0, min_samples=10, max_samples=25)  # never converges
     t = measure(CpuTimer(flush_bytes=1 << 12), lambda: None, cfg)
     assert t.stop_reason == "max_samples" and len(t.samples) == 25
 

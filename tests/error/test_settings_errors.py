@@ -1,0 +1,38 @@
+"""Settings given on the command line are refused exactly as in a suite: exit 4 and a message naming
+the option, before a store is opened or anything runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cli import main
+
+
+@pytest.mark.parametrize("options, message", [
+    (("--max-time", "-1", "--min-time", "5"), "--max-time: max_time_s must be positive, got -1.0"),
+    (("--max-time", "1", "--min-time", "5"),
+     "--min-time and --max-time: min_time_s (5.0) exceeds max_time_s (1.0)"),
+    (("--min-time", "-0.5"), "--min-time: min_time_s must be non-negative, got -0.5"),
+    (("--max-time", "nan"), "--max-time: max_time_s must be a number, got nan"),
+    (("--targets", "c,bogus"), "--targets c,bogus: unknown target 'bogus' (targets: c, opencl, cuda)"),
+    (("--targets", "c,"), "unknown target ''"),
+])
+@pytest.mark.parametrize("command", [("run", "suites/smoke.toml"), ("calibrate", "suites/smoke.toml"),
+                                     ("ab", "suites/smoke.toml", "--base-tree", ".")], ids=lambda c: c[0])
+def test_bad_execution_options_exit_4_naming_the_option(command, options, message, tmp_path, capsys):
+    db = tmp_path / "k.db"
+    code = main([*command, *options, "--db", str(db), "--executor", "local"])
+    text = capsys.readouterr()
+    assert code == 4, text
+    assert message in text.err and "Traceback" not in text.err, text.err
+    assert not db.exists()  # refused before the store was opened
+
+
+def test_a_suite_refuses_the_same_values_naming_its_line(tmp_path, capsys):
+    suite = tmp_path / "s.toml"
+    suite.write_text('[suite]\nname = "s"\n\n[measure]\nmin_time_s = 5.0\nmax_time_s = -1.0\n\n'
+                     '[[workload]]\nname = "vector_add"\nparams = { n = [64] }\ndtypes = ["float32"]\n'
+                     'variants = ["default"]\ntargets = ["c"]\n')
+    code = main(["run", str(suite), "--db", str(tmp_path / "k.db"), "--executor", "local"])
+    text = capsys.readouterr().err
+    assert code == 4 and "s.toml:6" in text and "max_time_s must be positive, got -1.0" in text, text
