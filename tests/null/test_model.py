@@ -93,7 +93,8 @@ def test_measure_config_keeps_good_settings_and_makes_ints_floats():
 
 
 def test_case_and_side_settings():
-    with pytest.raises(InvalidSetting, match="Case: row_sum/split: timeout_s must be a positive number, got 0"):
+    with pytest.raises(InvalidSetting, match="Case: row_sum/split: timeout_s must be a positive number, "
+                                             "got 0"):
         Case(suite="s", workload="row_sum", variant="split", params=(), knobs=(), dtype="float32",
              target="c", timeout_s=0)
     with pytest.raises(InvalidSetting, match="rtol must be a non-negative number, got -1e-05"):
