@@ -207,6 +207,19 @@ def _build(case: Case, artifact: Optional[Artifact], side_spec: Optional[dict],
     return _Built(module, build_s, calls, wait_s, started, finished)
 
 
+#: the share of a case's remaining time (its timeout less what building and checking took) that
+#: measuring may use when ``min_samples`` asks for more than ``max_time_s`` gives: the rest is
+#: margin for the end of the last sample, the telemetry and the answer to reach the driver
+MEASURE_LIMIT_SHARE = 0.8
+
+
+def measure_limit_s(case: Case, spent_s: float) -> float:
+    """How long measuring ``case`` may take when ``min_samples`` outlasts ``max_time_s``
+    (harness.measure.stopping.should_stop): :data:`MEASURE_LIMIT_SHARE` of what its ``timeout_s``
+    leaves after ``spent_s`` seconds of building and checking."""
+    return max(0.0, MEASURE_LIMIT_SHARE * (case.timeout_s - spent_s))
+
+
 def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = None,
              side_specs: Optional[Dict[str, dict]] = None, ahead: Optional[BuildAhead] = None) -> Result:
     """Build, check and time one case. Failures become outcomes, never exceptions.
@@ -290,7 +303,8 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
             quiet_s = ahead.quiet() if ahead is not None and case.target in HOST_TIMED else 0.0
             launches = {n: builds[n].module.launcher(*nd)[0] for n in timed}
             sides = measure.measure_sides(lambda: _timer(case.target, dev), launches[timed[0]], config,
-                                          side_launches=launches, skip=set(names) - set(timed))
+                                          side_launches=launches, skip=set(names) - set(timed),
+                                          limit_s=measure_limit_s(case, time.time() - t_case))
             flops, nbytes = w.flops(params), w.bytes(params, case.dtype)
             traffic = w.traffic(params, case.dtype)
             t_end = time.time()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -100,6 +101,31 @@ def test_should_stop_wide_ci_continues_then_caps():
 def test_should_stop_max_samples():
     many = WIDE * 100  # 1200 samples, never converges
     assert should_stop(many, 1.0, CFG) == (True, "max_samples")
+
+
+def test_min_samples_wins_over_the_cap_up_to_the_case_limit():
+    # 3 samples, min_samples 10, past max_time_s (15 s): a case limit lets sampling go on
+    assert should_stop(TIGHT[:3], 0.1, CFG, wall_s=20.0, limit_s=60.0) == (False, "")
+    assert should_stop(TIGHT[:9], 0.1, CFG, wall_s=59.9, limit_s=60.0) == (False, "")
+    # once min_samples are there, the cap applies as usual (a wide CI that never converges)
+    assert should_stop(WIDE[:10], 0.1, CFG, wall_s=20.0, limit_s=60.0) == (True, "cap")
+    # the case's limit ends it with fewer samples rather than run into its timeout
+    assert should_stop(TIGHT[:3], 0.1, CFG, wall_s=60.0, limit_s=60.0) == (True, "cap")
+    # a limit under max_time_s never stops it before the cap
+    assert should_stop(TIGHT[:3], 0.1, CFG, wall_s=10.0, limit_s=5.0) == (False, "")
+    assert should_stop(TIGHT[:3], 0.1, CFG, wall_s=15.0, limit_s=5.0) == (True, "cap")
+
+
+def test_measure_collects_min_samples_past_max_time_within_the_limit():
+    # each launch sleeps 20 ms: max_time_s 0.05 s holds ~2 samples, min_samples asks for 6
+    cfg = MeasureConfig(max_time_s=0.05, min_time_s=0.0, min_samples=6, warmup_min=1)
+    nap = lambda: time.sleep(0.02)  # noqa: E731
+    capped = measure(CpuTimer(flush_bytes=1 << 12), nap, cfg)  # no case limit: the cap as before
+    assert capped.stop_reason == "cap" and len(capped.samples) < 6
+    t = measure(CpuTimer(flush_bytes=1 << 12), nap, cfg, limit_s=5.0)
+    assert len(t.samples) >= 6 and t.stop_reason in ("converged", "cap")
+    short = measure(CpuTimer(flush_bytes=1 << 12), nap, cfg, limit_s=0.1)  # the limit ends it first
+    assert short.stop_reason == "cap" and len(short.samples) < 6
 
 
 def test_should_stop_converged_wins_over_cap():
