@@ -260,6 +260,17 @@ def _list(x: Any) -> list:
     return list(x)
 
 
+def ci_too_few(n_samples: Any, min_samples: Any) -> bool:
+    """Whether a result of ``n_samples`` samples is too few for a CI of its median: fewer than its run's
+    ``min_samples`` (the column ``run_min_samples`` of a results frame; unknown counts as enough)."""
+    if n_samples is None or n_samples is pd.NA or min_samples is None or min_samples is pd.NA:
+        return False
+    try:
+        return not math.isnan(float(min_samples)) and int(n_samples) < int(min_samples)
+    except (TypeError, ValueError):
+        return False
+
+
 def case_rows(data: ReportData) -> list[dict[str, Any]]:
     """One dict per case of the run, joined with its verdict, sorted by workload, variant, key.
 
@@ -276,6 +287,8 @@ def case_rows(data: ReportData) -> list[dict[str, Any]]:
         ratio = v.ratio if v is not None else None
         lo, hi = (v.ratio_ci if v is not None and v.ratio_ci else (None, None))
         n = r.n_samples
+        # no CI of the median from fewer samples than the run asked for (a case its time limit cut short)
+        few = ci_too_few(n, getattr(r, "run_min_samples", None))
         rows.append({
             "case_key": r.case_key,
             "workload": r.workload,
@@ -289,8 +302,8 @@ def case_rows(data: ReportData) -> list[dict[str, Any]]:
             "outcome": r.outcome,
             "message": r.message or "",
             "median_s": _opt(r.median_s),
-            "ci_low_s": _opt(r.ci_low_s),
-            "ci_high_s": _opt(r.ci_high_s),
+            "ci_low_s": None if few else _opt(r.ci_low_s),
+            "ci_high_s": None if few else _opt(r.ci_high_s),
             "n_samples": None if n is None or n is pd.NA else int(n),
             "gbps": _opt(r.gbps),
             "gflops": _opt(r.gflops),

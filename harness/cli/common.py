@@ -240,6 +240,14 @@ def _num(x):
     return None if x is None or x != x else x
 
 
+def _count(x) -> int | None:
+    """A stored count, or None when missing (None, NaN, or pandas' NA of an Int64 column)."""
+    try:
+        return None if x is None or x != x else int(x)
+    except (TypeError, ValueError):  # bool(pd.NA) refuses
+        return None
+
+
 def print_run_table(db: Path | str, run_id: int) -> None:
     """One run's results as a table: case, outcome, median, CI, GB/s, % of peak (of the FLOP peak
     where the kernel is nearer it, else of the bandwidth peak matching its traffic: read or copy peak,
@@ -253,7 +261,9 @@ def print_run_table(db: Path | str, run_id: int) -> None:
         table.add_column(col, justify="right" if col in ("median", "GB/s", "% of peak") else "left")
     for _, r in df.iterrows():
         lo, hi, med, gbps = (_num(r.get(k)) for k in ("ci_low_s", "ci_high_s", "median_s", "gbps"))
-        ci = "-" if lo is None else f"{fmt_time(lo)} .. {fmt_time(hi)}"
+        n, need = _count(r.get("n_samples")), _count(r.get("run_min_samples"))
+        few = n is not None and need is not None and n < need  # no CI from fewer than min_samples
+        ci = "-" if lo is None else (f"- ({int(n)} samples)" if few else f"{fmt_time(lo)} .. {fmt_time(hi)}")
         pct = peak_share_text(_num(r.get("pct_peak_bw")), _num(r.get("pct_peak_flops")),
                               r.get("extra")) or "-"
         table.add_row(escape(str(r["case_key"])), str(r["outcome"]), fmt_time(med), ci,
