@@ -20,7 +20,7 @@ import pandas as pd
 
 from harness.model import DEFAULT_THRESHOLD, VERDICTS, Case, Verdict
 from harness.stats import detect_steps
-from harness.stats.peaks import peak_bw_kind
+from harness.stats.peaks import peak_bw_kind, peak_flops_kind
 from harness.store import NOT_HISTORY, UnknownRun
 
 if TYPE_CHECKING:
@@ -276,7 +276,8 @@ def case_rows(data: ReportData) -> list[dict[str, Any]]:
 
     Keys: case_key, workload, variant, knobs, shape, dtype, target, device, env_id, outcome,
     message, median_s, ci_low_s, ci_high_s, n_samples, gbps, gflops, pct_peak_bw,
-    pct_peak_flops, peak_bw ("read" or "copy": the peak pct_peak_bw is of), verdict ("" when none),
+    pct_peak_flops, peak_bw ("read" or "copy": the peak pct_peak_bw is of), peak_flops (the matmul peak
+    pct_peak_flops is of, or None), verdict ("" when none),
     ratio, ratio_lo, ratio_hi, delta_pct, p_value, q_value, threshold, base_median_s, samples, clocks,
     result_id, verdict_message.
     """
@@ -311,6 +312,8 @@ def case_rows(data: ReportData) -> list[dict[str, Any]]:
             "pct_peak_flops": _opt(r.pct_peak_flops),
             # which bandwidth peak pct_peak_bw is of: "read" or "copy" (harness.stats.peaks)
             "peak_bw": peak_bw_kind(getattr(r, "extra", None)) or "copy",
+            # the matmul peak pct_peak_flops is of (matmul_fp32_gflops, matmul_int8_gops, ...; None: unknown)
+            "peak_flops": peak_flops_kind(getattr(r, "extra", None)),
             "verdict": v.verdict if v is not None else "",
             "ratio": _opt(ratio),
             "ratio_lo": _opt(lo),

@@ -249,16 +249,18 @@ def _count(x) -> int | None:
 
 
 def print_run_table(db: Path | str, run_id: int) -> None:
-    """One run's results as a table: case, outcome, median, CI, GB/s, % of peak (of the FLOP peak
+    """One run's results as a table: case, outcome, median, CI, bandwidth and compute rates scaled for
+    people (2.5 TB/s, 362.5 TFLOP/s: harness.stats.peaks.rate_text), % of peak (of the FLOP peak
     where the kernel is nearer it, else of the bandwidth peak matching its traffic: read or copy peak,
     harness.stats.peaks), device."""
     # here, not at the top: harness.stats loads pandas and scipy, which `kbench --help` does without
-    from harness.stats.peaks import peak_share_text
+    from harness.stats.peaks import ops_unit, peak_share_text, rate_text
 
     df = load_results(db, run_id=run_id)
     table = Table(title=f"run {run_id}")
-    for col in ("case", "outcome", "median", "95% CI", "GB/s", "% of peak", "device"):
-        table.add_column(col, justify="right" if col in ("median", "GB/s", "% of peak") else "left")
+    for col in ("case", "outcome", "median", "95% CI", "bandwidth", "compute", "% of peak", "device"):
+        table.add_column(col, justify="right" if col in ("median", "bandwidth", "compute", "% of peak")
+                         else "left")
     for _, r in df.iterrows():
         lo, hi, med, gbps = (_num(r.get(k)) for k in ("ci_low_s", "ci_high_s", "median_s", "gbps"))
         n, need = _count(r.get("n_samples")), _count(r.get("run_min_samples"))
@@ -267,7 +269,9 @@ def print_run_table(db: Path | str, run_id: int) -> None:
         pct = peak_share_text(_num(r.get("pct_peak_bw")), _num(r.get("pct_peak_flops")),
                               r.get("extra")) or "-"
         table.add_row(escape(str(r["case_key"])), str(r["outcome"]), fmt_time(med), ci,
-                      "-" if gbps is None else f"{gbps:.1f}", pct, escape(str(r.get("device") or "")))
+                      rate_text(gbps) or "-",
+                      rate_text(_num(r.get("gflops")), ops_unit(r.get("dtype"))) or "-",
+                      pct, escape(str(r.get("device") or "")))
     out.print(table)
 
 

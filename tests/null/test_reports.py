@@ -309,7 +309,11 @@ def test_html_table_has_one_row_per_case(report):
     head = re.search(r"<thead>(.*?)</thead>", table, re.DOTALL).group(1)
     cols = re.findall(r"<th[^>]*>(.*?)</th>", head)
     assert cols == ["workload", "variant", "knobs", "shape", "dtype", "target", "device", "verdict",
-                    "Δ vs baseline", "outcome", "median", "95 % CI", "GB/s", "GFLOP/s", "% of peak", "p / q"]
+                    "Δ vs baseline", "outcome", "median", "95 % CI", "bandwidth", "compute", "% of peak", "p / q"]
+    # rates in units for people: every bandwidth cell a number and a scaled unit, never raw GB/s
+    for cell in re.findall(r'<td class="num" data-sort="[^"]*">([^<]*B/s)</td>', body):
+        value, unit = cell.split(" ")
+        assert unit in ("kB/s", "MB/s", "GB/s", "TB/s") and 1.0 <= float(value) < 1000.0, cell
     # most urgent first: the WRONG case, then the SLOWER one
     chips = re.findall(r'<td data-sort="\d">(?:<span class="chip (\w+)")?', body)
     assert chips[:2] == ["WRONG", "SLOWER"] and chips[-1] == "SAME"
