@@ -263,12 +263,9 @@ def _list(x: Any) -> list:
 def ci_too_few(n_samples: Any, min_samples: Any) -> bool:
     """Whether a result of ``n_samples`` samples is too few for a CI of its median: fewer than its run's
     ``min_samples`` (the column ``run_min_samples`` of a results frame; unknown counts as enough)."""
-    if n_samples is None or n_samples is pd.NA or min_samples is None or min_samples is pd.NA:
-        return False
-    try:
-        return not math.isnan(float(min_samples)) and int(n_samples) < int(min_samples)
-    except (TypeError, ValueError):
-        return False
+    known = not any(x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
+                    for x in (n_samples, min_samples))
+    return known and int(n_samples) < int(min_samples)
 
 
 def case_rows(data: ReportData) -> list[dict[str, Any]]:

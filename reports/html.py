@@ -149,6 +149,9 @@ def _run_view(data: ReportData) -> dict[str, Any]:
         "commit": run.get("git_commit") or "unknown",
         "commit_short": short_commit(run.get("git_commit")) or "unknown",
         "kbench_version": run.get("kbench_version") or "",
+        # schema version 8: the commits of kbench itself and of the suite file's repository
+        "kbench_commit": run.get("kbench_commit") or "unknown",
+        "suite_commit": run.get("suite_commit") or "unknown",
         "status": run.get("status") or "",
         "executor": run.get("executor") or "",
         "argv": " ".join(str(a) for a in (run.get("argv") or [])),

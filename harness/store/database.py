@@ -36,6 +36,10 @@ RUN_STATUSES = ("running", "done", "failed", "interrupted")
 DEFAULT_DB = "kbench.db"
 
 
+#: begin_run's commits when not given: found from kbench's checkout and the suite's path
+_FIND = object()
+
+
 class DuplicateResult(StoreError):
     """A result for this (run, case key) is already stored; a resumed run must skip the case."""
 
@@ -200,7 +204,9 @@ class Store(FrameQueries, TuningQueries):
     # -- runs ---------------------------------------------------------------------------------
 
     def begin_run(self, suite: Any, argv: Sequence[str], executor: str, measure_config: Any,
-                  git_commit: str | None = None, *, kind: str = "run", parent_run: int | None = None) -> int:
+                  git_commit: str | None = None, *, kind: str = "run", parent_run: int | None = None,
+                  kbench_commit: str | None | object = _FIND,
+                  suite_commit: str | None | object = _FIND) -> int:
         """Record a new run in state "running" and return its id.
 
         Parameters
@@ -223,6 +229,10 @@ class Store(FrameQueries, TuningQueries):
             automatic re-measure of run ``parent_run``'s AMBIGUOUS cases).
         parent_run : int, optional
             The run a re-measure belongs to.
+        kbench_commit, suite_commit : str or None, optional
+            The commit of kbench itself and of the repository holding the suite file (schema version
+            8); found with :func:`harness.env.kbench_commit` and :func:`harness.env.suite_commit` of
+            ``suite.path`` when not given.
 
         The run also gets a new UUID (``get_run(id)["uuid"]``), its identity across stores.
         """
@@ -237,19 +247,24 @@ class Store(FrameQueries, TuningQueries):
             mc = dataclasses.asdict(mc)
         threshold = getattr(suite, "regression_threshold", None)
         overrides = dict(getattr(suite, "thresholds", None) or ())
+        if kbench_commit is _FIND:
+            kbench_commit = _env.kbench_commit()
+        if suite_commit is _FIND:
+            suite_commit = _env.suite_commit(path)
         row = (now(), "running", str(name), None if path is None else str(path),
                getattr(suite, "sha256", None), git_commit, __version__,
                _dumps(list(argv), "argv"), str(executor), _dumps(mc or {}, "measure_config"), kind,
                parent_run, _float(threshold),
-               None if threshold is None else _dumps(overrides, "thresholds"), str(uuid.uuid4()))
+               None if threshold is None else _dumps(overrides, "thresholds"), str(uuid.uuid4()),
+               kbench_commit, suite_commit)
         with self._write("begin a run") as conn:
             if parent_run is not None:
                 self._check_run(conn, parent_run)
             return conn.insert(
                 "INSERT INTO runs (started_at, status, suite_name, suite_path, suite_sha256,"
                 " git_commit, kbench_version, argv, executor, measure_config, kind, parent_run,"
-                " regression_threshold, thresholds, uuid)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                " regression_threshold, thresholds, uuid, kbench_commit, suite_commit)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
 
     def finish_run(self, run_id: int, status: str) -> None:
         """Mark run ``run_id`` "done", "failed" or "interrupted" and stamp its end time."""

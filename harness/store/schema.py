@@ -4,20 +4,22 @@ The schema is versioned: :data:`SCHEMA_VERSION` and an ordered list :data:`MIGRA
 ``MIGRATIONS[i]`` turns a version-``i`` database into version ``i + 1`` (version 0 is a database
 without kbench tables). :func:`migrate` brings an older file forward in one transaction and refuses
 a file written by a newer kbench. Migrations only add: old rows are never rewritten (version 5 fills
-the new ``runs.uuid`` of older runs).
+the new ``runs.uuid`` of older runs). A read-only command migrates an older file in a copy in memory
+(:meth:`harness.store.Store.open`), never the file.
 
 The DDL is written in SQLite's dialect; a PostgreSQL store runs the same statements translated by
 :meth:`harness.store.backend.Connection.ddl` (and the one migration SQLite does by rebuilding a
 table, version 3, alters the CHECK constraint in place there).
 
-Schema (version 6)::
+Schema (version 8; version 7 is reserved for the run lease)::
 
     schema_version(version PK, applied_at, kbench_version)       one row per applied migration
     runs(id PK, started_at, ended_at, status, suite_name, suite_path, suite_sha256, git_commit,
          kbench_version, argv JSON, executor, measure_config JSON,
          kind ('run' | 'calibration' | 'remeasure' | 'ab' [v3]), parent_run FK NULL,  [kind: v2]
          regression_threshold NULL, thresholds JSON NULL,                         [v4]
-         uuid UNIQUE)                                                              [v5]
+         uuid UNIQUE,                                                              [v5]
+         kbench_commit NULL, suite_commit NULL)                                    [v8]
     baselines(name PK, run_id FK, set_at, note)                                   [v2]
     environments(id PK = harness.env.fingerprint_id, json, first_seen)
     cases(key PK, workload, variant, params JSON, knobs JSON, dtype, target, gpu_model, case_json)
@@ -244,14 +246,23 @@ def _json_object(text: str | None) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+#: the namespace of the UUIDs version 5 derives for runs stored before it (uuid5 of their content)
+_OLD_RUN_NAMESPACE = uuid.UUID("6f1d3c1e-8a0b-5c43-9e53-3b0c1a7e2d64")
+
+
 def _v5_run_uuid(conn: Connection | sqlite3.Connection) -> None:
     """Version 5: every run carries a unique id from its creation (``runs.uuid``, a UUID4 in text),
-    so that `kbench import` recognises a run it already copied from another store. Older runs get a
-    fresh one each."""
+    so that `kbench import` recognises a run it already copied from another store. Older runs get one
+    derived from what they stored (id, start time to the microsecond, suite, command line): the same
+    on every migration of the same file, so a file read by a read-only command (migrated in a copy in
+    memory, its file left as it is) names its runs alike each time it is imported."""
     conn = as_connection(conn)
     conn.execute("ALTER TABLE runs ADD COLUMN uuid TEXT NOT NULL DEFAULT ''")
-    for (run_id,) in conn.execute("SELECT id FROM runs ORDER BY id").fetchall():
-        conn.execute("UPDATE runs SET uuid = ? WHERE id = ?", (str(uuid.uuid4()), run_id))
+    rows = conn.execute("SELECT id, started_at, suite_name, argv FROM runs ORDER BY id").fetchall()
+    for run_id, started_at, suite_name, argv in rows:
+        content = json.dumps([int(run_id), started_at, suite_name, argv])
+        conn.execute("UPDATE runs SET uuid = ? WHERE id = ?", (str(uuid.uuid5(_OLD_RUN_NAMESPACE, content)),
+                                                               run_id))
     conn.execute("CREATE UNIQUE INDEX runs_by_uuid ON runs(uuid)")
 
 
@@ -318,6 +329,20 @@ _V6_STATEMENTS = (
 )
 
 
+def _v7_reserved(conn: Connection | sqlite3.Connection) -> None:
+    """Version 7 is reserved for the run lease (one resumer at a time), written on another line of
+    work; this placeholder changes nothing and is replaced by it when the two meet."""
+
+
+# Version 8: a run keeps the commit of kbench itself and the commit of the repository holding its
+# suite file, separately (harness.env.kbench_commit, suite_commit); ``git_commit`` stays the commit
+# the caller gave as that of the code under test. Older runs have NULL in both.
+_V8_STATEMENTS = (
+    "ALTER TABLE runs ADD COLUMN kbench_commit TEXT",
+    "ALTER TABLE runs ADD COLUMN suite_commit TEXT",
+)
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     _sql(*_V1_STATEMENTS),  # 0 -> 1: the first layout
     _sql(*_V2_STATEMENTS),  # 1 -> 2: run kinds, re-measure parents, named baselines
@@ -325,9 +350,11 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v4_typed_results,  # 3 -> 4: thresholds of runs; nvcc calls, sides and interleave groups of results
     _v5_run_uuid,  # 4 -> 5: a unique id of each run (kbench import)
     _sql(*_V6_STATEMENTS),  # 5 -> 6: tuning sessions, their trials, the best configuration per device
+    _v7_reserved,  # 6 -> 7: reserved (the run lease)
+    _sql(*_V8_STATEMENTS),  # 7 -> 8: the commits of kbench and of the suite's repository
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 8
 
 assert SCHEMA_VERSION == len(MIGRATIONS), "SCHEMA_VERSION must equal len(MIGRATIONS)"
 assert set(_V1_OUTCOMES) == set(OUTCOMES), (

@@ -581,6 +581,82 @@ def test_git_commit(tmp_path):
     assert env.git_commit(repo) == head + "-dirty"
 
 
+def _repo_with_suite(root: Path) -> tuple[Path, str]:
+    """A git repository holding a suite file; (the suite's path, the repository's HEAD)."""
+    root.mkdir()
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    try:
+        git("init", "-q")
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("git not available")
+    (root / "suites").mkdir()
+    suite = root / "suites" / "mine.toml"
+    suite.write_text('[suite]\nname = "mine"\n')
+    git("add", "suites/mine.toml")
+    git("commit", "-q", "-m", "a suite")
+    return suite, git("rev-parse", "HEAD")
+
+
+def test_commits_of_kbench_and_of_the_suite_are_stored_separately(db, tmp_path, monkeypatch):
+    suite_path, head = _repo_with_suite(tmp_path / "their-repo")
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the current directory's repository (none here) plays no part
+    mine = env.kbench_commit()
+    assert env.git_commit() == mine == env.git_commit(env.KBENCH_ROOT)
+    assert env.suite_commit(suite_path) == head and env.suite_commit(None) is None
+    assert env.suite_commit(elsewhere / "x.toml") is None  # not in a repository
+    with Store.open(db) as s:
+        run = s.begin_run(FakeSuite(path=str(suite_path)), [], "local", MeasureConfig(), git_commit="abc")
+        got = s.get_run(run)
+        assert (got["git_commit"], got["kbench_commit"], got["suite_commit"]) == ("abc", mine, head)
+        given = s.begin_run(FakeSuite(path=None), [], "local", MeasureConfig(), kbench_commit="k1",
+                            suite_commit=None)
+        assert (s.get_run(given)["kbench_commit"], s.get_run(given)["suite_commit"]) == ("k1", None)
+
+
+def test_v6_store_migrates_to_v8_with_unknown_commits(db, monkeypatch):
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:6])
+    with Store.open(db) as s:
+        old = s._conn.insert("INSERT INTO runs (started_at, status, suite_name, kbench_version, argv,"
+                             " executor, measure_config, uuid)"
+                             " VALUES ('t', 'done', 's', 'v', '[]', 'local', '{}', 'u')", ())
+    before = _sha(db)
+    monkeypatch.undo()
+    with Store.open(db, readonly=True) as s:  # a read-only command reads it migrated, in memory
+        assert s.get_run(old)["kbench_commit"] is None and s.schema_version == store.SCHEMA_VERSION
+    assert _sha(db) == before
+    with Store.open(db) as s:
+        assert s.schema_version == store.SCHEMA_VERSION == 8
+        assert (s.get_run(old)["kbench_commit"], s.get_run(old)["suite_commit"]) == (None, None)
+    assert [r[1] for r in sqlite3.connect(db).execute("PRAGMA table_info(runs)")][-2:] == [
+        "kbench_commit", "suite_commit"]
+
+
+def test_an_old_source_read_only_is_imported_once(db, tmp_path, monkeypatch):
+    # a version-4 file (runs without UUIDs), imported twice without ever being written
+    source = tmp_path / "old.db"
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:4])
+    with Store.open(source) as s:
+        for _ in range(2):
+            s._conn.insert("INSERT INTO runs (started_at, status, suite_name, kbench_version, argv, executor,"
+                           " measure_config) VALUES ('2026-01-01T00:00:00.000001+00:00', 'done', 's', 'v',"
+                           " '[]', 'local', '{}')", ())
+    monkeypatch.undo()
+    before = _sha(source)
+    with Store.open(db) as dest:
+        for attempt in range(2):
+            with Store.open(source, readonly=True) as src:
+                done = store.import_store(dest, src)
+            assert [r.skipped for r in done] == [attempt == 1] * 2
+        assert len(dest.list_runs(None)) == 2
+    assert _sha(source) == before
+
+
 # -- schema version 2: run kinds and named baselines --------------------------------------------
 
 
