@@ -223,13 +223,34 @@ def _physical_cores(cpuinfo: str) -> int | None:
     return len(cores) or None
 
 
-def _host_memory_bytes() -> int | None:
+def _host_memory_bytes(field: str = "MemTotal") -> int | None:
     for line in _read_text("/proc/meminfo").splitlines():
-        if line.startswith("MemTotal:"):
+        if line.startswith(f"{field}:"):
             parts = line.split()
             if len(parts) >= 2 and parts[1].isdigit():
                 return int(parts[1]) * 1024  # reported in kB
     return None
+
+
+def available_host_memory() -> int | None:
+    """Bytes of memory the host can give a new process now (``MemAvailable`` of /proc/meminfo, which
+    counts reclaimable caches); None where the kernel does not say."""
+    return _host_memory_bytes("MemAvailable")
+
+
+def local_gpu_memory() -> dict[int, int]:
+    """Total memory in bytes of each GPU this host has, by index (NVML); ``{}`` without NVML or GPUs."""
+    nvml = _nv.pynvml()
+    if nvml is None:
+        return {}
+    out: dict[int, int] = {}
+    count = _nv.guarded(nvml.nvmlDeviceGetCount) or 0
+    for index in range(int(count)):
+        handle = _nv.nvml_handle(index)
+        total = _nv.guarded(lambda h=handle: int(nvml.nvmlDeviceGetMemoryInfo(h).total)) if handle else None
+        if total:
+            out[index] = total
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,5 +305,6 @@ def _gpu_info(index: int) -> dict[str, Any]:
             info["gpu_pci_bus_id"] = _nv.guarded(lambda: _nv.as_text(nvml.nvmlDeviceGetPciInfo(handle).busId))
         info["nvml_version"] = _nv.guarded(lambda: _nv.as_text(nvml.nvmlSystemGetNVMLVersion()))
     return info
-__all__ = ["FIELDS", "FINGERPRINT_VERSION", "INFO_FIELDS", "KBENCH_ROOT", "STABLE_FIELDS", "fingerprint",
-           "fingerprint_id", "git_commit", "kbench_commit", "suite_commit"]
+__all__ = ["FIELDS", "FINGERPRINT_VERSION", "INFO_FIELDS", "KBENCH_ROOT", "STABLE_FIELDS",
+           "available_host_memory", "fingerprint", "fingerprint_id", "git_commit", "kbench_commit",
+           "local_gpu_memory", "suite_commit"]

@@ -1,5 +1,6 @@
 """Settings given on the command line are refused exactly as in a suite: exit 4 and a message naming
-the option, before a store is opened or anything runs."""
+the option, before a store is opened or anything runs; a case too big for the host's memory is refused
+by the plan, naming the case and the size, before a run is stored."""
 
 from __future__ import annotations
 
@@ -36,3 +37,19 @@ def test_a_suite_refuses_the_same_values_naming_its_line(tmp_path, capsys):
     code = main(["run", str(suite), "--db", str(tmp_path / "k.db"), "--executor", "local"])
     text = capsys.readouterr().err
     assert code == 4 and "s.toml:6" in text and "max_time_s must be positive, got -1.0" in text, text
+
+
+def test_an_enormous_case_is_refused_before_a_run_is_stored(tmp_path, capsys):
+    import sqlite3
+
+    suite = tmp_path / "big.toml"
+    suite.write_text('[suite]\nname = "big"\ntargets = ["c"]\n\n[[workload]]\nname = "row_sum"\n'
+                     'params = { n = [1099511627776], m = [1] }\ndtypes = ["float32"]\nvariants = ["default"]\n')
+    db = tmp_path / "k.db"
+    code = main(["run", str(suite), "--db", str(db), "--executor", "local"])
+    text = capsys.readouterr().err
+    assert code == 4, text
+    assert f"{suite}: case row_sum/default[]/m=1,n=1099511627776/float32/c needs about 24576.0 GiB" in text
+    assert "MemoryError" not in text and "Traceback" not in text
+    if db.exists():  # the store may be opened before planning; no run is in it
+        assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
