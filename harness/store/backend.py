@@ -138,8 +138,10 @@ class SQLiteConnection(Connection):
     errors = (sqlite3.Error,)
     integrity_errors = (sqlite3.IntegrityError,)
 
-    def __init__(self, raw: sqlite3.Connection):
+    def __init__(self, raw: sqlite3.Connection, where: object = "the result store"):
         self.raw = raw
+        #: the file, for messages
+        self.where = where
 
     @classmethod
     def connect(cls, path: Path, create: bool, *, readonly: bool = False) -> SQLiteConnection:
@@ -149,7 +151,7 @@ class SQLiteConnection(Connection):
         opened ``immutable`` (nobody can write it there meanwhile)."""
         if create and not readonly:
             raw = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
-            return cls(raw)
+            return cls(raw, path)
         uri = path.resolve().as_uri()
         raw = sqlite3.connect(f"{uri}?mode={'ro' if readonly else 'rw'}", timeout=30.0,
                               isolation_level=None, uri=True)
@@ -163,7 +165,7 @@ class SQLiteConnection(Connection):
                 raw.close()
                 raw = sqlite3.connect(f"{uri}?mode=ro&immutable=1", timeout=30.0, isolation_level=None,
                                       uri=True)
-        conn = cls(raw)
+        conn = cls(raw, path)
         conn.readonly = readonly
         return conn
 
@@ -173,7 +175,7 @@ class SQLiteConnection(Connection):
         mem = sqlite3.connect(":memory:", isolation_level=None)
         self.raw.backup(mem)
         self.raw.close()
-        return SQLiteConnection(mem)
+        return SQLiteConnection(mem, self.where)
 
     def quick_check(self, where: object) -> None:
         """Refuse a damaged database: ``PRAGMA quick_check`` must answer "ok"."""
@@ -188,10 +190,27 @@ class SQLiteConnection(Connection):
                              "another --db")
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        return self.raw.execute(sql, tuple(params))
+        try:
+            return self.raw.execute(sql, tuple(params))
+        except sqlite3.DatabaseError as e:
+            self._refuse_damaged(e)
+            raise
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        self.raw.executemany(sql, rows)
+        try:
+            self.raw.executemany(sql, rows)
+        except sqlite3.DatabaseError as e:
+            self._refuse_damaged(e)
+            raise
+
+    def _refuse_damaged(self, exc: sqlite3.DatabaseError) -> None:
+        """Raise a StoreError naming the file for a damaged or foreign file met while reading or
+        writing (SQLITE_CORRUPT, SQLITE_NOTADB); return for any other error."""
+        code = getattr(exc, "sqlite_errorcode", None)
+        corrupt = (code & 0xFF in (11, 26)) if code is not None else "malformed" in str(exc)
+        if corrupt:
+            raise StoreError(f"result store {self.where} is damaged ({exc}): restore it from a copy, or "
+                             "pass another --db") from exc
 
     def insert(self, sql: str, params: Sequence[Any]) -> int:
         return int(self.raw.execute(sql, tuple(params)).lastrowid)

@@ -107,6 +107,17 @@ def _damage(db: Path) -> None:
     db.write_bytes(bytes(data))
 
 
+@pytest.mark.parametrize("argv", [("list", "runs"), ("show", "1"), ("compare", "1", "1")], ids=" ".join)
+def test_reading_a_damaged_store_names_it_without_a_traceback(argv, tmp_path, capsys):
+    db = tmp_path / "k.db"
+    _store_with_a_run(db)
+    _damage(db)
+    before = _sha(db)
+    code, text = _kbench(capsys, *[a.format(tmp=tmp_path) for a in argv], "--db", db)
+    assert code == 4 and f"result store {db} is damaged" in text and "Traceback" not in text, text
+    assert _sha(db) == before
+
+
 def test_a_damaged_store_is_not_written(tmp_path, capsys):
     db = tmp_path / "k.db"
     _store_with_a_run(db)
