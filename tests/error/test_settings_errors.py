@@ -44,7 +44,8 @@ def test_an_enormous_case_is_refused_before_a_run_is_stored(tmp_path, capsys):
 
     suite = tmp_path / "big.toml"
     suite.write_text('[suite]\nname = "big"\ntargets = ["c"]\n\n[[workload]]\nname = "row_sum"\n'
-                     'params = { n = [1099511627776], m = [1] }\ndtypes = ["float32"]\nvariants = ["default"]\n')
+                     'params = { n = [1099511627776], m = [1] }\ndtypes = ["float32"]\n'
+                     'variants = ["default"]\n')
     db = tmp_path / "k.db"
     code = main(["run", str(suite), "--db", str(db), "--executor", "local"])
     text = capsys.readouterr().err
