@@ -78,6 +78,16 @@ def test_every_command_refuses_a_foreign_sqlite_file_and_leaves_it_byte_identica
     assert sorted(p.name for p in tmp_path.iterdir()) == ["foreign.db"]  # no -wal, no report, no csv
 
 
+def test_writing_commands_refuse_a_foreign_destination(foreign, tmp_path, capsys):
+    before = _sha(foreign)
+    good = tmp_path / "good.db"
+    _store_with_a_run(good)
+    for argv in (("run", ROOT / "suites" / "smoke.toml", "--executor", "local"), ("import", good)):
+        code, text = _kbench(capsys, *argv, "--db", foreign)
+        assert code == 4 and f"{foreign} is not a kbench result store" in text, (argv, text)
+    assert _sha(foreign) == before
+
+
 def test_import_refuses_a_foreign_source_before_creating_the_destination(foreign, tmp_path, capsys):
     before = _sha(foreign)
     code, text = _kbench(capsys, "import", foreign, "--db", tmp_path / "team.db")
