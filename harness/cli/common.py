@@ -28,9 +28,9 @@ from harness.store import Store, load_results
 from harness.store.backend import is_url, redact
 
 __all__ = [
-    "Parser", "db_arg", "default_out", "err", "execution", "execution_args", "fmt_time", "out", "out_dir",
-    "print_run_table", "print_verdicts", "progress_display", "store_label", "store_location", "verdict_args",
-    "write_outputs",
+    "Parser", "db_arg", "default_out", "err", "execution", "execution_args", "fmt_time", "given_options",
+    "out", "out_dir", "print_run_table", "print_verdicts", "progress_display", "store_label",
+    "store_location", "verdict_args", "write_outputs",
 ]
 
 err = Console(stderr=True)
@@ -128,6 +128,16 @@ def execution_args(p: argparse.ArgumentParser) -> None:
 
 #: the options of :func:`execution_args` that set a MeasureConfig field
 MEASURE_OPTIONS = {"max_time_s": "--max-time", "min_time_s": "--min-time", "max_rel_ci": "--max-rel-ci"}
+
+
+def given_options(exc: BaseException, args: argparse.Namespace) -> str:
+    """For a setting refused once the suite's and the command line's settings meet (a ``--min-time``
+    above the suite's ``max_time_s``): " (--min-time 20.0 given on the command line)"; "" otherwise."""
+    if not isinstance(exc, InvalidSetting):
+        return ""
+    values = {k: getattr(args, option[2:].replace("-", "_"), None) for k, option in MEASURE_OPTIONS.items()}
+    given = [f"{MEASURE_OPTIONS[k]} {values[k]}" for k in exc.settings if values.get(k) is not None]
+    return f" ({' and '.join(given)} given on the command line)" if given else ""
 
 
 def execution(args: argparse.Namespace) -> tuple[tuple[str, ...] | None, dict[str, Any]]:

@@ -29,6 +29,16 @@ def test_bad_execution_options_exit_4_naming_the_option(command, options, messag
     assert not db.exists()  # refused before the store was opened
 
 
+def test_an_option_that_clashes_with_the_suite_is_named(tmp_path, capsys):
+    # suites/smoke.toml caps max_time_s at 0.1 s: --min-time 5 alone is refused once they meet
+    code = main(["run", "suites/smoke.toml", "--min-time", "5", "--db", str(tmp_path / "k.db"),
+                 "--executor", "local"])
+    text = capsys.readouterr().err
+    assert code == 4, text
+    assert ("MeasureConfig: min_time_s (5.0) exceeds max_time_s (0.1) (--min-time 5.0 given on the command "
+            "line)") in text
+
+
 def test_a_suite_refuses_the_same_values_naming_its_line(tmp_path, capsys):
     suite = tmp_path / "s.toml"
     suite.write_text('[suite]\nname = "s"\n\n[measure]\nmin_time_s = 5.0\nmax_time_s = -1.0\n\n'
