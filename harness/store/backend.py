@@ -165,6 +165,8 @@ class SQLiteConnection(Connection):
                 raw.close()
                 raw = sqlite3.connect(f"{uri}?mode=ro&immutable=1", timeout=30.0, isolation_level=None,
                                       uri=True)
+            except sqlite3.DatabaseError:
+                pass  # not a database, or damaged: the first query says so, naming the file (execute)
         conn = cls(raw, path)
         conn.readonly = readonly
         return conn
@@ -207,13 +209,16 @@ class SQLiteConnection(Connection):
         """Raise a StoreError naming the file for a damaged or foreign file met while reading or
         writing (SQLITE_CORRUPT, SQLITE_NOTADB); return for any other error."""
         code = getattr(exc, "sqlite_errorcode", None)
-        corrupt = (code & 0xFF in (11, 26)) if code is not None else "malformed" in str(exc)
-        if corrupt:
+        if code is not None and code & 0xFF == 26:  # SQLITE_NOTADB
+            raise StoreError(f"{self.where} is not a SQLite database, so not a kbench result store ({exc});"
+                             " kbench leaves it as it is: pass a kbench store or a new file as --db") from exc
+        corrupt = (code & 0xFF == 11) if code is not None else "malformed" in str(exc)
+        if corrupt:  # SQLITE_CORRUPT
             raise StoreError(f"result store {self.where} is damaged ({exc}): restore it from a copy, or "
                              "pass another --db") from exc
 
     def insert(self, sql: str, params: Sequence[Any]) -> int:
-        return int(self.raw.execute(sql, tuple(params)).lastrowid)
+        return int(self.execute(sql, params).lastrowid)
 
     def begin(self) -> None:
         """BEGIN IMMEDIATE, retried while the file stays busy (another writer holds it longer than
@@ -228,15 +233,15 @@ class SQLiteConnection(Connection):
         self.raw.close()
 
     def table_exists(self, name: str) -> bool:
-        return self.raw.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                                (name,)).fetchone() is not None
+        return self.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                            (name,)).fetchone() is not None
 
     def tables(self) -> list[str]:
-        return [n for (n,) in self.raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
-                                               " AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        return [n for (n,) in self.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
+                                           " AND name NOT LIKE 'sqlite_%' ORDER BY name")]
 
     def columns(self, table: str) -> list[str]:
-        return [r[1] for r in self.raw.execute(f"PRAGMA table_info({table})")]
+        return [r[1] for r in self.execute(f"PRAGMA table_info({table})")]
 
     def is_unique_violation(self, exc: BaseException, *columns: str) -> bool:
         text = str(exc)

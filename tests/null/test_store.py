@@ -104,8 +104,11 @@ def test_missing_parent_directory_is_named(tmp_path):
 def test_not_a_database_is_a_store_error(tmp_path):
     bad = tmp_path / "junk.db"
     bad.write_bytes(b"this is not sqlite at all, not even close " * 100)
-    with pytest.raises(StoreError, match="junk.db"):
-        Store.open(bad)
+    before = bad.read_bytes()
+    for kwargs in ({}, {"readonly": True}):
+        with pytest.raises(StoreError, match=r"junk\.db is not a SQLite database, so not a kbench result"):
+            Store.open(bad, **kwargs)
+    assert bad.read_bytes() == before
 
 
 def test_open_without_create_does_not_create(tmp_path):
