@@ -193,3 +193,12 @@ def test_postgres_readonly_open_creates_nothing_and_writes_nothing(pg_url):
             pg._conn.execute("UPDATE runs SET status = 'done'")
     with Store.open(pg_url) as pg:
         assert pg.get_run(run)["status"] == "running"
+
+
+def test_read_only_commands_on_an_empty_postgres_database_create_nothing(pg_url, capsys):
+    from harness.cli import main
+
+    for argv in (["list", "runs"], ["show", "1"], ["baseline", "list"]):
+        assert main([*argv, "--db", pg_url]) == 4
+        assert "no result store in postgresql://" in capsys.readouterr().err
+    assert _pg_tables(pg_url) == []
