@@ -202,3 +202,16 @@ def test_read_only_commands_on_an_empty_postgres_database_create_nothing(pg_url,
         assert main([*argv, "--db", pg_url]) == 4
         assert "no result store in postgresql://" in capsys.readouterr().err
     assert _pg_tables(pg_url) == []
+
+
+def test_a_shared_database_gives_kbench_a_schema_of_its_own(pg_url):
+    # docs/STORE.md: a database with other tables is refused; a schema of kbench's own is not
+    with psycopg.connect(pg_url, autocommit=True) as raw:
+        raw.execute("CREATE TABLE notes (id BIGINT PRIMARY KEY)")
+        raw.execute("CREATE SCHEMA results")
+    with pytest.raises(StoreError, match="is not a kbench result store"):
+        Store.open(pg_url)
+    with Store.open(pg_url + "?options=-csearch_path%3Dresults") as st:
+        run = st.begin_run(FakeSuite(), [], "local", MeasureConfig())
+        assert st.get_run(run)["status"] == "running"
+    assert _pg_tables(pg_url) == ["notes"]  # public is as it was
