@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
@@ -161,11 +162,13 @@ STOPPING_NAMES = {"median-ci"}
 
 
 def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """A finite real number (numpy's included), not a bool."""
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _integer(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+    """An integer (numpy's included), not a bool."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 #: the rule of each MeasureConfig setting: (kind test, kind text, range test, range text)

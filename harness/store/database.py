@@ -19,9 +19,9 @@ from harness import env as _env
 from harness.errors import StoreError
 from harness.model import Case, Result, Timing
 
+from . import schema
 from .backend import Connection, PostgresConnection, SQLiteConnection, is_url, redact, retry_busy
 from .frames import FrameQueries, chunks
-from . import schema
 from .schema import RUN_KINDS, migrate, now, read_version
 from .tuning import TuningQueries
 
