@@ -352,11 +352,14 @@ def run_peer(
     device_index: int = 0,
     params: Optional[Dict[str, Any]] = None,
     dtype: str = "",
+    limit_s: Optional[float] = None,
 ) -> Tuple[Optional[bool], str, Any]:
     """Prepare, check and time one peer on ``cuda(device_index)``.
 
     ``params`` and ``dtype`` are the case's (a peer whose operands' layout is a parameter needs
-    them; one that cannot run the case says why instead of being timed).
+    them; one that cannot run the case says why instead of being timed). ``limit_s``: the case's
+    time limit for measuring, up to which ``config.min_samples`` wins over ``config.max_time_s``
+    (harness.measure.measure).
 
     Returns
     -------
@@ -388,5 +391,6 @@ def run_peer(
     ok, message = check_outputs(run.outputs(), list(reference), rtol, atol)
     if not ok:
         return False, f"peer {name}: {message}", None
-    sides = measure_sides(lambda: CudaTimer(device_index, mode="cold"), run, config or MeasureConfig())
+    sides = measure_sides(lambda: CudaTimer(device_index, mode="cold"), run, config or MeasureConfig(),
+                          limit_s=limit_s)
     return True, "", (sides if (config and config.interleave) else sides[0][1])

@@ -126,6 +126,7 @@ def _with_sides(config: MeasureConfig, per_side: Dict[str, Result]) -> Result:
 
 def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
     name = case.peer
+    t_case = time.time()
     try:
         w = get_workload(case.workload)
         params = case.param_dict
@@ -134,7 +135,8 @@ def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
         inputs = [a for i, a in enumerate(host) if i not in w.outputs]
         t_peer = time.perf_counter()
         ok, msg, timing = run_peer(name, inputs, data.reference, case.rtol, case.atol, config,
-                                   params=params, dtype=case.dtype)
+                                   params=params, dtype=case.dtype,
+                                   limit_s=measure_limit_s(case, time.time() - t_case))
         peer_s = time.perf_counter() - t_peer
         env_id, fp = _env(case.target)
         if ok is None:
