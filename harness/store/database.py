@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import sqlite3
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -19,10 +18,9 @@ from harness import env as _env
 from harness.errors import StoreError
 from harness.model import Case, Result, Timing
 
-from . import schema
-from .backend import Connection, PostgresConnection, SQLiteConnection, is_url, redact, retry_busy
+from .backend import Connection, PostgresConnection, is_url, redact
 from .frames import FrameQueries, chunks
-from .schema import RUN_KINDS, migrate, now, read_version
+from .schema import RUN_KINDS, migrate, now, open_sqlite, read_version
 from .tuning import TuningQueries
 
 __all__ = ["DEFAULT_DB", "RUN_STATUSES", "DuplicateResult", "PathLike", "Store", "UnknownRun"]
@@ -109,41 +107,7 @@ class Store(FrameQueries, TuningQueries):
         if is_url(path):
             return cls._open_postgres(str(path), readonly)
         path = Path(path)
-        create = create and not readonly
-        parent = path.parent
-        if not parent.is_dir():
-            raise StoreError(f"cannot open result store {path}: directory {parent} does not exist")
-        if path.exists() and not path.is_file():
-            raise StoreError(f"cannot open result store {path}: it is not a file")
-        fresh = not path.exists() or path.stat().st_size == 0
-        if fresh and not create:
-            raise StoreError(f"no result store at {path}" + (" (the file is empty)" if path.exists() else ""))
-        try:
-            conn = SQLiteConnection.connect(path, create, readonly=readonly)
-        except sqlite3.Error as e:
-            raise StoreError(f"cannot open result store {path}: {e}") from e
-        try:
-            version = read_version(conn, path)  # refuses somebody else's database before any write
-            if readonly:
-                if version == 0:
-                    raise StoreError(f"no result store at {path} (an empty SQLite database)")
-                if version < len(schema.MIGRATIONS):
-                    conn = conn.in_memory_copy()
-            elif version > 0:
-                conn.quick_check(path)
-            if not conn.readonly:
-                conn.execute("PRAGMA foreign_keys = ON")
-            if not readonly:
-                # switching to WAL needs the file to itself for a moment: wait out other writers
-                retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL"))
-            migrate(conn, path)
-        except sqlite3.DatabaseError as e:  # e.g. "file is not a database"
-            conn.close()
-            raise StoreError(f"cannot open result store {path}: {e}") from e
-        except BaseException:
-            conn.close()
-            raise
-        return cls(conn, path, readonly=readonly)
+        return cls(open_sqlite(path, create=create, readonly=readonly), path, readonly=readonly)
 
     @classmethod
     def _open_postgres(cls, url: str, readonly: bool = False) -> Store:

@@ -46,15 +46,16 @@ import sqlite3
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
+from pathlib import Path
 
 from harness import __version__
 from harness.errors import StoreError
 from harness.model import OUTCOMES
 
-from .backend import Connection, as_connection
+from .backend import Connection, SQLiteConnection, as_connection, retry_busy
 
 __all__ = ["MARKER_COLUMNS", "MIGRATIONS", "NOT_HISTORY", "RUN_KINDS", "SCHEMA_VERSION", "migrate", "now",
-           "read_version"]
+           "open_sqlite", "read_version"]
 
 
 # The outcomes schema version 1 accepts. Frozen here on purpose: a new outcome in
@@ -435,6 +436,55 @@ def migrate(conn: Connection, path: object) -> None:
     finally:
         if sqlite:
             conn.execute("PRAGMA foreign_keys = ON")
+
+
+def open_sqlite(path: Path, *, create: bool, readonly: bool) -> SQLiteConnection:
+    """The connection :meth:`harness.store.Store.open` wraps for the SQLite file ``path``: a missing or
+    empty file made a store when ``create`` (never when ``readonly``); somebody else's database
+    refused before anything is written (:func:`read_version`); ``readonly``: opened ``mode=ro``, an
+    older store migrated in a copy in memory; else ``PRAGMA quick_check`` before the first write
+    (a damaged store is refused), WAL on, migrated to the latest version.
+
+    Raises
+    ------
+    StoreError
+        Naming the file and what is wrong with it.
+    """
+    create = create and not readonly
+    parent = path.parent
+    if not parent.is_dir():
+        raise StoreError(f"cannot open result store {path}: directory {parent} does not exist")
+    if path.exists() and not path.is_file():
+        raise StoreError(f"cannot open result store {path}: it is not a file")
+    fresh = not path.exists() or path.stat().st_size == 0
+    if fresh and not create:
+        raise StoreError(f"no result store at {path}" + (" (the file is empty)" if path.exists() else ""))
+    try:
+        conn = SQLiteConnection.connect(path, create, readonly=readonly)
+    except sqlite3.Error as e:
+        raise StoreError(f"cannot open result store {path}: {e}") from e
+    try:
+        version = read_version(conn, path)  # refuses somebody else's database before any write
+        if readonly:
+            if version == 0:
+                raise StoreError(f"no result store at {path} (an empty SQLite database)")
+            if version < len(MIGRATIONS):
+                conn = conn.in_memory_copy()
+        elif version > 0:
+            conn.quick_check(path)
+        if not conn.readonly:
+            conn.execute("PRAGMA foreign_keys = ON")
+        if not readonly:
+            # switching to WAL needs the file to itself for a moment: wait out other writers
+            retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+        migrate(conn, path)
+    except sqlite3.DatabaseError as e:  # e.g. "file is not a database"
+        conn.close()
+        raise StoreError(f"cannot open result store {path}: {e}") from e
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def now() -> str:
