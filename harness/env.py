@@ -21,6 +21,7 @@ import os
 import platform
 import socket
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from harness import __version__
@@ -113,11 +114,18 @@ def fingerprint_id(fp: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def git_commit(path: str | os.PathLike[str] = ".") -> str | None:
+#: the folder holding kbench's own packages (harness/, kernels/): its checkout when run from one
+KBENCH_ROOT = Path(__file__).resolve().parents[1]
+
+
+def git_commit(path: str | os.PathLike[str] | None = None) -> str | None:
     """``git rev-parse HEAD`` of the checkout at ``path``, plus "-dirty" when tracked files changed.
+    ``path`` None: kbench's own checkout (:data:`KBENCH_ROOT`), never the current directory's.
 
     Returns None outside a git work tree or without git.
     """
+    if path is None:
+        path = KBENCH_ROOT
     def git(*args: str) -> str | None:
         try:
             proc = subprocess.run(["git", "-C", str(path), *args], check=False, capture_output=True,
@@ -132,6 +140,21 @@ def git_commit(path: str | os.PathLike[str] = ".") -> str | None:
     # untracked files (a kbench.db, reports) do not make the code under test dirty
     status = git("status", "--porcelain", "--untracked-files=no")
     return f"{head}-dirty" if status else head
+
+
+def kbench_commit() -> str | None:
+    """The commit of kbench itself (its checkout's HEAD, "-dirty" when changed); None when kbench is
+    not run from a git checkout (an installed package)."""
+    return git_commit(KBENCH_ROOT)
+
+
+def suite_commit(suite_path: str | os.PathLike[str] | None) -> str | None:
+    """The commit of the repository holding the suite file ``suite_path`` (a suite kept with its own
+    workloads in another repository names that one); None without a path or outside a repository."""
+    if not suite_path:
+        return None
+    folder = Path(suite_path).resolve().parent
+    return git_commit(folder) if folder.is_dir() else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,13 +223,34 @@ def _physical_cores(cpuinfo: str) -> int | None:
     return len(cores) or None
 
 
-def _host_memory_bytes() -> int | None:
+def _host_memory_bytes(field: str = "MemTotal") -> int | None:
     for line in _read_text("/proc/meminfo").splitlines():
-        if line.startswith("MemTotal:"):
+        if line.startswith(f"{field}:"):
             parts = line.split()
             if len(parts) >= 2 and parts[1].isdigit():
                 return int(parts[1]) * 1024  # reported in kB
     return None
+
+
+def available_host_memory() -> int | None:
+    """Bytes of memory the host can give a new process now (``MemAvailable`` of /proc/meminfo, which
+    counts reclaimable caches); None where the kernel does not say."""
+    return _host_memory_bytes("MemAvailable")
+
+
+def local_gpu_memory() -> dict[int, int]:
+    """Total memory in bytes of each GPU this host has, by index (NVML); ``{}`` without NVML or GPUs."""
+    nvml = _nv.pynvml()
+    if nvml is None:
+        return {}
+    out: dict[int, int] = {}
+    count = _nv.guarded(nvml.nvmlDeviceGetCount) or 0
+    for index in range(int(count)):
+        handle = _nv.nvml_handle(index)
+        total = _nv.guarded(lambda h=handle: int(nvml.nvmlDeviceGetMemoryInfo(h).total)) if handle else None
+        if total:
+            out[index] = total
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,7 +305,6 @@ def _gpu_info(index: int) -> dict[str, Any]:
             info["gpu_pci_bus_id"] = _nv.guarded(lambda: _nv.as_text(nvml.nvmlDeviceGetPciInfo(handle).busId))
         info["nvml_version"] = _nv.guarded(lambda: _nv.as_text(nvml.nvmlSystemGetNVMLVersion()))
     return info
-
-
-__all__ = ["FIELDS", "FINGERPRINT_VERSION", "INFO_FIELDS", "STABLE_FIELDS", "fingerprint", "fingerprint_id",
-           "git_commit"]
+__all__ = ["FIELDS", "FINGERPRINT_VERSION", "INFO_FIELDS", "KBENCH_ROOT", "STABLE_FIELDS",
+           "available_host_memory", "fingerprint", "fingerprint_id", "git_commit", "kbench_commit",
+           "local_gpu_memory", "suite_commit"]

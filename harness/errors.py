@@ -57,8 +57,20 @@ class ConfigError(KbenchError):
     """A configuration the harness cannot work with: a suite file, the cluster, another source tree."""
 
 
+class InvalidSetting(ConfigError, ValueError):
+    """A setting of a frozen configuration value (``harness.model.MeasureConfig``, ``Case``, ``Side``)
+    is out of its range, whoever set it (a suite, an option, the API). ``settings`` names the
+    fields at fault; ``detail`` says what is wrong without saying where the value came from, so a
+    suite can add its file:line and the command line its option."""
+
+    def __init__(self, settings: tuple[str, ...], detail: str, owner: str = "MeasureConfig"):
+        super().__init__(f"{owner}: {detail}")
+        self.settings = tuple(settings)
+        self.detail = detail
+
+
 class StoreError(KbenchError):
     """The result store cannot do what was asked (bad file, newer schema, failed write...)."""
 
 
-__all__ = ["ConfigError", "ExitCode", "KbenchError", "StoreError", "UsageError"]
+__all__ = ["ConfigError", "ExitCode", "InvalidSetting", "KbenchError", "StoreError", "UsageError"]

@@ -214,7 +214,7 @@ def judge_runs(db: Path, new_runs: Sequence[int], baseline: str | Sequence[int] 
     """:func:`judge` of the runs ``new_runs`` (pooled) against ``baseline`` (a spec, or run ids to
     pool), opening the store at ``db`` for it."""
     base = baseline if isinstance(baseline, str) else _spec(baseline)
-    with Store.open(db, create=False) as st:
+    with Store.open(db, readonly=True) as st:
         return judge(st, _spec(new_runs), base, fail_on=fail_on, seed=seed)
 
 
@@ -237,7 +237,7 @@ def remeasure_ambiguous(db: Path, first: Judgement, again: Again | None, *, new_
         return first
     made = again(keys)
     more_new = [int(r) for r in made.get(new_side, ())]
-    with Store.open(db, create=False) as st:
+    with Store.open(db, readonly=True) as st:
         if base_side is None:
             second = judge(st, _spec(more_new), first.baseline, fail_on=first.gate, seed=seed + 1,
                            history_before=min(first.new_runs) if first.new_runs else None)

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field, replace
-from typing import Any, Dict, Optional, Tuple
+import math
+import numbers
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+
+from harness.errors import InvalidSetting
 
 #: the practical threshold of the verdicts when neither the suite nor ``--fail-on`` gives one: a
 #: change of the median by less than 3 % is not worth a red build (docs/ARCHITECTURE.md, "Verdicts")
@@ -53,6 +57,14 @@ class Case:
     gpu_model: str = ""
     peer: str = ""
     tuned: bool = False
+
+    def __post_init__(self):
+        for name, ok, what in (("rtol", lambda v: v >= 0, "non-negative"), ("atol", lambda v: v >= 0,
+                               "non-negative"), ("timeout_s", lambda v: v > 0, "positive")):
+            v = getattr(self, name)
+            if not _number(v) or not ok(v):
+                raise InvalidSetting((name,), f"{self.workload}/{self.variant}: {name} must be a {what} "
+                                     f"number, got {v!r}", owner="Case")
 
     @property
     def key(self) -> str:
@@ -120,6 +132,14 @@ class Side:
     name: str
     slowdown: float = 0.0
 
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise InvalidSetting(("name",), f"a side's name must be a non-empty string, got {self.name!r}",
+                                 owner="Side")
+        if not _number(self.slowdown) or self.slowdown < 0:
+            raise InvalidSetting(("slowdown",), f"side {self.name}: slowdown must be a non-negative number,"
+                                 f" got {self.slowdown!r}", owner="Side")
+
     @staticmethod
     def of(value: Any) -> "Side":
         """A Side from a Side, a ``(name, slowdown)`` pair or a ``{"name", "slowdown"}`` dict (a
@@ -130,6 +150,78 @@ class Side:
             return Side(str(value["name"]), float(value.get("slowdown", 0.0)))
         name, slowdown = value
         return Side(str(name), float(slowdown))
+
+
+#: the timing modes (``MeasureConfig.mode``)
+MEASURE_MODES = ("cold", "hot")
+
+#: the names of the convergence criteria ``MeasureConfig.stopping`` may take; harness.measure.stopping
+#: registers each criterion's name here (register_criterion), so a config naming none is refused
+#: where it is made
+STOPPING_NAMES = {"median-ci"}
+
+
+def _number(v: Any) -> bool:
+    """A finite real number (numpy's included), not a bool."""
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _integer(v: Any) -> bool:
+    """An integer (numpy's included), not a bool."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+#: the rule of each MeasureConfig setting: (kind test, kind text, range test, range text)
+MEASURE_RULES: Dict[str, Tuple[Callable[[Any], bool], str, Callable[[Any], bool], str]] = {
+    "max_rel_ci": (_number, "a number", lambda v: 0 < v < 1, "a fraction in (0, 1)"),
+    "min_samples": (_integer, "an integer", lambda v: v >= 1, "at least 1"),
+    "max_samples": (_integer, "an integer", lambda v: v >= 1, "at least 1"),
+    "min_time_s": (_number, "a number", lambda v: v >= 0, "non-negative"),
+    "max_time_s": (_number, "a number", lambda v: v > 0, "positive"),
+    "warmup_min": (_integer, "an integer", lambda v: v >= 0, "non-negative"),
+    # above 1 every sample is discarded (a test of the discarding); a suite allows [0, 1]
+    "clock_floor": (_number, "a number", lambda v: v >= 0, "non-negative"),
+    "mode": (lambda v: isinstance(v, str), "a string", lambda v: v in MEASURE_MODES,
+             f"one of {', '.join(MEASURE_MODES)}"),
+    "stopping": (lambda v: isinstance(v, str), "a string", lambda v: v in STOPPING_NAMES,
+                 "the name of a stopping criterion"),
+    "seed": (_integer, "an integer", lambda v: v >= 0, "a non-negative integer"),
+    "slowdown": (_number, "a number", lambda v: v >= 0, "non-negative"),
+}
+
+#: settings that must not exceed another: (smaller, larger)
+MEASURE_ORDER = (("min_time_s", "max_time_s"), ("min_samples", "max_samples"))
+
+
+def check_measure_settings(values: Mapping[str, Any]) -> None:
+    """Check the MeasureConfig settings in ``values`` (some or all of its fields): each against its
+    rule in :data:`MEASURE_RULES`, and each pair of :data:`MEASURE_ORDER` both of whose members are
+    given. ``kbench`` checks its options with this before anything runs; MeasureConfig checks all
+    its fields when made.
+
+    Raises
+    ------
+    harness.errors.InvalidSetting
+        Naming the setting(s) and the rule broken (an unknown name too).
+    """
+    known = {f.name for f in fields(MeasureConfig)}
+    for k, v in values.items():
+        if k not in known:
+            raise InvalidSetting((k,), f"{k} is not a setting (settings: {', '.join(sorted(known))})")
+        rule = MEASURE_RULES.get(k)
+        if rule is None:
+            continue
+        is_kind, kind, in_range, what = rule
+        if k == "stopping":
+            what = f"{what} ({', '.join(sorted(STOPPING_NAMES))})"
+        if not is_kind(v):
+            raise InvalidSetting((k,), f"{k} must be {kind}, got {v!r}")
+        if not in_range(v):
+            raise InvalidSetting((k,), f"{k} must be {what}, got {v!r}")
+    for small, large in MEASURE_ORDER:
+        if small in values and large in values and values[small] > values[large]:
+            raise InvalidSetting((small, large),
+                                 f"{small} ({values[small]}) exceeds {large} ({values[large]})")
 
 
 @dataclass(frozen=True)
@@ -156,8 +248,19 @@ class MeasureConfig:
     interleave: Tuple[Side, ...] = ()
 
     def __post_init__(self):
+        # ints where floats are meant (max_time_s=2) are floats from here on
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(f.default, float) and _integer(v):
+                object.__setattr__(self, f.name, float(v))
+        check_measure_settings({f.name: getattr(self, f.name) for f in fields(self)
+                                if f.name in MEASURE_RULES})
         # sides may be given as (name, slowdown) pairs, or read back from JSON as dicts
-        object.__setattr__(self, "interleave", tuple(Side.of(v) for v in self.interleave))
+        sides = tuple(Side.of(v) for v in self.interleave)
+        names = [side.name for side in sides]
+        if len(set(names)) != len(names):
+            raise InvalidSetting(("interleave",), f"interleave: the sides' names repeat: {', '.join(names)}")
+        object.__setattr__(self, "interleave", sides)
 
     @property
     def side_names(self) -> Tuple[str, ...]:

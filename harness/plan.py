@@ -19,6 +19,10 @@ lacks, and batches of cases that can share one worker.
   configuration of its space, and the pick says so.
 * :func:`batches` groups cases by (target, gpu_model), keeping their order, in chunks that shrink
   towards the end of a group, so that free workers pull the rest and finish together.
+* :func:`check_memory` (called by :func:`plan`, before any run is stored) refuses a case whose arrays
+  cannot fit: its inputs and outputs plus the float64 reference of its outputs, estimated from the
+  workload's shapes and dtype (:func:`case_memory`), against the host's available memory, and its
+  arrays against the GPU's memory for a cuda case where this host knows it.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
+from .env import available_host_memory, local_gpu_memory
 from .model import Case
 from .suite import Suite, SuiteError
 
@@ -85,7 +90,63 @@ def plan(suite: Suite, gpu_models: Sequence[str], compare_all: bool = False) -> 
             out.extend(dataclasses.replace(case, gpu_model=m) for m in models)
         else:
             out.append(case)
+    check_memory(out, suite.path)
     return out
+
+
+GIB = float(1 << 30)
+
+
+def case_memory(case: Case) -> tuple[float, float]:
+    """``(host bytes, device bytes)`` a case needs at once, estimated from its workload's byte counts
+    at the case's shape and dtype (no array is made):
+
+    - its arrays (inputs and outputs): ``Workload.bytes``, the bytes of one launch's traffic;
+    - the float64 reference of its outputs: 8 bytes per output element (``Workload.write_bytes`` over
+      the element size; every element when the workload does not split its traffic);
+    - on the host: arrays + reference, plus the arrays' device copies for targets whose device memory
+      is the host's (c, opencl on a CPU); on the device: the arrays (cuda; 0 for the others).
+    """
+    # here: the compiler's workloads (a second to import) load when a plan is checked, not with harness
+    from kernels.workloads import get, storage_bytes
+
+    w = get(case.workload)
+    params = case.param_dict
+    arrays = float(w.bytes(params, case.dtype))
+    written = float(w.write_bytes(params, case.dtype)) if w.write_bytes is not None else arrays
+    reference = 8.0 * written / max(storage_bytes(case.dtype, 1), 1e-9)
+    if case.target == "cuda":
+        return arrays + reference, arrays
+    return 2.0 * arrays + reference, 0.0
+
+
+def check_memory(cases: Sequence[Case], where: str = "<plan>", host_available: Optional[float] = None,
+                 device_memory: Optional[float] = None) -> None:
+    """Refuse a case whose memory (:func:`case_memory`) exceeds what there is: ``host_available``
+    bytes (default: the host's available memory now, harness.env.available_host_memory) and, for a
+    cuda case, ``device_memory`` bytes (default: the smallest GPU of this host, where NVML knows it;
+    unknown on a driver without GPUs, then not checked).
+
+    Raises
+    ------
+    PlanError
+        Naming the case, the memory it needs in GiB and what there is (a configuration error, exit 4).
+    """
+    if not cases:
+        return
+    host = available_host_memory() if host_available is None else host_available
+    if device_memory is None and any(c.target == "cuda" for c in cases):
+        device_memory = min(local_gpu_memory().values(), default=None)
+    for case in cases:
+        need_host, need_device = case_memory(case)
+        if host is not None and need_host > host:
+            raise PlanError(where, None, f"case {case.key} needs about {need_host / GIB:.1f} GiB of host "
+                            "memory (its inputs and outputs and their float64 reference), more than the "
+                            f"{host / GIB:.1f} GiB available: make its shapes smaller")
+        if device_memory is not None and need_device > device_memory:
+            raise PlanError(where, None, f"case {case.key} needs about {need_device / GIB:.1f} GiB of GPU "
+                            f"memory for its arrays, more than the GPU's {device_memory / GIB:.1f} GiB: "
+                            "make its shapes smaller")
 
 
 def peer_cases(cases: Sequence[Case], peers: Sequence[tuple[str, str]],
@@ -228,4 +289,5 @@ def batches(cases: Iterable[Case], size: int,
     return out
 
 
-__all__ = ["BestLookup", "PlanError", "TunedPick", "batches", "missing", "peer_cases", "pick_tuned", "plan"]
+__all__ = ["BestLookup", "PlanError", "TunedPick", "batches", "case_memory", "check_memory", "missing",
+           "peer_cases", "pick_tuned", "plan"]

@@ -20,7 +20,7 @@ import pandas as pd
 
 from harness.model import DEFAULT_THRESHOLD, VERDICTS, Case, Verdict
 from harness.stats import detect_steps
-from harness.stats.peaks import peak_bw_kind
+from harness.stats.peaks import peak_bw_kind, peak_flops_kind
 from harness.store import NOT_HISTORY, UnknownRun
 
 if TYPE_CHECKING:
@@ -260,12 +260,21 @@ def _list(x: Any) -> list:
     return list(x)
 
 
+def ci_too_few(n_samples: Any, min_samples: Any) -> bool:
+    """Whether a result of ``n_samples`` samples is too few for a CI of its median: fewer than its run's
+    ``min_samples`` (the column ``run_min_samples`` of a results frame; unknown counts as enough)."""
+    known = not any(x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
+                    for x in (n_samples, min_samples))
+    return known and int(n_samples) < int(min_samples)
+
+
 def case_rows(data: ReportData) -> list[dict[str, Any]]:
     """One dict per case of the run, joined with its verdict, sorted by workload, variant, key.
 
     Keys: case_key, workload, variant, knobs, shape, dtype, target, device, env_id, outcome,
     message, median_s, ci_low_s, ci_high_s, n_samples, gbps, gflops, pct_peak_bw,
-    pct_peak_flops, peak_bw ("read" or "copy": the peak pct_peak_bw is of), verdict ("" when none),
+    pct_peak_flops, peak_bw ("read" or "copy": the peak pct_peak_bw is of), peak_flops (the matmul peak
+    pct_peak_flops is of, or None), verdict ("" when none),
     ratio, ratio_lo, ratio_hi, delta_pct, p_value, q_value, threshold, base_median_s, samples, clocks,
     result_id, verdict_message.
     """
@@ -276,6 +285,8 @@ def case_rows(data: ReportData) -> list[dict[str, Any]]:
         ratio = v.ratio if v is not None else None
         lo, hi = (v.ratio_ci if v is not None and v.ratio_ci else (None, None))
         n = r.n_samples
+        # no CI of the median from fewer samples than the run asked for (a case its time limit cut short)
+        few = ci_too_few(n, getattr(r, "run_min_samples", None))
         rows.append({
             "case_key": r.case_key,
             "workload": r.workload,
@@ -289,8 +300,8 @@ def case_rows(data: ReportData) -> list[dict[str, Any]]:
             "outcome": r.outcome,
             "message": r.message or "",
             "median_s": _opt(r.median_s),
-            "ci_low_s": _opt(r.ci_low_s),
-            "ci_high_s": _opt(r.ci_high_s),
+            "ci_low_s": None if few else _opt(r.ci_low_s),
+            "ci_high_s": None if few else _opt(r.ci_high_s),
             "n_samples": None if n is None or n is pd.NA else int(n),
             "gbps": _opt(r.gbps),
             "gflops": _opt(r.gflops),
@@ -298,6 +309,8 @@ def case_rows(data: ReportData) -> list[dict[str, Any]]:
             "pct_peak_flops": _opt(r.pct_peak_flops),
             # which bandwidth peak pct_peak_bw is of: "read" or "copy" (harness.stats.peaks)
             "peak_bw": peak_bw_kind(getattr(r, "extra", None)) or "copy",
+            # the matmul peak pct_peak_flops is of (matmul_fp32_gflops, matmul_int8_gops, ...; None: unknown)
+            "peak_flops": peak_flops_kind(getattr(r, "extra", None)),
             "verdict": v.verdict if v is not None else "",
             "ratio": _opt(ratio),
             "ratio_lo": _opt(lo),

@@ -23,7 +23,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from harness import __version__
-from harness.stats.peaks import PEAK_LABELS
+from harness.stats.peaks import FLOP_PEAK_LABELS, PEAK_LABELS, ops_unit, rate_text
 from reports import plots, tuning_plots
 from reports.data import (
     PEER_PREFIX,
@@ -31,7 +31,6 @@ from reports.data import (
     VariantMatrix,
     case_history,
     case_rows,
-    fmt_num,
     fmt_p,
     fmt_pct,
     fmt_time,
@@ -150,6 +149,9 @@ def _run_view(data: ReportData) -> dict[str, Any]:
         "commit": run.get("git_commit") or "unknown",
         "commit_short": short_commit(run.get("git_commit")) or "unknown",
         "kbench_version": run.get("kbench_version") or "",
+        # schema version 8: the commits of kbench itself and of the suite file's repository
+        "kbench_commit": run.get("kbench_commit") or "unknown",
+        "suite_commit": run.get("suite_commit") or "unknown",
         "status": run.get("status") or "",
         "executor": run.get("executor") or "",
         "argv": " ".join(str(a) for a in (run.get("argv") or [])),
@@ -259,7 +261,8 @@ def _row_view(r: dict[str, Any]) -> dict[str, Any]:
     if r["pct_peak_bw"] is not None:
         parts.append(f"{r['pct_peak_bw']:.3g} % {PEAK_LABELS.get(r.get('peak_bw') or 'copy')}")
     if r["pct_peak_flops"] is not None:
-        parts.append(f"{r['pct_peak_flops']:.3g} % of FLOP peak")
+        label = FLOP_PEAK_LABELS.get(r.get("peak_flops") or "", "of FLOP peak")
+        parts.append(f"{r['pct_peak_flops']:.3g} % {label}")
     pct = "; ".join(parts) or "—"
     pct_sort = max((x for x in (r["pct_peak_bw"], r["pct_peak_flops"]) if x is not None), default=None)
     delta = fmt_pct(r["delta_pct"], signed=True)
@@ -276,9 +279,9 @@ def _row_view(r: dict[str, Any]) -> dict[str, Any]:
         "ci": ci,
         "ci_sort": num(None if r["ci_high_s"] is None or not r["median_s"]
                        else (r["ci_high_s"] - r["ci_low_s"]) / r["median_s"]),
-        "gbps": fmt_num(r["gbps"]),
+        "gbps": rate_text(r["gbps"]) or "—",
         "gbps_sort": num(r["gbps"]),
-        "gflops": fmt_num(r["gflops"]),
+        "gflops": rate_text(r["gflops"], ops_unit(r["dtype"])) or "—",
         "gflops_sort": num(r["gflops"]),
         "pct": pct,
         "pct_sort": num(pct_sort),
@@ -333,15 +336,11 @@ def _variant_charts(data: ReportData) -> list[dict[str, Any]]:
 
 
 def _rate_text(rate: float | None, metric: str | None, dtype: str = "") -> str:
-    """'12.3 TFLOP/s', '456 GB/s'; integer workloads count operations, not floating-point ones
-    ('12.3 TOP/s')."""
+    """'12.3 TFLOP/s', '456.0 GB/s' (harness.stats.peaks.rate_text); integer workloads count
+    operations, not floating-point ones ('12.3 TOP/s')."""
     if rate is None or metric is None:
         return ""
-    if metric == "GFLOP/s" and dtype.startswith(("int", "uint")):
-        metric = "GOP/s"
-    if metric in ("GFLOP/s", "GOP/s") and rate >= 1000:
-        return f"{fmt_num(rate / 1000)} T{metric[1:]}"
-    return f"{fmt_num(rate)} {metric}"
+    return rate_text(rate, "B/s" if metric == "GB/s" else ops_unit(dtype))
 
 
 #: how the table names the variants that are not kbench schedules (Result.extra["variant_kind"])

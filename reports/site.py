@@ -46,10 +46,10 @@ from harness import judge as judging
 from harness.errors import KbenchError
 from harness.model import VERDICTS
 from harness.stats import detect_steps
-from harness.stats.peaks import pct_peak_text
+from harness.stats.peaks import ops_unit, pct_peak_text, peak_share_text, rate_text
 from harness.store import NOT_HISTORY
 from reports import site_plots
-from reports.data import collect, fmt_num, fmt_time, pairs_text, short_commit
+from reports.data import collect, fmt_time, pairs_text, short_commit
 from reports.html import VERDICT_HELP, write_html
 
 if TYPE_CHECKING:
@@ -439,12 +439,13 @@ def _metric(r: Any) -> tuple[str, str, float | None]:
     bw, fl = r.pct_peak_bw, r.pct_peak_flops
     bw = None if pd.isna(bw) else float(bw)
     fl = None if pd.isna(fl) else float(fl)
+    unit = ops_unit(getattr(r, "dtype", None))
     if fl is not None and (bw is None or fl > bw) and pd.notna(r.gflops):
-        return f"{fmt_num(r.gflops)} GFLOP/s", f"{fl:.3g} % of FLOP peak", fl
+        return rate_text(float(r.gflops), unit), peak_share_text(None, fl, getattr(r, "extra", None)), fl
     if pd.notna(r.gbps):
-        return f"{fmt_num(r.gbps)} GB/s", pct_peak_text(bw, getattr(r, "extra", None)), bw
+        return rate_text(float(r.gbps)), pct_peak_text(bw, getattr(r, "extra", None)), bw
     if pd.notna(r.gflops):
-        return f"{fmt_num(r.gflops)} GFLOP/s", "", None
+        return rate_text(float(r.gflops), unit), "", None
     return "", "", None
 
 

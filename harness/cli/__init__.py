@@ -24,7 +24,7 @@ from rich.markup import escape
 from harness import __version__
 from harness.errors import ExitCode, KbenchError
 
-from .common import Parser, err
+from .common import Parser, err, given_options
 
 #: the subcommand modules of this package, in the order ``kbench --help`` lists their commands
 SUBCOMMANDS = ("run", "tune", "verdicts", "calibrate", "ab", "inspect", "imports", "publish")
@@ -69,7 +69,8 @@ def run_handler(args: argparse.Namespace, argv: list[str]) -> int:
         return int(args.handler(args, argv))
     except KbenchError as exc:  # one line: a file:line or a path stays whole for grep
         where = "" if exc.names_its_place else f"kbench {args.command}: "
-        err.print(f"[red]{escape(where + str(exc))}[/red]", highlight=False, soft_wrap=True)
+        text = where + str(exc) + given_options(exc, args)
+        err.print(f"[red]{escape(text)}[/red]", highlight=False, soft_wrap=True)
         return int(exc.exit_code)
     except OSError as exc:
         err.print(f"[red]kbench {args.command}: {escape(str(exc))}[/red]", highlight=False, soft_wrap=True)

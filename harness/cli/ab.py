@@ -54,6 +54,7 @@ from .common import (
     execution,
     execution_args,
     out,
+    out_dir,
     print_verdicts,
     progress_display,
     store_label,
@@ -73,7 +74,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                           "the base side")
     execution_args(abp)
     abp.add_argument("--fail-on", metavar="SPEC", help='gate, as for kbench run (e.g. "median:3%%")')
-    abp.add_argument("--out", type=Path, metavar="DIR",
+    abp.add_argument("--out", type=out_dir, metavar="DIR",
                      help="write the HTML report and CI outputs (Markdown, JUnit, JSON, CSV) here")
     abp.add_argument("--no-remeasure", action="store_true",
                      help="do not time AMBIGUOUS cases a second time")

@@ -49,7 +49,7 @@ from rich.table import Table
 from harness.errors import UsageError
 from harness.model import DEFAULT_THRESHOLD, Side, Verdict
 
-from .common import db_arg, default_out, err, execution, execution_args, out, store_location
+from .common import db_arg, default_out, err, execution, execution_args, out, out_dir, store_location
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -65,7 +65,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     cal.add_argument("--slowdown", type=float, default=0.05,
                      help="injected slowdown (default %(default)s = 5 %%)")
     execution_args(cal)
-    cal.add_argument("--out", type=Path, metavar="DIR", default=default_out(),
+    cal.add_argument("--out", type=out_dir, metavar="DIR", default=str(default_out()),
                      help="write calibration.json here (default %(default)s)")
     db_arg(cal)
     cal.set_defaults(handler=main)

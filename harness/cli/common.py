@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -21,14 +22,15 @@ from rich.progress import (
 from rich.table import Table
 
 from harness.config import settings
-from harness.errors import ExitCode
+from harness.errors import ExitCode, InvalidSetting, UsageError
+from harness.model import check_measure_settings
 from harness.store import Store, load_results
 from harness.store.backend import is_url, redact
 
 __all__ = [
-    "Parser", "db_arg", "default_out", "err", "execution", "execution_args", "fmt_time", "out",
-    "print_run_table", "print_verdicts", "progress_display", "store_label", "store_location", "verdict_args",
-    "write_outputs",
+    "Parser", "db_arg", "default_out", "err", "execution", "execution_args", "fmt_time", "given_options",
+    "out", "out_dir", "print_run_table", "print_verdicts", "progress_display", "store_label",
+    "store_location", "verdict_args", "write_outputs",
 ]
 
 err = Console(stderr=True)
@@ -70,6 +72,25 @@ def default_out() -> Path:
     return settings().out_dir
 
 
+def out_dir(text: str) -> Path:
+    """An ``--out`` value, checked before any work starts: a folder that exists, or can be made under
+    its nearest existing parent, and that a file can be written into (a temporary file, removed)."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} exists and is not a folder")
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise argparse.ArgumentTypeError(f"{path}: {probe} is not a folder")
+    try:
+        with tempfile.NamedTemporaryFile(dir=probe, prefix=".kbench-out-check-"):
+            pass
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot write into {probe}: {e.strerror or e}") from None
+    return path
+
+
 def verdict_args(p: argparse.ArgumentParser, baseline_help: str) -> None:
     """``--baseline``, ``--fail-on`` and ``--out`` of a command that judges a run."""
     p.add_argument("--baseline", metavar="SPEC", help=baseline_help)
@@ -78,7 +99,7 @@ def verdict_args(p: argparse.ArgumentParser, baseline_help: str) -> None:
                         "to fail on "
                         "inconclusive cases (exit 3), which the gate otherwise passes; default: the suite "
                         "threshold, and inconclusive exits 3")
-    p.add_argument("--out", type=Path, metavar="DIR",
+    p.add_argument("--out", type=out_dir, metavar="DIR",
                    help="write the HTML report and CI outputs (Markdown, JUnit, JSON, CSV) here")
 
 
@@ -107,11 +128,42 @@ def execution_args(p: argparse.ArgumentParser) -> None:
                         "(e.g. 0.005)")
 
 
+#: the options of :func:`execution_args` that set a MeasureConfig field
+MEASURE_OPTIONS = {"max_time_s": "--max-time", "min_time_s": "--min-time", "max_rel_ci": "--max-rel-ci"}
+
+
+def given_options(exc: BaseException, args: argparse.Namespace) -> str:
+    """For a setting refused once the suite's and the command line's settings meet (a ``--min-time``
+    above the suite's ``max_time_s``): " (--min-time 20.0 given on the command line)"; "" otherwise."""
+    if not isinstance(exc, InvalidSetting):
+        return ""
+    values = {k: getattr(args, option[2:].replace("-", "_"), None) for k, option in MEASURE_OPTIONS.items()}
+    given = [f"{MEASURE_OPTIONS[k]} {values[k]}" for k in exc.settings if values.get(k) is not None]
+    return f" ({' and '.join(given)} given on the command line)" if given else ""
+
+
 def execution(args: argparse.Namespace) -> tuple[tuple[str, ...] | None, dict[str, Any]]:
-    """(targets or None, MeasureConfig overrides) from the options of :func:`execution_args`."""
-    targets = tuple(t.strip() for t in args.targets.split(",")) if args.targets else None
-    given = (("max_time_s", args.max_time), ("min_time_s", args.min_time), ("max_rel_ci", args.max_rel_ci))
-    return targets, {k: v for k, v in given if v is not None}
+    """(targets or None, MeasureConfig overrides) from the options of :func:`execution_args`, checked
+    by the rules MeasureConfig itself applies (harness.model.check_measure_settings) before anything
+    runs: a bad value is a UsageError naming its option, as a suite's is an error naming its line."""
+    targets = None
+    if args.targets is not None:
+        # here, not at the top: harness.suite loads the measuring side (numpy), which --help does without
+        from harness.suite.values import TARGETS
+
+        targets = tuple(t.strip() for t in args.targets.split(","))
+        for t in targets:
+            if t not in TARGETS:
+                raise UsageError(f"--targets {args.targets}: unknown target {t!r} (targets: "
+                                 f"{', '.join(TARGETS)})")
+    given = {k: getattr(args, opt[2:].replace("-", "_")) for k, opt in MEASURE_OPTIONS.items()}
+    overrides = {k: v for k, v in given.items() if v is not None}
+    try:
+        check_measure_settings(overrides)
+    except InvalidSetting as e:
+        options = " and ".join(MEASURE_OPTIONS[k] for k in e.settings if k in MEASURE_OPTIONS)
+        raise UsageError(f"{options}: {e.detail}") from None
+    return targets, overrides
 
 
 # -- printing -------------------------------------------------------------------------------------
@@ -200,24 +252,38 @@ def _num(x):
     return None if x is None or x != x else x
 
 
+def _count(x) -> int | None:
+    """A stored count, or None when missing (None, NaN, or pandas' NA of an Int64 column)."""
+    try:
+        return None if x is None or x != x else int(x)
+    except (TypeError, ValueError):  # bool(pd.NA) refuses
+        return None
+
+
 def print_run_table(db: Path | str, run_id: int) -> None:
-    """One run's results as a table: case, outcome, median, CI, GB/s, % of peak (of the FLOP peak
+    """One run's results as a table: case, outcome, median, CI, bandwidth and compute rates scaled for
+    people (2.5 TB/s, 362.5 TFLOP/s: harness.stats.peaks.rate_text), % of peak (of the FLOP peak
     where the kernel is nearer it, else of the bandwidth peak matching its traffic: read or copy peak,
     harness.stats.peaks), device."""
     # here, not at the top: harness.stats loads pandas and scipy, which `kbench --help` does without
-    from harness.stats.peaks import peak_share_text
+    from harness.stats.peaks import ops_unit, peak_share_text, rate_text
 
     df = load_results(db, run_id=run_id)
     table = Table(title=f"run {run_id}")
-    for col in ("case", "outcome", "median", "95% CI", "GB/s", "% of peak", "device"):
-        table.add_column(col, justify="right" if col in ("median", "GB/s", "% of peak") else "left")
+    for col in ("case", "outcome", "median", "95% CI", "bandwidth", "compute", "% of peak", "device"):
+        table.add_column(col, justify="right" if col in ("median", "bandwidth", "compute", "% of peak")
+                         else "left")
     for _, r in df.iterrows():
         lo, hi, med, gbps = (_num(r.get(k)) for k in ("ci_low_s", "ci_high_s", "median_s", "gbps"))
-        ci = "-" if lo is None else f"{fmt_time(lo)} .. {fmt_time(hi)}"
+        n, need = _count(r.get("n_samples")), _count(r.get("run_min_samples"))
+        few = n is not None and need is not None and n < need  # no CI from fewer than min_samples
+        ci = "-" if lo is None else (f"- ({int(n)} samples)" if few else f"{fmt_time(lo)} .. {fmt_time(hi)}")
         pct = peak_share_text(_num(r.get("pct_peak_bw")), _num(r.get("pct_peak_flops")),
                               r.get("extra")) or "-"
         table.add_row(escape(str(r["case_key"])), str(r["outcome"]), fmt_time(med), ci,
-                      "-" if gbps is None else f"{gbps:.1f}", pct, escape(str(r.get("device") or "")))
+                      rate_text(gbps) or "-",
+                      rate_text(_num(r.get("gflops")), ops_unit(r.get("dtype"))) or "-",
+                      pct, escape(str(r.get("device") or "")))
     out.print(table)
 
 
@@ -253,7 +319,7 @@ def write_outputs(db: Path | str, run_id: int, judgement, out_dir: Path) -> None
     # imported here: reports load matplotlib and jinja2 (about a second), which only this needs
     import reports
 
-    with Store.open(db, create=False) as st:
+    with Store.open(db, readonly=True) as st:
         data = reports.collect(st, run_id, verdicts=judgement.verdicts if judgement else (),
                                baseline_label=judgement.baseline_label if judgement else None)
     paths = reports.write_all(data, Path(out_dir))

@@ -1,6 +1,7 @@
 """``kbench import SRC [SRC ...] [--db DST]``: copy the runs of machine stores into one store.
 
-Each source (a SQLite file, or a postgresql:// URL) is opened without creating it; its runs, with
+Each source (a SQLite file, or a postgresql:// URL) is opened read-only, and must be a kbench store
+(anything else is refused before the destination is opened or created); its runs, with
 their environments, cases, results and raw samples, are copied into ``--db`` (created when it is a
 missing file) in id order, one transaction per run. A run the destination already holds (same UUID)
 is skipped and said so (harness.store.importing)."""
@@ -40,11 +41,13 @@ def import_runs(args: argparse.Namespace, argv: list[str]) -> int:
         if _same(src, args.db):
             raise UsageError(f"import: source {redact(str(src)) if is_url(src) else src} is the destination"
                              " store itself (--db)")
+    for src in args.sources:  # every source is a kbench store, before the destination is opened
+        Store.open(src, readonly=True).close()
     copied = skipped = results = 0
     with Store.open(args.db) as dest:
         for src in args.sources:
             label = redact(src) if is_url(src) else str(src)
-            with Store.open(src, create=False) as source:
+            with Store.open(src, readonly=True) as source:
                 done = import_store(dest, source)
             for run in done:
                 if run.skipped:

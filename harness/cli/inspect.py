@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.markup import escape
+
 from harness.errors import UsageError
 from harness.store import Store, export
 
@@ -53,20 +55,33 @@ def list_things(args: argparse.Namespace, argv: list[str]) -> int:
             s = load_suite(path)
             out.print(f"{path}: {s.name}, {len(s.cases)} cases")
     else:
-        with Store.open(args.db) as st:
+        with Store.open(args.db, readonly=True) as st:
             for r in st.list_runs():
                 out.print(" ".join(f"{k}={r[k]}"
-                                   for k in ("id", "status", "suite_name", "started_at", "git_commit")
-                                   if k in r.keys()))
+                                   for k in ("id", "status", "suite_name", "started_at", "git_commit",
+                                             "kbench_commit", "suite_commit")
+                                   if k in r.keys()), highlight=False, soft_wrap=True)
     return 0
 
 
 def show_run(args: argparse.Namespace, argv: list[str]) -> int:
-    with Store.open(args.db) as st:
-        if st.get_run(args.run_id) is None:
+    with Store.open(args.db, readonly=True) as st:
+        run = st.get_run(args.run_id)
+        if run is None:
             raise UsageError(f"no run {args.run_id} in {args.db}")
     print_run_table(args.db, args.run_id)
+    out.print(run_header(run), highlight=False, soft_wrap=True)
     return 0
+
+
+def run_header(run: dict) -> str:
+    """One line on where a run's code came from: its suite, the commit of the suite's repository and
+    the commit of kbench itself (schema version 8; "unknown" for runs stored before, or outside a
+    git checkout)."""
+    suite = f"{run['suite_name']}" + (f" ({run['suite_path']})" if run.get("suite_path") else "")
+    return (f"run {run['id']} ({run['status']}): suite {escape(suite)} at commit "
+            f"{run.get('suite_commit') or 'unknown'}; kbench {run.get('kbench_version')} at commit "
+            f"{run.get('kbench_commit') or 'unknown'}")
 
 
 def export_results(args: argparse.Namespace, argv: list[str]) -> int:

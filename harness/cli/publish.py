@@ -34,7 +34,7 @@ def publish(args: argparse.Namespace, argv: list[str]) -> int:
     # the reports load matplotlib and jinja2 (about a second), which only this command needs
     from reports.site import publish as write_site
 
-    with Store.open(args.db, create=False) as st:
+    with Store.open(args.db, readonly=True) as st:
         summary = write_site(st, args.out, reports=not args.no_reports, judge=not args.no_verdicts,
                              on_progress=lambda text: out.print(escape(text), highlight=False))
     for note in summary.notes:

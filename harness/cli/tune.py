@@ -120,10 +120,13 @@ def _progress():
 def print_summary(summary) -> None:
     """The sessions as a table: case, device, trials, failures, this session's best, the stored best."""
     table = Table(title=f"kbench tune {summary.suite.name}")
-    for col in ("case", "device", "session", "trials", "failed", "session best", "stored best", "GFLOP/s",
+    # here, not at the top: harness.stats loads numpy and scipy, which `kbench --help` does without
+    from harness.stats.peaks import ops_unit, rate_text
+
+    for col in ("case", "device", "session", "trials", "failed", "session best", "stored best", "rate",
                 "best configuration (tuned knobs)"):
         table.add_column(col, justify="right" if col in ("trials", "failed", "session best", "stored best",
-                                                         "GFLOP/s") else "left")
+                                                         "rate") else "left")
     for s in summary.sessions:
         failed = sum(n for k, n in s.counts.items() if k != "ok")
         best = s.best or {}
@@ -132,7 +135,7 @@ def print_summary(summary) -> None:
         table.add_row(escape(s.case.tuning_key), escape(s.device),
                       "-" if s.session_id is None else str(s.session_id), str(s.measured), str(failed),
                       fmt_time(s.session_best_s), fmt_time(best.get("cost_s")),
-                      "-" if gflops is None else f"{gflops:.2f}", escape(knobs))
+                      rate_text(gflops, ops_unit(s.case.dtype)) or "-", escape(knobs))
     out.print(table)
 
 

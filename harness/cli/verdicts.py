@@ -5,14 +5,13 @@ baselines: set, list, show, delete)."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rich.markup import escape
 
 from harness.errors import UsageError
 from harness.store import Store
 
-from .common import Parser, db_arg, default_out, out, print_verdicts, write_outputs
+from .common import Parser, db_arg, default_out, out, out_dir, print_verdicts, write_outputs
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -21,15 +20,15 @@ def register(commands: argparse._SubParsersAction) -> None:
     cmp_.add_argument("new", help="new: RUN or R1,R2,.. (samples pooled)")
     cmp_.add_argument("--fail-on", metavar="SPEC", help='gate, e.g. "median:3%%" or "median:3%%,ambiguous" '
                       "(see kbench run --help)")
-    cmp_.add_argument("--out", type=Path, metavar="DIR", help="write the report and CI outputs of NEW here")
+    cmp_.add_argument("--out", type=out_dir, metavar="DIR", help="write the report and CI outputs of NEW here")
     db_arg(cmp_)
     cmp_.set_defaults(handler=compare)
 
     rep = commands.add_parser("report", help="write a run's HTML report and CI outputs")
     rep.add_argument("run_id", type=int)
     rep.add_argument("--baseline", metavar="SPEC", help="RUN, R1,R2,.., a baseline name or 'auto'")
-    rep.add_argument("--out", type=Path, metavar="DIR", help="output folder (default %(default)s)",
-                     default=default_out())
+    rep.add_argument("--out", type=out_dir, metavar="DIR", help="output folder (default %(default)s)",
+                     default=str(default_out()))
     db_arg(rep)
     rep.set_defaults(handler=report)
 
@@ -52,7 +51,7 @@ def compare(args: argparse.Namespace, argv: list[str]) -> int:
     # the statistics load when a command judges: `kbench --help` stays quick
     from harness import judge
 
-    with Store.open(args.db, create=False) as st:
+    with Store.open(args.db, readonly=True) as st:
         judgement = judge.judge(st, args.new, args.base, fail_on=args.fail_on)
     print_verdicts(judgement)
     if args.out:
@@ -65,7 +64,7 @@ def report(args: argparse.Namespace, argv: list[str]) -> int:
     from harness import judge
 
     judgement = None
-    with Store.open(args.db, create=False) as st:
+    with Store.open(args.db, readonly=True) as st:
         if st.get_run(args.run_id) is None:
             raise UsageError(f"no run {args.run_id} in {args.db}")
         if args.baseline:
@@ -77,7 +76,8 @@ def report(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def baseline(args: argparse.Namespace, argv: list[str]) -> int:
-    with Store.open(args.db, create=args.action == "set") as st:
+    # only "set" and "delete" write; "set" creates a missing store
+    with Store.open(args.db, create=args.action == "set", readonly=args.action in ("list", "show")) as st:
         if args.action == "set":
             st.set_baseline(args.name, args.run_id, args.note)
             out.print(f"baseline {escape(args.name)} -> run {args.run_id}")

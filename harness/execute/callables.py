@@ -104,6 +104,7 @@ def run_call(
     config: Optional[MeasureConfig] = None,
     device_index: int = 0,
     what: str = "callable",
+    limit_s: Optional[float] = None,
 ) -> Tuple[Optional[bool], str, Any]:
     """Copy ``host_args`` to the GPU, launch once, check, then time one launch per sample.
 
@@ -124,6 +125,9 @@ def run_call(
         says (a Python launch cannot be captured in a CUDA graph).
     what : str
         How messages name the callable.
+    limit_s : float, optional
+        The case's time limit for measuring, up to which ``config.min_samples`` wins over
+        ``config.max_time_s`` (harness.measure.measure).
 
     Returns
     -------
@@ -145,5 +149,6 @@ def run_call(
     ok, message = check_outputs(got, list(reference), rtol, atol)
     if not ok:
         return False, f"{what}: {message}", None
-    sides = measure_sides(lambda: CudaTimer(device_index, mode="cold"), launch, config or MeasureConfig())
+    sides = measure_sides(lambda: CudaTimer(device_index, mode="cold"), launch, config or MeasureConfig(),
+                          limit_s=limit_s)
     return True, "", (sides if (config and config.interleave) else sides[0][1])

@@ -341,6 +341,7 @@ def run_peer(
     params: Optional[Dict[str, Any]] = None,
     dtype: str = "",
     outputs: Optional[Sequence[int]] = None,
+    limit_s: Optional[float] = None,
 ) -> Tuple[Optional[bool], str, Any]:
     """Prepare, check and time one peer on ``cuda(device_index)``.
 
@@ -348,7 +349,8 @@ def run_peer(
     indices among them (default: the peer's ``outputs``, and for a peer with a ``prepare`` of its own
     the arguments are taken as its inputs when ``outputs`` is not given). ``params`` and ``dtype``
     are the case's (a peer whose operands' layout is a parameter needs them; one that cannot run the
-    case says why instead of being timed).
+    case says why instead of being timed). ``limit_s``: the case's time limit for measuring, up to
+    which ``config.min_samples`` wins over ``config.max_time_s`` (harness.measure.measure).
 
     Returns
     -------
@@ -372,7 +374,7 @@ def run_peer(
         call, case_params = peer.call, dict(params or {})
         return callables.run_call(peer.library, lambda args: (lambda: call(args, case_params)),
                                   list(host_args), peer.outputs if outputs is None else tuple(outputs), list(reference),
-                                  rtol, atol, config, device_index, what=f"peer {name}")
+                                  rtol, atol, config, device_index, what=f"peer {name}", limit_s=limit_s)
     if outputs is not None:
         host_args = [a for i, a in enumerate(host_args) if i not in set(outputs)]
     if peer.takes_case:
@@ -387,5 +389,6 @@ def run_peer(
     ok, message = check_outputs(run.outputs(), list(reference), rtol, atol)
     if not ok:
         return False, f"peer {name}: {message}", None
-    sides = measure_sides(lambda: CudaTimer(device_index, mode="cold"), run, config or MeasureConfig())
+    sides = measure_sides(lambda: CudaTimer(device_index, mode="cold"), run, config or MeasureConfig(),
+                          limit_s=limit_s)
     return True, "", (sides if (config and config.interleave) else sides[0][1])

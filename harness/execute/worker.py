@@ -148,9 +148,12 @@ def _with_sides(config: MeasureConfig, per_side: Dict[str, Result]) -> Result:
 
 def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
     """A peer case: the library function named ``case.peer`` (harness.execute.peers)."""
+    t_case = time.time()
+
     def run(w, data):
         return run_peer(case.peer, data.args, data.reference, case.rtol, case.atol, config,
-                        params=case.param_dict, dtype=case.dtype, outputs=w.outputs)
+                        params=case.param_dict, dtype=case.dtype, outputs=w.outputs,
+                        limit_s=measure_limit_s(case, time.time() - t_case))
 
     return _run_on_library(case, config, worker, run)
 
@@ -158,10 +161,13 @@ def _run_peer(case: Case, config: MeasureConfig, worker: str) -> Result:
 def _run_callable(case: Case, config: MeasureConfig, worker: str) -> Result:
     """A callable variant's case (kernels.workloads.device_callable): the user's function on device
     arrays, checked and timed by harness.execute.callables."""
+    t_case = time.time()
+
     def run(w, data):
         call, _ = w.build(case.variant, case.param_dict, case.dtype, case.knob_dict)
         return run_call(call.arrays, call.launcher, data.args, w.outputs, data.reference, case.rtol,
-                        case.atol, config, what=f"callable variant {case.workload}/{case.variant}")
+                        case.atol, config, what=f"callable variant {case.workload}/{case.variant}",
+                        limit_s=measure_limit_s(case, time.time() - t_case))
 
     return _run_on_library(case, config, worker, run)
 
@@ -245,6 +251,19 @@ def _build(case: Case, artifact: Optional[Artifact], side_spec: Optional[dict],
         if artifact.started:  # when it was built (loading it here takes milliseconds)
             started, finished = artifact.started, artifact.finished
     return _Built(module, build_s, calls, wait_s, started, finished)
+
+
+#: the share of a case's remaining time (its timeout less what building and checking took) that
+#: measuring may use when ``min_samples`` asks for more than ``max_time_s`` gives: the rest is
+#: margin for the end of the last sample, the telemetry and the answer to reach the driver
+MEASURE_LIMIT_SHARE = 0.8
+
+
+def measure_limit_s(case: Case, spent_s: float) -> float:
+    """How long measuring ``case`` may take when ``min_samples`` outlasts ``max_time_s``
+    (harness.measure.stopping.should_stop): :data:`MEASURE_LIMIT_SHARE` of what its ``timeout_s``
+    leaves after ``spent_s`` seconds of building and checking."""
+    return max(0.0, MEASURE_LIMIT_SHARE * (case.timeout_s - spent_s))
 
 
 def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = None,
@@ -332,7 +351,8 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
             quiet_s = ahead.quiet() if ahead is not None and case.target in HOST_TIMED else 0.0
             launches = {n: builds[n].module.launcher(*nd)[0] for n in timed}
             sides = measure.measure_sides(lambda: _timer(case.target, dev), launches[timed[0]], config,
-                                          side_launches=launches, skip=set(names) - set(timed))
+                                          side_launches=launches, skip=set(names) - set(timed),
+                                          limit_s=measure_limit_s(case, time.time() - t_case))
             flops, nbytes = w.flops(params), w.bytes(params, case.dtype)
             traffic = w.traffic(params, case.dtype)
             t_end = time.time()

@@ -78,7 +78,8 @@ def _warm_up(timer: Timer, config: MeasureConfig, t0: float) -> Tuple[int, float
     return launches, (statistics.median(times[-window:]) if times else first)
 
 
-def measure(timer: Timer, launch: Launches, config: Optional[MeasureConfig] = None) -> Timing:
+def measure(timer: Timer, launch: Launches, config: Optional[MeasureConfig] = None, *,
+            limit_s: Optional[float] = None) -> Timing:
     """Warm up, then sample until :func:`should_stop`; return the :class:`Timing`.
 
     Parameters
@@ -90,6 +91,9 @@ def measure(timer: Timer, launch: Launches, config: Optional[MeasureConfig] = No
         of the case over different buffers, see :func:`hot_rotation_count`).
     config : MeasureConfig, optional
         The defaults when not given.
+    limit_s : float, optional
+        The case's time limit for measuring (warm-up included): up to it ``config.min_samples`` wins
+        over ``config.max_time_s`` (:func:`harness.measure.stopping.should_stop`).
 
     Returns
     -------
@@ -99,7 +103,8 @@ def measure(timer: Timer, launch: Launches, config: Optional[MeasureConfig] = No
         with the timer's settings, before/after GPU state, warm-up launches, wall and measured
         time. When every sample was discarded the median and CI are NaN.
     """
-    return measure_interleaved([timer], launch, [MeasureConfig() if config is None else config])[0]
+    return measure_interleaved([timer], launch, [MeasureConfig() if config is None else config],
+                               limit_s=limit_s)[0]
 
 
 class _SideState:
@@ -125,12 +130,12 @@ class _SideState:
         self.clocks.append(math.nan if clock is None else clock)
         self.measured += t * self.timer.batch
 
-    def check(self, wall_s: float) -> None:
+    def check(self, wall_s: float, limit_s: Optional[float] = None) -> None:
         """Apply the stopping rule at geometrically spaced counts (the CI sorts every sample)."""
         n, cfg = len(self.samples), self.config
         if self.reason or not (n >= self.next_check or wall_s >= cfg.max_time_s or n >= cfg.max_samples):
             return
-        stop, reason = should_stop(self.samples, self.measured, cfg, wall_s=wall_s)
+        stop, reason = should_stop(self.samples, self.measured, cfg, wall_s=wall_s, limit_s=limit_s)
         if stop:
             self.reason = reason
         self.next_check = n + max(1, n // 64)
@@ -164,7 +169,8 @@ class _SideState:
 
 def measure_interleaved(timers: Sequence[Timer], launch: Launches,
                         configs: Sequence[MeasureConfig], *,
-                        side_launches: Optional[Sequence[Launches]] = None) -> List[Timing]:
+                        side_launches: Optional[Sequence[Launches]] = None,
+                        limit_s: Optional[float] = None) -> List[Timing]:
     """Time one case as several *sides*, interleaved sample by sample; one :class:`Timing` each.
 
     Side ``i`` is ``timers[i]`` with ``configs[i]`` (their stopping rules should agree; they may
@@ -174,7 +180,9 @@ def measure_interleaved(timers: Sequence[Timer], launch: Launches,
     from its own warm-up), then the sides take one sample each per round, the order rotating
     every round (ABC, BCA, CAB, ...), until every side's stopping rule has said stop; every side
     keeps sampling until then, so all end with the same number of samples taken. A side's wall
-    time, for its cap, is its share of the loop's wall time (the loop's / number of sides).
+    time, for its cap, is its share of the loop's wall time (the loop's / number of sides), and its
+    share of ``limit_s`` (the case's time limit, up to which ``min_samples`` wins over the cap) is
+    ``limit_s`` / number of sides.
 
     Why: on a machine whose speed drifts (shared hosts, clocks, thermals) two runs made one after
     the other differ by more than their samples' spread says, and a verdict between them sees a
@@ -210,7 +218,7 @@ def measure_interleaved(timers: Sequence[Timer], launch: Launches,
             round_no += 1
             share = (time.perf_counter() - t_loop) / k
             for side in sides:
-                side.check(side.warm_s + share)
+                side.check(side.warm_s + share, None if limit_s is None else limit_s / k)
     finally:
         for side in begun:
             side.telemetry = side.timer.end()
@@ -221,20 +229,22 @@ def measure_interleaved(timers: Sequence[Timer], launch: Launches,
 
 def measure_sides(make_timer: Callable[[], Timer], launch: Launches, config: MeasureConfig,
                   side_launches: Optional[Mapping[str, Launches]] = None,
-                  skip: Collection[str] = ()) -> List[Tuple[str, Timing]]:
+                  skip: Collection[str] = (), limit_s: Optional[float] = None) -> List[Tuple[str, Timing]]:
     """``[(side, Timing)]`` for ``config.interleave`` (see :func:`measure_interleaved`; each side
     gets a fresh timer from ``make_timer``, ``config`` with its own ``slowdown`` and
     ``side_launches[side]`` when given, else ``launch``; the sides in ``skip`` are left out), or
-    ``[("", measure(make_timer(), launch, config))]`` when there are no sides."""
+    ``[("", measure(make_timer(), launch, config))]`` when there are no sides; ``limit_s`` as for
+    :func:`measure`."""
     if not config.interleave:
-        return [("", measure(make_timer(), launch, config))]
+        return [("", measure(make_timer(), launch, config, limit_s=limit_s))]
     chosen = [side for side in config.interleave if side.name not in skip]
     if not chosen:
         return []
     names = [side.name for side in chosen]
     configs = [replace(config, slowdown=side.slowdown, interleave=()) for side in chosen]
     launches = [(side_launches or {}).get(name, launch) for name in names]
-    timings = measure_interleaved([make_timer() for _ in names], launch, configs, side_launches=launches)
+    timings = measure_interleaved([make_timer() for _ in names], launch, configs, side_launches=launches,
+                                  limit_s=limit_s)
     return list(zip(names, timings))
 
 

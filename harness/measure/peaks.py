@@ -67,8 +67,10 @@ def derived(
         From :func:`measure_peaks_cuda` / :func:`measure_peaks_cpu`: ``copy_gbps``, ``read_gbps`` and
         ``matmul_fp32_gflops`` / ``matmul_fp16_gflops`` (``fp64`` if present).
     dtype : str, optional
-        Picks the matmul peak: float16/bfloat16 -> fp16, float64 -> fp64, integer types -> none
-        (``pct_peak_flops`` stays None), else fp32.
+        Picks the matmul peak of its class: float16/bfloat16 -> fp16, float64 -> fp64, int8/uint8 ->
+        int8 (``matmul_int8_gops``), other integer types -> none, else fp32. A kernel of at least
+        :data:`MIN_FLOP_INTENSITY` operations per byte whose class peak is unknown gets no
+        percentage at all (``pct_peak_bw`` None too).
     traffic : (float, float or None), optional
         ``(read bytes, written bytes)`` of one launch (kernels.workloads.Workload.traffic): picks the
         bandwidth peak (:func:`bandwidth_peak`); without it, the copy peak.
@@ -92,10 +94,13 @@ def derived(
     if flops:
         out["gflops"] = float(flops) / med / 1e9
     peaks = peaks or {}
-    if out["gbps"] is not None and bw:
-        out["pct_peak_bw"] = 100.0 * out["gbps"] / bw
     key = flops_peak_key(dtype)
     fp = peaks.get(key) if key is not None else None
+    # a compute-bound kernel is a share of its dtype class's matmul peak or of nothing: its share of a
+    # bandwidth peak would read as a (poor) grade it does not deserve (harness.stats.peaks)
+    compute_bound = needs_flops_peak(flops, nbytes)
+    if out["gbps"] is not None and bw and (fp or not compute_bound):
+        out["pct_peak_bw"] = 100.0 * out["gbps"] / bw
     if out["gflops"] is not None and fp:
         out["pct_peak_flops"] = 100.0 * out["gflops"] / fp
     return out
@@ -260,26 +265,63 @@ def measure_peaks_cuda(device_index: int = 0, refresh: bool = False, matmul: boo
       8192 x 8192 matrices (2 n^3 operations), median of 5 after 2 warm-ups, with torch's events;
       None without torch. fp32 runs with torch's default TF32 setting, recorded as
       ``matmul_fp32_tf32``.
+    * ``matmul_int8_gops`` (only with ``matmul``): ``torch._int_mm`` (int8 x int8 -> int32 on the
+      tensor cores) on 8192 x 8192 matrices, timed alike; None where torch lacks it or the GPU
+      refuses it. int4 and int1 tensor cores have no peak of their own (torch has no such matmul).
 
     Returns
     -------
     dict
         ``device``, ``uuid``, ``copy_gbps``, ``copy_bytes``, ``read_gbps``, ``read_bytes``,
         ``l2_bytes``; with ``matmul`` also ``matmul_fp32_gflops``, ``matmul_fp16_gflops``,
-        ``matmul_fp32_tf32``, ``matmul_source``.
+        ``matmul_int8_gops``, ``matmul_fp32_tf32``, ``matmul_source``.
     """
     key = _cuda_device_key(device_index)
     with _peaks_lock:
         known = {} if refresh else dict(_PEAKS.get(key, {}))
     if "copy_gbps" not in known:
         known.update(_cuda_bandwidth_peaks(device_index), uuid=key)
-    if matmul and "matmul_source" not in known:
+    if matmul and ("matmul_source" not in known or _INT8_KEY not in known):
         known.update({"matmul_fp32_gflops": None, "matmul_fp16_gflops": None, "matmul_fp32_tf32": None,
-                      "matmul_source": None})
+                      _INT8_KEY: None, "matmul_source": None})
         known.update(_torch_matmul_peaks(device_index))
     with _peaks_lock:
         _PEAKS[key] = dict(known)
     return known
+
+
+#: the int8 tensor-core peak's key (operations per second / 1e9; harness.stats.peaks.flops_peak_key)
+_INT8_KEY = "matmul_int8_gops"
+
+
+def _median_event_s(torch: Any, fn: Any, reps: int = 5, warmup: int = 2) -> float:
+    """The median seconds of ``fn()`` between two torch CUDA events, ``reps`` times after ``warmup``."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1e-3)
+    return statistics.median(times)
+
+
+def _torch_int8_peak(torch: Any, n: int) -> Optional[float]:
+    """int8 x int8 -> int32 matmul operations per second / 1e9 with ``torch._int_mm``; None without it."""
+    int_mm = getattr(torch, "_int_mm", None)
+    if int_mm is None:
+        return None
+    try:
+        a = torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8)
+        b = torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8)
+        seconds = _median_event_s(torch, lambda: int_mm(a, b))
+        del a, b
+    except RuntimeError:  # an architecture or build of torch without int8 matmul
+        return None
+    return 2.0 * n ** 3 / seconds / 1e9
 
 
 def _torch_matmul_peaks(device_index: int, n: int = 8192) -> Dict[str, Any]:
@@ -311,6 +353,7 @@ def _torch_matmul_peaks(device_index: int, n: int = 8192) -> Dict[str, Any]:
                 times.append(s.elapsed_time(e) * 1e-3)
             out[name] = flop / statistics.median(times) / 1e9
             del a, b, c
+        out[_INT8_KEY] = _torch_int8_peak(torch, n)
         torch.cuda.empty_cache()
     return out
 
@@ -471,7 +514,7 @@ def device_peaks(target: str, env_id: str, flops: bool = True) -> Dict[str, Any]
             peaks = {}
         if peaks:
             _save_peaks(path, peaks)
-    elif flops and _MATMUL_KEY not in peaks and target == "cuda":
+    elif flops and (_MATMUL_KEY not in peaks or _INT8_KEY not in peaks) and target == "cuda":
         try:
             peaks = {**peaks, **measure_peaks_cuda(0, matmul=True)}
         except Exception:

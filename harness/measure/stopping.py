@@ -5,13 +5,20 @@ kept samples, ``t`` the measured time of the kept samples (device time for GPUs)
 time since measuring began::
 
     converged    n >= min_samples and t >= min_time_s and the criterion says converged
-    cap          max(wall, t) >= max_time_s
+    cap          max(wall, t) >= max_time_s and n >= min_samples,
+                 or max(wall, t) >= limit_s (the case's own time limit)
     max_samples  n >= max_samples
 
-checked in that order. What "converged" means is a :class:`ConvergenceCriterion`, named by
-``MeasureConfig.stopping`` and looked up in :data:`CRITERIA`; the minimums and the caps hold for every
-criterion, so no criterion can make a measurement shorter than asked or longer than capped (as
-nvbench separates its pluggable stopping criteria from the measurement's time limits).
+checked in that order. ``min_samples`` wins over ``max_time_s``: a case slower than
+``max_time_s / min_samples`` a sample keeps sampling past the cap until it has ``min_samples``,
+for as long as its time limit allows (``limit_s``: the worker derives it from the case's
+``timeout_s``, so the case ends with fewer samples rather than be killed as a timeout). Without a
+limit (a direct call) the cap stops it as before.
+
+What "converged" means is a :class:`ConvergenceCriterion`, named by ``MeasureConfig.stopping`` and
+looked up in :data:`CRITERIA`; the minimums and the caps hold for every criterion, so no criterion
+can make a measurement shorter than asked or longer than capped (as nvbench separates its pluggable
+stopping criteria from the measurement's time limits).
 
 Criteria (register more with :func:`register_criterion`):
 
@@ -27,6 +34,7 @@ from collections.abc import Sequence
 from typing import Optional, Protocol, Tuple
 
 from harness.errors import UsageError
+from harness import model
 from harness.model import MeasureConfig
 from harness.stats.intervals import median_ci
 
@@ -71,6 +79,7 @@ def register_criterion(name: str, criterion: ConvergenceCriterion) -> None:
     if not name or name in CRITERIA:
         raise ValueError(f"stopping criterion {name!r}: " + ("already registered" if name else "empty name"))
     CRITERIA[name] = criterion
+    model.STOPPING_NAMES.add(name)  # MeasureConfig(stopping=name) is accepted from now on
 
 
 def criterion(name: str) -> ConvergenceCriterion:
@@ -88,7 +97,8 @@ def criterion(name: str) -> ConvergenceCriterion:
 
 
 def should_stop(
-    samples: Sequence[float], elapsed_s: float, config: MeasureConfig, wall_s: Optional[float] = None
+    samples: Sequence[float], elapsed_s: float, config: MeasureConfig, wall_s: Optional[float] = None,
+    limit_s: Optional[float] = None,
 ) -> Tuple[bool, str]:
     """Apply the stopping rule (see the module docstring).
 
@@ -103,6 +113,9 @@ def should_stop(
     wall_s : float, optional
         Wall time since measuring began (warm-up, flushes, discarded samples included); the cap
         applies to ``max(wall_s, elapsed_s)``, or to ``elapsed_s`` when not given.
+    limit_s : float, optional
+        The most time the samples may take whatever ``min_samples`` asks (from the case's timeout);
+        up to it ``min_samples`` wins over ``max_time_s``. None: ``max_time_s`` caps as it is.
 
     Returns
     -------
@@ -114,7 +127,9 @@ def should_stop(
         if criterion(config.stopping)(samples, config):
             return True, "converged"
     clock = elapsed_s if wall_s is None else max(wall_s, elapsed_s)
-    if clock >= config.max_time_s:
+    if clock >= config.max_time_s and (n >= config.min_samples or limit_s is None):
+        return True, "cap"
+    if limit_s is not None and clock >= max(limit_s, config.max_time_s):
         return True, "cap"
     if n >= config.max_samples:
         return True, "max_samples"

@@ -49,6 +49,18 @@ def _row_samples(row: Mapping[str, Any]) -> list[float]:
     return [float(median)] if median is not None and math.isfinite(float(median)) else []
 
 
+def _too_few(samples: Sequence[float], rows: Sequence[Mapping[str, Any]], side: str) -> str:
+    """Why ``samples`` (pooled from ``rows``) are too few for a confidence interval: fewer than the
+    largest ``run_min_samples`` of their runs (the MeasureConfig they were made with); "" when
+    enough, or when no row says."""
+    wanted = [int(m) for m in (_value(r, "run_min_samples") for r in rows) if m is not None]
+    need = max(wanted, default=1)
+    if len(samples) >= need:
+        return ""
+    return (f"too few samples in the {side} for a confidence interval: {len(samples)}, its runs asked "
+            f"for min_samples {need}")
+
+
 def _ordered_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows as dicts, oldest first (by run_id, then result_id, when the columns exist)."""
     if frame is None or len(frame) == 0:
@@ -132,8 +144,9 @@ def compare_frames(new: pd.DataFrame, base: pd.DataFrame, *, threshold: float = 
         - both ``ok``: :func:`judge` on the pooled samples, the p-values of all judged cases
           corrected together with :func:`benjamini_hochberg` and the verdicts decided on the
           q-values (``interleaved`` when every row of both sides has an ``interleave_group``
-          and both sides cover the same groups); a side without any sample is
-          AMBIGUOUS and left out of the correction. For sides that are separate runs (not
+          and both sides cover the same groups); a side without any sample, or with fewer than
+          the ``run_min_samples`` its rows carry (the runs' ``MeasureConfig.min_samples``), is
+          AMBIGUOUS without a CI and left out of the correction. For sides that are separate runs (not
           interleaved) the CI is widened by the run-to-run spread (:func:`widen_ci`): the larger
           of ``run_sd[case_key]`` and the spread between the runs pooled on either side;
         - a baseline key absent from ``new``: MISSING.
@@ -210,6 +223,13 @@ def compare_frames(new: pd.DataFrame, base: pd.DataFrame, *, threshold: float = 
             side = "new run" if not new_samples else "baseline"
             verdicts[key] = Verdict(verdict="AMBIGUOUS", message=f"no timing samples in the {side}",
                                     **common)
+            continue
+        few = _too_few(new_samples, new_all[key], "new run") or _too_few(pooled, ok_rows, "baseline")
+        if few:
+            # a CI from fewer samples than the run asked for is not shown, nor decided on
+            base_med = common["base_median_s"]
+            verdicts[key] = Verdict(verdict="AMBIGUOUS", ratio=common["new_median_s"] / base_med if base_med
+                                    else None, message=few, **common)
             continue
         ratio, ci, p = evidence(np.asarray(pooled), np.asarray(new_samples), n_boot, seed)
         interleaved = _interleaved(new_all[key], ok_rows)

@@ -6,8 +6,15 @@ the reports label them): pure arithmetic on a kernel's counts, no device.
   one whose split of reads and writes is unknown, of its *copy* peak (as much read as written).
   A copy is slower than a read of the same bytes, so a row sum measured against the copy peak showed
   more than 100 %.
-* FLOP/s: the matmul peak of the kernel's dtype (:func:`flops_peak_key`), worked out only for kernels
-  of at least :data:`MIN_FLOP_INTENSITY` operations per byte (:func:`needs_flops_peak`).
+* FLOP/s: the matmul peak of the kernel's dtype class (:func:`flops_peak_key`: fp16, fp32, fp64, or
+  int8 tensor cores, measured with ``torch._int_mm``), worked out only for kernels of at least
+  :data:`MIN_FLOP_INTENSITY` operations per byte (:func:`needs_flops_peak`). Such a compute-bound
+  kernel is a percentage of its class's peak or of nothing: where that peak is unknown (int4 and
+  int1 tensor cores, a GPU without torch) it gets no bandwidth percentage either, since a matmul's
+  share of the copy peak says nothing about how good it is.
+
+Rates are printed for people by :func:`rate_text`: ``362534.72`` GFLOP/s reads ``362.5 TFLOP/s``,
+``2450.3`` GB/s ``2.5 TB/s``; integer kernels count operations (``OP/s``).
 """
 
 from __future__ import annotations
@@ -16,8 +23,9 @@ import json
 import math
 from typing import Any, Dict, Optional, Tuple
 
-__all__ = ["MIN_FLOP_INTENSITY", "PEAK_LABELS", "READ_MOSTLY_SHARE", "bandwidth_peak", "flops_peak_key",
-           "needs_flops_peak", "pct_peak_text", "peak_bw_kind", "peak_share_text"]
+__all__ = ["FLOP_PEAK_LABELS", "MIN_FLOP_INTENSITY", "PEAK_LABELS", "READ_MOSTLY_SHARE", "bandwidth_peak",
+           "flops_peak_key", "needs_flops_peak", "ops_unit", "pct_peak_text", "peak_bw_kind",
+           "peak_flops_kind", "peak_share_text", "rate_text"]
 
 #: a kernel writing at most this share of its bytes is compared with the read peak, else the copy peak
 READ_MOSTLY_SHARE = 0.05
@@ -28,6 +36,9 @@ MIN_FLOP_INTENSITY = 1.0
 
 #: the labels of the bandwidth peaks, as reports print them
 PEAK_LABELS = {"read": "of read peak", "copy": "of copy peak"}
+
+#: the labels of the matmul peaks (the keys of the measured peaks), as tables print them
+FLOP_PEAK_LABELS = {"matmul_int8_gops": "of int8 matmul peak"}
 
 
 def bandwidth_peak(peaks: Optional[Dict[str, Any]], read_bytes: Optional[float] = None,
@@ -60,16 +71,47 @@ def needs_flops_peak(flops: Optional[float], nbytes: Optional[float]) -> bool:
 
 
 def flops_peak_key(dtype: Optional[str]) -> Optional[str]:
-    """The matmul peak a kernel of ``dtype`` is compared with: float16/bfloat16 -> fp16, float64 ->
-    fp64, integer types (int8, int4, int1) -> None (the harness measures no integer matmul peak, and
-    a float one would mislead), else fp32."""
+    """The matmul peak a kernel of ``dtype`` is compared with, by dtype class: float16/bfloat16 ->
+    fp16, float64 -> fp64, int8/uint8 -> the int8 tensor-core peak (``matmul_int8_gops``), other
+    integer types (int4, int1, int32, ...) -> None (no integer peak of theirs is measured, and a
+    float one would mislead), else fp32."""
     if dtype in ("float16", "bfloat16"):
         return "matmul_fp16_gflops"
     if dtype == "float64":
         return "matmul_fp64_gflops"
+    if dtype in ("int8", "uint8"):
+        return "matmul_int8_gops"
     if dtype is not None and dtype.startswith(("int", "uint")):
         return None
     return "matmul_fp32_gflops"
+
+
+def ops_unit(dtype: Optional[str]) -> str:
+    """``"OP/s"`` for integer kernels (they count operations, not floating-point ones), else
+    ``"FLOP/s"``."""
+    return "OP/s" if dtype is not None and str(dtype).startswith(("int", "uint")) else "FLOP/s"
+
+
+# SI prefixes of a rate given in giga-units (GB/s, GFLOP/s), largest first
+_PREFIXES = ((1e6, "P"), (1e3, "T"), (1.0, "G"), (1e-3, "M"), (1e-6, "k"))
+
+
+def rate_text(giga: Optional[float], unit: str = "B/s") -> str:
+    """A rate given in giga-units (``gbps``, ``gflops``) for people: scaled to the prefix that puts it
+    in [1, 1000), one decimal; "" when unknown.
+
+    >>> rate_text(362534.72, "FLOP/s")
+    '362.5 TFLOP/s'
+    >>> rate_text(2450.3), rate_text(45.25), rate_text(0.5)
+    ('2.5 TB/s', '45.2 GB/s', '500.0 MB/s')
+    """
+    if giga is None or not isinstance(giga, (int, float)) or not math.isfinite(giga):
+        return ""
+    value = float(giga)
+    for scale, prefix in _PREFIXES:
+        if abs(value) >= scale:
+            return f"{value / scale:.1f} {prefix}{unit}"
+    return f"{value * 1e9:.1f} {unit}"
 
 
 def peak_bw_kind(extra: Any) -> Optional[str]:
@@ -96,14 +138,42 @@ def peak_bw_kind(extra: Any) -> Optional[str]:
     return kind if kind in PEAK_LABELS else "copy"
 
 
+def _peaks_note(extra: Any) -> Optional[dict]:
+    """The ``peaks`` note of a stored result's ``extra`` (dict, pairs or JSON text), or None."""
+    if extra is None or (isinstance(extra, float) and math.isnan(extra)):
+        return None
+    if isinstance(extra, (bytes, str)):
+        try:
+            extra = json.loads(extra) if extra else {}
+        except ValueError:
+            return None
+    if isinstance(extra, (tuple, list)):
+        try:
+            extra = dict(extra)
+        except (TypeError, ValueError):
+            return None
+    note = extra.get("peaks") if isinstance(extra, dict) else None
+    return note if isinstance(note, dict) else None
+
+
+def peak_flops_kind(extra: Any) -> Optional[str]:
+    """Which matmul peak a stored result's ``pct_peak_flops`` is of (``matmul_fp32_gflops``,
+    ``matmul_int8_gops``, ...), from its ``extra``; None when it does not say."""
+    note = _peaks_note(extra)
+    kind = note.get("flops") if note is not None else None
+    return kind if isinstance(kind, str) else None
+
+
 def peak_share_text(pct_bw: Optional[float], pct_flops: Optional[float], extra: Any) -> str:
-    """A result's share of its nearest peak, for a table: ``"61.2 % of FLOP peak"`` where the kernel
-    is nearer its FLOP peak than its bandwidth peak, else :func:`pct_peak_text`; "" with neither."""
+    """A result's share of its nearest peak, for a table: ``"61.2 % of FLOP peak"`` (``"of int8 matmul
+    peak"`` for an int8 kernel) where the kernel is nearer its FLOP peak than its bandwidth peak, else
+    :func:`pct_peak_text`; "" with neither."""
     def known(x: Optional[float]) -> bool:
         return x is not None and not (isinstance(x, float) and math.isnan(x))
 
     if known(pct_flops) and (not known(pct_bw) or float(pct_flops) > float(pct_bw)):
-        return f"{float(pct_flops):.3g} % of FLOP peak"
+        label = FLOP_PEAK_LABELS.get(peak_flops_kind(extra) or "", "of FLOP peak")
+        return f"{float(pct_flops):.3g} % {label}"
     return pct_peak_text(pct_bw, extra)
 
 

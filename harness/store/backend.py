@@ -61,9 +61,12 @@ class Connection:
         What the engine raises for a refused statement (caught by the store).
     integrity_errors : tuple of exception types
         The subset raised for a broken constraint.
+    readonly : bool
+        Opened by a read-only command: nothing is ever written through it.
     """
 
     dialect = ""
+    readonly = False
     errors: tuple[type[BaseException], ...] = ()
     integrity_errors: tuple[type[BaseException], ...] = ()
 
@@ -103,6 +106,18 @@ class Connection:
     def table_exists(self, name: str) -> bool:
         raise NotImplementedError
 
+    def tables(self) -> list[str]:
+        """The names of the database's tables (the current schema's, on PostgreSQL)."""
+        raise NotImplementedError
+
+    def columns(self, table: str) -> list[str]:
+        """The column names of ``table``."""
+        raise NotImplementedError
+
+    def quick_check(self, where: object) -> None:
+        """Raise StoreError naming ``where`` when the database is damaged (SQLite's quick check;
+        a PostgreSQL server keeps its own pages whole)."""
+
     def lock_schema(self) -> None:
         """Inside a transaction: hold off other processes migrating the same database."""
 
@@ -123,26 +138,87 @@ class SQLiteConnection(Connection):
     errors = (sqlite3.Error,)
     integrity_errors = (sqlite3.IntegrityError,)
 
-    def __init__(self, raw: sqlite3.Connection):
+    def __init__(self, raw: sqlite3.Connection, where: object = "the result store"):
         self.raw = raw
+        #: the file, for messages
+        self.where = where
 
     @classmethod
-    def connect(cls, path: Path, create: bool) -> SQLiteConnection:
-        if create:
+    def connect(cls, path: Path, create: bool, *, readonly: bool = False) -> SQLiteConnection:
+        """A connection to ``path``: created when missing (``create``), else ``mode=rw`` (never
+        creates the file) or, ``readonly``, ``mode=ro`` (never writes it). A read-only store on a
+        read-only mount or file, where SQLite cannot open the WAL's shared-memory file beside it, is
+        opened ``immutable`` (nobody can write it there meanwhile)."""
+        if create and not readonly:
             raw = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
-        else:  # mode=rw: never creates the file
-            raw = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", timeout=30.0,
-                                  isolation_level=None, uri=True)
-        return cls(raw)
+            return cls(raw, path)
+        uri = path.resolve().as_uri()
+        raw = sqlite3.connect(f"{uri}?mode={'ro' if readonly else 'rw'}", timeout=30.0,
+                              isolation_level=None, uri=True)
+        if readonly:
+            try:
+                raw.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            except sqlite3.OperationalError as e:
+                # a WAL store whose -shm file cannot be created (read-only folder or mount)
+                if "unable to open" not in str(e) and "readonly" not in str(e):
+                    raise
+                raw.close()
+                raw = sqlite3.connect(f"{uri}?mode=ro&immutable=1", timeout=30.0, isolation_level=None,
+                                      uri=True)
+            except sqlite3.DatabaseError:
+                pass  # not a database, or damaged: the first query says so, naming the file (execute)
+        conn = cls(raw, path)
+        conn.readonly = readonly
+        return conn
+
+    def in_memory_copy(self) -> SQLiteConnection:
+        """A writable copy of this database in memory (an older store read by a read-only command is
+        migrated there, leaving its file as it is); this connection is closed."""
+        mem = sqlite3.connect(":memory:", isolation_level=None)
+        self.raw.backup(mem)
+        self.raw.close()
+        return SQLiteConnection(mem, self.where)
+
+    def quick_check(self, where: object) -> None:
+        """Refuse a damaged database: ``PRAGMA quick_check`` must answer "ok"."""
+        try:
+            rows = [r[0] for r in self.raw.execute("PRAGMA quick_check").fetchall()]
+        except sqlite3.DatabaseError as e:
+            rows = [str(e)]
+        if rows != ["ok"]:
+            problems = "; ".join(str(r) for r in rows[:3]) + ("; ..." if len(rows) > 3 else "")
+            raise StoreError(f"result store {where} is damaged (PRAGMA quick_check: {problems}); kbench "
+                             "does not write into a damaged store: restore it from a copy, or pass "
+                             "another --db")
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        return self.raw.execute(sql, tuple(params))
+        try:
+            return self.raw.execute(sql, tuple(params))
+        except sqlite3.DatabaseError as e:
+            self._refuse_damaged(e)
+            raise
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        self.raw.executemany(sql, rows)
+        try:
+            self.raw.executemany(sql, rows)
+        except sqlite3.DatabaseError as e:
+            self._refuse_damaged(e)
+            raise
+
+    def _refuse_damaged(self, exc: sqlite3.DatabaseError) -> None:
+        """Raise a StoreError naming the file for a damaged or foreign file met while reading or
+        writing (SQLITE_CORRUPT, SQLITE_NOTADB); return for any other error."""
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code is not None and code & 0xFF == 26:  # SQLITE_NOTADB
+            raise StoreError(f"{self.where} is not a SQLite database, so not a kbench result store ({exc});"
+                             " kbench leaves it as it is: pass a kbench store or a new file as --db") from exc
+        corrupt = (code & 0xFF == 11) if code is not None else "malformed" in str(exc)
+        if corrupt:  # SQLITE_CORRUPT
+            raise StoreError(f"result store {self.where} is damaged ({exc}): restore it from a copy, or "
+                             "pass another --db") from exc
 
     def insert(self, sql: str, params: Sequence[Any]) -> int:
-        return int(self.raw.execute(sql, tuple(params)).lastrowid)
+        return int(self.execute(sql, params).lastrowid)
 
     def begin(self) -> None:
         """BEGIN IMMEDIATE, retried while the file stays busy (another writer holds it longer than
@@ -157,8 +233,15 @@ class SQLiteConnection(Connection):
         self.raw.close()
 
     def table_exists(self, name: str) -> bool:
-        return self.raw.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                                (name,)).fetchone() is not None
+        return self.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                            (name,)).fetchone() is not None
+
+    def tables(self) -> list[str]:
+        return [n for (n,) in self.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
+                                           " AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+
+    def columns(self, table: str) -> list[str]:
+        return [r[1] for r in self.execute(f"PRAGMA table_info({table})")]
 
     def is_unique_violation(self, exc: BaseException, *columns: str) -> bool:
         text = str(exc)
@@ -222,13 +305,18 @@ class PostgresConnection(Connection):
         self.integrity_errors = (psycopg.IntegrityError,)
 
     @classmethod
-    def connect(cls, url: str) -> PostgresConnection:
+    def connect(cls, url: str, *, readonly: bool = False) -> PostgresConnection:
+        """A connection to ``url``; ``readonly``: every transaction of the session is READ ONLY."""
         psycopg = _import_psycopg()
         try:
             raw = psycopg.connect(url, autocommit=True, connect_timeout=30)
+            if readonly:
+                raw.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
         except psycopg.Error as e:
             raise StoreError(f"cannot open result store {redact(url)}: {str(e).strip()}") from e
-        return cls(raw, psycopg)
+        conn = cls(raw, psycopg)
+        conn.readonly = readonly
+        return conn
 
     @staticmethod
     def translate(sql: str) -> str:
@@ -276,6 +364,15 @@ class PostgresConnection(Connection):
         row = self.raw.execute("SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = current_schema()"
                                " AND tablename = %s", (name,)).fetchone()
         return row is not None
+
+    def tables(self) -> list[str]:
+        return [n for (n,) in self.raw.execute("SELECT tablename FROM pg_catalog.pg_tables"
+                                               " WHERE schemaname = current_schema() ORDER BY tablename")]
+
+    def columns(self, table: str) -> list[str]:
+        return [n for (n,) in self.raw.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+            " AND table_name = %s ORDER BY ordinal_position", (table,))]
 
     def lock_schema(self) -> None:
         # one key for "kbench schema": a transaction-scoped advisory lock, released at COMMIT/ROLLBACK

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import sqlite3
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -19,9 +18,9 @@ from harness import env as _env
 from harness.errors import StoreError
 from harness.model import Case, Result, Timing
 
-from .backend import Connection, PostgresConnection, SQLiteConnection, is_url, redact, retry_busy
+from .backend import Connection, PostgresConnection, is_url, redact
 from .frames import FrameQueries, chunks
-from .schema import RUN_KINDS, migrate, now, read_version
+from .schema import RUN_KINDS, migrate, now, open_sqlite, read_version
 from .tuning import TuningQueries
 
 __all__ = ["DEFAULT_DB", "RUN_STATUSES", "DuplicateResult", "PathLike", "Store", "UnknownRun"]
@@ -33,6 +32,10 @@ RUN_STATUSES = ("running", "done", "failed", "interrupted")
 
 #: default store file (relative to the current directory)
 DEFAULT_DB = "kbench.db"
+
+
+#: begin_run's commits when not given: found from kbench's checkout and the suite's path
+_FIND = object()
 
 
 class DuplicateResult(StoreError):
@@ -62,16 +65,18 @@ class Store(FrameQueries, TuningQueries):
     ...     store.finish_run(run, "done")
     """
 
-    def __init__(self, conn: Connection, path: Path | str):
+    def __init__(self, conn: Connection, path: Path | str, *, readonly: bool = False):
         """Use :meth:`Store.open`; this only wraps an already migrated connection."""
         self._conn: Connection = conn
         #: the SQLite file, or the PostgreSQL URL without its password
         self.path = path
+        #: opened for a read-only command: every write is refused
+        self.readonly = readonly
 
     # -- opening ---------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: PathLike = DEFAULT_DB, *, create: bool = True) -> Store:
+    def open(cls, path: PathLike = DEFAULT_DB, *, create: bool = True, readonly: bool = False) -> Store:
         """Open (and migrate) the store at ``path``; create it when missing unless ``create=False``.
 
         Parameters
@@ -80,44 +85,37 @@ class Store(FrameQueries, TuningQueries):
             A SQLite file, or a PostgreSQL database as a URL ``postgresql://user[:password]@host[:port]/db``
             (libpq's other settings, e.g. ``?sslmode=require``, go in the query string). A PostgreSQL
             database must exist; its kbench tables are created (``create`` only concerns files).
+        create : bool
+            Create a missing (or empty) file as a new store.
+        readonly : bool
+            For commands that only read (list, show, compare, report, export, import's sources): the
+            store must exist, is opened read-only (SQLite ``mode=ro``, a READ ONLY PostgreSQL session)
+            and nothing is ever written into it; an older SQLite store is migrated in a copy in memory.
+
+        A database that holds tables but not kbench's schema marker (somebody else's) is refused and
+        left as it is (:func:`harness.store.schema.read_version`). Before its first write, a SQLite
+        store is checked with ``PRAGMA quick_check``: kbench does not write into a damaged store.
 
         Raises
         ------
         StoreError
             The parent directory does not exist, the file is missing (``create=False``) or is not
-            a SQLite database, the server cannot be reached or refuses the login, psycopg is not
-            installed, the schema is newer than this kbench, or a migration failed.
+            a SQLite database or not a kbench store, the server cannot be reached or refuses the
+            login, psycopg is not installed, the schema is newer than this kbench, the store is
+            damaged, or a migration failed.
         """
         if is_url(path):
-            return cls._open_postgres(str(path))
+            return cls._open_postgres(str(path), readonly)
         path = Path(path)
-        parent = path.parent
-        if not parent.is_dir():
-            raise StoreError(f"cannot open result store {path}: directory {parent} does not exist")
-        if not create and not path.is_file():
-            raise StoreError(f"no result store at {path}")
-        try:
-            conn = SQLiteConnection.connect(path, create)
-        except sqlite3.Error as e:
-            raise StoreError(f"cannot open result store {path}: {e}") from e
-        try:
-            conn.execute("PRAGMA foreign_keys = ON")
-            # switching to WAL needs the file to itself for a moment: wait out other writers
-            retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL"))
-            migrate(conn, path)
-        except sqlite3.DatabaseError as e:  # e.g. "file is not a database"
-            conn.close()
-            raise StoreError(f"cannot open result store {path}: {e}") from e
-        except BaseException:
-            conn.close()
-            raise
-        return cls(conn, path)
+        return cls(open_sqlite(path, create=create, readonly=readonly), path, readonly=readonly)
 
     @classmethod
-    def _open_postgres(cls, url: str) -> Store:
+    def _open_postgres(cls, url: str, readonly: bool = False) -> Store:
         where = redact(url)
-        conn = PostgresConnection.connect(url)
+        conn = PostgresConnection.connect(url, readonly=readonly)
         try:
+            if readonly and read_version(conn, where) == 0:
+                raise StoreError(f"no result store in {where} (the database has no kbench tables)")
             migrate(conn, where)
         except conn.errors as e:
             conn.close()
@@ -125,7 +123,7 @@ class Store(FrameQueries, TuningQueries):
         except BaseException:
             conn.close()
             raise
-        return cls(conn, where)
+        return cls(conn, where, readonly=readonly)
 
     @property
     def dialect(self) -> str:
@@ -156,6 +154,8 @@ class Store(FrameQueries, TuningQueries):
         """BEGIN (IMMEDIATE on SQLite, waiting out other writers) ... COMMIT, rolled back on any
         exception (KeyboardInterrupt too)."""
         conn = self._reader()
+        if self.readonly:
+            raise StoreError(f"result store {self.path} was opened read-only: nothing can be written")
         conn.begin()
         try:
             yield conn
@@ -168,7 +168,9 @@ class Store(FrameQueries, TuningQueries):
     # -- runs ---------------------------------------------------------------------------------
 
     def begin_run(self, suite: Any, argv: Sequence[str], executor: str, measure_config: Any,
-                  git_commit: str | None = None, *, kind: str = "run", parent_run: int | None = None) -> int:
+                  git_commit: str | None = None, *, kind: str = "run", parent_run: int | None = None,
+                  kbench_commit: str | None | object = _FIND,
+                  suite_commit: str | None | object = _FIND) -> int:
         """Record a new run in state "running" and return its id.
 
         Parameters
@@ -191,6 +193,10 @@ class Store(FrameQueries, TuningQueries):
             automatic re-measure of run ``parent_run``'s AMBIGUOUS cases).
         parent_run : int, optional
             The run a re-measure belongs to.
+        kbench_commit, suite_commit : str or None, optional
+            The commit of kbench itself and of the repository holding the suite file (schema version
+            8); found with :func:`harness.env.kbench_commit` and :func:`harness.env.suite_commit` of
+            ``suite.path`` when not given.
 
         The run also gets a new UUID (``get_run(id)["uuid"]``), its identity across stores.
         """
@@ -205,19 +211,24 @@ class Store(FrameQueries, TuningQueries):
             mc = dataclasses.asdict(mc)
         threshold = getattr(suite, "regression_threshold", None)
         overrides = dict(getattr(suite, "thresholds", None) or ())
+        if kbench_commit is _FIND:
+            kbench_commit = _env.kbench_commit()
+        if suite_commit is _FIND:
+            suite_commit = _env.suite_commit(path)
         row = (now(), "running", str(name), None if path is None else str(path),
                getattr(suite, "sha256", None), git_commit, __version__,
                _dumps(list(argv), "argv"), str(executor), _dumps(mc or {}, "measure_config"), kind,
                parent_run, _float(threshold),
-               None if threshold is None else _dumps(overrides, "thresholds"), str(uuid.uuid4()))
+               None if threshold is None else _dumps(overrides, "thresholds"), str(uuid.uuid4()),
+               kbench_commit, suite_commit)
         with self._write("begin a run") as conn:
             if parent_run is not None:
                 self._check_run(conn, parent_run)
             return conn.insert(
                 "INSERT INTO runs (started_at, status, suite_name, suite_path, suite_sha256,"
                 " git_commit, kbench_version, argv, executor, measure_config, kind, parent_run,"
-                " regression_threshold, thresholds, uuid)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                " regression_threshold, thresholds, uuid, kbench_commit, suite_commit)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
 
     def finish_run(self, run_id: int, status: str) -> None:
         """Mark run ``run_id`` "done", "failed" or "interrupted" and stamp its end time."""

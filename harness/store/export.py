@@ -32,7 +32,7 @@ def load_results(db_path: PathLike = DEFAULT_DB, run_id: int | Iterable[int] | N
         ``workload``, ``variant``, ``dtype``, ``target``, ``gpu_model``, ``outcome``,
         ``case_key``, ``env_id``, ``suite_name`` (a value or a list), ``with_samples``.
     """
-    with Store.open(db_path, create=False) as store:
+    with Store.open(db_path, readonly=True) as store:
         return store.results_frame(run_id, **filters)
 
 

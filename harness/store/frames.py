@@ -58,11 +58,12 @@ _FRAME_COLUMNS = (
     ("r.extra", "extra"),
     ("r.case_json", "case_json"),
     ("r.created_at", "created_at"),
+    ("ru.measure_config", "run_min_samples"),  # the JSON, read as its min_samples (NA when absent)
 )
 _FLOAT_COLUMNS = ("median_s", "ci_low_s", "ci_high_s", "gbps", "gflops", "pct_peak_bw",
                   "pct_peak_flops", "build_s")
 # nullable integers (NULL when nothing was timed, when not interleaved, or stored before schema 4)
-_COUNT_COLUMNS = ("n_samples", "discarded", "nvcc_calls", "interleave_group")
+_COUNT_COLUMNS = ("n_samples", "discarded", "nvcc_calls", "interleave_group", "run_min_samples")
 
 # results_frame filters: keyword -> SQL column
 _FILTERS = {
@@ -133,7 +134,8 @@ class FrameQueries:
             case_key, workload, variant, params, knobs (JSON text), dtype, target, gpu_model,
             outcome, message, median_s, ci_low_s, ci_high_s, n_samples, discarded, gbps, gflops,
             pct_peak_bw, pct_peak_flops, device, worker, mode, stop_reason, build_s, env_id,
-            telemetry, extra, case_json, created_at, then ``env_<field>`` for every field of
+            telemetry, extra, case_json, created_at, run_min_samples (the run's
+            ``MeasureConfig.min_samples``; NA when it stored none), then ``env_<field>`` for every field of
             harness.env.FIELDS and any other field a stored fingerprint has (None where no
             fingerprint was stored). Ordered by run, then by
             insertion.
@@ -159,6 +161,7 @@ class FrameQueries:
         env_fields = list(_env.FIELDS)  # then fields of other fingerprint versions, as met
         for row in rows:
             rec = dict(zip(names, row[:-1]))
+            rec["run_min_samples"] = _min_samples(rec["run_min_samples"])
             fp = json.loads(row[-1]) if row[-1] is not None else {}
             env_fields += [f for f in fp if f not in env_fields]
             rec.update((f"env_{f}", v) for f, v in fp.items())
@@ -190,6 +193,15 @@ class FrameQueries:
         frame = pd.DataFrame.from_records(rows, columns=["result_id", "idx", "value_s", "sm_clock_mhz"])
         return frame.astype({"result_id": "int64", "idx": "int64", "value_s": "float64",
                              "sm_clock_mhz": "float64"})
+
+
+def _min_samples(measure_config: str | None) -> int | None:
+    """The ``min_samples`` of a run's stored MeasureConfig JSON, or None."""
+    try:
+        value = json.loads(measure_config).get("min_samples") if measure_config else None
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _as_list(value: Any) -> list[Any]:

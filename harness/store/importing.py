@@ -10,8 +10,9 @@ destination's copies of the runs they named (runs are copied in id order, so a p
 Environments and cases are keyed by content and shared. Named baselines are a machine's own and are
 not copied.
 
-Opening a source of an older schema migrates it like any store does (which gives its older runs
-their UUIDs, so a second import recognises them).
+A source is opened read-only (it must be a kbench store; it is never written). One of an older
+schema is migrated in a copy in memory; runs stored before version 5 get UUIDs derived from their
+content there, the same each time, so a second import recognises them.
 """
 
 from __future__ import annotations

@@ -4,20 +4,22 @@ The schema is versioned: :data:`SCHEMA_VERSION` and an ordered list :data:`MIGRA
 ``MIGRATIONS[i]`` turns a version-``i`` database into version ``i + 1`` (version 0 is a database
 without kbench tables). :func:`migrate` brings an older file forward in one transaction and refuses
 a file written by a newer kbench. Migrations only add: old rows are never rewritten (version 5 fills
-the new ``runs.uuid`` of older runs).
+the new ``runs.uuid`` of older runs). A read-only command migrates an older file in a copy in memory
+(:meth:`harness.store.Store.open`), never the file.
 
 The DDL is written in SQLite's dialect; a PostgreSQL store runs the same statements translated by
 :meth:`harness.store.backend.Connection.ddl` (and the one migration SQLite does by rebuilding a
 table, version 3, alters the CHECK constraint in place there).
 
-Schema (version 6)::
+Schema (version 8; version 7 is reserved for the run lease)::
 
     schema_version(version PK, applied_at, kbench_version)       one row per applied migration
     runs(id PK, started_at, ended_at, status, suite_name, suite_path, suite_sha256, git_commit,
          kbench_version, argv JSON, executor, measure_config JSON,
          kind ('run' | 'calibration' | 'remeasure' | 'ab' [v3]), parent_run FK NULL,  [kind: v2]
          regression_threshold NULL, thresholds JSON NULL,                         [v4]
-         uuid UNIQUE)                                                              [v5]
+         uuid UNIQUE,                                                              [v5]
+         kbench_commit NULL, suite_commit NULL)                                    [v8]
     baselines(name PK, run_id FK, set_at, note)                                   [v2]
     environments(id PK = harness.env.fingerprint_id, json, first_seen)
     cases(key PK, workload, variant, params JSON, knobs JSON, dtype, target, gpu_model, case_json)
@@ -44,14 +46,16 @@ import sqlite3
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
+from pathlib import Path
 
 from harness import __version__
 from harness.errors import StoreError
 from harness.model import OUTCOMES
 
-from .backend import Connection, as_connection
+from .backend import Connection, SQLiteConnection, as_connection, retry_busy
 
-__all__ = ["MIGRATIONS", "NOT_HISTORY", "RUN_KINDS", "SCHEMA_VERSION", "migrate", "now", "read_version"]
+__all__ = ["MARKER_COLUMNS", "MIGRATIONS", "NOT_HISTORY", "RUN_KINDS", "SCHEMA_VERSION", "migrate", "now",
+           "open_sqlite", "read_version"]
 
 
 # The outcomes schema version 1 accepts. Frozen here on purpose: a new outcome in
@@ -243,14 +247,23 @@ def _json_object(text: str | None) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+#: the namespace of the UUIDs version 5 derives for runs stored before it (uuid5 of their content)
+_OLD_RUN_NAMESPACE = uuid.UUID("6f1d3c1e-8a0b-5c43-9e53-3b0c1a7e2d64")
+
+
 def _v5_run_uuid(conn: Connection | sqlite3.Connection) -> None:
     """Version 5: every run carries a unique id from its creation (``runs.uuid``, a UUID4 in text),
-    so that `kbench import` recognises a run it already copied from another store. Older runs get a
-    fresh one each."""
+    so that `kbench import` recognises a run it already copied from another store. Older runs get one
+    derived from what they stored (id, start time to the microsecond, suite, command line): the same
+    on every migration of the same file, so a file read by a read-only command (migrated in a copy in
+    memory, its file left as it is) names its runs alike each time it is imported."""
     conn = as_connection(conn)
     conn.execute("ALTER TABLE runs ADD COLUMN uuid TEXT NOT NULL DEFAULT ''")
-    for (run_id,) in conn.execute("SELECT id FROM runs ORDER BY id").fetchall():
-        conn.execute("UPDATE runs SET uuid = ? WHERE id = ?", (str(uuid.uuid4()), run_id))
+    rows = conn.execute("SELECT id, started_at, suite_name, argv FROM runs ORDER BY id").fetchall()
+    for run_id, started_at, suite_name, argv in rows:
+        content = json.dumps([int(run_id), started_at, suite_name, argv])
+        conn.execute("UPDATE runs SET uuid = ? WHERE id = ?", (str(uuid.uuid5(_OLD_RUN_NAMESPACE, content)),
+                                                               run_id))
     conn.execute("CREATE UNIQUE INDEX runs_by_uuid ON runs(uuid)")
 
 
@@ -317,6 +330,20 @@ _V6_STATEMENTS = (
 )
 
 
+def _v7_reserved(conn: Connection | sqlite3.Connection) -> None:
+    """Version 7 is reserved for the run lease (one resumer at a time), written on another line of
+    work; this placeholder changes nothing and is replaced by it when the two meet."""
+
+
+# Version 8: a run keeps the commit of kbench itself and the commit of the repository holding its
+# suite file, separately (harness.env.kbench_commit, suite_commit); ``git_commit`` stays the commit
+# the caller gave as that of the code under test. Older runs have NULL in both.
+_V8_STATEMENTS = (
+    "ALTER TABLE runs ADD COLUMN kbench_commit TEXT",
+    "ALTER TABLE runs ADD COLUMN suite_commit TEXT",
+)
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     _sql(*_V1_STATEMENTS),  # 0 -> 1: the first layout
     _sql(*_V2_STATEMENTS),  # 1 -> 2: run kinds, re-measure parents, named baselines
@@ -324,19 +351,42 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v4_typed_results,  # 3 -> 4: thresholds of runs; nvcc calls, sides and interleave groups of results
     _v5_run_uuid,  # 4 -> 5: a unique id of each run (kbench import)
     _sql(*_V6_STATEMENTS),  # 5 -> 6: tuning sessions, their trials, the best configuration per device
+    _v7_reserved,  # 6 -> 7: reserved (the run lease)
+    _sql(*_V8_STATEMENTS),  # 7 -> 8: the commits of kbench and of the suite's repository
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 8
 
 assert SCHEMA_VERSION == len(MIGRATIONS), "SCHEMA_VERSION must equal len(MIGRATIONS)"
 assert set(_V1_OUTCOMES) == set(OUTCOMES), (
     "harness.model.OUTCOMES changed: add a store migration that widens results.outcome's CHECK")
 
 
-def read_version(conn: Connection) -> int:
-    """The schema version of the database behind ``conn`` (0: no kbench tables)."""
+#: kbench's schema marker: the table ``schema_version`` with these columns (one row per migration)
+MARKER_COLUMNS = ("version", "applied_at", "kbench_version")
+
+
+def read_version(conn: Connection, path: object = None) -> int:
+    """The schema version of the database behind ``conn``: 0 for an empty database (no tables at
+    all, e.g. a file kbench has just created), else the newest version its schema marker records.
+
+    Raises
+    ------
+    StoreError
+        The database holds tables but not kbench's schema marker (the ``schema_version`` table with
+        the columns :data:`MARKER_COLUMNS`): it is somebody else's, and kbench never writes into it.
+    """
     if not conn.table_exists("schema_version"):
-        return 0
+        others = conn.tables()
+        if not others:
+            return 0
+        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+        raise StoreError(f"{path if path is not None else 'the database'} is not a kbench result store "
+                         f"(it has tables {shown} but not kbench's schema marker, the schema_version "
+                         "table); kbench leaves it as it is: pass a kbench store or a new file as --db")
+    if not set(MARKER_COLUMNS) <= set(conn.columns("schema_version")):
+        raise StoreError(f"{path if path is not None else 'the database'} is not a kbench result store "
+                         "(its schema_version table is not kbench's); kbench leaves it as it is")
     (version,) = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
     return int(version or 0)
 
@@ -344,13 +394,17 @@ def read_version(conn: Connection) -> int:
 def migrate(conn: Connection, path: object) -> None:
     """Bring the database to ``len(MIGRATIONS)`` in one transaction, or refuse a newer one."""
     target = len(MIGRATIONS)  # read at call time, so tests can append a fake migration
-    version = read_version(conn)
+    version = read_version(conn, path)
     if version > target:
         raise StoreError(
             f"result store {path} has schema version {version}, newer than this kbench"
             f" ({__version__}) supports (version {target}); upgrade kbench or use another --db file")
     if version == target:
         return
+    if conn.readonly:
+        raise StoreError(f"result store {path} has schema version {version}; this kbench reads version"
+                         f" {target}: a command that writes (e.g. `kbench baseline set`, or a run) migrates"
+                         " it, read-only commands do not")
     sqlite = conn.dialect == "sqlite"
     # SQLite: foreign keys are off while migrating (a migration may rebuild a referenced table, see
     # _v3_run_kind_ab; the pragma cannot change inside a transaction) and checked before COMMIT.
@@ -360,7 +414,7 @@ def migrate(conn: Connection, path: object) -> None:
         conn.begin()
         try:
             conn.lock_schema()  # PostgreSQL: one migrating process at a time
-            version = read_version(conn)  # another process may have migrated meanwhile
+            version = read_version(conn, path)  # another process may have migrated meanwhile
             while version < target:
                 try:
                     MIGRATIONS[version](conn)
@@ -382,6 +436,55 @@ def migrate(conn: Connection, path: object) -> None:
     finally:
         if sqlite:
             conn.execute("PRAGMA foreign_keys = ON")
+
+
+def open_sqlite(path: Path, *, create: bool, readonly: bool) -> SQLiteConnection:
+    """The connection :meth:`harness.store.Store.open` wraps for the SQLite file ``path``: a missing or
+    empty file made a store when ``create`` (never when ``readonly``); somebody else's database
+    refused before anything is written (:func:`read_version`); ``readonly``: opened ``mode=ro``, an
+    older store migrated in a copy in memory; else ``PRAGMA quick_check`` before the first write
+    (a damaged store is refused), WAL on, migrated to the latest version.
+
+    Raises
+    ------
+    StoreError
+        Naming the file and what is wrong with it.
+    """
+    create = create and not readonly
+    parent = path.parent
+    if not parent.is_dir():
+        raise StoreError(f"cannot open result store {path}: directory {parent} does not exist")
+    if path.exists() and not path.is_file():
+        raise StoreError(f"cannot open result store {path}: it is not a file")
+    fresh = not path.exists() or path.stat().st_size == 0
+    if fresh and not create:
+        raise StoreError(f"no result store at {path}" + (" (the file is empty)" if path.exists() else ""))
+    try:
+        conn = SQLiteConnection.connect(path, create, readonly=readonly)
+    except sqlite3.Error as e:
+        raise StoreError(f"cannot open result store {path}: {e}") from e
+    try:
+        version = read_version(conn, path)  # refuses somebody else's database before any write
+        if readonly:
+            if version == 0:
+                raise StoreError(f"no result store at {path} (an empty SQLite database)")
+            if version < len(MIGRATIONS):
+                conn = conn.in_memory_copy()
+        elif version > 0:
+            conn.quick_check(path)
+        if not conn.readonly:
+            conn.execute("PRAGMA foreign_keys = ON")
+        if not readonly:
+            # switching to WAL needs the file to itself for a moment: wait out other writers
+            retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+        migrate(conn, path)
+    except sqlite3.DatabaseError as e:  # e.g. "file is not a database"
+        conn.close()
+        raise StoreError(f"cannot open result store {path}: {e}") from e
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def now() -> str:

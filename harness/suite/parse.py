@@ -23,6 +23,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as a package (tomli;
     import tomli as tomllib
 
 
+from harness.errors import InvalidSetting
 from harness.measure.stopping import CRITERIA as STOPPING_CRITERIA
 from harness.model import DEFAULT_THRESHOLD, Case, MeasureConfig, Pairs, pairs
 from kernels import workloads
@@ -299,16 +300,11 @@ class _Parser:
             if rule is not None and not rule[0](v):
                 raise self.err(where, f"[measure] {k} must be {rule[1]}, got {v!r}")
             values[k] = v
-        cfg = dataclasses.replace(defaults, **values)
-        if cfg.min_time_s > cfg.max_time_s:
-            k = "max_time_s" if "max_time_s" in m else "min_time_s"
-            raise self.err(W + (k,), f"[measure] min_time_s ({cfg.min_time_s}) exceeds max_time_s "
-                                     f"({cfg.max_time_s})")
-        if cfg.min_samples > cfg.max_samples:
-            k = "max_samples" if "max_samples" in m else "min_samples"
-            raise self.err(W + (k,), f"[measure] min_samples ({cfg.min_samples}) exceeds max_samples "
-                                     f"({cfg.max_samples})")
-        return cfg
+        try:  # MeasureConfig checks the settings together (min_time_s <= max_time_s, ...)
+            return dataclasses.replace(defaults, **values)
+        except InvalidSetting as e:
+            given = [k for k in e.settings if k in m] or list(e.settings)
+            raise self.err(W + (given[-1],), f"[measure] {e.detail}") from None
 
     def import_folders(self, s: dict[str, Any]) -> list[str]:
         """The folders ``imports`` are looked for in: the suite file's own, then ``[suite]

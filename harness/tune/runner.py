@@ -13,12 +13,14 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import kernels as tvm
-from harness.errors import ConfigError
+from harness.errors import ConfigError, InvalidSetting
 from harness.execute.check import check_outputs
 from harness.execute.inputs import case_data
 from harness.model import Case
@@ -48,11 +50,32 @@ class RunnerSettings:
     timeout_s: float | None = None
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        # checked where the settings are made, whoever makes them (the command line, the API)
+        for name, ok, what in (("number", lambda v: _integral(v) and v >= 1, "an integer of at least 1"),
+                               ("repeat", lambda v: _integral(v) and v >= 1, "an integer of at least 1"),
+                               ("min_repeat_ms", lambda v: v is None or (_finite(v) and v >= 0),
+                                "a non-negative number (or None)"),
+                               ("timeout_s", lambda v: v is None or (_finite(v) and v > 0),
+                                "a positive number of seconds (or None: the case's timeout)"),
+                               ("seed", lambda v: _integral(v) and v >= 0, "a non-negative integer")):
+            value = getattr(self, name)
+            if not ok(value):
+                raise InvalidSetting((name,), f"{name} must be {what}, got {value!r}", owner="RunnerSettings")
+
     def for_case(self, case: Case) -> RunnerSettings:
         """These settings with the defaults that depend on the case filled in."""
         return replace(self, min_repeat_ms=(100.0 if case.target == "cuda" else 0.0)
                        if self.min_repeat_ms is None else self.min_repeat_ms,
                        timeout_s=case.timeout_s if self.timeout_s is None else self.timeout_s)
+
+
+def _integral(v: Any) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _device(target: str) -> Any:

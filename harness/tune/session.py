@@ -22,12 +22,13 @@ from typing import Any
 
 from harness.config import apply_runtime_defaults
 from harness.env import fingerprint, git_commit
-from harness.errors import ConfigError, UsageError
+from harness.errors import ConfigError, InvalidSetting, UsageError
 from harness.execute import make_executor
 from harness.model import Case
 from harness.store import Store, cpu_device
 from harness.suite import Suite, load_suite
 from kernels import workloads
+from harness.suite.values import TARGETS
 from kernels.tuning import (
     GridSearchTuner,
     MeasureErrorNo,
@@ -71,6 +72,22 @@ class TuneRequest:
     settings: RunnerSettings = RunnerSettings()
     seed: int | None = None
     argv: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # checked where the request is made, before any store is opened or anything starts
+        if self.tuner not in TUNERS:
+            raise InvalidSetting(("tuner",), f"tuner {self.tuner!r} is not one of {', '.join(TUNERS)}",
+                                 owner="TuneRequest")
+        if isinstance(self.n_trial, bool) or not isinstance(self.n_trial, int) or self.n_trial < 1:
+            raise InvalidSetting(("n_trial",), f"n_trial must be an integer of at least 1, got "
+                                 f"{self.n_trial!r}", owner="TuneRequest")
+        if self.executor_kind not in ("local", "ray"):
+            raise InvalidSetting(("executor_kind",), f"executor {self.executor_kind!r} is not local or ray",
+                                 owner="TuneRequest")
+        for t in self.targets or ():
+            if t not in TARGETS:
+                raise InvalidSetting(("targets",), f"unknown target {t!r} (targets: {', '.join(TARGETS)})",
+                                     owner="TuneRequest")
 
 
 @dataclass

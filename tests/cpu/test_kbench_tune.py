@@ -6,6 +6,7 @@ recorded with their error and never chosen, the run using the stored best, and t
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import textwrap
 
@@ -80,6 +81,8 @@ def test_tune_then_run_uses_the_best_configuration(tmp_path, capsys):
     code, stdout, _ = _kbench("tune", suite, "--trials", 8, "--tuner", "random", "--executor", "local",
                               "--seed", 1, "--db", db, capsys=capsys)
     assert code == 0 and "kbench tune tiny-tune" in stdout
+    # the best rate in units for people (e.g. "3.2 GFLOP/s"), never a raw count of GFLOP/s
+    assert re.search(r" [1-9]\d{0,2}\.\d [kMGTP]FLOP/s ", stdout), stdout
     trials = _rows(db, "SELECT session_id, trial, config_index, knobs, cost_s, error_no, error"
                        " FROM tuning_trials ORDER BY id")
     assert [t[1] for t in trials] == list(range(8)) and {t[0] for t in trials} == {1}

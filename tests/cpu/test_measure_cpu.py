@@ -3,6 +3,8 @@ target (PoCL in CI) with OpenCLTimer; correctness is checked before anything is 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -249,3 +251,20 @@ def test_cpu_read_peak_beside_the_copy_peak():
     # a row sum writes one value per 256 it reads: measured against the read peak
     assert d["peak_bw"] == "read"
     assert d["pct_peak_bw"] == pytest.approx(100.0 * d["gbps"] / peaks["read_gbps"])
+
+
+def test_a_case_gets_its_min_samples_past_max_time_within_its_timeout():
+    # suites/smoke.toml asks min_samples = 5 with max_time_s = 0.1; a cap far below one sample's time
+    # must still give 5 samples (the case's timeout bounds it), where it used to give one
+    from harness.execute.worker import measure_limit_s, run_case
+    from harness.suite import load_suite
+
+    suite = load_suite("suites/smoke.toml")
+    assert suite.measure.min_samples == 5
+    config = replace(suite.measure, max_time_s=1e-6, min_time_s=0.0)
+    case = suite.cases[0]
+    result = run_case(case, config)
+    assert result.outcome == "ok", result.message
+    assert len(result.timing.samples) >= 5 and result.timing.stop_reason == "cap"
+    assert measure_limit_s(case, 10.0) == pytest.approx(0.8 * (case.timeout_s - 10.0))
+    assert measure_limit_s(case, case.timeout_s + 5) == 0.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -33,10 +34,16 @@ def test_run_local_show_export_resume(tmp_path):
     phases = [json.loads(x)["phases_s"] for (x,) in con.execute("select extra from results")]
     assert len(phases) == 3 and all(p["measure"] > 0 and p["inputs"] >= 0 for p in phases)
     rows = con.execute("select outcome, n_samples, median_s from results").fetchall()
-    assert len(rows) == 3 and all(o == "ok" and n >= 3 and m > 0 for o, n, m in rows)
+    # the suite's min_samples = 5 wins over its max_time_s = 0.1 (docs/SUITES.md)
+    assert len(rows) == 3 and all(o == "ok" and n >= 5 and m > 0 for o, n, m in rows)
     assert con.execute("select count(*) from samples").fetchone()[0] == sum(n for _, n, _ in rows)
     show = kbench("show", "1", "--db", db)
     assert show.returncode == 0 and "row_sum/split" in show.stdout
+    # where the code came from: the suite's repository and kbench itself (this checkout: the same)
+    (kbench_commit, suite_commit), = con.execute("select kbench_commit, suite_commit from runs").fetchall()
+    assert kbench_commit == suite_commit and f"at commit {suite_commit or 'unknown'}" in show.stdout
+    # rates for people: "123.4 MB/s", never a bare number of GB/s
+    assert re.search(r"\d+\.\d [kMGT]B/s", show.stdout), show.stdout
     out = tmp_path / "r.csv"
     assert kbench("export", out, "--db", db).returncode == 0
     df = pd.read_csv(out)

@@ -16,6 +16,7 @@ from harness.errors import ConfigError, ExitCode, KbenchError, StoreError, Usage
 from harness.execute import DispatchError
 from harness.execute.portable import BaseTreeError, PortableSpecError
 from harness.plan import PlanError
+from harness.store import Store
 from harness.suite import SuiteError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +73,13 @@ def test_exit_codes_through_the_console_entry(tmp_path):
     """``python -m harness.cli`` (what the console script runs) passes the codes on."""
     missing = subprocess.run([sys.executable, "-m", "harness.cli", "show", "7", "--db",
                               str(tmp_path / "k.db")], cwd=ROOT, capture_output=True, text=True)
-    assert missing.returncode == 4 and "kbench show: no run 7 in" in missing.stderr
+    assert missing.returncode == 4
+    assert f"kbench show: no result store at {tmp_path / 'k.db'}" in missing.stderr
+    assert not (tmp_path / "k.db").exists()  # a read-only command creates no store
+    Store.open(tmp_path / "k.db").close()
+    no_run = subprocess.run([sys.executable, "-m", "harness.cli", "show", "7", "--db",
+                             str(tmp_path / "k.db")], cwd=ROOT, capture_output=True, text=True)
+    assert no_run.returncode == 4 and "kbench show: no run 7 in" in no_run.stderr
     bad = subprocess.run([sys.executable, "-m", "harness.cli", "bogus"], cwd=ROOT, capture_output=True,
                          text=True)
     assert bad.returncode == 4 and "invalid choice: 'bogus'" in bad.stderr

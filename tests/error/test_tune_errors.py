@@ -120,3 +120,29 @@ def test_the_ray_executor_without_its_runner_is_named(tmp_path, capsys, monkeypa
     # CPU targets are measured in this process whatever the executor (their device is this host)
     local = measure_option_for("ray", replace(case, target="c", variant="split"), RunnerSettings())
     assert type(local.runner).__name__ == "CheckedRunner" and local.runner.timeout == case.timeout_s
+
+
+def test_tuning_settings_are_checked_where_they_are_made(tmp_path, capsys):
+    from harness.errors import InvalidSetting
+    from harness.tune.runner import RunnerSettings
+    from harness.tune.session import TuneRequest
+
+    for changes, message in (({"number": 0}, "number must be an integer of at least 1, got 0"),
+                             ({"repeat": 2.5}, "repeat must be an integer of at least 1, got 2.5"),
+                             ({"timeout_s": 0.0}, "timeout_s must be a positive number of seconds"),
+                             ({"min_repeat_ms": float("nan")}, "min_repeat_ms must be a non-negative number"),
+                             ({"seed": -1}, "seed must be a non-negative integer, got -1")):
+        with pytest.raises(InvalidSetting, match=f"RunnerSettings: {message}"):
+            RunnerSettings(**changes)
+    for changes, message in (({"tuner": "annealing"}, "tuner 'annealing' is not one of xgb, random, grid"),
+                             ({"n_trial": 0}, "n_trial must be an integer of at least 1, got 0"),
+                             ({"targets": ("c", "bogus")}, "unknown target 'bogus'")):
+        with pytest.raises(InvalidSetting, match=f"TuneRequest: {message}"):
+            TuneRequest("s.toml", tmp_path / "k.db", **changes)
+    # from the command line: exit 4 before a store is opened
+    suite = tmp_path / "t.toml"
+    suite.write_text(TUNED)
+    db = tmp_path / "k.db"
+    code, err = _kbench(capsys, "tune", suite, "--targets", "c,bogus", "--db", db)
+    assert code == 4 and "TuneRequest: unknown target 'bogus' (targets: c, opencl, cuda)" in err, err
+    assert not db.exists()

@@ -220,6 +220,9 @@ def test_peaks_and_derived(rowsum):
     assert peaks["copy_gbps"] > 100 and peaks["l2_bytes"] > 0
     if peaks["matmul_source"] is not None:
         assert peaks["matmul_fp16_gflops"] > peaks["matmul_fp32_gflops"] > 0
+        # torch._int_mm on the int8 tensor cores (None where this torch or GPU lacks it)
+        assert peaks["matmul_int8_gops"] is None or peaks["matmul_int8_gops"] > 0
+    assert "matmul_int8_gops" in peaks
     assert measure_peaks_cuda(0) == peaks  # cached per device UUID
     *_, launch = rowsum
     t = measure(CudaTimer(0), launch, MeasureConfig(max_time_s=2.0))

@@ -125,3 +125,28 @@ def test_report_has_the_variants_table_with_peers(ran):
     table = table[:table.index("</table>")]
     assert "fastest kernel vs peers" in table and "FLOP/s" in table
     assert "tutorial [bx=4, by=64, step_k=4, v=8]" in table
+
+
+def test_integer_cases_are_a_share_of_their_own_peak_or_of_none(ran):
+    """An int8 case is a share of the int8 tensor-core peak (torch._int_mm) where it was measured,
+    int4 and int1 cases of no peak: never of the copy peak (harness.stats.peaks)."""
+    _, db, _ = ran
+    with Store.open(db, readonly=True) as st:
+        frame = st.results_frame(1)
+    ok = frame[frame["outcome"] == "ok"]
+    for dtype in ("int4", "int1"):
+        rows = ok[ok["dtype"] == dtype]
+        assert len(rows) and rows["pct_peak_bw"].isna().all() and rows["pct_peak_flops"].isna().all()
+    int8 = ok[ok["dtype"] == "int8"]
+    notes = [json.loads(x)["peaks"] for x in int8["extra"]]
+    measured = {n["flops"] for n in notes}
+    assert measured in ({"matmul_int8_gops"}, {None}), measured
+    if measured == {"matmul_int8_gops"}:
+        assert int8["pct_peak_flops"].notna().all() and (int8["pct_peak_flops"] > 0).all()
+    else:  # no int8 peak here (no torch._int_mm): no percentage at all
+        assert int8["pct_peak_bw"].isna().all() and int8["pct_peak_flops"].isna().all()
+    shown = kbench("show", "1", "--db", db)
+    assert shown.returncode == 0, shown.stderr
+    for line in shown.stdout.splitlines():
+        if "/int8/" in line or "/int4/" in line or "/int1/" in line:
+            assert "copy peak" not in line and "read peak" not in line and "FLOP/s" not in line, line

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -10,7 +11,8 @@ import pytest
 from scipy.stats import binom
 
 from harness.execute.check import check_outputs, poisoned_unwritten
-from harness.errors import UsageError
+from harness import model
+from harness.errors import InvalidSetting, UsageError
 from harness.measure import (
     STOP_REASONS,
     CpuTimer,
@@ -101,6 +103,31 @@ def test_should_stop_max_samples():
     assert should_stop(many, 1.0, CFG) == (True, "max_samples")
 
 
+def test_min_samples_wins_over_the_cap_up_to_the_case_limit():
+    # 3 samples, min_samples 10, past max_time_s (15 s): a case limit lets sampling go on
+    assert should_stop(TIGHT[:3], 0.1, CFG, wall_s=20.0, limit_s=60.0) == (False, "")
+    assert should_stop(TIGHT[:9], 0.1, CFG, wall_s=59.9, limit_s=60.0) == (False, "")
+    # once min_samples are there, the cap applies as usual (a wide CI that never converges)
+    assert should_stop(WIDE[:10], 0.1, CFG, wall_s=20.0, limit_s=60.0) == (True, "cap")
+    # the case's limit ends it with fewer samples rather than run into its timeout
+    assert should_stop(TIGHT[:3], 0.1, CFG, wall_s=60.0, limit_s=60.0) == (True, "cap")
+    # a limit under max_time_s never stops it before the cap
+    assert should_stop(TIGHT[:3], 0.1, CFG, wall_s=10.0, limit_s=5.0) == (False, "")
+    assert should_stop(TIGHT[:3], 0.1, CFG, wall_s=15.0, limit_s=5.0) == (True, "cap")
+
+
+def test_measure_collects_min_samples_past_max_time_within_the_limit():
+    # each launch sleeps 20 ms: max_time_s 0.05 s holds ~2 samples, min_samples asks for 6
+    cfg = MeasureConfig(max_time_s=0.05, min_time_s=0.0, min_samples=6, warmup_min=1)
+    nap = lambda: time.sleep(0.02)  # noqa: E731
+    capped = measure(CpuTimer(flush_bytes=1 << 12), nap, cfg)  # no case limit: the cap as before
+    assert capped.stop_reason == "cap" and len(capped.samples) < 6
+    t = measure(CpuTimer(flush_bytes=1 << 12), nap, cfg, limit_s=5.0)
+    assert len(t.samples) >= 6 and t.stop_reason in ("converged", "cap")
+    short = measure(CpuTimer(flush_bytes=1 << 12), nap, cfg, limit_s=0.1)  # the limit ends it first
+    assert short.stop_reason == "cap" and len(short.samples) < 6
+
+
 def test_should_stop_converged_wins_over_cap():
     assert should_stop(TIGHT, 20.0, CFG, wall_s=30.0) == (True, "converged")
 
@@ -118,6 +145,9 @@ def test_stopping_criterion_is_named_in_the_config(monkeypatch):
         return len(samples) >= 12
 
     monkeypatch.setattr(stopping, "CRITERIA", dict(stopping.CRITERIA))
+    monkeypatch.setattr(model, "STOPPING_NAMES", set(model.STOPPING_NAMES))
+    with pytest.raises(InvalidSetting, match="stopping must be the name of a stopping criterion"):
+        MeasureConfig(stopping="after-twelve")  # not registered yet
     stopping.register_criterion("after-twelve", after_twelve)
     cfg = MeasureConfig(stopping="after-twelve", min_samples=10, min_time_s=0.5, max_time_s=15.0)
     assert should_stop(WIDE[:11], 1.0, cfg) == (False, "")  # the default criterion would not stop either
@@ -130,8 +160,15 @@ def test_stopping_criterion_is_named_in_the_config(monkeypatch):
 
 
 def test_unknown_stopping_criterion_names_the_known_ones():
-    with pytest.raises(UsageError, match="stopping criterion 'nope' is not one of median-ci"):
-        should_stop(TIGHT, 0.6, MeasureConfig(stopping="nope"))
+    # refused where the config is made, whoever makes it
+    with pytest.raises(InvalidSetting, match=r"MeasureConfig: stopping must be the name of a stopping "
+                                             r"criterion \(median-ci\), got 'nope'"):
+        MeasureConfig(stopping="nope")
+    # a criterion unregistered behind the config's back is still named by the loop
+    cfg = MeasureConfig()
+    object.__setattr__(cfg, "stopping", "gone")
+    with pytest.raises(UsageError, match="stopping criterion 'gone' is not one of median-ci"):
+        should_stop(TIGHT, 0.6, cfg)
 
 
 # -- measure() with a real function on the CPU ----------------------------------------------------
@@ -177,7 +214,7 @@ def test_measure_rotates_launches_and_respects_warmup_min():
 
 
 def test_measure_stops_at_max_samples():
-    cfg = MeasureConfig(max_time_s=5.0, min_time_s=100.0, min_samples=10, max_samples=25)
+    cfg = MeasureConfig(max_time_s=5.0, min_time_s=5.0, min_samples=10, max_samples=25)  # never converges
     t = measure(CpuTimer(flush_bytes=1 << 12), lambda: None, cfg)
     assert t.stop_reason == "max_samples" and len(t.samples) == 25
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from harness.model import Case, MeasureConfig, Result, Side
+import pytest
+
+from harness.errors import ConfigError, InvalidSetting
+from harness.model import Case, MeasureConfig, Result, Side, check_measure_settings
 
 
 def _case(**kw) -> Case:
@@ -47,3 +50,57 @@ def test_result_for_side():
     # a case that failed as a whole stands for every side, labelled with it
     timeout = Result(case, "timeout", message="no result after 9 s")
     assert timeout.for_side("B") == dataclasses.replace(timeout, side="B")
+
+
+# -- settings are checked where they are defined ------------------------------------------------
+
+
+@pytest.mark.parametrize("changes, settings, message", [
+    ({"max_time_s": -1.0}, ("max_time_s",), "max_time_s must be positive, got -1.0"),
+    ({"max_time_s": -1.0, "min_time_s": 5.0}, ("max_time_s",), "max_time_s must be positive"),
+    ({"min_time_s": 5.0, "max_time_s": 2.0}, ("min_time_s", "max_time_s"),
+     "min_time_s (5.0) exceeds max_time_s (2.0)"),
+    ({"min_samples": 50, "max_samples": 20}, ("min_samples", "max_samples"),
+     "min_samples (50) exceeds max_samples (20)"),
+    ({"min_samples": 0}, ("min_samples",), "min_samples must be at least 1, got 0"),
+    ({"min_samples": 2.5}, ("min_samples",), "min_samples must be an integer, got 2.5"),
+    ({"min_samples": True}, ("min_samples",), "min_samples must be an integer, got True"),
+    ({"max_rel_ci": 0.0}, ("max_rel_ci",), "max_rel_ci must be a fraction in (0, 1), got 0.0"),
+    ({"max_time_s": float("nan")}, ("max_time_s",), "max_time_s must be a number, got nan"),
+    ({"max_time_s": float("inf")}, ("max_time_s",), "max_time_s must be a number, got inf"),
+    ({"mode": "warm"}, ("mode",), "mode must be one of cold, hot, got 'warm'"),
+    ({"stopping": "never"}, ("stopping",), "stopping must be the name of a stopping criterion (median-ci"),
+    ({"seed": -3}, ("seed",), "seed must be a non-negative integer, got -3"),
+    ({"slowdown": -0.05}, ("slowdown",), "slowdown must be non-negative, got -0.05"),
+    ({"interleave": (("a", 0.0), ("a", 0.1))}, ("interleave",), "the sides' names repeat: a, a"),
+])
+def test_measure_config_refuses_bad_settings_whoever_makes_it(changes, settings, message):
+    with pytest.raises(InvalidSetting) as err:
+        MeasureConfig(**changes)
+    assert err.value.settings == settings and message in err.value.detail
+    assert str(err.value) == f"MeasureConfig: {err.value.detail}"
+    assert isinstance(err.value, ConfigError)  # kbench exits 4 with its message
+    with pytest.raises(InvalidSetting):  # and a replace() of a good config is checked alike
+        dataclasses.replace(MeasureConfig(), **changes)
+
+
+def test_measure_config_keeps_good_settings_and_makes_ints_floats():
+    cfg = MeasureConfig(max_time_s=2, min_time_s=2, min_samples=5, max_samples=5, clock_floor=1.5)
+    assert cfg.max_time_s == 2.0 and isinstance(cfg.max_time_s, float) and cfg.min_samples == 5
+    check_measure_settings({"min_time_s": 1.0})  # a part of the settings: no pair to compare
+    with pytest.raises(InvalidSetting, match="bogus is not a setting"):
+        check_measure_settings({"bogus": 1})
+
+
+def test_case_and_side_settings():
+    with pytest.raises(InvalidSetting, match="Case: row_sum/split: timeout_s must be a positive number, "
+                                             "got 0"):
+        Case(suite="s", workload="row_sum", variant="split", params=(), knobs=(), dtype="float32",
+             target="c", timeout_s=0)
+    with pytest.raises(InvalidSetting, match="rtol must be a non-negative number, got -1e-05"):
+        Case(suite="s", workload="row_sum", variant="split", params=(), knobs=(), dtype="float32",
+             target="c", rtol=-1e-5)
+    with pytest.raises(InvalidSetting, match="Side: side C: slowdown must be a non-negative number"):
+        Side("C", -0.1)
+    with pytest.raises(InvalidSetting, match="a side's name must be a non-empty string"):
+        Side("")

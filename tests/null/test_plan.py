@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.model import Case
-from harness.plan import batches
+from harness.plan import GIB, PlanError, batches, case_memory, check_memory
 
 
 def case(i: int, target: str = "cuda", gpu_model: str = "") -> Case:
@@ -77,3 +77,48 @@ def test_a_missing_or_zero_worker_count_counts_as_one():
 def test_size_must_be_positive():
     with pytest.raises(ValueError, match="at least 1"):
         batches([case(0)], 0, {"gpu": 2})
+
+
+# -- pre-flight memory checks ---------------------------------------------------------------------
+
+
+def _row_sum(n: int, m: int, target: str = "c", dtype: str = "float32") -> Case:
+    return Case("s", "row_sum", "default", (("m", m), ("n", n)), (), dtype, target)
+
+
+def test_case_memory_by_hand():
+    # row_sum n x m float32: A is n*m*4 bytes, B n*4; the float64 reference of B is n*8
+    host, device = case_memory(_row_sum(1000, 500))
+    arrays = (1000 * 500 + 1000) * 4.0
+    assert host == 2 * arrays + 1000 * 8.0 and device == 0.0  # c: the device copies live on the host
+    host, device = case_memory(_row_sum(1000, 500, target="cuda"))
+    assert host == arrays + 1000 * 8.0 and device == arrays
+    # a workload that does not split its traffic: every element counted in the reference (an upper bound)
+    c = Case("s", "matmul_tensorcore", "default", (("l", 64), ("layout", "TN"), ("m", 32), ("n", 16)), (),
+             "int8", "cuda")
+    from kernels.workloads import get
+
+    w = get("matmul_tensorcore")
+    arrays = w.bytes(c.param_dict, "int8")
+    assert case_memory(c) == (arrays + 8.0 * arrays, arrays)
+
+
+def test_an_enormous_case_is_refused_before_any_array_is_made():
+    huge = _row_sum(1 << 40, 1)  # 2**40 rows: 4 TiB of input alone
+    with pytest.raises(PlanError) as err:
+        check_memory([_row_sum(64, 64), huge], "suites/big.toml", host_available=64 * GIB)
+    msg = str(err.value)
+    assert msg.startswith("suites/big.toml: case row_sum/default[]/m=1,n=1099511627776/float32/c "
+                          "needs about ")
+    need = (2 * (2 ** 40 + 2 ** 40) * 4 + 2 ** 40 * 8) / GIB  # 24576 GiB
+    assert f"{need:.1f} GiB of host memory" in msg and "more than the 64.0 GiB available" in msg
+    check_memory([_row_sum(64, 64)], host_available=1 * GIB)  # small cases pass
+
+
+def test_a_cuda_case_is_checked_against_the_gpu_memory_where_known():
+    big = _row_sum(1 << 20, 1 << 13, target="cuda")  # 32 GiB of float32 input
+    check_memory([big], host_available=1024 * GIB)  # no GPU known here: only the host is checked
+    with pytest.raises(PlanError, match=r"needs about 32\.0 GiB of GPU memory for its arrays, more than the "
+                                        r"GPU's 24\.0 GiB"):
+        check_memory([big], host_available=1024 * GIB, device_memory=24 * GIB)
+    check_memory([big], host_available=1024 * GIB, device_memory=80 * GIB)

@@ -309,7 +309,11 @@ def test_html_table_has_one_row_per_case(report):
     head = re.search(r"<thead>(.*?)</thead>", table, re.DOTALL).group(1)
     cols = re.findall(r"<th[^>]*>(.*?)</th>", head)
     assert cols == ["workload", "variant", "knobs", "shape", "dtype", "target", "device", "verdict",
-                    "Δ vs baseline", "outcome", "median", "95 % CI", "GB/s", "GFLOP/s", "% of peak", "p / q"]
+                    "Δ vs baseline", "outcome", "median", "95 % CI", "bandwidth", "compute", "% of peak", "p / q"]
+    # rates in units for people: every bandwidth cell a number and a scaled unit, never raw GB/s
+    for cell in re.findall(r'<td class="num" data-sort="[^"]*">([^<]*B/s)</td>', body):
+        value, unit = cell.split(" ")
+        assert unit in ("kB/s", "MB/s", "GB/s", "TB/s") and 1.0 <= float(value) < 1000.0, cell
     # most urgent first: the WRONG case, then the SLOWER one
     chips = re.findall(r'<td data-sort="\d">(?:<span class="chip (\w+)")?', body)
     assert chips[:2] == ["WRONG", "SLOWER"] and chips[-1] == "SAME"
@@ -649,3 +653,22 @@ def test_reports_of_an_empty_run_and_of_cpu_only_failures(tmp_path):
     assert root.get("tests") == "2" and root.get("failures") == "1"
     assert root.find("testcase/failure").get("message").startswith("build_error: cc: error\ufffd <oops>")
     assert len(pybench_json(datas[1])["benchmarks"]) == 1
+
+
+def test_no_ci_of_a_median_from_fewer_samples_than_the_run_asked_for(tmp_path):
+    with Store.open(tmp_path / "k.db") as store:
+        run = store.begin_run(FakeSuite(), [], "local", MeasureConfig(min_samples=5))
+        for n, variant in ((2, "default"), (5, "split")):
+            case = Case("nightly", "row_sum", variant, (("m", 64), ("n", 64)), (), "float32", "c")
+            samples = tuple(1e-4 * (1 + 0.01 * i) for i in range(n))
+            timing = Timing(samples=samples, median=float(np.median(samples)), ci_low=min(samples),
+                            ci_high=max(samples))
+            store.record_result(run, Result(case, "ok", timing=timing, device="Test CPU"))
+        store.finish_run(run, "done")
+        data = collect(store, run)
+    rows = {r["variant"]: r for r in case_rows(data)}
+    assert rows["default"]["n_samples"] == 2 and rows["default"]["ci_low_s"] is None
+    assert rows["default"]["median_s"] == pytest.approx(1.005e-4)  # the median is still shown
+    assert rows["split"]["ci_low_s"] == pytest.approx(1e-4)
+    assert rows["split"]["ci_high_s"] == pytest.approx(1.04e-4)
+    assert list(data.results["run_min_samples"]) == [5, 5]

@@ -44,8 +44,8 @@ def test_matrix_ranks_skip_peers_and_failures():
     assert m["best"] == {"A100": "b", "H100": "c"} and m["best_differs"]
     assert cells[("b", "A100")]["rank_text"] == "1 of 2" and cells[("c", "H100")]["rank_text"] == "1 of 3"
     # nearer its FLOP peak than its bandwidth peak: FLOP/s shown
-    assert cells[("c", "H100")]["throughput"] == "900 GFLOP/s" and "FLOP peak" in cells[("c", "H100")]["pct"]
-    assert cells[("a", "H100")]["throughput"] == "100 GB/s"
+    assert cells[("c", "H100")]["throughput"] == "900.0 GFLOP/s" and "FLOP peak" in cells[("c", "H100")]["pct"]
+    assert cells[("a", "H100")]["throughput"] == "100.0 GB/s"
     # the bandwidth peak the result was measured against: copy (a result without the note: copy), read
     assert cells[("a", "H100")]["pct"] == "50 % of copy peak"
     assert cells[("b", "H100")]["pct"] == "50 % of read peak"

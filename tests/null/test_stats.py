@@ -313,6 +313,31 @@ def test_compare_frames_every_kind_of_verdict():
     assert exit_code(got) == 2
 
 
+def test_compare_frames_shows_no_ci_from_fewer_than_min_samples():
+    # one sample against a full baseline (a capped case): no CI, AMBIGUOUS, and why; a 10 % slowdown
+    # that a CI of 40 samples would call SLOWER is not called on 1
+    one = _row("k", 2, samples=[1.1e-3])
+    enough = _row("j", 2, samples=_times(31, scale=1.1e-3))
+    base = _frame([{**_row("k", 1, samples=_times(30)), "run_min_samples": 10},
+                   {**_row("j", 1, samples=_times(32)), "run_min_samples": 10}])
+    got = {v.case_key: v for v in compare_frames(_frame([{**one, "run_min_samples": 5},
+                                                         {**enough, "run_min_samples": 5}]), base)}
+    k = got["k"]
+    assert k.verdict == "AMBIGUOUS" and k.ratio_ci is None and k.q_value is None and k.n_new == 1
+    assert k.message == ("too few samples in the new run for a confidence interval: 1, its runs asked "
+                         "for min_samples 5")
+    assert k.ratio == pytest.approx(1.1e-3 / float(np.median(_times(30))))
+    assert got["j"].verdict == "SLOWER" and got["j"].ratio_ci is not None
+    # the baseline's own minimum counts too; rows without the column keep the old behaviour
+    base_few = _frame([{**_row("k", 1, samples=_times(33, n=4)), "run_min_samples": 10}])
+    new_full = _frame([{**_row("k", 2, samples=_times(34)), "run_min_samples": 10}])
+    (v,) = compare_frames(new_full, base_few)
+    assert v.verdict == "AMBIGUOUS" and v.ratio_ci is None and "in the baseline" in v.message
+    (plain,) = compare_frames(_frame([_row("k", 2, samples=_times(34))]),
+                              _frame([_row("k", 1, samples=_times(33, n=4))]))
+    assert plain.ratio_ci is not None
+
+
 def test_compare_frames_threshold_override():
     # a 2 % slowdown with 0.3 % noise: real, but under the default 3 % -> SAME; under 1 % -> SLOWER
     base = _frame([_row("k", 1, samples=_times(21, n=60, sigma=0.003)),

@@ -15,9 +15,12 @@ from harness.stats.peaks import (
     bandwidth_peak,
     flops_peak_key,
     needs_flops_peak,
+    ops_unit,
     pct_peak_text,
     peak_bw_kind,
+    peak_flops_kind,
     peak_share_text,
+    rate_text,
 )
 from kernels.workloads import get
 
@@ -95,3 +98,52 @@ def test_stored_results_say_which_peak():
     assert peak_share_text(93.14, 0.5, json.dumps(read)) == "93.1 % of read peak"
     assert peak_share_text(None, None, read) == ""
     assert peak_share_text(float("nan"), 3.0, "{}") == "3 % of FLOP peak"
+
+
+# -- peaks per dtype class ------------------------------------------------------------------------
+
+TC = get("matmul_tensorcore")
+TC_PARAMS = {"n": 8192, "m": 8192, "l": 8192, "layout": "TN"}
+
+
+def test_an_integer_matmul_is_never_a_share_of_the_copy_peak():
+    assert [flops_peak_key(d) for d in ("int8", "uint8", "int4", "int1", "int32")] == [
+        "matmul_int8_gops", "matmul_int8_gops", None, None, None]
+    # 2 * 8192^3 operations in 3.2 ms: 343.6 TOP/s; 8192^2 * (1 + 1 + 4) bytes: 125.8 GB/s
+    t = Timing(samples=(3.2e-3,), median=3.2e-3)
+    flops, nbytes = TC.flops(TC_PARAMS), TC.bytes(TC_PARAMS, "int8")
+    assert flops == 2.0 * 8192 ** 3 and needs_flops_peak(flops, nbytes)
+    no_int_peak = {"copy_gbps": 3000.0, "read_gbps": 3300.0, "matmul_fp16_gflops": 700_000.0,
+                   "matmul_int8_gops": None}
+    d = derived(t, flops, nbytes, no_int_peak, dtype="int8", traffic=TC.traffic(TC_PARAMS, "int8"))
+    assert d["gflops"] == pytest.approx(flops / 3.2e-3 / 1e9)
+    assert d["pct_peak_bw"] is None and d["pct_peak_flops"] is None  # not "4.2 % of copy peak"
+    with_int_peak = {**no_int_peak, "matmul_int8_gops": 1_000_000.0}
+    d = derived(t, flops, nbytes, with_int_peak, dtype="int8")
+    assert d["pct_peak_flops"] == pytest.approx(100.0 * flops / 3.2e-3 / 1e9 / 1e6)  # 34.4 %
+    assert d["pct_peak_bw"] == pytest.approx(100.0 * nbytes / 3.2e-3 / 1e9 / 3000.0)
+    # int4 and int1 have no peak of their own: no percentage, even with the int8 peak measured
+    for dtype in ("int4", "int1"):
+        d = derived(t, flops, TC.bytes(TC_PARAMS, dtype), with_int_peak, dtype=dtype)
+        assert d["pct_peak_bw"] is None and d["pct_peak_flops"] is None
+    # a memory-bound integer kernel keeps its bandwidth share
+    d = derived(t, flops=1e6, nbytes=4e9, peaks=no_int_peak, dtype="int32")
+    assert d["pct_peak_bw"] == pytest.approx(100.0 * 4e9 / 3.2e-3 / 1e9 / 3000.0)
+
+
+def test_a_stored_int8_share_is_labelled_with_its_peak():
+    note = json.dumps({"peaks": {"bandwidth": "copy", "bandwidth_gbps": 3000.0, "flops": "matmul_int8_gops"}})
+    assert peak_flops_kind(note) == "matmul_int8_gops" and peak_flops_kind("{}") is None
+    assert peak_share_text(4.2, 34.36, note) == "34.4 % of int8 matmul peak"
+    assert peak_share_text(4.2, 34.36, "{}") == "34.4 % of FLOP peak"
+
+
+def test_rates_are_scaled_for_people():
+    assert rate_text(362534.72, "FLOP/s") == "362.5 TFLOP/s"
+    assert rate_text(2450.3) == "2.5 TB/s" and rate_text(999.94) == "999.9 GB/s"
+    assert rate_text(1000.0) == "1.0 TB/s" and rate_text(1.5e6, "OP/s") == "1.5 POP/s"
+    assert rate_text(0.25) == "250.0 MB/s" and rate_text(2e-5) == "20.0 kB/s"
+    assert rate_text(3e-10) == "0.3 B/s"
+    assert rate_text(None) == "" and rate_text(float("nan")) == ""
+    assert ops_unit("int8") == "OP/s" and ops_unit("uint4") == "OP/s" and ops_unit("float16") == "FLOP/s"
+    assert ops_unit(None) == "FLOP/s"

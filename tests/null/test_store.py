@@ -104,8 +104,11 @@ def test_missing_parent_directory_is_named(tmp_path):
 def test_not_a_database_is_a_store_error(tmp_path):
     bad = tmp_path / "junk.db"
     bad.write_bytes(b"this is not sqlite at all, not even close " * 100)
-    with pytest.raises(StoreError, match="junk.db"):
-        Store.open(bad)
+    before = bad.read_bytes()
+    for kwargs in ({}, {"readonly": True}):
+        with pytest.raises(StoreError, match=r"junk\.db is not a SQLite database, so not a kbench result"):
+            Store.open(bad, **kwargs)
+    assert bad.read_bytes() == before
 
 
 def test_open_without_create_does_not_create(tmp_path):
@@ -116,28 +119,91 @@ def test_open_without_create_does_not_create(tmp_path):
     assert not (tmp_path / "absent.db").exists()
 
 
-def test_version0_db_with_foreign_tables_is_migrated(db):
-    # a hand-made "version 0": a SQLite file without kbench tables but with someone's data
-    with sqlite3.connect(db) as conn:
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"create": False}, {"readonly": True}])
+def test_sqlite_file_without_the_marker_is_refused_and_left_byte_identical(db, kwargs):
+    # somebody else's SQLite file: tables, rows, but no kbench schema_version table
+    with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)")
         conn.execute("INSERT INTO notes (text) VALUES ('keep me')")
-    with Store.open(db) as s:
-        assert s.schema_version == store.SCHEMA_VERSION
-        assert s.list_runs() == []
-    with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT text FROM notes").fetchall() == [("keep me",)]
+    before = _sha(db)
+    with pytest.raises(StoreError, match=r"kbench\.db is not a kbench result store.*tables notes"):
+        Store.open(db, **kwargs)
+    assert _sha(db) == before
+    assert sorted(p.name for p in db.parent.iterdir()) == ["kbench.db"]  # no -wal/-shm left either
 
 
-def test_failed_migration_from_version0_rolls_back(db):
-    # an old-style layout by hand: a "runs" table kbench did not write clashes with version 1
-    with sqlite3.connect(db) as conn:
-        conn.execute("CREATE TABLE runs (name TEXT)")
-        conn.execute("INSERT INTO runs VALUES ('old')")
-    with pytest.raises(StoreError, match=r"migrating schema version 0 to 1 failed"):
+def test_a_foreign_schema_version_table_is_not_the_marker(db):
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("CREATE TABLE schema_version (version INTEGER)")  # e.g. another tool's
+        conn.execute("INSERT INTO schema_version VALUES (3)")
+    before = _sha(db)
+    with pytest.raises(StoreError, match="its schema_version table is not kbench's"):
         Store.open(db)
-    assert tables(db) == {"runs"}  # nothing half-created
-    with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT name FROM runs").fetchall() == [("old",)]
+    assert _sha(db) == before
+
+
+def test_an_empty_file_becomes_a_store_but_is_not_read(db):
+    db.write_bytes(b"")
+    with pytest.raises(StoreError, match=r"no result store at .*kbench\.db \(the file is empty\)"):
+        Store.open(db, readonly=True)
+    assert db.read_bytes() == b""
+    with Store.open(db) as s:  # a writing command makes it a store (as `touch` then `kbench run`)
+        assert s.schema_version == store.SCHEMA_VERSION
+
+
+def test_readonly_open_never_creates_and_never_writes(db, tmp_path):
+    with pytest.raises(StoreError, match=r"no result store at .*absent\.db"):
+        Store.open(tmp_path / "absent.db", readonly=True)
+    assert not (tmp_path / "absent.db").exists()
+    with Store.open(db) as s:
+        run = s.begin_run(FakeSuite(), ["kbench", "run"], "local", MeasureConfig())
+        s.finish_run(run, "done")
+    before = _sha(db)
+    with Store.open(db, readonly=True) as s:
+        assert [r["id"] for r in s.list_runs()] == [run]
+        with pytest.raises(StoreError, match="opened read-only"):
+            s.set_baseline("main", run)
+    assert _sha(db) == before
+    assert count(db, "baselines") == 0
+
+
+def test_readonly_open_of_an_older_store_migrates_a_copy_in_memory(db, monkeypatch):
+    with Store.open(db) as s:
+        run = s.begin_run(FakeSuite(), ["kbench", "run"], "local", MeasureConfig())
+    before = _sha(db)
+    _add_v2(monkeypatch, ["ALTER TABLE runs ADD COLUMN label TEXT"])
+    with Store.open(db, readonly=True) as s:
+        assert s.schema_version == NEXT and s.get_run(run)["label"] is None
+    assert _sha(db) == before  # the file keeps its version
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == NEXT - 1
+
+
+def _damage(db: Path) -> None:
+    """Overwrite the middle of the results table's b-tree pages with garbage (the header and the
+    schema page stay whole, so the file still opens)."""
+    with closing(sqlite3.connect(db)) as conn:
+        (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'results'").fetchone()
+        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+    data = bytearray(db.read_bytes())
+    start = (root - 1) * page_size
+    data[start:start + page_size] = b"\xa5" * page_size
+    db.write_bytes(bytes(data))
+
+
+def test_a_damaged_store_is_refused_before_any_write(db):
+    with Store.open(db) as s:
+        run = s.begin_run(FakeSuite(), ["kbench", "run"], "local", MeasureConfig())
+        s.record_result(run, make_result(make_case()), env=fake_fp())
+    _damage(db)
+    before = _sha(db)
+    with pytest.raises(StoreError, match=r"kbench\.db is damaged \(PRAGMA quick_check"):
+        Store.open(db)
+    assert _sha(db) == before
 
 
 NEXT = store.SCHEMA_VERSION + 1
@@ -194,11 +260,11 @@ def test_newer_version_is_refused(db):
     with Store.open(db):
         pass
     with sqlite3.connect(db) as conn:
-        conn.execute("INSERT INTO schema_version VALUES (7, '2099-01-01', '9.9')")
+        conn.execute("INSERT INTO schema_version VALUES (?, '2099-01-01', '9.9')", (NEXT,))
     with pytest.raises(StoreError) as err:
         Store.open(db)
     msg = str(err.value)
-    assert str(db) in msg and "version 7" in msg and f"version {store.SCHEMA_VERSION}" in msg
+    assert str(db) in msg and f"version {NEXT}" in msg and f"version {store.SCHEMA_VERSION}" in msg
     assert count(db, "schema_version") == store.SCHEMA_VERSION + 1  # nothing rewritten
 
 
@@ -516,6 +582,82 @@ def test_git_commit(tmp_path):
     assert env.git_commit(repo) == head
     (repo / "a.txt").write_text("2")
     assert env.git_commit(repo) == head + "-dirty"
+
+
+def _repo_with_suite(root: Path) -> tuple[Path, str]:
+    """A git repository holding a suite file; (the suite's path, the repository's HEAD)."""
+    root.mkdir()
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    try:
+        git("init", "-q")
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("git not available")
+    (root / "suites").mkdir()
+    suite = root / "suites" / "mine.toml"
+    suite.write_text('[suite]\nname = "mine"\n')
+    git("add", "suites/mine.toml")
+    git("commit", "-q", "-m", "a suite")
+    return suite, git("rev-parse", "HEAD")
+
+
+def test_commits_of_kbench_and_of_the_suite_are_stored_separately(db, tmp_path, monkeypatch):
+    suite_path, head = _repo_with_suite(tmp_path / "their-repo")
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the current directory's repository (none here) plays no part
+    mine = env.kbench_commit()
+    assert env.git_commit() == mine == env.git_commit(env.KBENCH_ROOT)
+    assert env.suite_commit(suite_path) == head and env.suite_commit(None) is None
+    assert env.suite_commit(elsewhere / "x.toml") is None  # not in a repository
+    with Store.open(db) as s:
+        run = s.begin_run(FakeSuite(path=str(suite_path)), [], "local", MeasureConfig(), git_commit="abc")
+        got = s.get_run(run)
+        assert (got["git_commit"], got["kbench_commit"], got["suite_commit"]) == ("abc", mine, head)
+        given = s.begin_run(FakeSuite(path=None), [], "local", MeasureConfig(), kbench_commit="k1",
+                            suite_commit=None)
+        assert (s.get_run(given)["kbench_commit"], s.get_run(given)["suite_commit"]) == ("k1", None)
+
+
+def test_v6_store_migrates_to_v8_with_unknown_commits(db, monkeypatch):
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:6])
+    with Store.open(db) as s:
+        old = s._conn.insert("INSERT INTO runs (started_at, status, suite_name, kbench_version, argv,"
+                             " executor, measure_config, uuid)"
+                             " VALUES ('t', 'done', 's', 'v', '[]', 'local', '{}', 'u')", ())
+    before = _sha(db)
+    monkeypatch.undo()
+    with Store.open(db, readonly=True) as s:  # a read-only command reads it migrated, in memory
+        assert s.get_run(old)["kbench_commit"] is None and s.schema_version == store.SCHEMA_VERSION
+    assert _sha(db) == before
+    with Store.open(db) as s:
+        assert s.schema_version == store.SCHEMA_VERSION == 8
+        assert (s.get_run(old)["kbench_commit"], s.get_run(old)["suite_commit"]) == (None, None)
+    assert [r[1] for r in sqlite3.connect(db).execute("PRAGMA table_info(runs)")][-2:] == [
+        "kbench_commit", "suite_commit"]
+
+
+def test_an_old_source_read_only_is_imported_once(db, tmp_path, monkeypatch):
+    # a version-4 file (runs without UUIDs), imported twice without ever being written
+    source = tmp_path / "old.db"
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:4])
+    with Store.open(source) as s:
+        for _ in range(2):
+            s._conn.insert("INSERT INTO runs (started_at, status, suite_name, kbench_version, argv, executor,"
+                           " measure_config) VALUES ('2026-01-01T00:00:00.000001+00:00', 'done', 's', 'v',"
+                           " '[]', 'local', '{}')", ())
+    monkeypatch.undo()
+    before = _sha(source)
+    with Store.open(db) as dest:
+        for attempt in range(2):
+            with Store.open(source, readonly=True) as src:
+                done = store.import_store(dest, src)
+            assert [r.skipped for r in done] == [attempt == 1] * 2
+        assert len(dest.list_runs(None)) == 2
+    assert _sha(source) == before
 
 
 # -- schema version 2: run kinds and named baselines --------------------------------------------

@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
-from store_data import TUNING_SPACE, FakeSuite, fill_tuning, tuned_case  # noqa: E402
+from store_data import TUNING_SPACE, fill_tuning, tuned_case  # noqa: E402
 
 from harness import plan as planmod  # noqa: E402
 from harness.errors import ConfigError  # noqa: E402
-from harness.model import Case, MeasureConfig  # noqa: E402
+from harness.model import Case  # noqa: E402
 from harness.store import SCHEMA_VERSION, Store, StoreError, in_space, schema  # noqa: E402
 from harness.suite import SuiteError, parse_suite  # noqa: E402
 
@@ -124,11 +124,13 @@ def test_a_v5_store_migrates_to_v6_keeping_its_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:5])
     with Store.open(db) as old:
         assert old.schema_version == 5
-        run = old.begin_run(FakeSuite(), ["kbench", "run"], "local", MeasureConfig())
-        old.finish_run(run, "done")
+        # what kbench with schema 5 wrote (begin_run writes today's columns)
+        run = old._conn.insert("INSERT INTO runs (started_at, status, suite_name, kbench_version, argv,"
+                               " executor, measure_config, uuid)"
+                               " VALUES ('t', 'done', 'tutorials', 'v', '[]', 'local', '{}', 'u')", ())
     monkeypatch.undo()
     with Store.open(db) as new:
-        assert new.schema_version == SCHEMA_VERSION == 6
+        assert new.schema_version == SCHEMA_VERSION == 8
         assert new.get_run(run)["status"] == "done" and new.tuning_sessions() == []
         assert new.best_config("x", "H100") is None
     with sqlite3.connect(db) as raw:

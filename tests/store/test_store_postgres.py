@@ -94,13 +94,13 @@ def test_tuning_round_trip_on_postgres_equals_sqlite(tmp_path, pg_url):
 
 def test_schema_on_postgres(pg_url):
     with Store.open(pg_url) as pg:
-        assert pg.schema_version == SCHEMA_VERSION == 6
+        assert pg.schema_version == SCHEMA_VERSION == 8
         run = pg.begin_run(FakeSuite(), [], "local", MeasureConfig(), kind="ab")  # the v3 CHECK took "ab"
         assert uuid.UUID(pg.get_run(run)["uuid"]).version == 4
         assert pg.run_by_uuid(pg.get_run(run)["uuid"]) == run
     with psycopg.connect(pg_url, autocommit=True) as raw:
         versions = [v for (v,) in raw.execute("SELECT version FROM schema_version ORDER BY version")]
-        assert versions == [1, 2, 3, 4, 5, 6]
+        assert versions == list(range(1, SCHEMA_VERSION + 1))
         types = dict(raw.execute("SELECT column_name, data_type FROM information_schema.columns"
                                  " WHERE table_name = 'results'").fetchall())
         assert (types["id"], types["run_id"], types["median_s"], types["telemetry"]) == (
@@ -122,9 +122,10 @@ def test_v4_postgres_store_migrates_to_v5_giving_each_run_a_uuid(pg_url, monkeyp
                                 ()) for _ in range(3)]
     monkeypatch.undo()
     with Store.open(pg_url) as new:
-        assert new.schema_version == 6
+        assert new.schema_version == SCHEMA_VERSION
         uuids = [new.get_run(i)["uuid"] for i in ids]
-    assert len(set(uuids)) == 3 and all(uuid.UUID(u).version == 4 for u in uuids)
+    # derived from each old run's content (its id among it): distinct, and the same on every migration
+    assert len(set(uuids)) == 3 and all(uuid.UUID(u).version == 5 for u in uuids)
 
 
 def test_newer_postgres_schema_is_refused(pg_url):
@@ -159,3 +160,58 @@ def test_unreachable_server_and_missing_database_are_named(pg_server):
         Store.open(pg_server.url("nosuch"))
     with pytest.raises(StoreError, match=r"postgresql://kbench:\*\*\*@127\.0\.0\.1:1/x"):  # password hidden
         Store.open("postgresql://kbench:secret@127.0.0.1:1/x")
+
+
+def _pg_tables(url: str) -> list[str]:
+    with psycopg.connect(url) as raw:
+        return [n for (n,) in raw.execute("SELECT tablename FROM pg_catalog.pg_tables"
+                                          " WHERE schemaname = current_schema() ORDER BY tablename")]
+
+
+def test_postgres_database_without_the_marker_is_refused_untouched(pg_url):
+    with psycopg.connect(pg_url, autocommit=True) as raw:
+        raw.execute("CREATE TABLE notes (id BIGINT PRIMARY KEY, text TEXT)")
+        raw.execute("INSERT INTO notes VALUES (1, 'keep me')")
+    for kwargs in ({}, {"readonly": True}):
+        with pytest.raises(StoreError, match="is not a kbench result store .*tables notes"):
+            Store.open(pg_url, **kwargs)
+    assert _pg_tables(pg_url) == ["notes"]
+
+
+def test_postgres_readonly_open_creates_nothing_and_writes_nothing(pg_url):
+    with pytest.raises(StoreError, match="no result store in postgresql://.*no kbench tables"):
+        Store.open(pg_url, readonly=True)
+    assert _pg_tables(pg_url) == []
+    with Store.open(pg_url) as pg:
+        run = pg.begin_run(FakeSuite(), [], "local", MeasureConfig())
+    with Store.open(pg_url, readonly=True) as pg:
+        assert [r["id"] for r in pg.list_runs()] == [run]
+        with pytest.raises(StoreError, match="opened read-only"):
+            pg.finish_run(run, "done")
+        # the session itself is read-only, whatever the store object allows
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            pg._conn.execute("UPDATE runs SET status = 'done'")
+    with Store.open(pg_url) as pg:
+        assert pg.get_run(run)["status"] == "running"
+
+
+def test_read_only_commands_on_an_empty_postgres_database_create_nothing(pg_url, capsys):
+    from harness.cli import main
+
+    for argv in (["list", "runs"], ["show", "1"], ["baseline", "list"]):
+        assert main([*argv, "--db", pg_url]) == 4
+        assert "no result store in postgresql://" in capsys.readouterr().err
+    assert _pg_tables(pg_url) == []
+
+
+def test_a_shared_database_gives_kbench_a_schema_of_its_own(pg_url):
+    # docs/STORE.md: a database with other tables is refused; a schema of kbench's own is not
+    with psycopg.connect(pg_url, autocommit=True) as raw:
+        raw.execute("CREATE TABLE notes (id BIGINT PRIMARY KEY)")
+        raw.execute("CREATE SCHEMA results")
+    with pytest.raises(StoreError, match="is not a kbench result store"):
+        Store.open(pg_url)
+    with Store.open(pg_url + "?options=-csearch_path%3Dresults") as st:
+        run = st.begin_run(FakeSuite(), [], "local", MeasureConfig())
+        assert st.get_run(run)["status"] == "running"
+    assert _pg_tables(pg_url) == ["notes"]  # public is as it was
