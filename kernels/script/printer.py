@@ -22,6 +22,7 @@ import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..tir import dtype as dt
+from ..tir import script_printer as _ir_printer
 from ..tir.block import (
     ITER_AXIS,
     ITER_LETTER,
@@ -511,3 +512,7 @@ def stmt_script(s: Stmt) -> str:
 def range_str(r: Range) -> str:
     p = _Printer()
     return f"{p.expr(r.min)}:{p.expr(simplify(r.min + r.extent))}"
+
+
+# the IR prints TVMScript through these without importing its front end (kernels.tir.script_printer)
+_ir_printer.register(func_script=func_script, module_script=module_script, region_str=region_str)

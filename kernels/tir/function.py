@@ -93,7 +93,7 @@ class PrimFunc(metaclass=ABCMeta):
     # -- printing ------------------------------------------------------------------------------------
     def script(self) -> str:
         """The function as TVMScript (``@T.prim_func``)."""
-        from ..script.printer import func_script
+        from .script_printer import func_script  # registered by kernels.script.printer
 
         return func_script(self)
 
@@ -161,7 +161,7 @@ class IRModule(metaclass=ABCMeta):
 
     def script(self) -> str:
         """The module as TVMScript (``@tvm.script.ir_module``)."""
-        from ..script.printer import module_script
+        from .script_printer import module_script  # registered by kernels.script.printer
 
         return module_script(self)
 
