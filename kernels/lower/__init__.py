@@ -13,6 +13,7 @@ import warnings
 from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from ..errors import LoweringError, TVMError
+from ..te import schedule as _te_schedule
 from ..te.schedule import Schedule
 from ..te.tensor import PlaceholderOp, Tensor
 from ..tir.expr import Buffer, IntImm, Var
@@ -46,6 +47,10 @@ from .unroll import unroll_loops
 from .vectorize import vectorize_loops
 from .virtual_thread import inject_virtual_thread
 from ..tir import function as _tir_function
+
+# tvm.te.schedule.InferBound / ScheduleOps call these (te sits below the lowering and does not import it)
+_te_schedule.LOWERING.update(infer_bound=infer_bound, check_attachments=check_attachments,
+                             inline_bodies=inline_bodies, schedule_to_stmt=schedule_to_stmt)
 
 
 @dataclasses.dataclass
