@@ -8,6 +8,11 @@
 - an import of the project's own modules inside a function has a comment saying why: on its line,
   or on the line above the block of import lines it belongs to.
 
+The compiler core, kernels/, has floors of its own (:data:`KERNELS_FLOORS`): every module sits on one,
+no import points to a higher floor and there is no cycle between its units, with the exceptions named
+in :data:`KERNELS_EXCEPTIONS`. There an imported name is first resolved to the module that defines it
+(``from .. import build`` is an import of the package ``kernels``, the TVM-compatible surface).
+
 Imports under ``if TYPE_CHECKING:`` count like any other: a type is a dependency too.
 """
 
@@ -214,3 +219,109 @@ def test_function_local_imports_of_our_modules_say_why(harness_side):
             if "#" not in here and not (above >= 0 and lines[above].strip().startswith("#")):
                 silent.append(f"{path.relative_to(ROOT)}:{line}: {here.strip()}")
     assert not silent, "\n".join(silent)
+
+
+# -- kernels/ ------------------------------------------------------------------------------------------
+
+#: the floors of kernels/, lowest first (docs/ARCHITECTURE.md, "Floors of the compiler core"). A unit
+#: is a module or package; a module belongs to the unit that is its longest prefix, and ``kernels``
+#: alone is the package's ``__init__`` (the TVM-compatible surface, on top).
+KERNELS_FLOORS = (
+    # errors, targets, settings, the content cache, the FuncSpec contract between codegen and runtime
+    ("kernels.errors", "kernels.error", "kernels.target", "kernels.container", "kernels.transform",
+     "kernels.scope", "kernels.runtime.config", "kernels.runtime.cache", "kernels.runtime.spec"),
+    ("kernels.tir", "kernels.ir"),  # the IR: expressions, statements, blocks, simplifier, printer
+    ("kernels.te", "kernels.script"),  # front ends: tensor expressions, TVMScript
+    ("kernels.tir.schedule",),  # TensorIR scheduling (prints through kernels.script)
+    ("kernels.lower",),  # schedule -> loop IR: the passes
+    ("kernels.codegen",),  # loop IR -> source + FuncSpec
+    ("kernels.contrib.nvcc",),  # the CUDA compiler (no device)
+    ("kernels.runtime",),  # modules, devices, arrays
+    ("kernels.contrib",),  # cc (export_library), packing, the Ray cluster, utils
+    ("kernels.build_module", "kernels.driver", "kernels.testing"),  # lower + codegen + runtime
+    ("kernels.tuning",),  # the tuning engine
+    ("kernels.autotvm", "kernels.meta_schedule"),  # front ends of the tuning engine
+    ("kernels.workloads",),  # the tutorial workloads and their schedule variants
+    ("kernels", "kernels.aliases", "kernels.tirx", "kernels.s_tir"),  # the TVM-compatible surface
+)
+
+#: imports of kernels/ that break its rules today, each with why it stays: (importer, imported unit)
+KERNELS_EXCEPTIONS: frozenset = frozenset()
+
+_KLEVEL = {unit: level for level, units in enumerate(KERNELS_FLOORS) for unit in units}
+
+
+def kernels_unit_of(module: str) -> str | None:
+    """The unit of KERNELS_FLOORS that ``module`` belongs to, or None."""
+    if module == "kernels":
+        return "kernels"
+    best = None
+    for unit in _KLEVEL:
+        if unit != "kernels" and (module == unit or module.startswith(unit + ".")):
+            if best is None or len(unit) > len(best):
+                best = unit
+    return best
+
+
+@pytest.fixture(scope="module")
+def kernels_side() -> dict[str, Path]:
+    return _sources("kernels")
+
+
+def _defining_module(name: str, modules) -> str:
+    """The longest prefix of an imported name that is a module (``kernels.tir.Var`` -> ``kernels.tir``)."""
+    parts = name.split(".")
+    while len(parts) > 1 and ".".join(parts) not in modules:
+        parts.pop()
+    return ".".join(parts)
+
+
+def _kernels_edges(kernels_side):
+    """(importer module, its unit, imported unit, path, line) of every import between kernels units."""
+    out = []
+    for module, path in kernels_side.items():
+        mine = kernels_unit_of(module)
+        for name, line, _ in _imports(module, path):
+            if name.split(".")[0] != "kernels":
+                continue
+            unit = kernels_unit_of(_defining_module(name, kernels_side))
+            if unit is not None and unit != mine and (module, unit) not in KERNELS_EXCEPTIONS:
+                out.append((module, mine, unit, path, line))
+    return out
+
+
+def test_every_kernels_module_sits_on_a_floor(kernels_side):
+    assert not [m for m in kernels_side if kernels_unit_of(m) is None], "add new modules to KERNELS_FLOORS"
+
+
+def test_no_kernels_import_points_up(kernels_side):
+    up = [f"{path.relative_to(ROOT)}:{line}: {module} (floor {_KLEVEL[mine]}) imports {unit} "
+          f"(floor {_KLEVEL[unit]})"
+          for module, mine, unit, path, line in _kernels_edges(kernels_side) if _KLEVEL[unit] > _KLEVEL[mine]]
+    assert not up, "\n".join(up)
+
+
+def test_no_cycle_between_kernels_units(kernels_side):
+    edges: dict[str, set[str]] = defaultdict(set)
+    for _, mine, unit, _, _ in _kernels_edges(kernels_side):
+        edges[mine].add(unit)
+    assert _cycles(edges) == []
+
+
+def test_kernels_exceptions_are_still_needed(kernels_side):
+    # an exception that no import needs any more is removed from the list
+    used = set()
+    for module, path in kernels_side.items():
+        for name, _, _ in _imports(module, path):
+            if name.split(".")[0] == "kernels":
+                used.add((module, kernels_unit_of(_defining_module(name, kernels_side))))
+    assert sorted(KERNELS_EXCEPTIONS - used) == []
+
+
+def test_kernels_units_resolve_as_documented(kernels_side):
+    assert kernels_unit_of("kernels.tir.schedule.state") == "kernels.tir.schedule"
+    assert kernels_unit_of("kernels.tir.expr") == "kernels.tir" and kernels_unit_of("kernels") == "kernels"
+    assert kernels_unit_of("kernels.contrib.nvcc") == "kernels.contrib.nvcc"
+    assert kernels_unit_of("kernels.contrib.cc") == "kernels.contrib"
+    assert _defining_module("kernels.build", kernels_side) == "kernels"
+    assert _defining_module("kernels.tir.expr.Var", kernels_side) == "kernels.tir.expr"
