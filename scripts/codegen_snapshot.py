@@ -36,7 +36,8 @@ ARCH = "sm_90"
 
 #: (dtype, layout, M, N, L, config) of the tutorial template; int4/int1 exist in layout TN only
 TEMPLATE_CASES = (
-    [("float16", lay, 512, 32, 512, {"bx": 2, "by": 16, "step_k": 1, "v": 8}) for lay in ("NN", "NT", "TN", "TT")]
+    [("float16", lay, 512, 32, 512, {"bx": 2, "by": 16, "step_k": 1, "v": 8})
+     for lay in ("NN", "NT", "TN", "TT")]
     + [("float16", "NN", 256, 256, 256, {"bx": 4, "by": 16, "step_k": 2, "v": 8}),
        ("int8", "NN", 256, 256, 256, {"bx": 2, "by": 8, "step_k": 1, "v": 4}),
        ("int8", "TN", 256, 256, 256, {"bx": 4, "by": 16, "step_k": 2, "v": 8}),
