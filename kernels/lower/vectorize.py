@@ -39,6 +39,7 @@ import dataclasses
 from typing import Dict, List, Optional, Set, Tuple
 
 from ..errors import LoweringError
+from ..tir import attr
 from ..tir import dtype as dt
 from ..tir.expr import (
     EQ,
@@ -99,7 +100,7 @@ VECTOR_LANES: Dict[str, Dict[str, Tuple[int, ...]]] = {
 #: do; OpenCL's vloadN/vstoreN need only the element's alignment)
 NEEDS_ALIGNMENT = {"cuda": True, "opencl": False}
 #: storage scopes accessed with vector instructions (local arrays live in registers: per lane)
-VECTOR_SCOPES = ("global", "shared")
+VECTOR_SCOPES = (attr.GLOBAL, attr.SHARED)
 #: calls computed lane by lane (pure); any other call keeps the loop scalar
 LANEWISE_CALLS = {"tir.call_pure_extern", "tir.likely", "tir.if_then_else", "tir.shift_left",
                   "tir.shift_right", "tir.bitwise_and", "tir.bitwise_or"}
@@ -200,7 +201,7 @@ class _Lanes:
                 return LetStmt(s.var, v, self.stmt(s.body))
             nv = Var(s.var.name, v.dtype)
             return LetStmt(nv, v, self.stmt(substitute(s.body, {s.var: nv})))
-        if isinstance(s, AttrStmt) and s.attr_key != "thread_extent":
+        if isinstance(s, AttrStmt) and s.attr_key != attr.THREAD_EXTENT:
             return dataclasses.replace(s, body=self.stmt(s.body))
         if isinstance(s, NoOp):
             return s

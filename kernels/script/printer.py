@@ -21,6 +21,7 @@ import keyword
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..tir import attr
 from ..tir import dtype as dt
 from ..tir import script_printer as _ir_printer
 from ..tir.block import (
@@ -343,7 +344,7 @@ class _Printer:
             self.emit(ind, f'{name} = T.allocate([{self.expr(s.extent)}], "{b.dtype}", "{b.scope}")')
             self.stmt(s.body, ind)
         elif isinstance(s, AttrStmt):
-            if s.attr_key == "thread_extent":
+            if s.attr_key == attr.THREAD_EXTENT:
                 v = self.define(s.node.var, s.node.var.name)
                 self.emit(ind, f'{v} = T.launch_thread("{s.node.thread_tag}", {self.expr(s.value)})')
             else:

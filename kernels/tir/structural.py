@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from . import attr
 from ..errors import TVMError
 from .block import Block, BlockRealize, BufferRegion, IterVar, Range, loop_thread
 from .expr import BinaryOp, Buffer, PrimExpr, Var, node_kind
@@ -195,7 +196,7 @@ class _Equal:
         elif name == "AttrStmt":
             if a.attr_key != b.attr_key:
                 self.fail("attribute keys", a.attr_key, b.attr_key)
-            if a.attr_key == "thread_extent":
+            if a.attr_key == attr.THREAD_EXTENT:
                 if a.node.thread_tag != b.node.thread_tag:
                     self.fail("thread tags", a.node.thread_tag, b.node.thread_tag)
                 self.define_var(a.node.var, b.node.var)
