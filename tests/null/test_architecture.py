@@ -19,6 +19,8 @@ Imports under ``if TYPE_CHECKING:`` count like any other: a type is a dependency
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 from collections import defaultdict
 from pathlib import Path
 
@@ -325,3 +327,66 @@ def test_kernels_units_resolve_as_documented(kernels_side):
     assert kernels_unit_of("kernels.contrib.cc") == "kernels.contrib"
     assert _defining_module("kernels.build", kernels_side) == "kernels"
     assert _defining_module("kernels.tir.expr.Var", kernels_side) == "kernels.tir.expr"
+
+
+# -- IR attribute keys and storage scopes (kernels/tir/attr.py) ----------------------------------------
+
+ATTR_MODULE = ROOT / "kernels" / "tir" / "attr.py"
+#: words of kernels/tir/attr.py that are also words of the user's API (thread tags, a pragma's name),
+#: written out where a schedule or a thread tag means them
+_API_WORDS = {"VTHREAD", "PRAGMA_TENSOR_CORE"}
+_SCOPES = {"GLOBAL", "SHARED", "SHARED_DYN", "LOCAL", "WARP"}
+#: (file, string) written out on purpose: C's keywords, a Stage's attribute of the same name
+_SPELLED_ON_PURPOSE = {("kernels/codegen/c_family.py", "global"), ("kernels/codegen/c_family.py", "local"),
+                       ("kernels/lower/double_buffer.py", "buffer_stages")}
+
+
+def _attr_constants() -> dict[str, str]:
+    tree = ast.parse(ATTR_MODULE.read_text())
+    return {node.targets[0].id: node.value.value for node in tree.body
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)}
+
+
+def _plain_strings(path: Path) -> list[tuple[int, str]]:
+    """(line, value) of the plain string literals of a module (no docstrings, f-strings or comments)."""
+    out = []
+    for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+        s = tok.string
+        if tok.type == tokenize.STRING and s[:1] in "\"'" and not s.startswith(('"""', "'''")):
+            out.append((tok.start[0], s[1:-1]))
+    return out
+
+
+def _spelled_out(words: set[str], paths) -> list[str]:
+    found = []
+    for path in paths:
+        rel = str(path.relative_to(ROOT))
+        for line, value in _plain_strings(path):
+            if value in words and (rel, value) not in _SPELLED_ON_PURPOSE:
+                found.append(f"{rel}:{line}: {value!r}")
+    return found
+
+
+def test_ir_attribute_keys_are_spelled_once():
+    # every AttrStmt key and WMMA scope is written as a string in kernels/tir/attr.py only
+    consts = _attr_constants()
+    assert consts["THREAD_EXTENT"] == "thread_extent" and consts["WMMA_MATRIX_A"] == "wmma.matrix_a"
+    keys = {v for k, v in consts.items() if k not in _API_WORDS | _SCOPES}
+    paths = [p for p in sorted((ROOT / "kernels").rglob("*.py")) if p != ATTR_MODULE]
+    found = _spelled_out(keys, paths)
+    assert not found, "use kernels.tir.attr:\n" + "\n".join(found)
+
+
+def test_passes_and_code_generators_name_storage_scopes():
+    consts = _attr_constants()
+    scopes = {consts[k] for k in _SCOPES}
+    paths = [p for folder in ("lower", "codegen") for p in sorted((ROOT / "kernels" / folder).rglob("*.py"))]
+    found = _spelled_out(scopes, paths)
+    assert not found, "use kernels.tir.attr:\n" + "\n".join(found)
+
+
+def test_spelled_out_finds_a_key(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text('"""thread_extent in a docstring"""\nx = "thread_extent"  # "local"\ny = f"{x} local"\n')
+    assert [v for _, v in _plain_strings(f)] == ["thread_extent"]
