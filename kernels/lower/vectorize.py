@@ -83,7 +83,7 @@ from ..tir.stmt import (
     Stmt,
     seq,
 )
-from ..tir.vector import lane_of, load_key, unconditional_loads  # noqa: F401  (re-exported: they moved to tir)
+from ..tir.vector import lane_of, load_key, unconditional_loads  # noqa: F401  (re-exported; moved to tir)
 
 _INT_FLOAT = ["float32", "float64", "float16", "int8", "uint8", "int16", "uint16", "int32", "uint32",
               "int64", "uint64"]
