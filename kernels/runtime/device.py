@@ -353,7 +353,7 @@ def enabled(target_name: str) -> bool:
     words = str(target_name).split()
     kind = words[0].lower() if words else ""
     if kind in ("c", "llvm", "cpu"):
-        from kernels.runtime.c import find_c_compiler
+        from kernels.runtime.config import find_c_compiler
 
         return find_c_compiler() is not None
     if kind in ("opencl", "cl"):
