@@ -32,8 +32,9 @@ from . import (  # noqa: E402
     tir,
     transform,
 )
-from . import s_tir, tirx  # noqa: E402  (TVM 0.2x's names: docs/TVM_COMPAT.md)
+# before tirx, which copies kernels.tir's names
 from .tir import schedule as _tir_schedule  # noqa: E402,F401  (puts tir.Schedule ... into kernels.tir)
+from . import s_tir, tirx  # noqa: E402  (TVM 0.2x's names: docs/TVM_COMPAT.md)
 from .build_module import build  # noqa: E402
 from .errors import TVMError  # noqa: E402
 from .lower import lower  # noqa: E402
