@@ -11,6 +11,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _registry_kept():
+    # the snapshot registers the notes' TensorIR workloads (a process of its own does not mind); the
+    # other tests see the registry as it was
+    from kernels.workloads import REGISTRY
+
+    before = dict(REGISTRY)
+    yield
+    REGISTRY.clear()
+    REGISTRY.update(before)
+
+
 @pytest.fixture(scope="module")
 def snap():
     path = ROOT / "scripts" / "codegen_snapshot.py"
