@@ -336,9 +336,6 @@ KERNELS_MODULE_CYCLES = (
     # the IR's nodes print themselves (expr/stmt -> printer) and the printer prints the nodes: the
     # printer is to register with the nodes (as kernels.tir.script_printer does for TVMScript)
     ["kernels.tir.expr", "kernels.tir.printer", "kernels.tir.stmt"],
-    # is_multiple simplifies the difference to a fact; the simplifier uses modular_set: modular_set
-    # is to move below both
-    ["kernels.tir.modular", "kernels.tir.simplify"],
     # the TensorIR lowering calls lower.simplify_stmt, and lower() calls the TensorIR lowering:
     # simplify_stmt is to move out of the package's __init__
     ["kernels.lower", "kernels.lower.from_blocks"],
