@@ -7,6 +7,8 @@ what is deliberately not (Relay, TOPI, hybrid script, auto_scheduler...), is lis
 
 from __future__ import annotations
 
+import sys as _sys
+
 from . import aliases as _aliases
 from . import scope as _scope
 
@@ -30,6 +32,8 @@ from . import (  # noqa: E402
     tir,
     transform,
 )
+# before tirx, which copies kernels.tir's names
+from .tir import schedule as _tir_schedule  # noqa: E402,F401  (puts tir.Schedule ... into kernels.tir)
 from . import s_tir, tirx  # noqa: E402  (TVM 0.2x's names: docs/TVM_COMPAT.md)
 from .build_module import build  # noqa: E402
 from .errors import TVMError  # noqa: E402
@@ -59,6 +63,8 @@ from .runtime import ndarray as nd  # noqa: E402
 from .runtime.module import Module  # noqa: E402
 from .tir.function import IRModule  # noqa: E402
 from .tirx import compile  # noqa: E402,A004  (TVM 0.2x's tvm.compile)
+
+script.parser.DEFAULT_NAMES["tvm"] = _sys.modules[__name__]  # ``tvm`` in TVMScript
 
 __version__ = "0.1.0"
 

@@ -8,6 +8,7 @@ from ..errors import BuildError
 from ..target import DEFAULT_CUDA_ARCH
 from ..lower import PrimFunc
 from ..runtime.spec import BufferArg, DerivedDim, FuncSpec, KernelSpec, LaunchDims, ScalarArg, Workspace
+from ..tir import attr
 from ..tir.expr import Buffer, Call, IntImm, Var
 from ..tir.functor import collect
 from ..tir.printer import expr_str
@@ -60,7 +61,7 @@ def hoist_global_allocs(stmt: Stmt) -> Tuple[List[Allocate], Stmt]:
     allocs: List[Allocate] = []
 
     def visit(s: Stmt) -> Stmt:
-        if isinstance(s, Allocate) and s.buffer.scope == "global":
+        if isinstance(s, Allocate) and s.buffer.scope == attr.GLOBAL:
             allocs.append(s)
             return visit(s.body)
         if isinstance(s, SeqStmt):
@@ -89,7 +90,7 @@ def _check_host_expr(e, shape_vars, what: str) -> None:
 
 
 def _thread_attrs(nodes: List) -> List[AttrStmt]:
-    return [n for n in nodes if isinstance(n, AttrStmt) and n.attr_key == "thread_extent"]
+    return [n for n in nodes if isinstance(n, AttrStmt) and n.attr_key == attr.THREAD_EXTENT]
 
 
 def _thread_extents(nodes: List, shape_vars) -> Dict[str, object]:
@@ -113,7 +114,7 @@ def _bound_vars(nodes: List) -> set:
             out.add(n.loop_var)
         elif isinstance(n, LetStmt):
             out.add(n.var)
-        elif isinstance(n, AttrStmt) and n.attr_key == "thread_extent":
+        elif isinstance(n, AttrStmt) and n.attr_key == attr.THREAD_EXTENT:
             out.add(n.node.var)
     return out
 
@@ -198,7 +199,7 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
                 params.append(b.name)
                 decls.append(cg.param_decl("buffer", b, cname))
         for b in used:
-            if cg.device_kernels and b.scope == "global" and not any(
+            if cg.device_kernels and b.scope == attr.GLOBAL and not any(
                     b is x for x in list(func.buffers) + workspaces):
                 raise BuildError(f"buffer {b.name}: global memory inside a loop nest cannot be allocated on "
                                  f"{target}; compute the stage at root or in shared/local scope")

@@ -7,14 +7,8 @@ import math
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ..errors import BuildError
-from ..lower.vectorize import (
-    NEEDS_ALIGNMENT,
-    VECTOR_LANES,
-    VECTOR_SCOPES,
-    lane_of,
-    load_key,
-    unconditional_loads,
-)
+from ..lower.vectorize import NEEDS_ALIGNMENT, VECTOR_LANES, VECTOR_SCOPES
+from ..tir import attr
 from ..tir import dtype as dt
 from ..tir.expr import (
     EQ,
@@ -68,6 +62,7 @@ from ..tir.stmt import (
     SeqStmt,
     Stmt,
 )
+from ..tir.vector import lane_of, load_key, unconditional_loads
 
 _C_KEYWORDS = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
@@ -366,7 +361,7 @@ class CFamilyCodegen:
         elif isinstance(s, Allocate):
             self.allocate(s, ind)
         elif isinstance(s, AttrStmt):
-            if s.attr_key == "thread_extent":
+            if s.attr_key == attr.THREAD_EXTENT:
                 self.thread_vars[s.node.var] = s.node.thread_tag
                 self.ranges[s.node.var] = (0, _hi(s.value))
             self.stmt(s.body, ind)
@@ -412,14 +407,14 @@ class CFamilyCodegen:
         name = self.buffer_name(b)
         t = self.type_str(b.dtype)
         size = s.extent
-        if b.scope == "global":
+        if b.scope == attr.GLOBAL:
             raise BuildError(f"buffer {b.name}: global memory cannot be allocated inside a {self.target} "
                              "kernel; compute the stage at root or give it shared/local scope")
         if not isinstance(size, IntImm):
             raise BuildError(f"buffer {b.name} ({b.scope}) has symbolic size {self.expr(size)}; "
                              "GPU local and "
                              "shared buffers need a constant size (compute_at a loop with constant extent)")
-        if b.scope == "shared":
+        if b.scope == attr.SHARED:
             decl = f"{self.shared_qualifier} {t} {name}[{size.value}];"
             if id(b) in self.vector_buffers:
                 decl = self.aligned_array(self.shared_qualifier, t, name, size.value, VECTOR_ALIGN_BYTES)
@@ -480,7 +475,7 @@ class CFamilyCodegen:
             return 1
         if not (isinstance(idx.stride, IntImm) and idx.stride.value == 1):
             return 1
-        if buf.scope == "shared" and id(buf) not in self.vector_buffers:
+        if buf.scope == attr.SHARED and id(buf) not in self.vector_buffers:
             return 1  # its declaration (printed before prepare() knew of it) is not aligned
         elem = _word_element(buf.dtype)
         for w in VECTOR_LANES.get(self.target, {}).get(elem, ()):
@@ -536,7 +531,7 @@ class CFamilyCodegen:
         self.vector_buffers = {id(n.buffer) for n in nodes if isinstance(n, (BufferLoad, BufferStore))
                                and len(n.indices) == 1 and isinstance(n.indices[0], Ramp)}
         for n in nodes:  # a thread index means it anywhere in the kernel, before its binding too
-            if isinstance(n, AttrStmt) and n.attr_key == "thread_extent":
+            if isinstance(n, AttrStmt) and n.attr_key == attr.THREAD_EXTENT:
                 self.thread_vars[n.node.var] = n.node.thread_tag
 
     # -- functions ---------------------------------------------------------------------------

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import BuildError
-from ..lower.double_buffer import ASYNC_COMMIT, ASYNC_WAIT
-from ..lower.storage_sync import ASYNC_COPY
 from ..lower.vectorize import VECTOR_LANES, VECTOR_SCOPES
+from ..tir import attr
+from ..tir.attr import ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT
 from ..tir import dtype as dt
 from ..tir.expr import BufferLoad, Call, IntImm, Ramp
 from ..tir.functor import collect
@@ -83,7 +83,7 @@ template <int N> __device__ __forceinline__ void kb_cp_async_wait_group() {
 """
 
 #: attributes kernels.lower.tensor_core puts on fragments and the shared tiles they load from
-_FRAGMENT_ATTRS = ("fragment_shape", "fragment_layout", "storage_alignment")
+_FRAGMENT_ATTRS = (attr.FRAGMENT_SHAPE, attr.FRAGMENT_LAYOUT, attr.STORAGE_ALIGNMENT)
 
 #: bytes of static ``__shared__`` arrays one block may declare on every architecture; a kernel whose
 #: shared arrays need more gets them as one dynamic shared allocation (see CUDACodegen.allocate)
@@ -147,8 +147,8 @@ class CUDACodegen(CFamilyCodegen):
         return f"{fn}({self.expr(e.a)}, {self.expr(e.b)})"
 
     # -- tensor cores (kernels.lower.tensor_core): WMMA fragments and their operations ------------
-    _FRAGMENT_KINDS = {"wmma.matrix_a": "matrix_a", "wmma.matrix_b": "matrix_b",
-                       "wmma.accumulator": "accumulator"}
+    _FRAGMENT_KINDS = {attr.WMMA_MATRIX_A: "matrix_a", attr.WMMA_MATRIX_B: "matrix_b",
+                       attr.WMMA_ACCUMULATOR: "accumulator"}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -210,17 +210,17 @@ class CUDACodegen(CFamilyCodegen):
             return
         info = self.fragment_info.get(b.data, {})
         kind = self._FRAGMENT_KINDS.get(b.scope)
-        if kind is None and b.scope == "shared" and "storage_alignment" in info:
+        if kind is None and b.scope == attr.SHARED and attr.STORAGE_ALIGNMENT in info:
             name = self.buffer_name(b)
             self.emit(ind, self.aligned_array(self.shared_qualifier, self.type_str(b.dtype), name,
-                                              s.extent.value, int(info["storage_alignment"])))
+                                              s.extent.value, int(info[attr.STORAGE_ALIGNMENT])))
             self.stmt(s.body, ind)
             return
         if kind is None:
             super().allocate(s, ind)
             return
         self.uses_wmma = True
-        m, n, k = (int(x) for x in str(info["fragment_shape"]).split(","))
+        m, n, k = (int(x) for x in str(info[attr.FRAGMENT_SHAPE]).split(","))
         t = _PRECISION.get(b.dtype) or self.type_str(b.dtype)
         args = f"nvcuda::wmma::{kind}, {m}, {n}, {k}, {t}"
         if kind != "accumulator":
@@ -239,10 +239,10 @@ class CUDACodegen(CFamilyCodegen):
         otherwise they stay static ``__shared__`` arrays, printed as before. Code generation calls it
         after :meth:`prepare` (whose ``vector_buffers`` it reads), before printing the kernel."""
         aligns = {n.node: int(getattr(n.value, "value", n.value)) for n in nodes
-                  if isinstance(n, AttrStmt) and n.attr_key == "storage_alignment"}
+                  if isinstance(n, AttrStmt) and n.attr_key == attr.STORAGE_ALIGNMENT}
         offsets, arrays, end = {}, [], 0
         for n in nodes:
-            if not isinstance(n, Allocate) or n.buffer.scope != "shared" or id(n.buffer) in offsets:
+            if not isinstance(n, Allocate) or n.buffer.scope != attr.SHARED or id(n.buffer) in offsets:
                 continue
             if not isinstance(n.extent, IntImm):
                 return  # allocate() reports the symbolic size
@@ -369,8 +369,8 @@ class CUDACodegen(CFamilyCodegen):
     def _async_copy(self, s: BufferStore, ind: int) -> bool:
         """Print the global -> shared vector copy ``s`` as ``cp.async`` of the widest pieces (16, 8 or
         4 bytes) both addresses are provably aligned to; False when it is not such a copy."""
-        if not (isinstance(s.value, BufferLoad) and s.buffer.scope == "shared"
-                and s.value.buffer.scope == "global"):
+        if not (isinstance(s.value, BufferLoad) and s.buffer.scope == attr.SHARED
+                and s.value.buffer.scope == attr.GLOBAL):
             return False
         for piece in (16, 8, 4):
             count = self._copy_pieces(s, piece)
@@ -399,7 +399,7 @@ class CUDACodegen(CFamilyCodegen):
                 return 0
             if buf.scope not in VECTOR_SCOPES:
                 return 0
-            if buf.scope == "shared" and id(buf) not in self.vector_buffers:
+            if buf.scope == attr.SHARED and id(buf) not in self.vector_buffers:
                 return 0
             if not is_multiple(idx.base, piece // esize, self.facts):
                 return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..tir import attr
 from .c_family import CFamilyCodegen
 
 _IDX = {"blockIdx": "get_group_id", "threadIdx": "get_local_id"}
@@ -13,7 +14,7 @@ class OpenCLCodegen(CFamilyCodegen):
     restrict = "restrict"
     shared_qualifier = "__local"
     global_qualifier = "__global "
-    pointer_spaces = {"global": "__global ", "shared": "__local "}
+    pointer_spaces = {attr.GLOBAL: "__global ", attr.SHARED: "__local "}
     helper_qualifier = "inline"
     int_types = {"int8": "char", "int16": "short", "int32": "int", "int64": "long", "uint8": "uchar",
                  "uint16": "ushort", "uint32": "uint", "uint64": "ulong", "bool": "bool"}

@@ -13,7 +13,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from kernels.errors import BuildError
 from kernels.target import DEFAULT_CUDA_ARCH
@@ -28,6 +28,10 @@ _ARCH_RE = re.compile(r"^(?:sm_|compute_)?(\d+)(\d)([af]?)$")
 
 #: per-process counters: nvcc invocations and cache hits (the harness reports them per run)
 STATS = {"nvcc_calls": 0, "cache_hits": 0}
+
+#: the architecture of the CUDA GPU present here ("sm_90"), or None: the runtime (a floor above the
+#: compiler) registers kernels.runtime.device.present_cuda_arch here when it is loaded
+PRESENT_ARCH: List[Callable[[], Optional[str]]] = [lambda: None]
 
 
 def find_nvcc() -> Optional[str]:
@@ -123,9 +127,7 @@ def get_target_compute_version(target: Any = None) -> str:
     """
     arch = _arch_of_target(target)
     if arch is None:
-        from kernels.runtime.device import present_cuda_arch
-
-        arch = present_cuda_arch() or DEFAULT_ARCH
+        arch = PRESENT_ARCH[0]() or DEFAULT_ARCH
     major, minor = parse_compute_version(normalize_arch(arch))
     return f"{major}.{minor}"
 
@@ -166,12 +168,10 @@ def have_tensorcore(compute_version: Optional[str] = None, target: Any = None) -
         if arch is not None:
             compute_version = get_target_compute_version(arch)
         else:
-            from kernels.runtime.device import cuda
-
-            dev = cuda(0)
-            if not dev.exist:
+            present = PRESENT_ARCH[0]()  # that of cuda(0)
+            if present is None:
                 return False
-            compute_version = dev.compute_version
+            compute_version = get_target_compute_version(present)
     major, _ = parse_compute_version(compute_version)
     return major >= 7
 

@@ -13,8 +13,10 @@ import warnings
 from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from ..errors import LoweringError, TVMError
+from ..te import schedule as _te_schedule
 from ..te.schedule import Schedule
 from ..te.tensor import PlaceholderOp, Tensor
+from ..tir import attr
 from ..tir.expr import Buffer, IntImm, Var
 from ..tir.functor import collect
 from ..tir.printer import expr_str, stmt_str
@@ -46,6 +48,10 @@ from .unroll import unroll_loops
 from .vectorize import vectorize_loops
 from .virtual_thread import inject_virtual_thread
 from ..tir import function as _tir_function
+
+# tvm.te.schedule.InferBound / ScheduleOps call these (te sits below the lowering and does not import it)
+_te_schedule.LOWERING.update(infer_bound=infer_bound, check_attachments=check_attachments,
+                             inline_bodies=inline_bodies, schedule_to_stmt=schedule_to_stmt)
 
 
 @dataclasses.dataclass
@@ -138,7 +144,7 @@ def simplify_stmt(stmt: Stmt, ranges: Optional[Dict[Var, tuple]] = None) -> Stmt
             del ranges[s.loop_var]
             return dataclasses.replace(s, min=simp(s.min), extent=ext, body=body)
         if isinstance(s, AttrStmt):
-            if s.attr_key == "thread_extent":
+            if s.attr_key == attr.THREAD_EXTENT:
                 ext = simp(s.value)
                 ranges[s.node.var] = rng(ext)
                 body = visit(s.body)
@@ -249,7 +255,7 @@ def schedule_to_primfunc(sch: Schedule, args, name: str) -> PrimFunc:
         while bname in taken:
             bname, k = f"{t.name}_{k}", k + 1
         taken.add(bname)
-        buf = Buffer(bname, t.dtype, tuple(t.shape), "global", row_major_strides(t.shape))
+        buf = Buffer(bname, t.dtype, tuple(t.shape), attr.GLOBAL, row_major_strides(t.shape))
         buffers.append(buf)
         key = (id(t.op), t.value_index)
         arg_map[alias.get(key, key)] = buf
@@ -276,7 +282,7 @@ def _check_storage_align(sch: Schedule, tensors) -> None:
     arg_ops = {id(t.op) for t in tensors}
     for st in sch.stages:
         if getattr(st, "align", None) and (id(st.op) in arg_ops or id(st.origin_op) in arg_ops):
-            scope = getattr(st, "scope", "") or "global"
+            scope = getattr(st, "scope", "") or attr.GLOBAL
             raise LoweringError(
                 f"stage {st.name}: storage_align: {st.name} is an argument of the function ({scope} "
                 f"memory laid out by the caller), so its strides cannot be padded; align a stage the "

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import List, Sequence
 
 from ..errors import LoweringError
+from ..tir import attr
 from ..tir.expr import (
     LT,
     And,
@@ -127,8 +128,8 @@ class AllReduceLowering:
             shift = simplify((gid * R) % 32) if n.group_threads else const(0)
             mask = Call("uint32", Op.get("tir.shift_left"), (const((1 << R) - 1, "uint32"), shift))
             width = R
-        mbuf = Buffer(f"mask{self.counter}", "uint32", (const(1),), "local")
-        tbufs = [Buffer(f"t{self.counter}_{k}", b.dtype, (const(1),), "local") for k, b in enumerate(out)]
+        mbuf = Buffer(f"mask{self.counter}", "uint32", (const(1),), attr.LOCAL)
+        tbufs = [Buffer(f"t{self.counter}_{k}", b.dtype, (const(1),), attr.LOCAL) for k, b in enumerate(out)]
         m = BufferLoad(mbuf, (zero,))
         parts: List[Stmt] = [BufferStore(mbuf, mask, (zero,))]
         # pow2: a halving tree over R lanes; otherwise fold into the largest power of two below R
@@ -161,7 +162,7 @@ class AllReduceLowering:
         g = _linear(n.group_threads)
         base = simplify(g * R)
         idx = simplify(base + r)
-        sbufs = [Buffer(f"red_buf_shared{self.counter}_{k}", b.dtype, (const(G * R),), "shared")
+        sbufs = [Buffer(f"red_buf_shared{self.counter}_{k}", b.dtype, (const(G * R),), attr.SHARED)
                  for k, b in enumerate(n.out_buffers)]
         parts: List[Stmt] = [seq(*[BufferStore(s, v, (idx,)) for s, v in zip(sbufs, values)]), barrier()]
         P = 1
@@ -183,8 +184,10 @@ class AllReduceLowering:
             off //= 2
         if warp_tail:
             # values 0..31 of the group are one full warp: finish with shuffles
-            tb = [Buffer(f"w{self.counter}_{k}", s.dtype, (const(1),), "local") for k, s in enumerate(sbufs)]
-            ob = [Buffer(f"wo{self.counter}_{k}", s.dtype, (const(1),), "local") for k, s in enumerate(sbufs)]
+            tb = [Buffer(f"w{self.counter}_{k}", s.dtype, (const(1),), attr.LOCAL)
+                  for k, s in enumerate(sbufs)]
+            ob = [Buffer(f"wo{self.counter}_{k}", s.dtype, (const(1),), attr.LOCAL)
+                  for k, s in enumerate(sbufs)]
             full = const(0xFFFFFFFF, "uint32")
             warp: List[Stmt] = [seq(*[BufferStore(t, BufferLoad(s, (idx,)), (zero,))
                                       for t, s in zip(tb, sbufs)])]

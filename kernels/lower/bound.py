@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Tuple
 from ..errors import LoweringError
 from ..te.schedule import Schedule, Stage, iter_flags, pass_down_domain, pass_up_index
 from ..te.tensor import ComputeOp, IterVar, Range
+from ..tir import attr
 from ..tir.expr import (
     Add,
     Cast,
@@ -87,7 +88,7 @@ def _point_or_unknown(e, dom) -> Interval:
 
 
 THREAD_RANK = {"blockIdx": 0, "threadIdx": 1, "vthread": 1}
-SCOPE_RANK = {"global": 0, "shared": 1, "warp": 2, "local": 3}
+SCOPE_RANK = {attr.GLOBAL: 0, attr.SHARED: 1, attr.WARP: 2, attr.LOCAL: 3}
 
 
 VIRTUAL_THREAD_TAGS = ("vthread", "cthread")
@@ -113,7 +114,7 @@ def thread_relaxed(tag: str, scope: str) -> bool:
     the lanes of a warp (``threadIdx.x``), local memory by none. A buffer shared among a thread
     index's values spans them; one that is not holds one copy per value of the index.
     """
-    if scope == "warp" and tag == "threadIdx.x":
+    if scope == attr.WARP and tag == "threadIdx.x":
         return True
     return SCOPE_RANK.get(scope, 0) <= _thread_rank(tag)
 
@@ -144,10 +145,10 @@ def infer_scope(stage: Stage) -> str:
         return stage.scope
     ranks = {_thread_rank(_thread_tag(p, iv)) for p, iv in enclosing_loops(stage) if _thread_tag(p, iv)}
     if 1 in ranks:
-        return "local"
+        return attr.LOCAL
     if 0 in ranks:
-        return "shared"
-    return "global"
+        return attr.SHARED
+    return attr.GLOBAL
 
 
 class BoundInfo:
@@ -165,7 +166,7 @@ def leaf_var(stage: Stage, iv: IterVar) -> Var:
     return a.bind_thread.var if a is not None and a.bind_thread is not None else iv.var
 
 
-def leaf_values(stage: Stage, dom: Dict[IterVar, Range], scope: str = "global"
+def leaf_values(stage: Stage, dom: Dict[IterVar, Range], scope: str = attr.GLOBAL
                 ) -> Dict[IterVar, PrimExpr]:
     """The value of each leaf variable inside the stage's loop nest.
 
@@ -193,7 +194,7 @@ def leaf_values(stage: Stage, dom: Dict[IterVar, Range], scope: str = "global"
     return vals
 
 
-def root_values(stage: Stage, dom: Dict[IterVar, Range], scope: str = "global") -> Dict[IterVar, PrimExpr]:
+def root_values(stage: Stage, dom: Dict[IterVar, Range], scope: str = attr.GLOBAL) -> Dict[IterVar, PrimExpr]:
     return pass_up_index(stage, dom, leaf_values(stage, dom, scope))
 
 
@@ -296,7 +297,7 @@ def collapses(stage: Stage, iv: IterVar, tag: str, scope: str) -> bool:
 
 def collapsed_leaves(stage: Stage, info: BoundInfo) -> List[IterVar]:
     """Leaves of extent > 1 that collapse (see collapses)."""
-    scope = info.scope.get(stage, "global")
+    scope = info.scope.get(stage, attr.GLOBAL)
     out = []
     for iv in stage.leaf_iter_vars:
         tag = _thread_tag(stage, iv)
@@ -339,7 +340,7 @@ def check_collapsed(st: Stage, info: BoundInfo, bodies) -> None:
     a local stage bound to threadIdx or a shared one bound to blockIdx. That is right when each owner
     of the buffer reads exactly those elements (cooperative loads laid out by thread); check it, so a
     schedule that would leave elements unwritten is an error rather than a wrong result."""
-    scope = info.scope.get(st, "global")
+    scope = info.scope.get(st, attr.GLOBAL)
     mins = [info.dom[iv].min for iv in st.op.axis]
     collapsed = {id(iv) for iv in collapsed_leaves(st, info)}
     loops: Dict[Var, int] = {}
@@ -358,7 +359,7 @@ def check_collapsed(st: Stage, info: BoundInfo, bodies) -> None:
                            if id(iv) in collapsed)
     for c in info.readers[st]:
         relax = _relaxed_dom(c, info, st, scope)
-        rvals = root_values(c, info.dom, info.scope.get(c, "global"))
+        rvals = root_values(c, info.dom, info.scope.get(c, attr.GLOBAL))
         vmap = {iv.var: rvals[iv] for iv in c.op.root_iter_vars() if iv in rvals}
         ranges = {}
         for v, (lo, hi) in relax.items():
@@ -397,7 +398,7 @@ def _region(st: Stage, readers: List[Stage], info: BoundInfo, bodies, scope: str
             continue
         relax = _relaxed_dom(c, info, st, scope)
         # values of the consumer's root variables, then of the access indices
-        vals = root_values(c, info.dom, info.scope.get(c, "global"))
+        vals = root_values(c, info.dom, info.scope.get(c, attr.GLOBAL))
         vmap = {iv.var: vals[iv] for iv in c.op.root_iter_vars() if iv in vals}
         for ld in _accesses(bodies[c], (st.op, st.origin_op)):
             for d, idx in enumerate(ld.indices):

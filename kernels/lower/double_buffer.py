@@ -28,6 +28,7 @@ import dataclasses
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..errors import LoweringError
+from ..tir import attr
 from ..tir import dtype as dt
 from ..tir.expr import GE, LT, Buffer, BufferLoad, FloorMod, IntImm, PrimExpr, Var, const
 from ..tir.functor import collect, rewrite, rewrite_stmts, substitute
@@ -36,15 +37,15 @@ from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, IfThenElse, SeqStmt
 from .storage_sync import ASYNC_COPY, DOUBLE_BUFFER_WRITE
 from .te_stmt import ProducerRealize, ProducerStore
 
-DOUBLE_BUFFER_SCOPE = "double_buffer_scope"
+DOUBLE_BUFFER_SCOPE = attr.DOUBLE_BUFFER_SCOPE
 #: inside double_buffer_scope: how many copies of the buffer a multi-buffered stage keeps (> 2)
-BUFFER_STAGES = "buffer_stages"
+BUFFER_STAGES = attr.BUFFER_STAGES
 #: around a fetch of a multi-buffered stage: the asynchronous copies issued so far form one group
 #: (``cp.async.commit_group`` after the body, also when its guard is false)
-ASYNC_COMMIT = "async_commit"
+ASYNC_COMMIT = attr.ASYNC_COMMIT
 #: around a multi-buffered loop: barriers directly in its body wait until at most ``value`` groups of
 #: asynchronous copies are still in flight (those of later tiles) instead of all of them
-ASYNC_WAIT = "async_wait"
+ASYNC_WAIT = attr.ASYNC_WAIT
 #: each half starts at a multiple of this many bytes (a float4 / 16-byte vector access)
 HALF_ALIGN_BYTES = 16
 

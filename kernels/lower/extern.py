@@ -24,6 +24,7 @@ from typing import Any, Dict, List
 
 from ..errors import LoweringError, TVMError
 from ..te.extern import ExternOp
+from ..tir import attr
 from ..tir.buffer import Binding, bind_buffers
 from ..tir.expr import BufferLoad, IntImm, PrimExpr, Var, const
 from ..tir.functor import collect, substitute
@@ -145,7 +146,7 @@ def add_extern_readers(sch, info) -> None:
     for c in sch.stages:
         if not isinstance(c.op, ExternOp):
             continue
-        info.scope[c] = "global"
+        info.scope[c] = attr.GLOBAL
         for t in c.op.inputs:
             p = sch.stage_map.get(id(t.op))
             if p is not None and all(r is not c for r in info.readers.setdefault(p, [])):

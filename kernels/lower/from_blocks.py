@@ -33,6 +33,7 @@ import dataclasses
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..errors import LoweringError
+from ..tir import attr
 from ..tir.block import (
     THREAD_BINDING,
     Block,
@@ -264,11 +265,11 @@ def _check_cross_thread(blk: Block, r: BlockRealize, loops: List[For]) -> None:
 
 def _shares_thread(scope: str, tag: str) -> bool:
     """Whether threads of ``tag`` share memory of ``scope`` (so an allocation covers all of them)."""
-    if scope == "global":
+    if scope == attr.GLOBAL:
         return True
-    if scope in ("shared", "shared.dyn"):
+    if scope in (attr.SHARED, attr.SHARED_DYN):
         return tag.startswith("threadIdx") or tag.startswith("vthread")
-    if scope == "warp":
+    if scope == attr.WARP:
         return tag == "threadIdx.x"
     return False
 
@@ -390,7 +391,7 @@ def _plan(buf: Buffer, acc: List[_Access]) -> Tuple[Buffer, Tuple[PrimExpr, ...]
         while n < len(common) and n < len(loops) and common[n] is loops[n]:
             n += 1
         common = common[:n]
-    if buf.scope == "global":
+    if buf.scope == attr.GLOBAL:
         common = []
     lca = common[-1] if common else None
     outer = {id(x) for x in common}
@@ -439,9 +440,9 @@ def _plan(buf: Buffer, acc: List[_Access]) -> Tuple[Buffer, Tuple[PrimExpr, ...]
 def _storage_scope(buf: Buffer) -> str:
     """The scope the code generator allocates: dynamic shared memory of a known size is static shared
     memory; warp memory needs a lowering of its own, which TensorIR does not have here."""
-    if buf.scope == "shared.dyn":
-        return "shared"
-    if buf.scope == "warp":
+    if buf.scope == attr.SHARED_DYN:
+        return attr.SHARED
+    if buf.scope == attr.WARP:
         raise LoweringError(f"buffer {buf.name} is in warp memory, which the TensorIR lowering does not "
                             "support; use shared or local")
     return buf.scope
@@ -475,7 +476,7 @@ def bind_threads(stmt: Stmt) -> Stmt:
             bound_tags[tag] = (tv, ext, s.loop_var.name)
             body = visit(body)
             del bound_tags[tag]
-            return AttrStmt(ThreadIndex(tv, tag, ext), "thread_extent", ext, body)
+            return AttrStmt(ThreadIndex(tv, tag, ext), attr.THREAD_EXTENT, ext, body)
         if isinstance(s, For):
             return dataclasses.replace(s, body=visit(s.body))
         if isinstance(s, SeqStmt):

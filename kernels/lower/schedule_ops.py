@@ -16,6 +16,7 @@ from ..errors import LoweringError
 from ..te.schedule import Schedule, Stage, iter_flags
 from ..te.scan import ScanOp
 from ..te.tensor import ComputeOp, IterVar
+from ..tir import attr
 from ..tir import likely
 from ..tir.expr import (
     And,
@@ -126,7 +127,7 @@ class ScheduleLowering:
                 if isinstance(ext, IntImm) and ext.value == 1:
                     out.append(Loop(iv, a.bind_thread.var, ext, "none"))
                 else:
-                    out.append(Loop(iv, a.bind_thread.var, ext, "vthread",
+                    out.append(Loop(iv, a.bind_thread.var, ext, attr.VTHREAD,
                                     pragmas=[("thread_tag", a.bind_thread.thread_tag)]))
                 continue
             if a is not None and a.bind_thread is not None:
@@ -134,7 +135,7 @@ class ScheduleLowering:
                 if t.dom is not None and not structural_equal(simplify(t.dom.extent), ext):
                     raise LoweringError(f"stage {st.name}: axis {iv.var.name} has extent {ext} but is bound "
                                         f"to {t.thread_tag} declared with extent {t.dom.extent}")
-                if collapses(st, iv, t.thread_tag, self.info.scope.get(st, "global")):
+                if collapses(st, iv, t.thread_tag, self.info.scope.get(st, attr.GLOBAL)):
                     # the buffer has one copy per value of the index, which the region already fixed:
                     # the axis takes its minimum (TVM's rule; bound inference checked what is read)
                     out.append(Loop(iv, t.var, ext, "none"))
@@ -183,7 +184,7 @@ class ScheduleLowering:
                 stmt = seq(AttachMarker(st, lp.iv), stmt)
             if lp.kind == "thread":
                 ext = lp.launch if lp.launch is not None else lp.extent
-                stmt = AttrStmt(ThreadIndex(lp.var, lp.tag, ext), "thread_extent", ext, stmt)
+                stmt = AttrStmt(ThreadIndex(lp.var, lp.tag, ext), attr.THREAD_EXTENT, ext, stmt)
             elif lp.kind != "none":
                 ann = tuple((k, v) for k, v in lp.pragmas)
                 stmt = For(lp.var, const(0), lp.extent, lp.kind, stmt, ann)
@@ -230,7 +231,7 @@ class ScheduleLowering:
             return self.build_nest(st, [loop], seq(), [])
         body = self.bodies[st]
         loops = self.loops(st)
-        vals = root_values(st, self.info.dom, self.info.scope.get(st, "global"))
+        vals = root_values(st, self.info.dom, self.info.scope.get(st, attr.GLOBAL))
         vmap = {iv.var: vals[iv] for iv in op.root_iter_vars()}
         idx = tuple(simplify(vals[iv]) for iv in op.axis)
         outs = [op.output(k) for k in range(op.num_outputs)]
@@ -315,14 +316,14 @@ class ScheduleLowering:
                 gthreads.append((var, tag, const_ext(tag, ext, what)))
         gthreads = tuple(gthreads)
         dts = [t.dtype for t in outs]
-        red_bufs = tuple(Buffer(f"red_buf{k}", d, (const(1),), "local") for k, d in enumerate(dts))
+        red_bufs = tuple(Buffer(f"red_buf{k}", d, (const(1),), attr.LOCAL) for k, d in enumerate(dts))
         all_preds = data_preds + red_preds
         if not (isinstance(cond, IntImm) and cond.value == 1):
             all_preds = all_preds + [cond]
         parts: List[Stmt] = []
         temps = ()
         if normal:
-            temps = tuple(Buffer(f"normal_reduce_temp{k}", d, (const(1),), "local")
+            temps = tuple(Buffer(f"normal_reduce_temp{k}", d, (const(1),), attr.LOCAL)
                           for k, d in enumerate(dts))
             zero = const(0)
             parts.append(seq(*[BufferStore(b, v, (zero,)) for b, v in zip(temps, comb.identity_element)]))
@@ -374,7 +375,7 @@ class ScheduleLowering:
         if any(op is o or st.origin_op is o for o in self.arg_ops):
             return body  # an argument: it is stored into the caller's buffer, whatever its attach point
         if is_extern(st):
-            return realize_extern(st, body, self.info.scope.get(st, "global"))
+            return realize_extern(st, body, self.info.scope.get(st, attr.GLOBAL))
         if (id(st.origin_op), 0) in self.sch.storage_alias and not isinstance(op, ScanOp):
             return body  # a scan's init or update: stored in the scan's buffer
         if isinstance(op, ScanOp):  # every time step, from 0
@@ -383,12 +384,12 @@ class ScheduleLowering:
             mins = tuple(const(0) for _ in op.output(0).shape)
             exts = tuple(op.output(0).shape)
             tensors = tuple(op.output(k) for k in range(op.num_outputs))
-            return ProducerRealize(st, tensors, mins, exts, "global", body)
+            return ProducerRealize(st, tensors, mins, exts, attr.GLOBAL, body)
         mins = tuple(simplify(self.info.dom[iv].min) for iv in op.axis)
         exts = tuple(simplify(self.info.dom[iv].extent) for iv in op.axis)
         tensors = tuple(op.output(k) for k in range(op.num_outputs))
-        scope = self.info.scope.get(st, "global")
-        if scope == "warp":
+        scope = self.info.scope.get(st, attr.GLOBAL)
+        if scope == attr.WARP:
             return self.realize_warp(st, tensors, mins, exts, body)
         return ProducerRealize(st, tensors, mins, exts, scope, body)
 
@@ -419,7 +420,7 @@ class ScheduleLowering:
                 var, ext = widest[tag]
                 slice_index = slice_index * ext + var
                 slices *= ext
-        return ProducerRealize(st, tensors, mins, exts, "shared", body,
+        return ProducerRealize(st, tensors, mins, exts, attr.SHARED, body,
                                (simplify(slice_index), slices) if slices > 1 else None)
 
     def place_attached(self, stmt: Stmt) -> Stmt:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Iterable, List, Optional, Set, Tuple
 
 from ..errors import BuildError
+from ..tir import attr
 from ..tir import dtype as dt
 from ..tir.expr import Buffer, BufferLoad, Call, IntImm, Not, PrimExpr, Ramp, Var
 from ..tir.functor import collect
@@ -57,12 +58,12 @@ from .allreduce import barrier
 
 READ, WRITE, SYNC = "read", "write", "sync"
 #: storage scopes whose accesses need barriers between threads
-SYNC_SCOPES = ("shared",)
+SYNC_SCOPES = (attr.SHARED,)
 #: attribute of the statement that fills the idle half of a double buffer (set by double_buffer.py)
-DOUBLE_BUFFER_WRITE = "double_buffer_write"
+DOUBLE_BUFFER_WRITE = attr.DOUBLE_BUFFER_WRITE
 #: attribute of the statements whose copies into shared memory may be asynchronous (set by
 #: double_buffer.py; the CUDA code generator prints them as ``cp.async`` on sm_80 and newer)
-ASYNC_COPY = "async_copy"
+ASYNC_COPY = attr.ASYNC_COPY
 
 
 @dataclass(frozen=True, eq=False)
@@ -165,7 +166,7 @@ class _Planner:
         return out, acc
 
     def visit_attr(self, s: AttrStmt) -> Tuple[Stmt, List[Access]]:
-        if s.attr_key == "thread_extent":
+        if s.attr_key == attr.THREAD_EXTENT:
             tag = s.node.thread_tag
             if tag.startswith("threadIdx"):
                 ext = simplify(s.value)

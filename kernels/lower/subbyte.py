@@ -27,6 +27,7 @@ import dataclasses
 from typing import Dict, Optional, Sequence, Tuple
 
 from ..errors import BuildError
+from ..tir import attr
 from ..tir import dtype as dt
 from ..tir.expr import Buffer, BufferLoad, Call, Cast, IntImm, Op, PrimExpr, Ramp, const
 from ..tir.functor import collect, rewrite, vars_of
@@ -81,7 +82,7 @@ def packable(alloc: Allocate, packed) -> bool:
     """Whether the shared sub-byte buffer of ``alloc`` can be stored packed: every store into it is
     a :func:`chunk_copy` from a packed buffer."""
     b = alloc.buffer
-    if b.scope != "shared" or b.dtype not in SUBBYTE_BITS:
+    if b.scope != attr.SHARED or b.dtype not in SUBBYTE_BITS:
         return False
     stores = [s for s in collect(alloc.body, lambda n: isinstance(n, BufferStore)) if s.buffer is b]
     loops = [f for f in collect(alloc.body, lambda n: isinstance(n, For))
@@ -143,11 +144,11 @@ def lower_subbyte(stmt: Stmt, args: Sequence[Buffer]) -> Stmt:
     """Rewrite every access of a sub-byte buffer into 32-bit (or chunk) accesses (see the module's
     documentation). ``args`` are the function's argument buffers (stored packed)."""
     if not collect(stmt, lambda n: isinstance(n, (BufferLoad, BufferStore, Allocate))
-                   and n.buffer.dtype in SUBBYTE_BITS and not n.buffer.scope.startswith("wmma.")):
+                   and n.buffer.dtype in SUBBYTE_BITS and not n.buffer.scope.startswith(attr.WMMA_PREFIX)):
         return stmt
     packed_ids = {id(b) for b in args if b.dtype in SUBBYTE_BITS}
     allocs = [a for a in collect(stmt, lambda n: isinstance(n, Allocate)) if a.buffer.dtype in SUBBYTE_BITS
-              and not a.buffer.scope.startswith("wmma.")]  # fragments: the WMMA element types
+              and not a.buffer.scope.startswith(attr.WMMA_PREFIX)]  # fragments: the WMMA element types
 
     def is_packed(b: Buffer) -> bool:
         return id(b) in packed_ids

@@ -57,6 +57,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..tir import attr
 from ..tir.expr import (Add, Buffer, BufferLoad, Call, Cast, FloatImm, IntImm, Mul, PrimExpr, StringImm, Var,
                         const)
 from ..tir.functor import collect, rewrite_stmts, substitute
@@ -69,7 +70,7 @@ __all__ = ["rewrite_tensor_core", "PRAGMA", "FRAGMENT_SHAPES", "TensorCoreMiss"]
 log = logging.getLogger("kernels.tensor_core")
 
 #: the pragma key (``s[stage].pragma(axis, "tensor_core")``)
-PRAGMA = "tensor_core"
+PRAGMA = attr.PRAGMA_TENSOR_CORE
 #: (m, n, k) fragment shapes WMMA has for float16 and int8 inputs
 FRAGMENT_SHAPES = ((16, 16, 16), (8, 32, 16), (32, 8, 16))
 #: input dtype -> (C type of the fragment element, accumulator dtype, ldm multiple for the inputs)
@@ -107,7 +108,7 @@ def rewrite_tensor_core(stmt: Stmt, target: str) -> Stmt:
     threads: Dict[str, Tuple[Var, int]] = {}
 
     def visit(s: Stmt) -> Stmt:
-        if isinstance(s, AttrStmt) and s.attr_key == "thread_extent":
+        if isinstance(s, AttrStmt) and s.attr_key == attr.THREAD_EXTENT:
             tag = s.node.thread_tag
             ext = s.value
             prev = threads.get(tag)
@@ -119,7 +120,7 @@ def rewrite_tensor_core(stmt: Stmt, target: str) -> Stmt:
             else:
                 threads[tag] = prev
             return dataclasses.replace(s, body=body)
-        if isinstance(s, Allocate) and s.buffer.scope == "local" and \
+        if isinstance(s, Allocate) and s.buffer.scope == attr.LOCAL and \
                 collect(s.body, _has_pragma) and target == "cuda":
             try:
                 return _rewrite(s, dict(threads))
@@ -310,7 +311,7 @@ def _fill_map(alloc: Allocate, _ev: "_Evaluator") -> Tuple[Dict[int, Tuple[Dict[
     if len(stores) != 1:
         raise TensorCoreMiss(f"{alloc.buffer.name} is not filled by one copy")
     st = stores[0]
-    if not isinstance(st.value, BufferLoad) or st.value.buffer.scope != "shared":
+    if not isinstance(st.value, BufferLoad) or st.value.buffer.scope != attr.SHARED:
         raise TensorCoreMiss(f"{alloc.buffer.name} is not a copy of a shared buffer")
     path = _loops_to(alloc.body, st)
     if path is None or any(isinstance(p, IfThenElse) for p in path):
@@ -335,7 +336,7 @@ def _operand_loads(value: PrimExpr, acc: Buffer) -> Tuple[BufferLoad, BufferLoad
     for x in (b.a, b.b):
         if isinstance(x, Cast):
             x = x.value
-        if not isinstance(x, BufferLoad) or x.buffer.scope != "local":
+        if not isinstance(x, BufferLoad) or x.buffer.scope != attr.LOCAL:
             raise TensorCoreMiss("a factor of the product is not a register copy")
         loads.append(x)
     return loads[0], loads[1]
@@ -411,7 +412,7 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
         raise TensorCoreMiss("the accumulator is not stored to the output by one copy")
     out_st = stores[0]
     out_buf = out_st.buffer
-    if out_buf.scope != "global" or len(out_buf.shape) != 2:
+    if out_buf.scope != attr.GLOBAL or len(out_buf.shape) != 2:
         raise TensorCoreMiss("the output is not a 2-D global tensor")
     out_cols = int(out_buf.shape[1])
     store_loops = [p for p in _loops_to(store_part, out_st) if isinstance(p, For)]
@@ -675,7 +676,7 @@ def _rewrite(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
         if bits < 8:
             for src in (sx, sy):
                 alloc = [x for x in collect(middle, lambda q: isinstance(q, Allocate)) if x.buffer is src]
-                if not alloc or not packable(alloc[0], lambda b: b.scope == "global"):
+                if not alloc or not packable(alloc[0], lambda b: b.scope == attr.GLOBAL):
                     raise TensorCoreMiss(
                         f"the shared tile {src.name} is not filled by copies of whole bytes of packed "
                         f"{dt_in} words (its fetch moves elements one by one), so WMMA cannot read it")
@@ -792,11 +793,11 @@ def _emit(acc_alloc: Allocate, middle: Stmt, sites: List[_Site], c_base: PrimExp
     mnk = s0.frag
     m, n, k = mnk
     fm, fn = s0.block[0] // m, s0.block[1] // n
-    frag_c = Buffer(acc_alloc.buffer.name + "_frag", acc_dtype, (fm * fn,), "wmma.accumulator")
+    frag_c = Buffer(acc_alloc.buffer.name + "_frag", acc_dtype, (fm * fn,), attr.WMMA_ACCUMULATOR)
 
     def step(site: _Site) -> Stmt:
-        frag_a = Buffer(site.a_src.name + "_frag", str(site.a_src.dtype), (fm,), "wmma.matrix_a")
-        frag_b = Buffer(site.b_src.name + "_frag", str(site.b_src.dtype), (fn,), "wmma.matrix_b")
+        frag_a = Buffer(site.a_src.name + "_frag", str(site.a_src.dtype), (fm,), attr.WMMA_MATRIX_A)
+        frag_b = Buffer(site.b_src.name + "_frag", str(site.b_src.dtype), (fn,), attr.WMMA_MATRIX_B)
         la, lb = site.la, site.lb
         loads = [_call("tir.tvm_load_matrix_sync", frag_a.data, m, n, k, i,
                        _addr(site.a_src, simplify(site.a_base + i * site.a_step)), la[1], la[0])
@@ -832,9 +833,9 @@ def _emit(acc_alloc: Allocate, middle: Stmt, sites: List[_Site], c_base: PrimExp
 
 def _fragment(buf: Buffer, mnk, layout: str, body: Stmt) -> Stmt:
     alloc = Allocate(buf, const(int(buf.shape[0])), body)
-    shape = AttrStmt(buf.data, "fragment_shape", StringImm(", ".join(str(x) for x in mnk)), alloc)
+    shape = AttrStmt(buf.data, attr.FRAGMENT_SHAPE, StringImm(", ".join(str(x) for x in mnk)), alloc)
     if layout:
-        return AttrStmt(buf.data, "fragment_layout", StringImm(layout), shape)
+        return AttrStmt(buf.data, attr.FRAGMENT_LAYOUT, StringImm(layout), shape)
     return shape
 
 
@@ -844,7 +845,7 @@ def _align_shared(stmt: Stmt, buffers) -> Stmt:
 
     def fn(s):
         if isinstance(s, Allocate) and id(s.buffer) in ids:
-            return AttrStmt(s.buffer.data, "storage_alignment", const(32), s)
+            return AttrStmt(s.buffer.data, attr.STORAGE_ALIGNMENT, const(32), s)
         return None
 
     return rewrite_stmts(stmt, fn)

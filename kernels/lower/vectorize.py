@@ -36,9 +36,10 @@ axis): the lanes of one statement all run before the next statement.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Set, Tuple
 
 from ..errors import LoweringError
+from ..tir import attr
 from ..tir import dtype as dt
 from ..tir.expr import (
     EQ,
@@ -68,7 +69,7 @@ from ..tir.expr import (
 from ..tir.functor import children, collect, rewrite_stmts, substitute
 from ..tir.modular import can_be_multiple, is_multiple
 from ..tir.printer import expr_str
-from ..tir.simplify import VectorFolder, simplify, skey, structural_equal
+from ..tir.simplify import VectorFolder, simplify, structural_equal
 from ..tir.stmt import (
     AttrStmt,
     BufferStore,
@@ -82,6 +83,7 @@ from ..tir.stmt import (
     Stmt,
     seq,
 )
+from ..tir.vector import lane_of, load_key, unconditional_loads  # noqa: F401  (re-exported; moved to tir)
 
 _INT_FLOAT = ["float32", "float64", "float16", "int8", "uint8", "int16", "uint16", "int32", "uint32",
               "int64", "uint64"]
@@ -99,7 +101,7 @@ VECTOR_LANES: Dict[str, Dict[str, Tuple[int, ...]]] = {
 #: do; OpenCL's vloadN/vstoreN need only the element's alignment)
 NEEDS_ALIGNMENT = {"cuda": True, "opencl": False}
 #: storage scopes accessed with vector instructions (local arrays live in registers: per lane)
-VECTOR_SCOPES = ("global", "shared")
+VECTOR_SCOPES = (attr.GLOBAL, attr.SHARED)
 #: calls computed lane by lane (pure); any other call keeps the loop scalar
 LANEWISE_CALLS = {"tir.call_pure_extern", "tir.likely", "tir.if_then_else", "tir.shift_left",
                   "tir.shift_right", "tir.bitwise_and", "tir.bitwise_or"}
@@ -200,7 +202,7 @@ class _Lanes:
                 return LetStmt(s.var, v, self.stmt(s.body))
             nv = Var(s.var.name, v.dtype)
             return LetStmt(nv, v, self.stmt(substitute(s.body, {s.var: nv})))
-        if isinstance(s, AttrStmt) and s.attr_key != "thread_extent":
+        if isinstance(s, AttrStmt) and s.attr_key != attr.THREAD_EXTENT:
             return dataclasses.replace(s, body=self.stmt(s.body))
         if isinstance(s, NoOp):
             return s
@@ -326,75 +328,3 @@ def vectorize_loops(stmt: Stmt, target: str) -> Stmt:
     """Rewrite every loop of kind ``vectorized`` (innermost first) for ``target``."""
     return rewrite_stmts(stmt, lambda n: vectorize_loop(n, target)
                    if isinstance(n, For) and n.kind == ForKind.VECTORIZED else None)
-
-
-# -- lanes of a vector expression (what the printers print) ---------------------------------------
-
-
-def lane_of(e: PrimExpr, k: int, alias: Optional[Dict] = None) -> PrimExpr:
-    """The scalar expression of lane ``k`` of ``e``. ``alias`` maps ``(key, k)`` to a replacement
-    for lane ``k`` of a hoisted load (key :func:`load_key`) or of a vector variable (key the Var)."""
-    if dt.lanes(e.dtype) == 1:
-        return e
-    alias = alias or {}
-    if isinstance(e, Ramp):
-        return simplify(e.base + e.stride * k)
-    if isinstance(e, Broadcast):
-        return e.value
-    if isinstance(e, Var):
-        got = alias.get((e, k))
-        if got is None:
-            raise LoweringError(f"vector variable {e.name} has no value for lane {k}")
-        return got
-    elem = dt.element_of(e.dtype)
-    if isinstance(e, BufferLoad):
-        got = alias.get((load_key(e), k))
-        if got is not None:
-            return got
-        return BufferLoad(e.buffer, (lane_of(e.indices[0], k, alias),), elem)
-    if isinstance(e, BinaryOp):
-        return node_kind(e)(lane_of(e.a, k, alias), lane_of(e.b, k, alias), dtype=elem)
-    if isinstance(e, Cast):
-        return Cast(elem, lane_of(e.value, k, alias))
-    if isinstance(e, Not):
-        return Not(lane_of(e.a, k, alias))
-    if isinstance(e, Select):
-        return Select(lane_of(e.condition, k, alias), lane_of(e.true_value, k, alias),
-                      lane_of(e.false_value, k, alias), elem)
-    if isinstance(e, Call):
-        return Call(elem, e.op, tuple(lane_of(a, k, alias) for a in e.args))
-    raise LoweringError(f"cannot take lane {k} of {type(e).__name__} {expr_str(e)}")
-
-
-def load_key(e: BufferLoad) -> tuple:
-    """Identifies a load by its buffer and (structurally) its index."""
-    return (id(e.buffer), skey(e.indices[0]))
-
-
-def unconditional_loads(e: PrimExpr) -> List[BufferLoad]:
-    """Vector loads of ``e`` evaluated whatever the conditions inside ``e`` (not under a select or
-    if_then_else branch): the ones a printer may load before computing the lanes."""
-    out: List[BufferLoad] = []
-
-    def visit(x):
-        if isinstance(x, BufferLoad) and dt.lanes(x.dtype) > 1:
-            out.append(x)
-            visit(x.indices[0])
-            return
-        if isinstance(x, Select):
-            visit(x.condition)
-            return
-        if isinstance(x, Call) and x.op.name == "tir.if_then_else":
-            visit(x.args[0])
-            return
-        for name in ("a", "b", "value", "condition", "base", "stride"):
-            c = getattr(x, name, None)
-            if isinstance(c, PrimExpr):
-                visit(c)
-        if isinstance(x, Call):
-            for a in x.args:
-                visit(a)
-
-    visit(e)
-    return out
-

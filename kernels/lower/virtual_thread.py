@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, Set
 
+from ..tir import attr
 from ..tir.expr import Buffer, BufferLoad, IntImm, PrimExpr, Var, const
 from ..tir.functor import collect, rewrite, substitute
 from ..tir.simplify import simplify
@@ -34,7 +35,7 @@ from ..tir.stmt import (Allocate, AttrStmt, BufferStore, For, ForKind, IfThenEls
 from .unroll import unroll_loop
 
 #: the loop kind lowering gives an axis bound to a virtual thread until this pass removes it
-VTHREAD = "vthread"
+VTHREAD = attr.VTHREAD
 
 
 def _uses(node, touched: Set[int]) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -20,7 +19,7 @@ import numpy as np
 
 from kernels.errors import ArgumentError, BuildError
 from kernels.runtime.cache import compile_cached
-from kernels.runtime.config import get_config
+from kernels.runtime.config import find_c_compiler, get_config  # find_c_compiler: also importable here
 from kernels.runtime.device import Device
 from kernels.runtime.module import Launch, Module
 from kernels.runtime.ndarray import NDArray
@@ -29,11 +28,6 @@ from kernels.runtime.spec import FuncSpec
 #: flags of every C build; ``-fopenmp`` is added for specs using OpenMP
 C_FLAGS = ("-O3", "-std=c99", "-shared", "-fPIC")
 C_LIBS = ("-lm",)
-
-
-def find_c_compiler() -> Optional[str]:
-    """Return the full path of the configured C compiler (``CC``, default ``cc``), or None."""
-    return shutil.which(get_config().cc)
 
 
 @functools.lru_cache(maxsize=None)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -79,3 +80,8 @@ def reload_config() -> RuntimeConfig:
     """
     get_config.cache_clear()
     return get_config()
+
+
+def find_c_compiler() -> Optional[str]:
+    """Return the full path of the configured C compiler (``CC``, default ``cc``), or None."""
+    return shutil.which(get_config().cc)

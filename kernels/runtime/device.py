@@ -34,6 +34,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple, Union
 
+from kernels.contrib import nvcc as _nvcc
 from kernels.errors import DeviceError
 
 #: the device kinds of the runtime
@@ -352,7 +353,7 @@ def enabled(target_name: str) -> bool:
     words = str(target_name).split()
     kind = words[0].lower() if words else ""
     if kind in ("c", "llvm", "cpu"):
-        from kernels.runtime.c import find_c_compiler
+        from kernels.runtime.config import find_c_compiler
 
         return find_c_compiler() is not None
     if kind in ("opencl", "cl"):
@@ -510,3 +511,6 @@ class _CallableModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallableModule
+
+# the CUDA compiler asks which GPU is present through this (it sits below the runtime)
+_nvcc.PRESENT_ARCH[0] = present_cuda_arch

@@ -43,6 +43,10 @@ from kernels.runtime.spec import (
     Workspace,
 )
 
+#: how a module is written to files (``save_device``, ``save_object``, ``export_module``):
+#: kernels.runtime.serialize, which loads the backends' modules (above this one), registers them here
+SERIALIZE: Dict[str, Callable[..., None]] = {}
+
 #: the device kind each target runs on
 TARGET_DEVICE = {"c": "cpu", "opencl": "opencl", "cuda": "cuda"}
 
@@ -142,9 +146,7 @@ class DeviceModule:
         path = Path(path)
         kind = fmt or path.suffix.lstrip(".")
         if self.spec is not None and kind in ("cubin", "ptx", "cl"):
-            from kernels.runtime.serialize import save_device
-
-            save_device(self, path, kind)
+            SERIALIZE["save_device"](self, path, kind)
         elif kind == "cubin" and self.binary is not None:
             path.write_bytes(self.binary)
         else:
@@ -241,9 +243,7 @@ class Module:
         :func:`kernels.runtime.serialize.save_object`; link it with ``tvm.contrib.cc.create_shared``),
         else the source text."""
         if (fmt or Path(path).suffix.lstrip(".")) in ("o", "obj"):
-            from kernels.runtime.serialize import save_object
-
-            save_object(self, path)
+            SERIALIZE["save_object"](self, path)
             return
         Path(path).write_text(self.get_source(fmt))
 
@@ -353,8 +353,7 @@ class Module:
         (C: the shared library, CUDA: the cubin, OpenCL: the source) plus its description
         ``<stem>.tvm_meta.json`` beside it. See :mod:`kernels.runtime.serialize`.
         """
-        from kernels.runtime.serialize import export_module
-
+        export_module = SERIALIZE["export_module"]
         if fcompile is not None or kwargs:
             extra = ", ".join((["fcompile"] if fcompile is not None else []) + sorted(kwargs))
             raise ArgumentError(f"export_library: {extra} is not supported; kernels writes the library it "

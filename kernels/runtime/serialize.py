@@ -35,6 +35,7 @@ from typing import Any, Dict, Tuple, Union
 
 from kernels.errors import TVMError
 from kernels.runtime.cache import write_atomic
+from kernels.runtime.module import SERIALIZE as _MODULE_SERIALIZE
 from kernels.runtime.config import get_config
 from kernels.runtime.spec import (
     BufferArg,
@@ -451,3 +452,7 @@ def _device_module(spec: FuncSpec, kind: str, code, path: Path):
     if kind == "ptx" and not code.endswith(b"\0"):
         code = code + b"\0"  # the driver reads PTX as a NUL-terminated string
     return CUDAModule(spec, binary=code)
+
+
+# Module.save, save_device and export_library write through these (the module does not import this file)
+_MODULE_SERIALIZE.update(save_device=save_device, save_object=save_object, export_module=export_module)

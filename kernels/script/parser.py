@@ -1349,12 +1349,15 @@ _ASSIGN_SYNTAX = {"allocate", "env_thread", "buffer_decl", "buffer_var", "alloc_
 # -- entry points ----------------------------------------------------------------------------------------
 
 
-def _default_env() -> Dict[str, Any]:
-    import kernels
+#: names every script sees beside T and I: ``tvm`` (the package ``kernels`` registers itself when loaded;
+#: the front end does not import the package above it)
+DEFAULT_NAMES: Dict[str, Any] = {}
 
+
+def _default_env() -> Dict[str, Any]:
     from . import ir, tirx  # tirx: kernels.script.tir plus TVM 0.2x's names (T.sblock ...)
 
-    return {"T": tirx, "tvm": kernels, "I": ir}
+    return {"T": tirx, "tvm": DEFAULT_NAMES.get("tvm"), "I": ir}
 
 
 def caller_locals(depth: int) -> Dict[str, Any]:

@@ -24,7 +24,9 @@ import keyword
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..tir import attr
 from ..tir import dtype as dt
+from ..tir import script_printer as _ir_printer
 from ..tir.block import (
     ITER_AXIS,
     ITER_LETTER,
@@ -448,7 +450,7 @@ class _Printer:
             self.emit(ind, f'{name} = T.allocate([{ext}], "{b.dtype}", "{b.scope}"{ann})')
             self.stmt(s.body, ind)
         elif isinstance(s, AttrStmt):
-            if s.attr_key == "thread_extent" and isinstance(s.node, ThreadIndex):
+            if s.attr_key == attr.THREAD_EXTENT and isinstance(s.node, ThreadIndex):
                 self.env_threads.setdefault(id(s.node.var), s.node.thread_tag)
                 v = self.name(s.node.var, s.node.var.name)
                 self.emit(ind, f"T.launch_thread({v}, {self.expr(s.value)})")
@@ -672,9 +674,5 @@ def range_str(r: Range) -> str:
     return f"{p.expr(r.min)}:{p.expr(simplify(r.min + r.extent))}"
 
 
-def check_prefix(tir_prefix: str) -> None:
-    """``script(tir_prefix=...)``: only ``"T"`` is printed."""
-    if tir_prefix != "T":
-        from ..errors import TVMError
-
-        raise TVMError(f"script: tir_prefix {tir_prefix!r} is not supported; the text uses \"T\"")
+# the IR prints TVMScript through these without importing its front end (kernels.tir.script_printer)
+_ir_printer.register(func_script=func_script, module_script=module_script, region_str=region_str)

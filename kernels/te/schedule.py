@@ -936,6 +936,19 @@ def _replace_inputs(op: ComputeOp, rmap: Dict[Tensor, Tensor]) -> ComputeOp:
     return new
 
 
+#: what InferBound and ScheduleOps call of the lowering (``infer_bound``, ``check_attachments``,
+#: ``inline_bodies``, ``schedule_to_stmt``): lowering is built on top of te, so kernels.lower registers
+#: them here when it is loaded, as TVM registers its schedule passes
+LOWERING: Dict[str, object] = {}
+
+
+def _lowering(*names: str) -> tuple:
+    missing = [n for n in names if n not in LOWERING]
+    if missing:
+        raise ScheduleError(f"the lowering is not loaded (import kernels.lower): {', '.join(missing)}")
+    return tuple(LOWERING[n] for n in names)
+
+
 def InferBound(sch: Schedule):  # noqa: N802 - TVM's name
     """The range of every iteration variable of every stage (``tvm.te.schedule.InferBound``).
 
@@ -943,10 +956,10 @@ def InferBound(sch: Schedule):  # noqa: N802 - TVM's name
     computed at another stage cover the region their readers need there; split and fused axes
     follow from their parents.
     """
-    # lowering is built on top of te: imported when called, as in TVM's schedule passes
     from ..container import Map
-    from ..lower.bound import infer_bound
-    from ..lower.schedule_ops import check_attachments, inline_bodies
+
+    infer_bound, check_attachments, inline_bodies = _lowering("infer_bound", "check_attachments",
+                                                              "inline_bodies")
 
     if not isinstance(sch, Schedule):
         raise ScheduleError(f"InferBound expects a schedule, got {sch!r}")
@@ -958,8 +971,8 @@ def ScheduleOps(sch: Schedule, bounds=None, debug_keep_trivial_loop: bool = Fals
     """The schedule's loop nests as one statement, before storage flattening (TVM's
     ``tvm.te.schedule.ScheduleOps``): every computed stage is realized where it is computed.
     ``bounds`` (from InferBound) is accepted for compatibility; bounds are inferred again."""
-    from ..lower.bound import infer_bound  # see InferBound
-    from ..lower.schedule_ops import check_attachments, inline_bodies, schedule_to_stmt
+    infer_bound, check_attachments, inline_bodies, schedule_to_stmt = _lowering(
+        "infer_bound", "check_attachments", "inline_bodies", "schedule_to_stmt")
 
     if not isinstance(sch, Schedule):
         raise ScheduleError(f"ScheduleOps expects a schedule, got {sch!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import ScheduleError
 from ..errors import TVMError as _TVMError
 from . import dtype as _dt
 from . import ir_builder
@@ -102,7 +103,8 @@ from .op import (
     trunc,
 )
 from .function import IRModule, PrimFunc
-from .schedule import BlockRV, LoopRV, Schedule, ScheduleError, Trace
+# BlockRV, LoopRV, Schedule, Trace: the scheduler (kernels.tir.schedule, a floor above the IR) puts
+# them here when it is loaded; kernels/__init__ loads it
 from .simplify import can_prove, simplify, structural_equal
 from .stmt import (
     Allocate,

@@ -111,7 +111,7 @@ class BufferRegion:
         return BufferRegion(buffer, tuple(Range(convert(i), const(1)) for i in indices))
 
     def __repr__(self) -> str:
-        from ..script.printer import region_str
+        from .script_printer import region_str  # registered by kernels.script.printer
 
         return region_str(self)
 

@@ -105,7 +105,7 @@ class PrimFunc(metaclass=ABCMeta):
         show_meta : bool
             Accepted for TVM's signature; the text never needs a metadata section.
         """
-        from ..script.printer import check_prefix, func_script
+        from .script_printer import check_prefix, func_script  # registered by kernels.script.printer
 
         check_prefix(tir_prefix)
         return func_script(self)
@@ -179,7 +179,7 @@ class IRModule(metaclass=ABCMeta):
     def script(self, tir_prefix: str = "T", show_meta: bool = False) -> str:
         """The module as TVMScript (``@tvm.script.ir_module``); the arguments as for
         :meth:`PrimFunc.script`."""
-        from ..script.printer import check_prefix, module_script
+        from .script_printer import check_prefix, module_script  # registered by kernels.script.printer
 
         check_prefix(tir_prefix)
         return module_script(self)

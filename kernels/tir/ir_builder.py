@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Sequence, Union
 
+from . import attr
 from ..errors import TVMError
 from . import dtype as dt
 from .buffer import Buffer as DeclBuffer
@@ -173,7 +174,7 @@ class IRBuilder:
             node = StringImm(node)
         if isinstance(value, str):
             value = StringImm(value)
-        if attr_key == "thread_extent":
+        if attr_key == attr.THREAD_EXTENT:
             node = _thread_index(node)
             value = convert(value)
             value = value if isinstance(value, IntImm) else Max(const(1, value.dtype), value)

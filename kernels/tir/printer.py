@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import List
 
 from . import dtype as dt
+from . import attr
 from .expr import (
     And,
     BinaryOp,
@@ -149,7 +150,7 @@ class _StmtPrinter:
             self.emit(indent, "}")
         elif isinstance(s, AttrStmt):
             node = s.node
-            if s.attr_key == "thread_extent":
+            if s.attr_key == attr.THREAD_EXTENT:
                 tag = node.thread_tag
                 head = (f'attr [IterVar({node.var.name}: int32, (nullptr), "ThreadIndex", '
                         f'"{tag}")] "thread_extent" = {expr_str(s.value)}')

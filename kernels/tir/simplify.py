@@ -47,7 +47,7 @@ from .expr import (
     node_kind,
 )
 from .functor import rewrite
-from .modular import modular_set
+from .modular_set import modular_set
 
 Bound = Tuple[Optional[int], Optional[int]]  # inclusive; None = unbounded
 Ranges = Dict[Var, Bound]

@@ -49,6 +49,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..tir import attr
 from ..errors import TVMError
 from ..tir import dtype as dt
 from ..tir.expr import (
@@ -299,14 +300,13 @@ def lower_for_features(inputs: Any, args: Optional[Sequence[Any]] = None, target
 
 def _vthread_extent(stmt: Stmt) -> int:
     """The product of the virtual-thread loop extents on the deepest path (before they are injected)."""
-    from ..lower.virtual_thread import VTHREAD
 
     def visit(s) -> int:
         if isinstance(s, SeqStmt):
             return max((visit(x) for x in s.seq), default=1)
         if isinstance(s, For):
             inner = visit(s.body)
-            return inner * (_const_extent(s.extent) if s.kind == VTHREAD else 1)
+            return inner * (_const_extent(s.extent) if s.kind == attr.VTHREAD else 1)
         if isinstance(s, IfThenElse):
             return max(visit(s.then_case), visit(s.else_case) if s.else_case is not None else 1)
         body = getattr(s, "body", None)
@@ -359,7 +359,7 @@ class _RawAccess:
 
 def _scope_of(buf) -> str:
     scope = buf.scope or "global"
-    if scope.startswith("wmma."):
+    if scope.startswith(attr.WMMA_PREFIX):
         return "fragment"
     if scope.startswith("local") or scope == "warp":
         return "local"
@@ -424,7 +424,7 @@ class _Walker:
             self._enter(lv)
             self.stmt(s.body)
             self._leave(lv)
-        elif isinstance(s, AttrStmt) and s.attr_key in ("thread_extent", "virtual_thread"):
+        elif isinstance(s, AttrStmt) and s.attr_key in (attr.THREAD_EXTENT, attr.VIRTUAL_THREAD):
             tag = getattr(s.node, "thread_tag", "") or "vthread"
             ext = _const_extent(s.value)
             known = self.by_tag.get(tag)

@@ -169,7 +169,7 @@ class LocalBuilder:
 
     @staticmethod
     def build_one(inp: MeasureInput) -> BuildResult:
-        from .. import build as _build
+        from ..build_module import build as _build
 
         t0 = time.perf_counter()
         try:

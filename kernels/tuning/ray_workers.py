@@ -136,7 +136,7 @@ class RunnerActor:
     """A runner process holding one GPU for a :class:`RayRunner`'s life (a Ray actor)."""
 
     def __init__(self) -> None:
-        import kernels  # noqa: F401  (the imports once, before the first batch)
+        import kernels.build_module  # noqa: F401  (the imports once, before the first batch: all of kernels)
 
         self.references: dict[str, Any] = {}
         import ray

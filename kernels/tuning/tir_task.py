@@ -19,10 +19,13 @@ hash of the function's TVMScript) and ``instantiate(config) -> (IRModule, argume
 from __future__ import annotations
 
 import hashlib
-from typing import Any, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, List, Sequence, Tuple
 
 from ..errors import TVMError
 from .space import ConfigSpace
+
+if TYPE_CHECKING:
+    from ..tir.schedule import Schedule
 
 __all__ = ["TIRTask", "TIRTaskError"]
 
@@ -131,10 +134,7 @@ class TIRTask:
         sch.bind(j0, "blockIdx.x")
         t = sch.fuse(i1, j1)
         sch.bind(t, "threadIdx.x")
-        # both inputs staged in shared memory, fetched by all the block's threads (the notes' helper;
-        # imported here: kernels.workloads imports the package this module is loaded with)
-        from ..workloads.tensorir import cache_read_and_coop_fetch
-
+        # both inputs staged in shared memory, fetched by all the block's threads (the notes' helper)
         for idx in (0, 1):
             cache_read_and_coop_fetch(sch, block, ty * tx, idx, k0, vector=v["vector"])
         if v["unroll_k"]:
@@ -165,3 +165,18 @@ class TIRTask:
     def __repr__(self) -> str:
         return (f"TIRTask({self.task_name}, {self.kind}, extents={self.extents}, "
                 f"target={self.target.kind.name})")
+
+
+# the GPU notes' cooperative fetch; kernels.workloads.tensorir (the notes' schedules) re-exports it
+def cache_read_and_coop_fetch(sch: Schedule, block, nthread: int, read_idx: int, read_loc,
+                              vector: int = 4) -> None:
+    """The notes' helper: a shared cache of one input, fetched by all threads with ``vector``-wide
+    vectors (the notes' 4; 1 fetches one element a thread and step)."""
+    read_cache = sch.cache_read(block=block, read_buffer_index=read_idx, storage_scope="shared")
+    sch.compute_at(block=read_cache, loop=read_loc)
+    inner0, inner1 = sch.get_loops(block=read_cache)[-2:]
+    inner = sch.fuse(inner0, inner1)
+    _, tx, vec = sch.split(loop=inner, factors=[None, nthread, vector])
+    if vector > 1:
+        sch.vectorize(vec)
+    sch.bind(tx, "threadIdx.x")

@@ -21,6 +21,7 @@ import numpy as np
 from ..script import tir as T
 from ..tir.function import IRModule
 from ..tir.schedule import Schedule
+from ..tuning.tir_task import cache_read_and_coop_fetch  # noqa: F401  (the notes' helper, defined there)
 from . import REGISTRY, Variant, Workload, WorkloadError, _isize, _poison, check_variant, register, uniform
 
 GPU = ("cuda", "opencl")
@@ -155,20 +156,6 @@ def blocking(sch: Schedule, tile_local_y: int = 8, tile_local_x: int = 8, tile_b
     sch.bind(j1, "threadIdx.x")
     sch.decompose_reduction(block_C, k0)
     return sch
-
-
-def cache_read_and_coop_fetch(sch: Schedule, block, nthread: int, read_idx: int, read_loc,
-                              vector: int = 4) -> None:
-    """The notes' helper: a shared cache of one input, fetched by all threads with ``vector``-wide
-    vectors (the notes' 4; 1 fetches one element a thread and step)."""
-    read_cache = sch.cache_read(block=block, read_buffer_index=read_idx, storage_scope="shared")
-    sch.compute_at(block=read_cache, loop=read_loc)
-    inner0, inner1 = sch.get_loops(block=read_cache)[-2:]
-    inner = sch.fuse(inner0, inner1)
-    _, tx, vec = sch.split(loop=inner, factors=[None, nthread, vector])
-    if vector > 1:
-        sch.vectorize(vec)
-    sch.bind(tx, "threadIdx.x")
 
 
 def blocking_with_shared(sch: Schedule, tile_local_y: int = 8, tile_local_x: int = 8, tile_block_y: int = 8,

@@ -8,12 +8,19 @@
 - an import of the project's own modules inside a function has a comment saying why: on its line,
   or on the line above the block of import lines it belongs to.
 
+The compiler core, kernels/, has floors of its own (:data:`KERNELS_FLOORS`): every module sits on one,
+no import points to a higher floor and there is no cycle between its units, with the exceptions named
+in :data:`KERNELS_EXCEPTIONS`. There an imported name is first resolved to the module that defines it
+(``from .. import build`` is an import of the package ``kernels``, the TVM-compatible surface).
+
 Imports under ``if TYPE_CHECKING:`` count like any other: a type is a dependency too.
 """
 
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 from collections import defaultdict
 from pathlib import Path
 
@@ -214,3 +221,207 @@ def test_function_local_imports_of_our_modules_say_why(harness_side):
             if "#" not in here and not (above >= 0 and lines[above].strip().startswith("#")):
                 silent.append(f"{path.relative_to(ROOT)}:{line}: {here.strip()}")
     assert not silent, "\n".join(silent)
+
+
+# -- kernels/ ------------------------------------------------------------------------------------------
+
+#: the floors of kernels/, lowest first (docs/ARCHITECTURE.md, "Floors of the compiler core"). A unit
+#: is a module or package; a module belongs to the unit that is its longest prefix, and ``kernels``
+#: alone is the package's ``__init__`` (the TVM-compatible surface, on top).
+KERNELS_FLOORS = (
+    # errors, targets, settings, the content cache, the FuncSpec contract between codegen and runtime
+    ("kernels.errors", "kernels.error", "kernels.target", "kernels.container", "kernels.transform",
+     "kernels.scope", "kernels.runtime.config", "kernels.runtime.cache", "kernels.runtime.spec"),
+    ("kernels.tir", "kernels.ir"),  # the IR: expressions, statements, blocks, simplifier, printer
+    ("kernels.te", "kernels.script"),  # front ends: tensor expressions, TVMScript
+    ("kernels.tir.schedule",),  # TensorIR scheduling (prints through kernels.script)
+    ("kernels.lower",),  # schedule -> loop IR: the passes
+    ("kernels.codegen",),  # loop IR -> source + FuncSpec
+    ("kernels.contrib.nvcc",),  # the CUDA compiler (no device)
+    ("kernels.runtime",),  # modules, devices, arrays
+    ("kernels.contrib",),  # cc (export_library), packing, the Ray cluster, utils
+    ("kernels.build_module", "kernels.driver", "kernels.testing"),  # lower + codegen + runtime
+    ("kernels.tuning",),  # the tuning engine
+    ("kernels.autotvm", "kernels.meta_schedule"),  # front ends of the tuning engine
+    ("kernels.workloads",),  # the tutorial workloads and their schedule variants
+    ("kernels", "kernels.aliases", "kernels.tirx", "kernels.s_tir"),  # the TVM-compatible surface
+)
+
+#: imports of kernels/ that break its rules today, each with why it stays: (importer, imported unit)
+KERNELS_EXCEPTIONS: frozenset = frozenset()
+
+_KLEVEL = {unit: level for level, units in enumerate(KERNELS_FLOORS) for unit in units}
+
+
+def kernels_unit_of(module: str) -> str | None:
+    """The unit of KERNELS_FLOORS that ``module`` belongs to, or None."""
+    if module == "kernels":
+        return "kernels"
+    best = None
+    for unit in _KLEVEL:
+        if unit != "kernels" and (module == unit or module.startswith(unit + ".")):
+            if best is None or len(unit) > len(best):
+                best = unit
+    return best
+
+
+@pytest.fixture(scope="module")
+def kernels_side() -> dict[str, Path]:
+    return _sources("kernels")
+
+
+def _defining_module(name: str, modules) -> str:
+    """The longest prefix of an imported name that is a module (``kernels.tir.Var`` -> ``kernels.tir``)."""
+    parts = name.split(".")
+    while len(parts) > 1 and ".".join(parts) not in modules:
+        parts.pop()
+    return ".".join(parts)
+
+
+def _kernels_edges(kernels_side):
+    """(importer module, its unit, imported unit, path, line) of every import between kernels units."""
+    out = []
+    for module, path in kernels_side.items():
+        mine = kernels_unit_of(module)
+        for name, line, _ in _imports(module, path):
+            if name.split(".")[0] != "kernels":
+                continue
+            unit = kernels_unit_of(_defining_module(name, kernels_side))
+            if unit is not None and unit != mine and (module, unit) not in KERNELS_EXCEPTIONS:
+                out.append((module, mine, unit, path, line))
+    return out
+
+
+def test_every_kernels_module_sits_on_a_floor(kernels_side):
+    assert not [m for m in kernels_side if kernels_unit_of(m) is None], "add new modules to KERNELS_FLOORS"
+
+
+def test_no_kernels_import_points_up(kernels_side):
+    up = [f"{path.relative_to(ROOT)}:{line}: {module} (floor {_KLEVEL[mine]}) imports {unit} "
+          f"(floor {_KLEVEL[unit]})"
+          for module, mine, unit, path, line in _kernels_edges(kernels_side) if _KLEVEL[unit] > _KLEVEL[mine]]
+    assert not up, "\n".join(up)
+
+
+def test_no_cycle_between_kernels_units(kernels_side):
+    edges: dict[str, set[str]] = defaultdict(set)
+    for _, mine, unit, _, _ in _kernels_edges(kernels_side):
+        edges[mine].add(unit)
+    assert _cycles(edges) == []
+
+
+def test_kernels_exceptions_are_still_needed(kernels_side):
+    # an exception that no import needs any more is removed from the list
+    used = set()
+    for module, path in kernels_side.items():
+        for name, _, _ in _imports(module, path):
+            if name.split(".")[0] == "kernels":
+                used.add((module, kernels_unit_of(_defining_module(name, kernels_side))))
+    assert sorted(KERNELS_EXCEPTIONS - used) == []
+
+
+def test_kernels_units_resolve_as_documented(kernels_side):
+    assert kernels_unit_of("kernels.tir.schedule.state") == "kernels.tir.schedule"
+    assert kernels_unit_of("kernels.tir.expr") == "kernels.tir" and kernels_unit_of("kernels") == "kernels"
+    assert kernels_unit_of("kernels.contrib.nvcc") == "kernels.contrib.nvcc"
+    assert kernels_unit_of("kernels.contrib.cc") == "kernels.contrib"
+    assert _defining_module("kernels.build", kernels_side) == "kernels"
+    assert _defining_module("kernels.tir.expr.Var", kernels_side) == "kernels.tir.expr"
+
+
+#: the import cycles between modules of one unit that kernels/ still has, each to be broken by the
+#: work named beside it; a new cycle fails the test, and so does a cycle of this list once it is broken
+#: (remove it here then). A cycle is the sorted list of its modules (a strongly connected component).
+KERNELS_MODULE_CYCLES = (
+    # the IR's nodes print themselves (expr/stmt -> printer) and the printer prints the nodes: the
+    # printer is to register with the nodes (as kernels.tir.script_printer does for TVMScript)
+    ["kernels.tir.expr", "kernels.tir.printer", "kernels.tir.stmt"],
+    # the TensorIR lowering calls lower.simplify_stmt, and lower() calls the TensorIR lowering:
+    # simplify_stmt is to move out of the package's __init__
+    ["kernels.lower", "kernels.lower.from_blocks"],
+    # the T namespace parses (T.prim_func, I.ir_module), and the parser's default names are the T and
+    # I namespaces: the parser is to receive its default names from them
+    ["kernels.script.ir", "kernels.script.parser", "kernels.script.tir", "kernels.script.tirx"],
+    # schedule.py calls the annotation primitives of annotate.py, which tell a block's handle from a
+    # loop's by schedule.py's BlockRV/LoopRV: the handles are to move to a module of their own
+    ["kernels.tir.schedule.annotate", "kernels.tir.schedule.schedule"],
+    # the package's __init__ registers the workloads of its submodules, which import Workload and
+    # register from it: the values are to move to a module of their own
+    ["kernels.workloads", "kernels.workloads.memory", "kernels.workloads.tensorcore",
+     "kernels.workloads.tutorial"],
+)
+
+
+def test_kernels_module_cycles_are_the_known_ones(kernels_side):
+    edges: dict[str, set[str]] = defaultdict(set)
+    for module, path in kernels_side.items():
+        for name, _, _ in _imports(module, path):
+            if name.split(".")[0] == "kernels":
+                target = _defining_module(name, kernels_side)
+                if target != module:
+                    edges[module].add(target)
+    found = sorted(_cycles(edges))
+    assert found == sorted(KERNELS_MODULE_CYCLES), "\n".join(" <-> ".join(c) for c in found)
+
+
+# -- IR attribute keys and storage scopes (kernels/tir/attr.py) ----------------------------------------
+
+ATTR_MODULE = ROOT / "kernels" / "tir" / "attr.py"
+#: words of kernels/tir/attr.py that are also words of the user's API (thread tags, a pragma's name),
+#: written out where a schedule or a thread tag means them
+_API_WORDS = {"VTHREAD", "PRAGMA_TENSOR_CORE"}
+_SCOPES = {"GLOBAL", "SHARED", "SHARED_DYN", "LOCAL", "WARP"}
+#: (file, string) written out on purpose: C's keywords, a Stage's attribute of the same name
+_SPELLED_ON_PURPOSE = {("kernels/codegen/c_family.py", "global"), ("kernels/codegen/c_family.py", "local"),
+                       ("kernels/lower/double_buffer.py", "buffer_stages")}
+
+
+def _attr_constants() -> dict[str, str]:
+    tree = ast.parse(ATTR_MODULE.read_text())
+    return {node.targets[0].id: node.value.value for node in tree.body
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)}
+
+
+def _plain_strings(path: Path) -> list[tuple[int, str]]:
+    """(line, value) of the plain string literals of a module (no docstrings, f-strings or comments)."""
+    out = []
+    for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+        s = tok.string
+        if tok.type == tokenize.STRING and s[:1] in "\"'" and not s.startswith(('"""', "'''")):
+            out.append((tok.start[0], s[1:-1]))
+    return out
+
+
+def _spelled_out(words: set[str], paths) -> list[str]:
+    found = []
+    for path in paths:
+        rel = str(path.relative_to(ROOT))
+        for line, value in _plain_strings(path):
+            if value in words and (rel, value) not in _SPELLED_ON_PURPOSE:
+                found.append(f"{rel}:{line}: {value!r}")
+    return found
+
+
+def test_ir_attribute_keys_are_spelled_once():
+    # every AttrStmt key and WMMA scope is written as a string in kernels/tir/attr.py only
+    consts = _attr_constants()
+    assert consts["THREAD_EXTENT"] == "thread_extent" and consts["WMMA_MATRIX_A"] == "wmma.matrix_a"
+    keys = {v for k, v in consts.items() if k not in _API_WORDS | _SCOPES}
+    paths = [p for p in sorted((ROOT / "kernels").rglob("*.py")) if p != ATTR_MODULE]
+    found = _spelled_out(keys, paths)
+    assert not found, "use kernels.tir.attr:\n" + "\n".join(found)
+
+
+def test_passes_and_code_generators_name_storage_scopes():
+    consts = _attr_constants()
+    scopes = {consts[k] for k in _SCOPES}
+    paths = [p for folder in ("lower", "codegen") for p in sorted((ROOT / "kernels" / folder).rglob("*.py"))]
+    found = _spelled_out(scopes, paths)
+    assert not found, "use kernels.tir.attr:\n" + "\n".join(found)
+
+
+def test_spelled_out_finds_a_key(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text('"""thread_extent in a docstring"""\nx = "thread_extent"  # "local"\ny = f"{x} local"\n')
+    assert [v for _, v in _plain_strings(f)] == ["thread_extent"]

@@ -1,0 +1,57 @@
+"""IR attribute keys and storage scopes, spelled once (TVM's ``tir.attr`` namespace).
+
+What a pass tells a later pass or a code generator travels in the IR: an ``AttrStmt`` with one of the
+keys below, or a buffer's storage scope. Passes, code generators and analyses import these names
+(``from ..tir import attr``; ``attr.THREAD_EXTENT``) instead of writing the strings out, so that a
+key is renamed in one place and a misspelt key is a NameError, not a silently ignored attribute.
+"""
+
+from __future__ import annotations
+
+# -- AttrStmt keys -------------------------------------------------------------------------------------
+
+#: ``attr [IterVar(threadIdx.x)] "thread_extent" = n``: the launch dimension of a bound thread axis
+THREAD_EXTENT = "thread_extent"
+#: ``attr [IterVar(vthread)] "virtual_thread" = n``: a virtual thread (TVM's key; read by the features)
+VIRTUAL_THREAD = "virtual_thread"
+#: the loop annotation of ``s[T].pragma(axis, "tensor_core")`` (pragmas travel as loop annotations)
+PRAGMA_TENSOR_CORE = "tensor_core"
+#: ``attr [buffer var] "storage_alignment" = bytes``: the allocation is aligned to this many bytes
+STORAGE_ALIGNMENT = "storage_alignment"
+#: ``attr [fragment var] "fragment_shape" = "m, n, k"``: a WMMA fragment's shape
+FRAGMENT_SHAPE = "fragment_shape"
+#: ``attr [fragment var] "fragment_layout" = "row_major" | "col_major"``: a matrix fragment's layout
+FRAGMENT_LAYOUT = "fragment_layout"
+#: around the producer of a double-buffered stage (``s[T].double_buffer()``)
+DOUBLE_BUFFER_SCOPE = "double_buffer_scope"
+#: inside double_buffer_scope: how many copies of the buffer a multi-buffered stage keeps (> 2)
+BUFFER_STAGES = "buffer_stages"
+#: around the prefetch into the idle half of a double buffer: not in conflict with this iteration's reads
+DOUBLE_BUFFER_WRITE = "double_buffer_write"
+#: around copies from global to shared memory that may be asynchronous (``cp.async`` on sm_80+)
+ASYNC_COPY = "async_copy"
+#: around a fetch of a multi-buffered stage: the asynchronous copies issued so far form one group
+#: (``cp.async.commit_group`` after the body, also when its guard is false)
+ASYNC_COMMIT = "async_commit"
+#: around a multi-buffered loop: barriers directly in its body wait until at most ``value`` groups of
+#: asynchronous copies are still in flight (those of later tiles) instead of all of them
+ASYNC_WAIT = "async_wait"
+
+# -- storage scopes ------------------------------------------------------------------------------------
+
+GLOBAL = "global"
+SHARED = "shared"
+#: shared memory sized at launch (TensorIR); lowered to SHARED
+SHARED_DYN = "shared.dyn"
+LOCAL = "local"
+WARP = "warp"
+#: the prefix of the WMMA fragment scopes
+WMMA_PREFIX = "wmma."
+WMMA_MATRIX_A = "wmma.matrix_a"
+WMMA_MATRIX_B = "wmma.matrix_b"
+WMMA_ACCUMULATOR = "wmma.accumulator"
+
+# -- loop kinds ----------------------------------------------------------------------------------------
+
+#: the kind of a virtual-thread loop until the pass that injects virtual threads removes it
+VTHREAD = "vthread"
