@@ -5,6 +5,9 @@ Every writer in this package (HTML, Markdown, JUnit, pytest-benchmark JSON, CSV/
 be tested on hand-made data. The helpers at the bottom (:func:`case_rows`, :func:`verdict_counts`,
 :func:`summary_sentence`, the formatters) are the one place where a case's row, its verdict and
 its numbers are put together, so the HTML table, the Markdown comment and the JUnit file agree.
+
+Size: the gathering (runs, sides, history, tuning, peaks and variant kinds) and those shared
+helpers belong together: splitting them would let two writers format one number two ways.
 """
 
 from __future__ import annotations

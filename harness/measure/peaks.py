@@ -318,7 +318,7 @@ def _torch_int8_peak(torch: Any, n: int) -> Optional[float]:
         a = torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8)
         b = torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8)
         seconds = _median_event_s(torch, lambda: int_mm(a, b))
-        del a, b
+        a = b = None  # the operands are freed before the next measurement
     except RuntimeError:  # an architecture or build of torch without int8 matmul
         return None
     return 2.0 * n ** 3 / seconds / 1e9

@@ -38,7 +38,6 @@ from kernels.runtime.spec import (
     KernelSpec,
     PackedArg,
     PackedCall,
-    ConstArg,
     ScalarArg,
     Workspace,
 )

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import TVMError
+from ..tir import attr
 from ..tir import dtype as dt
 from ..tir.block import (
     THREAD_BINDING,
@@ -365,7 +366,7 @@ class _Parser:
                 raise self.error(st, f"T.launch_thread: {var!r} is not a thread declared with "
                                      'x = T.env_thread("threadIdx.x")')
             ext = self.as_expr(ext, st, "T.launch_thread extent")
-            return lambda rest: AttrStmt(ThreadIndex(var, tag, ext), "thread_extent", ext, rest)
+            return lambda rest: AttrStmt(ThreadIndex(var, tag, ext), attr.THREAD_EXTENT, ext, rest)
         if not call.args or not isinstance(call.args[0], ast.Subscript):
             raise self.error(st, "T.realize takes a buffer region: T.realize(A[0:16, 0:16], scope)")
         reg = self.region(call.args[0])

@@ -483,7 +483,7 @@ class _Printer:
             self.stmt(s.body, ind + 1)
             self.pop()
             return
-        elif s.attr_key == "thread_extent" and isinstance(s.node, ThreadIndex):
+        elif s.attr_key == attr.THREAD_EXTENT and isinstance(s.node, ThreadIndex):
             self.env_threads.setdefault(id(s.node.var), s.node.thread_tag)
             head = f"T.launch_thread({self.name(s.node.var, s.node.var.name)}, {self.expr(s.value)})"
         else:

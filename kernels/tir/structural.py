@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from . import attr
 from ..errors import TVMError
 from .block import Block, BlockRealize, BufferRegion, IterVar, Range, loop_thread
 from .expr import BinaryOp, Buffer, BufferView, CommReducer, PrimExpr, Var, convert, node_kind
