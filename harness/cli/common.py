@@ -21,14 +21,15 @@ from rich.progress import (
 from rich.table import Table
 
 from harness.config import settings
-from harness.errors import ExitCode
+from harness.errors import ExitCode, UsageError
 from harness.store import Store, load_results
 from harness.store.backend import is_url, redact
+from harness.suite.values import TARGETS
 
 __all__ = [
-    "Parser", "db_arg", "default_out", "err", "execution", "execution_args", "fmt_time", "out",
-    "print_run_table", "print_verdicts", "progress_display", "store_label", "store_location", "verdict_args",
-    "write_outputs",
+    "Parser", "db_arg", "default_out", "err", "execution", "execution_args", "fail_on_arg", "fmt_time",
+    "out", "print_exit_code", "print_run_table", "print_verdicts", "progress_display", "store_label",
+    "store_location", "verdict_args", "write_outputs",
 ]
 
 err = Console(stderr=True)
@@ -70,14 +71,30 @@ def default_out() -> Path:
     return settings().out_dir
 
 
+def _gate(text: str):
+    """A ``--fail-on`` value parsed into a harness.stats.FailOn (argparse's ``type``)."""
+    # the statistics load only when a gate is given: `kbench --help` stays quick
+    from harness.stats.verdicts import FailOn
+
+    try:
+        return FailOn.parse(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def fail_on_arg(p: argparse.ArgumentParser) -> None:
+    """``--fail-on SPEC``, parsed once into a harness.stats.FailOn (``args.fail_on``; None without)."""
+    p.add_argument("--fail-on", metavar="SPEC", type=_gate,
+                   help='gate, e.g. "median:3%%": SLOWER beyond 3 %% fails (exit 1); add ",ambiguous" '
+                        "to fail on inconclusive cases (exit 3), which the gate otherwise passes; an "
+                        "incomplete run (interrupted, or lacking cases of its baseline) never passes; "
+                        "default: the suite threshold, and inconclusive exits 3")
+
+
 def verdict_args(p: argparse.ArgumentParser, baseline_help: str) -> None:
     """``--baseline``, ``--fail-on`` and ``--out`` of a command that judges a run."""
     p.add_argument("--baseline", metavar="SPEC", help=baseline_help)
-    p.add_argument("--fail-on", metavar="SPEC",
-                   help='gate, e.g. "median:3%%": SLOWER beyond 3 %% fails (exit 1); add ",ambiguous" '
-                        "to fail on "
-                        "inconclusive cases (exit 3), which the gate otherwise passes; default: the suite "
-                        "threshold, and inconclusive exits 3")
+    fail_on_arg(p)
     p.add_argument("--out", type=Path, metavar="DIR",
                    help="write the HTML report and CI outputs (Markdown, JUnit, JSON, CSV) here")
 
@@ -106,8 +123,20 @@ def execution_args(p: argparse.ArgumentParser) -> None:
 
 
 def execution(args: argparse.Namespace) -> tuple[tuple[str, ...] | None, dict[str, Any]]:
-    """(targets or None, MeasureConfig overrides) from the options of :func:`execution_args`."""
-    targets = tuple(t.strip() for t in args.targets.split(",")) if args.targets else None
+    """(targets or None, MeasureConfig overrides) from the options of :func:`execution_args`.
+
+    Raises
+    ------
+    harness.errors.UsageError
+        ``--targets`` names a target kbench does not have, or none.
+    """
+    targets = tuple(t.strip() for t in args.targets.split(",")) if args.targets is not None else None
+    if targets is not None:
+        unknown = [t for t in targets if t not in TARGETS]
+        if unknown or not any(targets):
+            raise UsageError(f"--targets {args.targets!r}: unknown target(s) "
+                             f"{', '.join(repr(t) for t in unknown) or 'none given'}; targets: "
+                             f"{', '.join(TARGETS)}")
     given = (("max_time_s", args.max_time), ("min_time_s", args.min_time), ("max_rel_ci", args.max_rel_ci))
     return targets, {k: v for k, v in given if v is not None}
 
@@ -169,6 +198,9 @@ def progress_display(title: str = "cases built + checked + measured"):
             runs = ", ".join(f"{side} run {rid}" for side, rid in payload.side_runs.items())
             err.print(f"run {payload.run_id}: {payload.planned} cases" if not runs
                       else f"{runs}: {payload.planned} cases")
+        elif kind == "waiting":
+            err.print(f"waiting for the store lock (another process is writing the store; to {escape(payload)})",
+                      highlight=False, soft_wrap=True)
         elif kind == "result":
             task = state["task"]
             t = progress.tasks[task]
@@ -241,8 +273,14 @@ def print_verdicts(judgement) -> None:
                       "-" if v.q_value is None else f"{v.q_value:.3g}")
     out.print(table)
     counts = ", ".join(f"{k} {n}" for k, n in sorted(judgement.counts().items()))
-    out.print(f"verdicts vs {escape(judgement.baseline_label)}: {counts or 'nothing compared'}; "
-              f"exit code {int(judgement.exit_code)}")
+    incomplete = judgement.incomplete_text()
+    out.print(f"verdicts vs {escape(judgement.baseline_label)}: {counts or 'nothing compared'}"
+              + (f"; INCOMPLETE: {escape(incomplete)}" if incomplete else ""), highlight=False, soft_wrap=True)
+
+
+def print_exit_code(code: int) -> None:
+    """The line that says what ``kbench`` exits with (printed by the command, then returned)."""
+    out.print(f"exit code {int(code)}", highlight=False)
 
 
 def write_outputs(db: Path | str, run_id: int, judgement, out_dir: Path) -> None:

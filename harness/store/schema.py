@@ -10,7 +10,7 @@ The DDL is written in SQLite's dialect; a PostgreSQL store runs the same stateme
 :meth:`harness.store.backend.Connection.ddl` (and the one migration SQLite does by rebuilding a
 table, version 3, alters the CHECK constraint in place there).
 
-Schema (version 6)::
+Schema (version 7)::
 
     schema_version(version PK, applied_at, kbench_version)       one row per applied migration
     runs(id PK, started_at, ended_at, status, suite_name, suite_path, suite_sha256, git_commit,
@@ -35,6 +35,7 @@ Schema (version 6)::
          UNIQUE(session_id, trial))
     best_configs(tuning_key, device, knobs JSON, config_index, cost_s, gflops NULL,             [v6]
          session_id FK, trial_id FK, updated_at, PK(tuning_key, device))
+    run_leases(run_id PK FK, holder, host, pid, acquired_at, heartbeat_at, expires_at)          [v7]
 """
 
 from __future__ import annotations
@@ -317,6 +318,25 @@ _V6_STATEMENTS = (
 )
 
 
+# Version 7: the lease of a run. One process at a time writes a run's results (the one that began it,
+# or one `kbench run --resume`): it holds the run's row here (holder: a random id per process and
+# run; its host and pid; heartbeat_at and expires_at in seconds since the epoch, renewed while it
+# works). Another process takes the lease over only when its holder is gone: past expires_at, or a
+# pid that no longer lives on this same host. The row goes when the run ends (done, failed,
+# interrupted).
+_V7_STATEMENTS = (
+    """CREATE TABLE run_leases (
+        run_id INTEGER PRIMARY KEY REFERENCES runs(id),
+        holder TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        acquired_at TEXT NOT NULL,
+        heartbeat_at REAL NOT NULL,
+        expires_at REAL NOT NULL
+    )""",
+)
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     _sql(*_V1_STATEMENTS),  # 0 -> 1: the first layout
     _sql(*_V2_STATEMENTS),  # 1 -> 2: run kinds, re-measure parents, named baselines
@@ -324,9 +344,10 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v4_typed_results,  # 3 -> 4: thresholds of runs; nvcc calls, sides and interleave groups of results
     _v5_run_uuid,  # 4 -> 5: a unique id of each run (kbench import)
     _sql(*_V6_STATEMENTS),  # 5 -> 6: tuning sessions, their trials, the best configuration per device
+    _sql(*_V7_STATEMENTS),  # 6 -> 7: the lease of a run (one writer at a time: --resume)
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 assert SCHEMA_VERSION == len(MIGRATIONS), "SCHEMA_VERSION must equal len(MIGRATIONS)"
 assert set(_V1_OUTCOMES) == set(OUTCOMES), (

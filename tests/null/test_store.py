@@ -194,11 +194,11 @@ def test_newer_version_is_refused(db):
     with Store.open(db):
         pass
     with sqlite3.connect(db) as conn:
-        conn.execute("INSERT INTO schema_version VALUES (7, '2099-01-01', '9.9')")
+        conn.execute("INSERT INTO schema_version VALUES (?, '2099-01-01', '9.9')", (NEXT,))
     with pytest.raises(StoreError) as err:
         Store.open(db)
     msg = str(err.value)
-    assert str(db) in msg and "version 7" in msg and f"version {store.SCHEMA_VERSION}" in msg
+    assert str(db) in msg and f"version {NEXT}" in msg and f"version {store.SCHEMA_VERSION}" in msg
     assert count(db, "schema_version") == store.SCHEMA_VERSION + 1  # nothing rewritten
 
 

@@ -11,7 +11,7 @@ import pytest
 from store_data import H100, FakeSuite, fake_fp, make_case, timed_result
 
 from harness.model import MeasureConfig
-from harness.store import DuplicateResult, Store
+from harness.store import SCHEMA_VERSION, DuplicateResult, Store
 
 WRITERS = 4
 PER_WRITER = 12  # cases each writer stores into the shared run
@@ -91,7 +91,7 @@ def test_concurrent_first_opens_migrate_once(location):
     """Four processes opening a store nobody made yet: one migrates it, all write."""
     reports = _run_writers(location, None)
     with Store.open(location) as st:
-        assert st.schema_version == 6
+        assert st.schema_version == SCHEMA_VERSION == 7
         versions = [v for (v,) in st._conn.execute("SELECT version FROM schema_version ORDER BY version")]
         assert versions == [1, 2, 3, 4, 5, 6]
         assert sorted(r["id"] for r in st.list_runs(None)) == sorted(r[1] for r in reports)

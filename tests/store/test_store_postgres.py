@@ -94,7 +94,7 @@ def test_tuning_round_trip_on_postgres_equals_sqlite(tmp_path, pg_url):
 
 def test_schema_on_postgres(pg_url):
     with Store.open(pg_url) as pg:
-        assert pg.schema_version == SCHEMA_VERSION == 6
+        assert pg.schema_version == SCHEMA_VERSION == 7
         run = pg.begin_run(FakeSuite(), [], "local", MeasureConfig(), kind="ab")  # the v3 CHECK took "ab"
         assert uuid.UUID(pg.get_run(run)["uuid"]).version == 4
         assert pg.run_by_uuid(pg.get_run(run)["uuid"]) == run
@@ -122,7 +122,7 @@ def test_v4_postgres_store_migrates_to_v5_giving_each_run_a_uuid(pg_url, monkeyp
                                 ()) for _ in range(3)]
     monkeypatch.undo()
     with Store.open(pg_url) as new:
-        assert new.schema_version == 6
+        assert new.schema_version == SCHEMA_VERSION
         uuids = [new.get_run(i)["uuid"] for i in ids]
     assert len(set(uuids)) == 3 and all(uuid.UUID(u).version == 4 for u in uuids)
 
