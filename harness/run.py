@@ -21,7 +21,9 @@ the executor started: Ray installs its own).
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
 import signal
 import threading
 import time
@@ -151,11 +153,17 @@ class _Signals:
     :class:`~harness.errors.Interrupted` in the main thread; later ones are only noted, so the run's
     end (its status, the executor's shutdown) is not cut short. :meth:`install` may be called again
     (after Ray's start, which installs a SIGTERM handler of its own); :meth:`restore` puts back the
-    handlers found first."""
+    handlers found first.
+
+    A signal that arrives while Ray's code runs (e.g. inside ``ray.wait``, compiled code that cannot
+    pass an exception raised by a handler on: it fails with a SystemError) is held back and raised by
+    :meth:`check`, which the Ray executor calls after every wait (``RayExecutor.poll_hook``) and
+    run_suite between its steps."""
 
     def __init__(self) -> None:
         self.saved: dict[int, Any] = {}
         self.received: int | None = None
+        self.pending: int | None = None
 
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -164,16 +172,42 @@ class _Signals:
             previous = signal.signal(sig, self._handle)
             self.saved.setdefault(sig, previous)
 
-    def _handle(self, signum: int, frame: object) -> None:
-        if self.received is not None:
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is not None or self.pending is not None:
+            return
+        if frame is not None and _in_ray(frame.f_code.co_filename):
+            self.pending = signum
             return
         self.received = signum
         raise Interrupted(signum)
+
+    def check(self) -> None:
+        """Raise the signal held back while Ray's code ran, if any."""
+        if self.pending is not None and self.received is None:
+            self.received = self.pending
+            raise Interrupted(self.pending)
 
     def restore(self) -> None:
         for sig, handler in self.saved.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         self.saved = {}
+
+
+def _ray_dir() -> str | None:
+    """The folder of the ``ray`` package (found, not imported), or None without Ray."""
+    try:
+        spec = importlib.util.find_spec("ray")
+    except (ImportError, ValueError):
+        return None
+    return os.path.dirname(spec.origin) + os.sep if spec is not None and spec.origin else None
+
+
+_RAY_DIR = _ray_dir()
+
+
+def _in_ray(filename: str) -> bool:
+    """Whether ``filename`` is a module of the ``ray`` package."""
+    return _RAY_DIR is not None and filename.startswith(_RAY_DIR)
 
 
 class _Heartbeat:
@@ -330,12 +364,15 @@ def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: i
             executor = make_executor(request.executor_kind, address=request.address,
                                      imports=tuple(suite.imports))
         handlers.install()  # again: starting Ray installs a SIGTERM handler of its own
+        if hasattr(executor, "poll_hook"):  # the Ray executor raises a held-back signal after each wait
+            executor.poll_hook = handlers.check
         phases["executor"] = time.time() - t0
         runs: list[int] = []  # the runs this call stores into (one per side), once stored
         heartbeat = _Heartbeat(db, holder)
         summary: RunSummary | None = None
         planned_keys: set[str] = set()
         try:
+            handlers.check()
             models = executor.gpu_models()
             cluster = executor.cluster_summary()
             here = _available_targets(cluster.get("gpus", 0))
@@ -420,7 +457,9 @@ def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: i
             if not phases["store_lock"]:
                 del phases["store_lock"]
             try:
+                handlers.check()
                 executor.run(batches, config, on_result, side_specs=side_specs)
+                handlers.check()
             finally:
                 summary.dispatch_s = time.time() - t_dispatch
                 phases.update(getattr(executor, "last_stats", None) or {})
@@ -441,6 +480,8 @@ def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: i
             raise
         finally:
             heartbeat.stop()
+            if hasattr(executor, "poll_hook"):
+                executor.poll_hook = None
             unfinished = [rid for rid in runs if not _finish(st, rid, status, holder)]
             if own:
                 t_close = time.time()
