@@ -195,18 +195,28 @@ def test_signal_mid_run_ray_shuts_ray_down_then_resume(tmp_path, short_tmp, sig,
 
 
 @pytest.mark.slow
-def test_sigkill_then_resume_takes_over_the_dead_holders_lease(tmp_path):
+@pytest.mark.parametrize("executor", ["local", "ray"])
+def test_sigkill_then_resume_takes_over_the_dead_holders_lease(tmp_path, short_tmp, executor):
+    if executor == "ray":
+        pytest.importorskip("ray")
     suite, db = slow_suite(tmp_path), tmp_path / "k.db"
-    proc = start(env_for(tmp_path, 0.4), "run", suite, "--executor", "local", "--db", db)
+    env = env_for(tmp_path, 0.4, short_tmp)
+    proc = start(env, "run", suite, "--executor", executor, "--db", db)
     rc, _, _ = interrupt_after(db, proc, 3, signal.SIGKILL)
     assert rc == -signal.SIGKILL
     run = the_run(db)
     # killed: nothing could be stored about its end; its lease names a process that is gone
     assert run["status"] == "running" and run["ended_at"] is None
     assert [pid for _, _, pid in run["leases"]] == [proc.pid]
-    again = kbench(env_for(tmp_path, 0), "run", suite, "--executor", "local", "--db", db, "--resume", 1)
+    if executor == "ray":  # the killed driver's embedded Ray left its folder (token file in it)
+        folders, _ = ray_leftovers(short_tmp)
+        assert len(folders) == 1 and (short_tmp / folders[0] / "auth_token").exists()
+    again = kbench(dict(env, PLANTED_SLOW_S="0"), "run", suite, "--executor", executor, "--db", db,
+                   "--resume", 1)
     assert again.returncode == 0, again.stdout + again.stderr
     assert_done_once(db, run["rows"])
+    # the next embedded start removed what the killed one left; its own shutdown left nothing
+    assert ray_leftovers(short_tmp) == ([], [])
 
 
 # -- concurrent resumes, another suite --------------------------------------------------------------
