@@ -199,8 +199,8 @@ def progress_display(title: str = "cases built + checked + measured"):
             err.print(f"run {payload.run_id}: {payload.planned} cases" if not runs
                       else f"{runs}: {payload.planned} cases")
         elif kind == "waiting":
-            err.print(f"waiting for the store lock (another process is writing the store; to {escape(payload)})",
-                      highlight=False, soft_wrap=True)
+            err.print("waiting for the store lock (another process is writing the store; to "
+                      f"{escape(payload)})", highlight=False, soft_wrap=True)
         elif kind == "result":
             task = state["task"]
             t = progress.tasks[task]
@@ -275,7 +275,8 @@ def print_verdicts(judgement) -> None:
     counts = ", ".join(f"{k} {n}" for k, n in sorted(judgement.counts().items()))
     incomplete = judgement.incomplete_text()
     out.print(f"verdicts vs {escape(judgement.baseline_label)}: {counts or 'nothing compared'}"
-              + (f"; INCOMPLETE: {escape(incomplete)}" if incomplete else ""), highlight=False, soft_wrap=True)
+              + (f"; INCOMPLETE: {escape(incomplete)}" if incomplete else ""), highlight=False,
+              soft_wrap=True)
 
 
 def print_exit_code(code: int) -> None:

@@ -23,7 +23,8 @@ from .common import (
 )
 
 #: the phases of a run's summary line, in order, with their labels
-PHASES = (("executor", "executor start"), ("store_lock", "waiting for the store lock"), ("plan", "planning"), ("first_result", "first result after"),
+PHASES = (("executor", "executor start"), ("store_lock", "waiting for the store lock"), ("plan", "planning"),
+          ("first_result", "first result after"),
           ("runners_ready", "GPU runners ready after"), ("runner_prepare", "runner warm-up"),
           ("close", "executor close"))
 

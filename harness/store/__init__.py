@@ -49,6 +49,7 @@ from harness.store.tuning import cpu_device, in_space
 
 __all__ = [
     "DEFAULT_DB", "LEASE_TTL_S", "MIGRATIONS", "NOT_HISTORY", "RUN_KINDS", "RUN_STATUSES", "SCHEMA_VERSION",
-    "DuplicateResult", "ImportedRun", "RunLeased", "Store", "StoreError", "UnknownRun", "cpu_device", "export",
+    "DuplicateResult", "ImportedRun", "RunLeased", "Store", "StoreError", "UnknownRun", "cpu_device",
+    "export",
     "import_store", "in_space", "load_results",
 ]

@@ -256,7 +256,8 @@ def test_two_concurrent_resumes_the_second_is_refused(tmp_path):
     suite = _partial_run(tmp_path, db)
     before = the_run(db)["rows"]
     first = start(env_for(tmp_path, 0.4), "run", suite, "--executor", "local", "--db", db, "--resume", 1)
-    wait_for(lambda: [p for _, _, p in the_run(db)["leases"]] == [first.pid], first, "the first resumer's lease")
+    wait_for(lambda: [p for _, _, p in the_run(db)["leases"]] == [first.pid], first,
+             "the first resumer's lease")
     second = kbench(env_for(tmp_path, 0), "run", suite, "--executor", "local", "--db", db, "--resume", 1)
     assert second.returncode == 4, second.stdout + second.stderr
     assert "run 1" in second.stderr and f"pid {first.pid}" in second.stderr
