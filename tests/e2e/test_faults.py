@@ -283,6 +283,28 @@ def test_resume_with_another_suite_or_version_is_refused(tmp_path):
     assert the_run(db) == before  # refused before anything was written
 
 
+@pytest.mark.slow
+def test_a_store_that_fails_mid_run_fails_the_run_and_blames_no_case(tmp_path):
+    """The store refuses the third result as a full disk would: the run is stored ``failed``, kbench
+    exits 4 naming the store's error, and no case is recorded ``crashed`` for it."""
+    from harness.store import Store
+
+    suite, db = slow_suite(tmp_path), tmp_path / "k.db"
+    Store.open(db).close()
+    con = sqlite3.connect(db)
+    con.execute("CREATE TRIGGER full_disk BEFORE INSERT ON results WHEN (SELECT COUNT(*) FROM results) >= 2"
+                " BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+    con.commit()
+    con.close()
+    r = kbench(env_for(tmp_path, 0), "run", suite, "--executor", "local", "--db", db)
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "could not record planted_slow/" in r.stderr and "database or disk is full" in r.stderr
+    assert "Traceback" not in r.stderr
+    run = the_run(db)
+    assert run["status"] == "failed" and run["ended_at"] is not None and run["leases"] == []
+    assert run["outcomes"] == Counter(ok=2), run["rows"]
+
+
 # -- empty plans, the store lock -------------------------------------------------------------------
 
 
