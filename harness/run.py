@@ -148,8 +148,9 @@ class _Abort(BaseException):  # noqa: N818 (carries a StoreError past the execut
         self.error = error
 
 
-class _Signals:
-    """Handlers of SIGINT, SIGTERM and SIGHUP for the length of a run: the first signal raises
+class SignalHandlers:
+    """Handlers of SIGINT, SIGTERM and SIGHUP for the length of a run (``kbench ab`` holds them around
+    its whole flow, run_suite's own nested inside): the first signal raises
     :class:`~harness.errors.Interrupted` in the main thread; later ones are only noted, so the run's
     end (its status, the executor's shutdown) is not cut short. :meth:`install` may be called again
     (after Ray's start, which installs a SIGTERM handler of its own); :meth:`restore` puts back the
@@ -247,8 +248,9 @@ class _Heartbeat:
 
 
 @contextmanager
-def _signal_handlers() -> Iterator[_Signals]:
-    handlers = _Signals()
+def signal_handlers() -> Iterator[SignalHandlers]:
+    """:class:`SignalHandlers` installed for the block (what :func:`run_suite` does for a run)."""
+    handlers = SignalHandlers()
     handlers.install()
     try:
         yield handlers
@@ -357,13 +359,14 @@ def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: i
     holder = uuid.uuid4().hex  # this process's claim on the runs it writes (their leases)
     t0 = time.time()
     phases: dict[str, float] = {}
-    with _signal_handlers() as handlers, Store.open(db) as st:
+    with signal_handlers() as handlers, Store.open(db) as st:
         st.on_lock_wait = lambda what: emit("waiting", what)
         own = executor is None
         if own:
             executor = make_executor(request.executor_kind, address=request.address,
                                      imports=tuple(suite.imports))
         handlers.install()  # again: starting Ray installs a SIGTERM handler of its own
+        outer_hook = getattr(executor, "poll_hook", None)  # a caller's (kbench ab's), put back at the end
         if hasattr(executor, "poll_hook"):  # the Ray executor raises a held-back signal after each wait
             executor.poll_hook = handlers.check
         phases["executor"] = time.time() - t0
@@ -481,7 +484,7 @@ def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: i
         finally:
             heartbeat.stop()
             if hasattr(executor, "poll_hook"):
-                executor.poll_hook = None
+                executor.poll_hook = outer_hook
             unfinished = [rid for rid in runs if not _finish(st, rid, status, holder)]
             if own:
                 t_close = time.time()
@@ -536,4 +539,5 @@ def rerun_keys(request: RunRequest, *, parent_run: int | None = None, on_event: 
     return rerun
 
 
-__all__ = ["EVENTS", "SIGNALS", "RunFailed", "RunRequest", "RunSummary", "rerun_keys", "run_suite"]
+__all__ = ["EVENTS", "SIGNALS", "RunFailed", "RunRequest", "RunSummary", "SignalHandlers", "rerun_keys",
+           "run_suite", "signal_handlers"]

@@ -174,7 +174,7 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
     from harness.config import apply_runtime_defaults
     from harness.execute import make_executor
     from harness.execute.portable import check_base_tree, export_base
-    from harness.run import RunRequest, rerun_keys, run_suite
+    from harness.run import RunRequest, SignalHandlers, rerun_keys, run_suite
     from harness.stats import FailOn
     from harness.store import Store
     from harness.suite import load_suite
@@ -187,8 +187,19 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
     apply_runtime_defaults()
     summary = ABSummary(0, 0, 0, base_tree=str(root))
     specs: dict[str, Any] = {}
-    executor = make_executor(executor_kind, address=address, imports=tuple(suite.imports))
+    # a signal anywhere in ab (the base tree's builds, the judging) ends it with one line, as a run
+    handlers = SignalHandlers()
+    handlers.install()
     try:
+        executor = make_executor(executor_kind, address=address, imports=tuple(suite.imports))
+    except BaseException:
+        handlers.restore()
+        raise
+    handlers.install()  # again: starting Ray installs a SIGTERM handler of its own
+    if hasattr(executor, "poll_hook"):
+        executor.poll_hook = handlers.check
+    try:
+        handlers.check()
         models = executor.gpu_models()
 
         def side_specs_for(cases: list[Case]) -> dict:
@@ -228,6 +239,7 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
         summary.judgement = replace(judgement, baseline_label=f"base tree {root} (run {summary.base_run})")
     finally:
         executor.close()
+        handlers.restore()
     with Store.open(db, create=False) as st:
         for side, rid in (("base", summary.base_run), ("head", summary.head_run)):
             frame = st.results_frame(rid)

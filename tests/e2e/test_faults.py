@@ -305,6 +305,35 @@ def test_a_store_that_fails_mid_run_fails_the_run_and_blames_no_case(tmp_path):
     assert run["outcomes"] == Counter(ok=2), run["rows"]
 
 
+@pytest.mark.slow
+def test_resume_retries_crashed_cases_only_when_asked(tmp_path):
+    db = tmp_path / "k.db"
+    env = env_for(tmp_path, 0)
+    assert kbench(env, "run", "suites/smoke.toml", "--executor", "local", "--db", db).returncode == 0
+    con = sqlite3.connect(db)
+    (victim,) = con.execute("SELECT case_key FROM results ORDER BY id LIMIT 1").fetchone()
+    with con:  # as a worker that died running it would have left it (a crash has no samples)
+        con.execute("DELETE FROM samples WHERE result_id = (SELECT id FROM results WHERE case_key = ?)",
+                    (victim,))
+        con.execute("UPDATE results SET outcome = 'crashed', median_s = NULL, n_samples = NULL,"
+                    " message = 'the worker died' WHERE case_key = ?", (victim,))
+    con.close()
+    kept = kbench(env, "run", "suites/smoke.toml", "--executor", "local", "--db", db, "--resume", 1)
+    assert kept.returncode == 2, kept.stdout + kept.stderr  # the run still holds a crashed case
+    assert "nothing to do" in kept.stdout and "keeps 1 crashed" in kept.stdout
+    assert query(db, "SELECT outcome, COUNT(*) FROM results GROUP BY outcome ORDER BY outcome") == [
+        ("crashed", 1), ("ok", 2)]
+    again = kbench(env, "run", "suites/smoke.toml", "--executor", "local", "--db", db, "--resume", 1,
+                   "--retry-failed")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "run 1: ok 1" in again.stdout
+    rows = query(db, "SELECT case_key, outcome FROM results ORDER BY id")
+    assert len(rows) == 3 and {o for _, o in rows} == {"ok"} and rows[-1][0] == victim
+    assert query(db, "SELECT status FROM runs") == [("done",)]
+    bad = kbench(env, "run", "suites/smoke.toml", "--executor", "local", "--db", db, "--retry-failed")
+    assert bad.returncode == 4 and "--retry-failed needs --resume" in bad.stderr
+
+
 # -- empty plans, the store lock -------------------------------------------------------------------
 
 
