@@ -501,9 +501,13 @@ def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: i
 
 
 def _check_complete(st: Store, runs: list[int], planned: set[str]) -> None:
-    """A run is done only when it holds a result for every planned case (each side's run)."""
+    """A run is done only when it holds a result for every planned case (each side's run). A case
+    planned for no GPU model in particular is answered by its result on the model it ran on (its key
+    then ends in ``@MODEL``, harness.model.Case.key)."""
     for rid in runs:
-        lacking = sorted(planned - st.done_keys(rid))
+        stored = st.done_keys(rid)
+        stored |= {key.rsplit("@", 1)[0] for key in stored if "@" in key}
+        lacking = sorted(planned - stored)
         if lacking:
             raise RunFailed(f"run {rid}: the executor ended without a result for {len(lacking)} of "
                             f"{len(planned)} planned case(s) (e.g. {lacking[0]}); the run is stored as "
