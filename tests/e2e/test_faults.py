@@ -337,14 +337,26 @@ def test_resume_retries_crashed_cases_only_when_asked(tmp_path):
 # -- empty plans, the store lock -------------------------------------------------------------------
 
 
-def test_an_empty_plan_is_a_usage_error_and_stores_no_run(tmp_path):
+@pytest.mark.parametrize("suite, args, says", [
+    ("suites/smoke.toml", ("--targets", "cuda"), "--targets cuda leaves no case of suite smoke"),
+    ("suites/tensorcore.toml", (), "no case of suite tensorcore (suites/tensorcore.toml) can run here: "
+                                   "its cases target cuda; not available here: cuda (no GPU in the cluster)"),
+])
+def test_an_empty_plan_is_a_usage_error_and_stores_no_run(tmp_path, suite, args, says):
+    if "tensorcore" in suite and _has_gpu():
+        pytest.skip("a GPU is here: the tensor-core suite has cases to run")
     db = tmp_path / "k.db"
-    r = kbench(env_for(tmp_path, 0), "run", "suites/smoke.toml", "--executor", "local", "--db", db,
-               "--targets", "cuda")
+    r = kbench(env_for(tmp_path, 0), "run", suite, "--executor", "local", "--db", db, *args)
     assert r.returncode == 4, r.stdout + r.stderr
-    assert "--targets cuda leaves no case of suite smoke" in r.stderr and "nothing was stored" in r.stderr
+    assert says in r.stderr and "nothing was stored" in r.stderr, r.stderr
     assert "skipped" not in r.stderr and "Traceback" not in r.stderr
     assert not db.exists() or query(db, "SELECT COUNT(*) FROM runs") == [(0,)]
+
+
+def _has_gpu() -> bool:
+    from conftest import cuda_gpu_usable
+
+    return cuda_gpu_usable()
 
 
 @pytest.mark.slow
