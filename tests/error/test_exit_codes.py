@@ -101,10 +101,12 @@ def test_bad_gates_and_targets_are_usage_errors_before_anything_runs(tmp_path, c
     db = tmp_path / "k.db"
     with pytest.raises(SystemExit) as ex:  # argparse parses --fail-on once, into a FailOn
         main(["compare", "1", "2", "--db", str(db), "--fail-on", "median:x"])
-    assert ex.value.code == 4 and "bad rule 'median:x'; accepted rules: 'median:N%'" in capsys.readouterr().err
+    assert ex.value.code == 4
+    assert "bad rule 'median:x'; accepted rules: 'median:N%'" in capsys.readouterr().err
     assert main(["run", str(ROOT / "suites/smoke.toml"), "--executor", "local", "--db", str(db),
                  "--targets", "c,bogus"]) == 4
-    assert "--targets 'c,bogus': unknown target(s) 'bogus'; targets: c, opencl, cuda" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--targets 'c,bogus': unknown target(s) 'bogus'; targets: c, opencl, cuda" in err
     assert main(["run", str(ROOT / "suites/smoke.toml"), "--executor", "local", "--db", str(db),
                  "--retry-failed"]) == 4
     assert "--retry-failed needs --resume" in capsys.readouterr().err
