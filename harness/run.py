@@ -206,9 +206,15 @@ def _ray_dir() -> str | None:
 _RAY_DIR = _ray_dir()
 
 
+#: modules that call into Ray's compiled code (a generator's ``next``, ``ray.get``) from their own
+#: frames: a signal there is held back too, and the Ray executor's loop raises it after its wait
+_RAY_CALLERS = (os.path.join(os.path.dirname(os.path.abspath(__file__)), "execute", "ray_executor.py"),
+                os.path.abspath(os.path.join(os.path.dirname(tvm.__file__), "contrib", "ray_cluster.py")))
+
+
 def _in_ray(filename: str) -> bool:
-    """Whether ``filename`` is a module of the ``ray`` package."""
-    return _RAY_DIR is not None and filename.startswith(_RAY_DIR)
+    """Whether ``filename`` is a module of the ``ray`` package, or one that calls into it."""
+    return (_RAY_DIR is not None and filename.startswith(_RAY_DIR)) or filename in _RAY_CALLERS
 
 
 class _Heartbeat:
@@ -292,8 +298,9 @@ def _check_same_suite(run: Mapping[str, Any], suite: Any, request: RunRequest, r
                          "resume it with the suite it was made from, or start a new run")
 
 
-def _interrupted_line(exc: Interrupted, request: RunRequest, runs: list[int], stored: int, planned: int,
-                      interleaved: bool) -> str:
+def _interrupted_line(exc: Interrupted, request: RunRequest, where: object, runs: list[int], stored: int,
+                      planned: int, interleaved: bool) -> str:
+    """The one line of an interrupted run; ``where`` is the store (a URL without its password)."""
     sig = signal.Signals(exc.signum).name
     if not runs:
         return f"interrupted by {sig} before the run was stored; nothing was written"
@@ -301,7 +308,7 @@ def _interrupted_line(exc: Interrupted, request: RunRequest, runs: list[int], st
         return (f"runs {', '.join(map(str, runs))} interrupted by {sig} ({stored} of {planned} cases "
                 "stored); runs of interleaved sides cannot be resumed: start them again")
     return (f"run {runs[0]} interrupted by {sig} ({stored} of {planned} cases stored); continue it with: "
-            f"kbench run {request.suite_path} --resume {runs[0]} --db {request.db}")
+            f"kbench run {request.suite_path} --resume {runs[0]} --db {where}")
 
 
 def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: int | None = None,
@@ -475,8 +482,8 @@ def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: i
             status = "interrupted"
             signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
             stored = sum(len(st.done_keys(rid)) for rid in runs[:1]) if runs else 0
-            line = _interrupted_line(Interrupted(signum), request, runs, stored, len(planned_keys),
-                                     bool(config.interleave))
+            line = _interrupted_line(Interrupted(signum), request, st.path, runs, stored,
+                                     len(planned_keys), bool(config.interleave))
             raise Interrupted(signum, line) from None
         except BaseException:
             status = "failed"

@@ -230,6 +230,7 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
                 emit("run", f"re-measure of {payload.planned} AMBIGUOUS case(s)")
             (on_event or (lambda k, p: None))(kind, payload)
 
+        handlers.check()  # a signal held back while Ray's code ran between the runs
         again = rerun_keys(request, parent_run=summary.base_run, on_event=announce, executor=executor,
                            side_specs_for=side_specs_for) if remeasure else None
         judgement = judge.judge_runs(store_location(str(db)), [summary.head_run], [summary.base_run],
