@@ -32,6 +32,9 @@ __all__ = ["LEASE_TTL_S", "LeaseQueries", "RunLeased"]
 #: how long a run's lease lasts past its holder's last heartbeat (seconds; harness.run renews it)
 LEASE_TTL_S = 60.0
 
+#: how long a writer waits for a busy SQLite store before it says that it waits (seconds)
+LOCK_GRACE_S = 0.5
+
 
 class RunLeased(StoreError):
     """Another live process holds the run's lease (it is running or resuming it)."""
@@ -61,10 +64,12 @@ class LeaseQueries:
         if conn.dialect != "sqlite" or self.on_lock_wait is None or not isinstance(raw, sqlite3.Connection):
             conn.begin()
             return
-        # one try without waiting: busy means another process holds the write lock, which the user
-        # should hear about before the wait (else it reads as a slow step of the run)
+        # a short try first (a write of a moment, such as this process's own lease heartbeat, is not
+        # worth a line); still busy means another writer holds the file, which the user should hear
+        # about before the wait (else it reads as a slow step of the run)
         (timeout_ms,) = raw.execute("PRAGMA busy_timeout").fetchone()
-        raw.execute("PRAGMA busy_timeout = 0")
+        t0 = time.monotonic()
+        raw.execute(f"PRAGMA busy_timeout = {int(LOCK_GRACE_S * 1000)}")
         try:
             raw.execute("BEGIN IMMEDIATE")
             return
@@ -74,7 +79,6 @@ class LeaseQueries:
         finally:
             raw.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
         self.on_lock_wait(what)
-        t0 = time.monotonic()
         try:
             conn.begin()
         finally:
