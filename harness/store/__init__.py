@@ -26,6 +26,7 @@ with its case, run and environment (``env_*``) columns; :func:`export` writes CS
 
 Modules: :mod:`~harness.store.schema` (tables, versions, migrations), :mod:`~harness.store.backend`
 (the SQLite and PostgreSQL connections), :mod:`~harness.store.database` (:class:`Store`),
+:mod:`~harness.store.leases` (one writer of a run at a time; the announced wait for a SQLite lock),
 :mod:`~harness.store.importing` (runs copied between stores), :mod:`~harness.store.export` (frames and
 files out), :mod:`~harness.store.tuning` (`kbench tune`'s sessions, trials and best configurations).
 
