@@ -13,10 +13,19 @@ fault, and so which exit code ``kbench`` ends with:
 All three exit with :attr:`ExitCode.USAGE` (4). Anything else that escapes a command is a bug in
 kbench: the CLI prints its traceback and exits with :attr:`ExitCode.INTERNAL`, never with 4, so a
 CI job does not report a crash of kbench as a mistake of its user.
+
+A run ended by a signal raises :class:`Interrupted` (a ``BaseException``, as ``KeyboardInterrupt``,
+so that no ``except Exception`` on the way charges it to a case); the CLI prints its one line and
+exits ``128 + signal``: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP.
+
+:func:`compose_exit_code` is the one place the exit code of a command that runs or judges cases is
+composed from what it found.
 """
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterable
 from enum import IntEnum
 
 
@@ -24,8 +33,9 @@ class ExitCode(IntEnum):
     """The exit codes of ``kbench`` (and of ``ci/nightly.sh`` / ``ci/pr.sh``).
 
     0 ok, 1 a speed regression (SLOWER), 2 a correctness failure (wrong, crashed, timeout or build
-    error), 3 inconclusive (AMBIGUOUS), 4 a usage or configuration error, 70 an internal error of
-    kbench (``EX_SOFTWARE`` of sysexits.h).
+    error), 3 inconclusive (AMBIGUOUS, or an incomplete run judged), 4 a usage or configuration
+    error, 70 an internal error of kbench (``EX_SOFTWARE`` of sysexits.h); a run ended by a signal
+    exits 128 + the signal's number, as a shell reports it: 129 SIGHUP, 130 SIGINT, 143 SIGTERM.
     """
 
     OK = 0
@@ -34,6 +44,14 @@ class ExitCode(IntEnum):
     INCONCLUSIVE = 3
     USAGE = 4
     INTERNAL = 70
+    HANGUP = 128 + signal.SIGHUP
+    INTERRUPTED = 128 + signal.SIGINT
+    TERMINATED = 128 + signal.SIGTERM
+
+    @classmethod
+    def of_signal(cls, signum: int) -> ExitCode:
+        """The exit code of a run ended by signal ``signum`` (SIGHUP, SIGINT or SIGTERM)."""
+        return cls(128 + int(signum))
 
 
 class KbenchError(Exception):
@@ -73,4 +91,73 @@ class StoreError(KbenchError):
     """The result store cannot do what was asked (bad file, newer schema, failed write...)."""
 
 
-__all__ = ["ConfigError", "ExitCode", "InvalidSetting", "KbenchError", "StoreError", "UsageError"]
+class Interrupted(BaseException):  # noqa: N818 (a signal, as KeyboardInterrupt, not an error)
+    """A run was ended by SIGINT, SIGTERM or SIGHUP (harness.run installs the handlers for the length
+    of a run). A ``BaseException``: an ``except Exception`` of an executor or a worker must not take
+    it for a case's failure.
+
+    Attributes
+    ----------
+    signum : int
+        The signal.
+    message : str
+        The one line the CLI prints (harness.run fills in the run and the ``--resume`` command).
+    """
+
+    def __init__(self, signum: int, message: str = ""):
+        self.signum = int(signum)
+        self.message = message or f"interrupted by {signal.Signals(self.signum).name}"
+        super().__init__(self.message)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.of_signal(self.signum)
+
+
+#: the verdicts that are a correctness failure, a regression and inconclusive (harness.model.VERDICTS)
+_WRONG, _SLOWER, _AMBIGUOUS = "WRONG", "SLOWER", "AMBIGUOUS"
+#: outcomes of a case that are a correctness failure (harness.model.OUTCOMES but "ok")
+FAILED_OUTCOMES = ("wrong", "timeout", "crashed", "build_error")
+
+
+def compose_exit_code(*, outcomes: Iterable[str] = (), verdicts: Iterable[object] = (),
+                      incomplete: bool = False, gated: bool = False,
+                      fail_ambiguous: bool = False) -> ExitCode:
+    """The exit code of ``kbench run``/``compare``/``report``/``ab``/``calibrate``: the one place it is
+    composed.
+
+    Parameters
+    ----------
+    outcomes : iterable of str
+        The outcomes of the cases the command ran (harness.model.OUTCOMES); any but ``ok`` is a
+        correctness failure.
+    verdicts : iterable of harness.model.Verdict (or verdict names)
+        The verdicts of a comparison, when there is one.
+    incomplete : bool
+        The judged run is not ``done``, or lacks cases its baseline has: never a pass.
+    gated : bool
+        A ``--fail-on`` gate applies.
+    fail_ambiguous : bool
+        The gate lists ``ambiguous``.
+
+    Returns
+    -------
+    ExitCode
+        In order: 2 when a case failed or is WRONG (correctness first), 1 when one is SLOWER, 3 when
+        the judged run is incomplete (gate or not: a run that lacks cases passes no gate) or a case
+        is AMBIGUOUS (under a gate only when it lists ``ambiguous``), else 0.
+    """
+    names = {str(getattr(v, "verdict", v)) for v in verdicts}
+    if any(o in FAILED_OUTCOMES for o in outcomes) or _WRONG in names:
+        return ExitCode.WRONG
+    if _SLOWER in names:
+        return ExitCode.SLOWER
+    if incomplete:
+        return ExitCode.INCONCLUSIVE
+    if _AMBIGUOUS in names and (fail_ambiguous or not gated):
+        return ExitCode.INCONCLUSIVE
+    return ExitCode.OK
+
+
+__all__ = ["FAILED_OUTCOMES", "ConfigError", "ExitCode", "Interrupted", "InvalidSetting", "KbenchError", "StoreError",
+           "UsageError", "compose_exit_code"]

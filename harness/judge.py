@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from . import stats
-from .errors import ExitCode, UsageError
+from .errors import ExitCode, UsageError, compose_exit_code
 from .model import DEFAULT_THRESHOLD, Verdict
+from .stats import FailOn
 from .store import Store
 from .suite import SuiteError, load_suite
 
@@ -44,21 +45,43 @@ class Judgement:
 
     ``new_runs`` are the judged runs (pooled); ``baseline`` is the baseline spec as given (``"auto"``,
     run ids, a name) and ``base_runs`` the runs it named (empty for ``auto``).
+
+    A judgement is *incomplete* when a judged run is not ``done`` (``unfinished``: its id and status)
+    or lacks cases its baseline has (``missing``, the MISSING verdicts): it never passes (exit 3
+    at least, under a ``--fail-on`` gate too), whatever its cases' verdicts say.
     """
 
     verdicts: tuple[Verdict, ...]
     baseline_label: str  # e.g. "run 3", "runs 1,3,5", "baseline nightly (run 3)", "recent history"
     exit_code: ExitCode
-    gate: str | None = None  # the --fail-on spec that applied, if any
+    gate: FailOn | None = None  # the --fail-on gate that applied, if any
     new_runs: tuple[int, ...] = ()
     baseline: str = "auto"
     base_runs: tuple[int, ...] = ()
+    unfinished: tuple[tuple[int, str], ...] = ()  # judged runs that are not "done": (run, status)
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for v in self.verdicts:
             out[v.verdict] = out.get(v.verdict, 0) + 1
         return out
+
+    @property
+    def missing(self) -> int:
+        """How many cases of the baseline the judged runs lack (MISSING verdicts)."""
+        return sum(1 for v in self.verdicts if v.verdict == "MISSING")
+
+    @property
+    def incomplete(self) -> bool:
+        """A judged run is not ``done`` or lacks cases of its baseline."""
+        return bool(self.unfinished) or self.missing > 0
+
+    def incomplete_text(self) -> str:
+        """Why the judgement is incomplete, for people ("" when it is complete)."""
+        parts = [f"run {rid} is {status}, not done" for rid, status in self.unfinished]
+        if self.missing:
+            parts.append(f"{self.missing} case(s) of the baseline missing")
+        return "; ".join(parts)
 
 
 def parse_runs(store: Store, spec: str, what: str) -> tuple[tuple[int, ...], str]:
@@ -112,17 +135,24 @@ def run_thresholds(store: Store, run_id: int) -> tuple[float, dict[str, float]]:
 
 
 def _legacy_thresholds(run: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
-    """A pre-version-4 run's thresholds from its suite file, when that file is unchanged since."""
+    """A pre-version-4 run's thresholds from its suite file, when that file is unchanged since; else
+    the default threshold without overrides (the one place a judged run falls back to it)."""
+    suite = _unchanged_suite(run)
+    if suite is None:
+        return DEFAULT_THRESHOLD, {}
+    return suite.regression_threshold, dict(suite.thresholds)
+
+
+def _unchanged_suite(run: Mapping[str, Any]):
+    """The suite file run ``run`` was made from, when it still has that content (else None)."""
     path, sha = run.get("suite_path"), run.get("suite_sha256")
     if not path or not sha or not Path(path).is_file():
-        return DEFAULT_THRESHOLD, {}
+        return None
     try:
         suite = load_suite(path)
     except (SuiteError, OSError):
-        return DEFAULT_THRESHOLD, {}
-    if suite.sha256 != sha:
-        return DEFAULT_THRESHOLD, {}
-    return suite.regression_threshold, dict(suite.thresholds)
+        return None
+    return suite if suite.sha256 == sha else None
 
 
 def _frames(store: Store, new_runs: Sequence[int], base_runs: Sequence[int] | None, history_before: int):
@@ -139,7 +169,7 @@ def _frames(store: Store, new_runs: Sequence[int], base_runs: Sequence[int] | No
     return new, base
 
 
-def judge(store: Store, new_spec: str | int, baseline: str = "auto", *, fail_on: str | None = None,
+def judge(store: Store, new_spec: str | int, baseline: str = "auto", *, fail_on: FailOn | str | None = None,
           threshold: float | None = None, thresholds: dict[str, float] | None = None,
           seed: int = 0, history_before: int | None = None) -> Judgement:
     """Verdicts of ``new_spec`` (a run id, or ids to pool) against ``baseline`` (see the module doc).
@@ -154,7 +184,7 @@ def judge(store: Store, new_spec: str | int, baseline: str = "auto", *, fail_on:
     harness.errors.UsageError
         A run spec names nothing in the store, the two sides share runs, or ``fail_on`` is malformed.
     """
-    gates = stats.parse_fail_on(fail_on) if fail_on else {}
+    gate = FailOn.of(fail_on)
     new_ids, _ = parse_runs(store, str(new_spec), "new run")
     base_ids: tuple[int, ...] | None
     if str(baseline).strip().lower() == "auto":
@@ -164,17 +194,19 @@ def judge(store: Store, new_spec: str | int, baseline: str = "auto", *, fail_on:
         if set(base_ids) & set(new_ids):
             raise UsageError(f"baseline {baseline!r} and the new run share run ids "
                              f"{sorted(set(base_ids) & set(new_ids))}")
-    if threshold is None and thresholds is None:
-        threshold, thresholds = run_thresholds(store, new_ids[-1])
-    if "threshold" in gates:
-        threshold, thresholds = gates["threshold"], None
+    if gate is not None and gate.threshold is not None:
+        threshold, thresholds = gate.threshold, None
+    elif threshold is None:
+        threshold, stored = run_thresholds(store, new_ids[-1])
+        thresholds = stored if thresholds is None else thresholds
     before = min(new_ids) if history_before is None else history_before
     new, base = _frames(store, new_ids, base_ids, before)
-    verdicts = stats.compare_frames(new, base, threshold=threshold or DEFAULT_THRESHOLD,
-                                    thresholds=thresholds or None, seed=seed,
-                                    run_sd=history_spread(store, new, before))
-    return _judgement(verdicts, label, fail_on, new_runs=new_ids, baseline=str(baseline),
-                      base_runs=base_ids or ())
+    verdicts = stats.compare_frames(new, base, threshold=threshold, thresholds=thresholds or None,
+                                    seed=seed, run_sd=history_spread(store, new, before))
+    unfinished = tuple((rid, str(store.get_run(rid)["status"])) for rid in new_ids
+                       if store.get_run(rid)["status"] != "done")
+    return _judgement(verdicts, label, gate, new_runs=new_ids, baseline=str(baseline),
+                      base_runs=base_ids or (), unfinished=unfinished)
 
 
 def history_spread(store: Store, new, before_run: int) -> dict:
@@ -199,18 +231,18 @@ def history_spread(store: Store, new, before_run: int) -> dict:
     return out
 
 
-def _judgement(verdicts: Sequence[Verdict], label: str, fail_on: str | None, **compared: Any) -> Judgement:
-    """The exit code of the verdicts (harness.stats.exit_code). Under an explicit ``--fail-on`` gate
-    an inconclusive result (3) fails only when the gate lists ``ambiguous``; otherwise the gate
-    passes it (exit 0) while the verdicts still show AMBIGUOUS."""
-    code = stats.exit_code(verdicts)
-    if code == ExitCode.INCONCLUSIVE and fail_on and not stats.parse_fail_on(fail_on)["fail_ambiguous"]:
-        code = ExitCode.OK
-    return Judgement(tuple(verdicts), label, code, fail_on, **compared)
+def _judgement(verdicts: Sequence[Verdict], label: str, gate: FailOn | None, **compared: Any) -> Judgement:
+    """The judgement and its exit code (harness.errors.compose_exit_code). Under an explicit
+    ``--fail-on`` gate an inconclusive verdict fails only when the gate lists ``ambiguous`` (the gate
+    passes it, exit 0, while the verdicts still show AMBIGUOUS); an incomplete run fails every gate."""
+    judgement = Judgement(tuple(verdicts), label, ExitCode.OK, gate, **compared)
+    code = compose_exit_code(verdicts=verdicts, incomplete=judgement.incomplete, gated=gate is not None,
+                             fail_ambiguous=bool(gate and gate.fail_ambiguous))
+    return dataclasses.replace(judgement, exit_code=code)
 
 
 def judge_runs(db: Path, new_runs: Sequence[int], baseline: str | Sequence[int] = "auto", *,
-               fail_on: str | None = None, seed: int = 0) -> Judgement:
+               fail_on: FailOn | str | None = None, seed: int = 0) -> Judgement:
     """:func:`judge` of the runs ``new_runs`` (pooled) against ``baseline`` (a spec, or run ids to
     pool), opening the store at ``db`` for it."""
     base = baseline if isinstance(baseline, str) else _spec(baseline)
@@ -249,7 +281,7 @@ def remeasure_ambiguous(db: Path, first: Judgement, again: Again | None, *, new_
               for v in second.verdicts if v.case_key in keys and v.verdict != "MISSING"}
     merged = [by_key.get(v.case_key, v) for v in first.verdicts]
     return _judgement(merged, first.baseline_label, first.gate, new_runs=first.new_runs,
-                      baseline=first.baseline, base_runs=first.base_runs)
+                      baseline=first.baseline, base_runs=first.base_runs, unfinished=first.unfinished)
 
 
 def _spec(run_ids: Collection[int]) -> str:

@@ -7,8 +7,9 @@ and the command line and returns the exit code (:class:`harness.errors.ExitCode`
 is a new module of this package plus its name in :data:`SUBCOMMANDS`.
 
 Exit codes: 0 ok, 1 speed regression, 2 correctness failure (wrong, crashed, timeout, build error),
-3 inconclusive, 4 usage or configuration error (a :class:`harness.errors.KbenchError`), 70 an
-internal error of kbench (anything else; its traceback is printed).
+3 inconclusive (or an incomplete run judged), 4 usage or configuration error (a
+:class:`harness.errors.KbenchError`), 70 an internal error of kbench (anything else; its traceback is
+printed), 130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP (one line, no traceback).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 from rich.markup import escape
 
 from harness import __version__
-from harness.errors import ExitCode, KbenchError
+from harness.errors import ExitCode, Interrupted, KbenchError
 
 from .common import Parser, err, given_options
 
@@ -64,9 +65,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_handler(args: argparse.Namespace, argv: list[str]) -> int:
     """``args.handler(args, argv)``, its errors turned into messages and exit codes: a
     :class:`~harness.errors.KbenchError` or an OSError (a file the user named) is the user's to fix
-    (its message, exit 4); anything else is a bug in kbench (its traceback, exit 70)."""
+    (its message, exit 4, or 70 for the errors that say kbench failed); a signal
+    (:class:`~harness.errors.Interrupted`, or Ctrl-C outside a run) is one line and 128 + the signal;
+    anything else is a bug in kbench (its traceback, exit 70)."""
     try:
         return int(args.handler(args, argv))
+    except Interrupted as exc:  # one line naming the run and how to resume it; no traceback
+        err.print(f"[yellow]kbench {args.command}: {escape(exc.message)}[/yellow]", highlight=False,
+                  soft_wrap=True)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print(f"[yellow]kbench {args.command}: interrupted by SIGINT[/yellow]", highlight=False)
+        return int(ExitCode.INTERRUPTED)
     except KbenchError as exc:  # one line: a file:line or a path stays whole for grep
         where = "" if exc.names_its_place else f"kbench {args.command}: "
         text = where + str(exc) + given_options(exc, args)

@@ -41,11 +41,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
-from harness.errors import ExitCode
+from harness.errors import ExitCode, compose_exit_code
 from harness.model import Case, Side
 
 from .common import (
@@ -53,14 +53,19 @@ from .common import (
     err,
     execution,
     execution_args,
+    fail_on_arg,
     out,
     out_dir,
+    print_exit_code,
     print_verdicts,
     progress_display,
     store_label,
     store_location,
     write_outputs,
 )
+
+if TYPE_CHECKING:  # the statistics load when ab judges (see main)
+    from harness.stats import FailOn
 
 #: the two sides, in the order the store gets their runs
 SIDES = (Side("base"), Side("head"))
@@ -73,7 +78,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                      help="root of the other checkout (e.g. a git worktree of main); its kernels/ builds "
                           "the base side")
     execution_args(abp)
-    abp.add_argument("--fail-on", metavar="SPEC", help='gate, as for kbench run (e.g. "median:3%%")')
+    fail_on_arg(abp)
     abp.add_argument("--out", type=out_dir, metavar="DIR",
                      help="write the HTML report and CI outputs (Markdown, JUnit, JSON, CSV) here")
     abp.add_argument("--no-remeasure", action="store_true",
@@ -109,6 +114,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
               f"in {store_label(args.db)}")
     if args.out:
         write_outputs(args.db, summary.head_run, summary.judgement, args.out)
+    print_exit_code(summary.exit_code)
     return int(summary.exit_code)
 
 
@@ -129,7 +135,13 @@ class ABSummary:
 
     @property
     def exit_code(self) -> ExitCode:
-        return ExitCode.OK if self.judgement is None else self.judgement.exit_code
+        """The verdicts' exit code, as ``kbench compare`` of the two sides (harness.errors.compose_exit_code:
+        a case that failed on the head side is a WRONG verdict there)."""
+        if self.judgement is None:
+            return ExitCode.OK
+        gate = self.judgement.gate
+        return compose_exit_code(verdicts=self.judgement.verdicts, incomplete=self.judgement.incomplete,
+                                 gated=gate is not None, fail_ambiguous=bool(gate and gate.fail_ambiguous))
 
 
 def _arch_of(case: Case, models: Sequence[str]) -> str | None:
@@ -146,7 +158,7 @@ def _arch_of(case: Case, models: Sequence[str]) -> str | None:
 
 def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: str = "ray",
        address: str | None = None, *, targets: Sequence[str] | None = None,
-       measure_overrides: dict | None = None, argv: Sequence[str] = (), fail_on: str | None = None,
+       measure_overrides: dict | None = None, argv: Sequence[str] = (), fail_on: FailOn | str | None = None,
        remeasure: bool = True, on_event: Callable[[str, object], None] | None = None) -> ABSummary:
     """Time ``suite_path``'s cases built by this checkout and by ``base_tree``, interleaved, and
     judge this checkout's side against the base side (see the module docstring).
@@ -163,23 +175,33 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
     from harness.config import apply_runtime_defaults
     from harness.execute import make_executor
     from harness.execute.portable import check_base_tree, export_base
-    from harness.run import RunRequest, rerun_keys, run_suite
-    from harness.stats import parse_fail_on
+    from harness.run import RunRequest, SignalHandlers, rerun_keys, run_suite
+    from harness.stats import FailOn
     from harness.store import Store
     from harness.suite import load_suite
 
     t0 = time.time()
     root = check_base_tree(base_tree)
-    if fail_on:
-        parse_fail_on(fail_on)  # a bad gate is a usage error before anything runs
+    fail_on = FailOn.of(fail_on)  # a bad gate is a usage error before anything runs
     emit = on_event or (lambda kind, payload: None)
     suite = load_suite(suite_path)
     apply_runtime_defaults()
     summary = ABSummary(0, 0, 0, base_tree=str(root))
     specs: dict[str, Any] = {}
-    executor = make_executor(executor_kind, address=address, imports=tuple(suite.imports),
-                             module_folders=suite.import_folders)
+    # a signal anywhere in ab (the base tree's builds, the judging) ends it with one line, as a run
+    handlers = SignalHandlers()
+    handlers.install()
     try:
+        executor = make_executor(executor_kind, address=address, imports=tuple(suite.imports),
+                                 module_folders=suite.import_folders)
+    except BaseException:
+        handlers.restore()
+        raise
+    handlers.install()  # again: starting Ray installs a SIGTERM handler of its own
+    if hasattr(executor, "poll_hook"):
+        executor.poll_hook = handlers.check
+    try:
+        handlers.check()
         models = executor.gpu_models()
 
         def side_specs_for(cases: list[Case]) -> dict:
@@ -210,6 +232,7 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
                 emit("run", f"re-measure of {payload.planned} AMBIGUOUS case(s)")
             (on_event or (lambda k, p: None))(kind, payload)
 
+        handlers.check()  # a signal held back while Ray's code ran between the runs
         again = rerun_keys(request, parent_run=summary.base_run, on_event=announce, executor=executor,
                            side_specs_for=side_specs_for) if remeasure else None
         judgement = judge.judge_runs(store_location(str(db)), [summary.head_run], [summary.base_run],
@@ -219,6 +242,7 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
         summary.judgement = replace(judgement, baseline_label=f"base tree {root} (run {summary.base_run})")
     finally:
         executor.close()
+        handlers.restore()
     with Store.open(db, create=False) as st:
         for side, rid in (("base", summary.base_run), ("head", summary.head_run)):
             frame = st.results_frame(rid)

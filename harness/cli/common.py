@@ -28,8 +28,9 @@ from harness.store import Store, load_results
 from harness.store.backend import is_url, redact
 
 __all__ = [
-    "Parser", "db_arg", "default_out", "err", "execution", "execution_args", "fmt_time", "given_options",
-    "out", "out_dir", "print_run_table", "print_verdicts", "progress_display", "store_label",
+    "Parser", "db_arg", "default_out", "err", "execution", "execution_args", "fail_on_arg", "fmt_time",
+    "given_options", "out", "out_dir", "print_exit_code", "print_run_table", "print_verdicts",
+    "progress_display", "store_label",
     "store_location", "verdict_args", "write_outputs",
 ]
 
@@ -91,14 +92,30 @@ def out_dir(text: str) -> Path:
     return path
 
 
+def _gate(text: str):
+    """A ``--fail-on`` value parsed into a harness.stats.FailOn (argparse's ``type``)."""
+    # the statistics load only when a gate is given: `kbench --help` stays quick
+    from harness.stats.verdicts import FailOn
+
+    try:
+        return FailOn.parse(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def fail_on_arg(p: argparse.ArgumentParser) -> None:
+    """``--fail-on SPEC``, parsed once into a harness.stats.FailOn (``args.fail_on``; None without)."""
+    p.add_argument("--fail-on", metavar="SPEC", type=_gate,
+                   help='gate, e.g. "median:3%%": SLOWER beyond 3 %% fails (exit 1); add ",ambiguous" '
+                        "to fail on inconclusive cases (exit 3), which the gate otherwise passes; an "
+                        "incomplete run (interrupted, or lacking cases of its baseline) never passes; "
+                        "default: the suite threshold, and inconclusive exits 3")
+
+
 def verdict_args(p: argparse.ArgumentParser, baseline_help: str) -> None:
     """``--baseline``, ``--fail-on`` and ``--out`` of a command that judges a run."""
     p.add_argument("--baseline", metavar="SPEC", help=baseline_help)
-    p.add_argument("--fail-on", metavar="SPEC",
-                   help='gate, e.g. "median:3%%": SLOWER beyond 3 %% fails (exit 1); add ",ambiguous" '
-                        "to fail on "
-                        "inconclusive cases (exit 3), which the gate otherwise passes; default: the suite "
-                        "threshold, and inconclusive exits 3")
+    fail_on_arg(p)
     p.add_argument("--out", type=out_dir, metavar="DIR",
                    help="write the HTML report and CI outputs (Markdown, JUnit, JSON, CSV) here")
 
@@ -223,6 +240,9 @@ def progress_display(title: str = "cases built + checked + measured"):
             runs = ", ".join(f"{side} run {rid}" for side, rid in payload.side_runs.items())
             err.print(f"run {payload.run_id}: {payload.planned} cases" if not runs
                       else f"{runs}: {payload.planned} cases")
+        elif kind == "waiting":
+            err.print("waiting for the store lock (another process is writing the store; to "
+                      f"{escape(payload)})", highlight=False, soft_wrap=True)
         elif kind == "result":
             task = state["task"]
             t = progress.tasks[task]
@@ -309,8 +329,15 @@ def print_verdicts(judgement) -> None:
                       "-" if v.q_value is None else f"{v.q_value:.3g}")
     out.print(table)
     counts = ", ".join(f"{k} {n}" for k, n in sorted(judgement.counts().items()))
-    out.print(f"verdicts vs {escape(judgement.baseline_label)}: {counts or 'nothing compared'}; "
-              f"exit code {int(judgement.exit_code)}")
+    incomplete = judgement.incomplete_text()
+    out.print(f"verdicts vs {escape(judgement.baseline_label)}: {counts or 'nothing compared'}"
+              + (f"; INCOMPLETE: {escape(incomplete)}" if incomplete else ""), highlight=False,
+              soft_wrap=True)
+
+
+def print_exit_code(code: int) -> None:
+    """The line that says what ``kbench`` exits with (printed by the command, then returned)."""
+    out.print(f"exit code {int(code)}", highlight=False)
 
 
 def write_outputs(db: Path | str, run_id: int, judgement, out_dir: Path) -> None:

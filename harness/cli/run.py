@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.errors import ExitCode
+from harness.errors import compose_exit_code
 
 from .common import (
     db_arg,
@@ -13,6 +13,7 @@ from .common import (
     execution,
     execution_args,
     out,
+    print_exit_code,
     print_run_table,
     print_verdicts,
     progress_display,
@@ -22,7 +23,8 @@ from .common import (
 )
 
 #: the phases of a run's summary line, in order, with their labels
-PHASES = (("executor", "executor start"), ("plan", "planning"), ("first_result", "first result after"),
+PHASES = (("executor", "executor start"), ("store_lock", "waiting for the store lock"), ("plan", "planning"),
+          ("first_result", "first result after"),
           ("runners_ready", "GPU runners ready after"), ("runner_prepare", "runner warm-up"),
           ("close", "executor close"))
 
@@ -32,7 +34,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("suite", help="suite file (TOML), e.g. suites/tutorials.toml")
     db_arg(run)
     execution_args(run)
-    run.add_argument("--resume", type=int, metavar="RUN_ID", help="run only what RUN_ID still lacks")
+    run.add_argument("--resume", type=int, metavar="RUN_ID",
+                     help="run only what RUN_ID still lacks (the same suite file, one process at a time)")
+    run.add_argument("--retry-failed", action="store_true",
+                     help="with --resume: also run again the cases recorded crashed or timeout")
     run.add_argument("--compare-gpus", action="store_true",
                      help="run each CUDA case on every GPU model in the cluster")
     verdict_args(run, baseline_help="judge the run against RUN, runs R1,R2,.. (pooled), a named baseline, "
@@ -45,26 +50,30 @@ def register(commands: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace, argv: list[str]) -> int:
     # the pipeline (compiler, Ray, statistics) loads when the command runs: `kbench --help` stays quick
     from harness import judge
+    from harness.errors import UsageError
     from harness.run import RunRequest, rerun_keys, run_suite
-    from harness.stats import parse_fail_on
 
+    if args.retry_failed and args.resume is None:
+        raise UsageError("--retry-failed needs --resume RUN_ID (it runs a stored run's crashed and "
+                         "timed-out cases again)")
     targets, overrides = execution(args)
-    if args.fail_on:
-        parse_fail_on(args.fail_on)  # a bad gate is a usage error before anything runs
     request = RunRequest(args.suite, args.db, args.executor, args.address, targets=targets, argv=tuple(argv),
                          measure=overrides, compare_gpus=args.compare_gpus)
     progress, on_event = progress_display()
     with progress:
-        summary = run_suite(request, on_event=on_event, resume=args.resume)
+        summary = run_suite(request, on_event=on_event, resume=args.resume, retry_failed=args.retry_failed)
     print_run_table(args.db, summary.run_id)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing to do"
     out.print(f"run {summary.run_id}: {counts}; nvcc calls {summary.nvcc_calls}; {summary.seconds:.1f} s "
               f"({summary.dispatch_s:.1f} s dispatching)")
+    kept = {o: n for o, n in summary.stored.items() if o in ("crashed", "timeout")}
+    if summary.resumed and kept and not args.retry_failed:
+        out.print(f"run {summary.run_id} keeps {', '.join(f'{n} {o}' for o, n in sorted(kept.items()))} "
+                  "case(s) of an earlier attempt (--resume --retry-failed runs them again)")
     ph = summary.phases
     if ph:
         out.print("time: " + ", ".join(f"{label} {ph[k]:.1f} s" for k, label in PHASES if k in ph))
     out.print(f"results: {store_label(args.db)} (kbench show {summary.run_id} --db {args.db})")
-    code = summary.exit_code
     judgement = None
     if args.baseline:
         judgement = judge.judge_runs(args.db, [summary.run_id], args.baseline, fail_on=args.fail_on)
@@ -76,9 +85,12 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
             again = rerun_keys(request, parent_run=summary.run_id, on_event=announce)
             judgement = judge.remeasure_ambiguous(args.db, judgement, again)
         print_verdicts(judgement)
-        # a correctness failure (2) outranks a speed verdict (1 slower, 3 inconclusive)
-        wrong = ExitCode.WRONG in (summary.exit_code, judgement.exit_code)
-        code = ExitCode.WRONG if wrong else judgement.exit_code
+    # a correctness failure (2) outranks a speed verdict (1 slower, 3 inconclusive)
+    code = compose_exit_code(
+        outcomes=summary.stored.elements(), verdicts=judgement.verdicts if judgement else (),
+        incomplete=bool(judgement and judgement.incomplete), gated=args.fail_on is not None,
+        fail_ambiguous=bool(args.fail_on and args.fail_on.fail_ambiguous))
     if args.out:
         write_outputs(args.db, summary.run_id, judgement, args.out)
+    print_exit_code(code)
     return int(code)

@@ -8,18 +8,27 @@ import argparse
 
 from rich.markup import escape
 
-from harness.errors import UsageError
+from harness.errors import ExitCode, UsageError
 from harness.store import Store
 
-from .common import Parser, db_arg, default_out, out, out_dir, print_verdicts, write_outputs
+from .common import (
+    Parser,
+    db_arg,
+    default_out,
+    fail_on_arg,
+    out,
+    out_dir,
+    print_exit_code,
+    print_verdicts,
+    write_outputs,
+)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     cmp_ = commands.add_parser("compare", help="judge one run (or pooled runs) against another")
     cmp_.add_argument("base", help="baseline: RUN, R1,R2,.. (samples pooled) or a baseline name")
     cmp_.add_argument("new", help="new: RUN or R1,R2,.. (samples pooled)")
-    cmp_.add_argument("--fail-on", metavar="SPEC", help='gate, e.g. "median:3%%" or "median:3%%,ambiguous" '
-                      "(see kbench run --help)")
+    fail_on_arg(cmp_)
     cmp_.add_argument("--out", type=out_dir, metavar="DIR", help="write the report and CI outputs of NEW here")
     db_arg(cmp_)
     cmp_.set_defaults(handler=compare)
@@ -56,6 +65,7 @@ def compare(args: argparse.Namespace, argv: list[str]) -> int:
     print_verdicts(judgement)
     if args.out:
         write_outputs(args.db, judgement.new_runs[-1], judgement, args.out)
+    print_exit_code(judgement.exit_code)
     return int(judgement.exit_code)
 
 
@@ -72,7 +82,12 @@ def report(args: argparse.Namespace, argv: list[str]) -> int:
     if judgement:
         print_verdicts(judgement)
     write_outputs(args.db, args.run_id, judgement, args.out)
-    return 0
+    if judgement is not None:
+        out.print(f"(a report is not a gate: `kbench compare {escape(args.baseline)} {args.run_id}` exits "
+                  f"with the verdicts, {int(judgement.exit_code)} here)", highlight=False, soft_wrap=True)
+    # a report writes what it found and exits 0; the gate is `kbench compare` / `kbench run --baseline`
+    print_exit_code(ExitCode.OK)
+    return int(ExitCode.OK)
 
 
 def baseline(args: argparse.Namespace, argv: list[str]) -> int:

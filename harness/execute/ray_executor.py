@@ -72,7 +72,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,6 +213,9 @@ class RayExecutor:
         # of the last run(): "runners_ready" (seconds from its start until every GPU runner was
         # ready) and "runner_prepare" (the longest a runner took to import and measure its peaks)
         self.last_stats: dict[str, float] = {}
+        #: called after every wait for results (harness.run: raises a signal held back while Ray's
+        #: compiled code ran, which cannot pass on an exception raised in a signal handler)
+        self.poll_hook: Callable[[], None] | None = None
 
     # -- lifetime and cluster ---------------------------------------------------------------------
 
@@ -372,6 +375,8 @@ class RayExecutor:
                 else:  # only batches no runner can take yet: the unplaceable check decides
                     time.sleep(self.poll_s)
                     ready = []
+                if self.poll_hook is not None:
+                    self.poll_hook()
                 ready_ids = {id(g) for g in ready}
                 nxt: list[_Task] = []
                 for t in active:

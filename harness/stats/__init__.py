@@ -20,10 +20,11 @@ from harness.stats.intervals import (
 )
 from harness.stats.significance import DEFAULT_ALPHA, benjamini_hochberg, mann_whitney_p
 from harness.stats.steps import Step, detect_steps, first_bad, lookback_zscore
-from harness.stats.verdicts import exit_code, judge, parse_fail_on
+from harness.stats.verdicts import FailOn, exit_code, judge, parse_fail_on
 
 __all__ = [
-    "DEFAULT_ALPHA", "MIN_HISTORY_RUNS", "Spread", "Step", "benjamini_hochberg", "bootstrap_ratio_ci",
+    "DEFAULT_ALPHA", "MIN_HISTORY_RUNS", "FailOn", "Spread", "Step", "benjamini_hochberg",
+    "bootstrap_ratio_ci",
     "compare_frames", "detect_steps", "exit_code", "first_bad", "history_sd", "judge", "lookback_zscore",
     "mann_whitney_p", "median_ci", "parse_fail_on", "widen_ci",
 ]

@@ -22,17 +22,18 @@ import math
 import numbers
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from harness.errors import ExitCode, UsageError
+from harness.errors import ExitCode, UsageError, compose_exit_code
 from harness.model import DEFAULT_THRESHOLD, Verdict
 
 from .intervals import bootstrap_ratio_ci, finite
 from .significance import DEFAULT_ALPHA, mann_whitney_p
 
-__all__ = ["decide", "evidence", "exit_code", "judge", "parse_fail_on"]
+__all__ = ["FailOn", "decide", "evidence", "exit_code", "judge", "parse_fail_on"]
 
 
 def evidence(base: np.ndarray, new: np.ndarray, n_boot: int, seed: int
@@ -150,69 +151,92 @@ def judge(base: Sequence[float], new: Sequence[float], *, threshold: float = DEF
 
 
 def exit_code(verdicts: Iterable[Verdict]) -> ExitCode:
-    """The process exit code for a set of verdicts (harness.errors.ExitCode).
+    """The process exit code for a set of verdicts without a gate (harness.errors.compose_exit_code).
 
     2 if any case is WRONG (correctness first; an already-failing case counts too), else 1 if
-    any is SLOWER, else 3 if any is AMBIGUOUS (inconclusive), else 0. Whether 3 fails a gate is
-    the caller's choice (``parse_fail_on(...)["fail_ambiguous"]``).
+    any is SLOWER, else 3 if any is AMBIGUOUS (inconclusive), else 0.
     """
-    seen = {v.verdict for v in verdicts}
-    if "WRONG" in seen:
-        return ExitCode.WRONG
-    if "SLOWER" in seen:
-        return ExitCode.SLOWER
-    if "AMBIGUOUS" in seen:
-        return ExitCode.INCONCLUSIVE
-    return ExitCode.OK
+    return compose_exit_code(verdicts=verdicts)
 
 
 _FAIL_ON_FORMS = "'median:N%' (e.g. 'median:3%'), 'ambiguous', 'wrong'; comma-separated"
 _MEDIAN_RULE = re.compile(r"median\s*:\s*(?P<num>[0-9]*\.?[0-9]+)\s*%")
 
 
-def parse_fail_on(text: str) -> dict[str, Any]:
-    """Parse a gate spec such as ``"median:3%"`` or ``"median:3%,ambiguous"``.
+@dataclass(frozen=True)
+class FailOn:
+    """A ``--fail-on`` gate, parsed once (:meth:`parse`) where the command line is read.
 
-    Rules (comma-separated, case-insensitive, spaces ignored):
+    Attributes
+    ----------
+    spec : str
+        The gate as given (for reports).
+    threshold : float or None
+        The practical threshold of a ``median:N%`` rule (0.03 = 3 %); None keeps the suite's
+        thresholds, per case included.
+    fail_ambiguous : bool
+        ``ambiguous``: inconclusive verdicts fail the gate (exit 3); otherwise the gate passes them.
+    fail_wrong : bool
+        ``wrong``: always on (a correctness failure always fails); accepted for explicitness.
 
-    - ``median:N%``: practical threshold N % for SLOWER/FASTER verdicts (N > 0);
-    - ``ambiguous``: AMBIGUOUS verdicts (exit code 3) fail the gate;
-    - ``wrong``: WRONG verdicts fail (always on; accepted for explicitness).
-
-    Returns
-    -------
-    dict
-        ``{"fail_ambiguous": bool, "fail_wrong": True}`` plus ``"threshold": float`` only when a
-        ``median:N%`` rule is given (absent: keep the suite's thresholds, per case included).
-
-    Raises
-    ------
-    harness.errors.UsageError
-        On an empty spec, an unknown or malformed rule (the message names it and lists the
-        accepted forms), a non-positive threshold or a repeated median rule.
+    A gate never passes an incomplete run (harness.errors.compose_exit_code).
     """
-    if not isinstance(text, str) or not text.strip():
-        raise UsageError(f"empty --fail-on spec; accepted rules: {_FAIL_ON_FORMS}")
-    spec: dict[str, Any] = {"fail_ambiguous": False, "fail_wrong": True}
-    for raw in text.split(","):
-        rule = raw.strip().lower()
-        if rule == "ambiguous":
-            spec["fail_ambiguous"] = True
-            continue
-        if rule == "wrong":
-            continue
-        m = _MEDIAN_RULE.fullmatch(rule)
-        if m is None:
-            what = "empty rule" if not rule else f"bad rule {raw.strip()!r}"
-            raise UsageError(f"--fail-on {text!r}: {what}; accepted rules: {_FAIL_ON_FORMS}")
-        value = float(m["num"]) / 100.0
-        if value <= 0:
-            raise UsageError(f"--fail-on {text!r}: rule {raw.strip()!r} needs a threshold above 0 %;"
-                             f" accepted rules: {_FAIL_ON_FORMS}")
-        if "threshold" in spec:
-            raise UsageError(f"--fail-on {text!r}: rule {raw.strip()!r} repeats the median threshold;"
-                             f" accepted rules: {_FAIL_ON_FORMS}")
-        spec["threshold"] = value
-    return spec
+
+    spec: str
+    threshold: float | None = None
+    fail_ambiguous: bool = False
+    fail_wrong: bool = True
+
+    @classmethod
+    def parse(cls, text: str) -> FailOn:
+        """Parse a gate spec such as ``"median:3%"`` or ``"median:3%,ambiguous"``.
+
+        Rules (comma-separated, case-insensitive, spaces ignored): ``median:N%`` (practical threshold
+        N % for SLOWER/FASTER verdicts, N > 0), ``ambiguous`` (AMBIGUOUS verdicts fail the gate),
+        ``wrong`` (always on).
+
+        Raises
+        ------
+        harness.errors.UsageError
+            On an empty spec, an unknown or malformed rule (the message names it and lists the
+            accepted forms), a non-positive threshold or a repeated median rule.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise UsageError(f"empty --fail-on spec; accepted rules: {_FAIL_ON_FORMS}")
+        threshold: float | None = None
+        fail_ambiguous = False
+        for raw in text.split(","):
+            rule = raw.strip().lower()
+            if rule == "ambiguous":
+                fail_ambiguous = True
+                continue
+            if rule == "wrong":
+                continue
+            m = _MEDIAN_RULE.fullmatch(rule)
+            if m is None:
+                what = "empty rule" if not rule else f"bad rule {raw.strip()!r}"
+                raise UsageError(f"--fail-on {text!r}: {what}; accepted rules: {_FAIL_ON_FORMS}")
+            value = float(m["num"]) / 100.0
+            if value <= 0:
+                raise UsageError(f"--fail-on {text!r}: rule {raw.strip()!r} needs a threshold above 0 %;"
+                                 f" accepted rules: {_FAIL_ON_FORMS}")
+            if threshold is not None:
+                raise UsageError(f"--fail-on {text!r}: rule {raw.strip()!r} repeats the median threshold;"
+                                 f" accepted rules: {_FAIL_ON_FORMS}")
+            threshold = value
+        return cls(text.strip(), threshold, fail_ambiguous)
+
+    @classmethod
+    def of(cls, gate: FailOn | str | None) -> FailOn | None:
+        """``gate`` as a :class:`FailOn` (a string is parsed; None stays None)."""
+        if gate is None or isinstance(gate, FailOn):
+            return gate
+        return cls.parse(gate)
+
+    def __str__(self) -> str:
+        return self.spec
 
 
+def parse_fail_on(text: str) -> FailOn:
+    """:meth:`FailOn.parse` (the gate of ``--fail-on``)."""
+    return FailOn.parse(text)

@@ -14,6 +14,9 @@ Conventions:
   kill leaves either the whole result or none of it. ``UNIQUE(run_id, case_key)`` guarantees a
   resumed run never stores a case twice (:class:`DuplicateResult`); the case key includes the GPU
   model, so one run may hold the same workload on several GPU generations.
+- One process at a time writes a run: the one that began it, or one ``--resume`` (the run's lease,
+  schema version 7: :meth:`Store.acquire_lease`, :class:`RunLeased`), taken over only when its
+  holder is gone (its heartbeat expired, or its process on this host no longer exists).
 - SQLite: WAL journal (readers do not block the writer) and foreign keys on; a writer waits for a
   busy file (busy timeout, then ``BEGIN IMMEDIATE`` retried), so several processes may write at once.
   PostgreSQL: several writers at once by design; migrations hold an advisory lock.
@@ -23,6 +26,7 @@ with its case, run and environment (``env_*``) columns; :func:`export` writes CS
 
 Modules: :mod:`~harness.store.schema` (tables, versions, migrations), :mod:`~harness.store.backend`
 (the SQLite and PostgreSQL connections), :mod:`~harness.store.database` (:class:`Store`),
+:mod:`~harness.store.leases` (one writer of a run at a time; the announced wait for a SQLite lock),
 :mod:`~harness.store.importing` (runs copied between stores), :mod:`~harness.store.export` (frames and
 files out), :mod:`~harness.store.tuning` (`kbench tune`'s sessions, trials and best configurations).
 
@@ -30,14 +34,23 @@ The tables of each schema version are listed in :mod:`harness.store.schema`.
 """
 
 from harness.errors import StoreError
-from harness.store.database import DEFAULT_DB, RUN_STATUSES, DuplicateResult, Store, UnknownRun
+from harness.store.database import (
+    DEFAULT_DB,
+    LEASE_TTL_S,
+    RUN_STATUSES,
+    DuplicateResult,
+    RunLeased,
+    Store,
+    UnknownRun,
+)
 from harness.store.export import export, load_results
 from harness.store.importing import ImportedRun, import_store
 from harness.store.schema import MIGRATIONS, NOT_HISTORY, RUN_KINDS, SCHEMA_VERSION
 from harness.store.tuning import cpu_device, in_space
 
 __all__ = [
-    "DEFAULT_DB", "MIGRATIONS", "NOT_HISTORY", "RUN_KINDS", "RUN_STATUSES", "SCHEMA_VERSION",
-    "DuplicateResult", "ImportedRun", "Store", "StoreError", "UnknownRun", "cpu_device", "export",
+    "DEFAULT_DB", "LEASE_TTL_S", "MIGRATIONS", "NOT_HISTORY", "RUN_KINDS", "RUN_STATUSES", "SCHEMA_VERSION",
+    "DuplicateResult", "ImportedRun", "RunLeased", "Store", "StoreError", "UnknownRun", "cpu_device",
+    "export",
     "import_store", "in_space", "load_results",
 ]

@@ -8,7 +8,7 @@ import dataclasses
 import json
 import math
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,15 +20,19 @@ from harness.model import Case, Result, Timing
 
 from .backend import Connection, PostgresConnection, is_url, redact
 from .frames import FrameQueries, chunks
+from .leases import LEASE_TTL_S, LeaseQueries, RunLeased
 from .schema import RUN_KINDS, migrate, now, open_sqlite, read_version
 from .tuning import TuningQueries
 
-__all__ = ["DEFAULT_DB", "RUN_STATUSES", "DuplicateResult", "PathLike", "Store", "UnknownRun"]
+__all__ = ["DEFAULT_DB", "LEASE_TTL_S", "RUN_STATUSES", "DuplicateResult", "PathLike", "RunLeased", "Store",
+           "UnknownRun"]
 
 PathLike = str | Path
 
-#: run states: "running" while the driver works, then "done", "failed" or "interrupted"
+#: run states: "running" while the driver works, then "done" (every planned case has a result),
+#: "failed" (it could not go on) or "interrupted" (a signal); --resume puts it back to "running"
 RUN_STATUSES = ("running", "done", "failed", "interrupted")
+
 
 #: default store file (relative to the current directory)
 DEFAULT_DB = "kbench.db"
@@ -46,6 +50,8 @@ class UnknownRun(StoreError):
     """No run with this id in the store."""
 
 
+
+
 _RESULT_COLUMNS = (
     "run_id", "case_key", "env_id", "outcome", "message", "median_s", "ci_low_s", "ci_high_s",
     "n_samples", "discarded", "gbps", "gflops", "pct_peak_bw", "pct_peak_flops", "device", "worker",
@@ -54,7 +60,7 @@ _RESULT_COLUMNS = (
 )
 
 
-class Store(FrameQueries, TuningQueries):
+class Store(FrameQueries, TuningQueries, LeaseQueries):
     """A kbench result database. Open with :meth:`Store.open`; use as a context manager.
 
     Examples
@@ -72,6 +78,11 @@ class Store(FrameQueries, TuningQueries):
         self.path = path
         #: opened for a read-only command: every write is refused
         self.readonly = readonly
+        #: called with what the store is about to write when another process holds the SQLite file's
+        #: write lock and this one waits for it (e.g. to print "waiting for the store lock")
+        self.on_lock_wait: Callable[[str], None] | None = None
+        #: seconds spent waiting for the write lock so far
+        self.lock_wait_s = 0.0
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -150,13 +161,14 @@ class Store(FrameQueries, TuningQueries):
     # -- transactions ------------------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self) -> Iterator[Connection]:
+    def _transaction(self, what: str = "write") -> Iterator[Connection]:
         """BEGIN (IMMEDIATE on SQLite, waiting out other writers) ... COMMIT, rolled back on any
-        exception (KeyboardInterrupt too)."""
+        exception (KeyboardInterrupt too). A wait for another writer is announced to
+        :attr:`on_lock_wait` and counted in :attr:`lock_wait_s`."""
         conn = self._reader()
         if self.readonly:
             raise StoreError(f"result store {self.path} was opened read-only: nothing can be written")
-        conn.begin()
+        self._begin(conn, what)
         try:
             yield conn
             conn.commit()
@@ -170,7 +182,8 @@ class Store(FrameQueries, TuningQueries):
     def begin_run(self, suite: Any, argv: Sequence[str], executor: str, measure_config: Any,
                   git_commit: str | None = None, *, kind: str = "run", parent_run: int | None = None,
                   kbench_commit: str | None | object = _FIND,
-                  suite_commit: str | None | object = _FIND) -> int:
+                  suite_commit: str | None | object = _FIND,
+                  holder: str | None = None) -> int:
         """Record a new run in state "running" and return its id.
 
         Parameters
@@ -197,6 +210,8 @@ class Store(FrameQueries, TuningQueries):
             The commit of kbench itself and of the repository holding the suite file (schema version
             8); found with :func:`harness.env.kbench_commit` and :func:`harness.env.suite_commit` of
             ``suite.path`` when not given.
+        holder : str, optional
+            Take the run's lease for this holder (see :meth:`acquire_lease`) in the same transaction.
 
         The run also gets a new UUID (``get_run(id)["uuid"]``), its identity across stores.
         """
@@ -224,14 +239,18 @@ class Store(FrameQueries, TuningQueries):
         with self._write("begin a run") as conn:
             if parent_run is not None:
                 self._check_run(conn, parent_run)
-            return conn.insert(
+            run_id = conn.insert(
                 "INSERT INTO runs (started_at, status, suite_name, suite_path, suite_sha256,"
                 " git_commit, kbench_version, argv, executor, measure_config, kind, parent_run,"
                 " regression_threshold, thresholds, uuid, kbench_commit, suite_commit)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+            if holder is not None:
+                self._take_lease(conn, run_id, holder, LEASE_TTL_S)
+            return run_id
 
-    def finish_run(self, run_id: int, status: str) -> None:
-        """Mark run ``run_id`` "done", "failed" or "interrupted" and stamp its end time."""
+    def finish_run(self, run_id: int, status: str, holder: str | None = None) -> None:
+        """Mark run ``run_id`` "done", "failed" or "interrupted", stamp its end time and let its lease
+        go (``holder``'s; without one, whoever holds it)."""
         if status not in RUN_STATUSES or status == "running":
             raise StoreError(f"finish_run: status {status!r} is not one of done, failed, interrupted")
         with self._write(f"finish run {run_id}") as conn:
@@ -239,14 +258,42 @@ class Store(FrameQueries, TuningQueries):
                                (status, now(), run_id))
             if cur.rowcount == 0:
                 raise UnknownRun(f"no run {run_id} in {self.path}")
+            if not conn.table_exists("run_leases"):  # a store of an older schema (tests of migrations)
+                return
+            if holder is None:
+                conn.execute("DELETE FROM run_leases WHERE run_id = ?", (run_id,))
+            else:
+                conn.execute("DELETE FROM run_leases WHERE run_id = ? AND holder = ?", (run_id, holder))
 
-    def resume_run(self, run_id: int) -> set[str]:
-        """Put run ``run_id`` back in state "running" (``--resume``); return its :meth:`done_keys`."""
+    def resume_run(self, run_id: int, holder: str | None = None, *, retry_failed: bool = False) -> set[str]:
+        """Put run ``run_id`` back in state "running" (``--resume``); return its :meth:`done_keys`.
+
+        Parameters
+        ----------
+        holder : str, optional
+            Take the run's lease for this holder first (:meth:`acquire_lease`): a run another live
+            process holds is refused (:class:`RunLeased`) and left as it is.
+        retry_failed : bool
+            Forget the run's ``crashed`` and ``timeout`` results (they are not among the keys
+            returned, so those cases run again); by default they stay, as every other result.
+
+        Raises
+        ------
+        UnknownRun
+            No such run.
+        RunLeased
+            Another live process holds the run.
+        """
         with self._write(f"resume run {run_id}") as conn:
-            cur = conn.execute("UPDATE runs SET status = 'running', ended_at = NULL WHERE id = ?",
-                               (run_id,))
-            if cur.rowcount == 0:
-                raise UnknownRun(f"no run {run_id} in {self.path}")
+            self._check_run(conn, run_id)
+            if holder is not None:
+                self._take_lease(conn, run_id, holder, LEASE_TTL_S)
+            conn.execute("UPDATE runs SET status = 'running', ended_at = NULL WHERE id = ?", (run_id,))
+            if retry_failed:
+                conn.execute("DELETE FROM samples WHERE result_id IN (SELECT id FROM results WHERE"
+                             " run_id = ? AND outcome IN ('crashed', 'timeout'))", (run_id,))
+                conn.execute("DELETE FROM results WHERE run_id = ? AND outcome IN ('crashed', 'timeout')",
+                             (run_id,))
         return self.done_keys(run_id)
 
     def get_run(self, run_id: int) -> dict[str, Any] | None:
@@ -429,7 +476,7 @@ class Store(FrameQueries, TuningQueries):
             env = result.environment
         db = self._reader()
         try:
-            with self._transaction() as conn:
+            with self._transaction(f"record {key}") as conn:
                 self._check_run(conn, run_id)
                 row["env_id"] = self._resolve_env(conn, result, env)
                 if conn.execute("SELECT 1 FROM results WHERE run_id = ? AND case_key = ?",
@@ -532,7 +579,7 @@ class Store(FrameQueries, TuningQueries):
         """A transaction whose database errors become StoreError naming ``what`` and the store."""
         db = self._reader()
         try:
-            with self._transaction() as conn:
+            with self._transaction(what) as conn:
                 yield conn
         except db.errors as e:
             raise StoreError(f"could not {what} in {self.path}: {e}") from e

@@ -11,7 +11,7 @@ The DDL is written in SQLite's dialect; a PostgreSQL store runs the same stateme
 :meth:`harness.store.backend.Connection.ddl` (and the one migration SQLite does by rebuilding a
 table, version 3, alters the CHECK constraint in place there).
 
-Schema (version 8; version 7 is reserved for the run lease)::
+Schema (version 8)::
 
     schema_version(version PK, applied_at, kbench_version)       one row per applied migration
     runs(id PK, started_at, ended_at, status, suite_name, suite_path, suite_sha256, git_commit,
@@ -37,6 +37,7 @@ Schema (version 8; version 7 is reserved for the run lease)::
          UNIQUE(session_id, trial))
     best_configs(tuning_key, device, knobs JSON, config_index, cost_s, gflops NULL,             [v6]
          session_id FK, trial_id FK, updated_at, PK(tuning_key, device))
+    run_leases(run_id PK FK, holder, host, pid, acquired_at, heartbeat_at, expires_at)          [v7]
 """
 
 from __future__ import annotations
@@ -330,9 +331,23 @@ _V6_STATEMENTS = (
 )
 
 
-def _v7_reserved(conn: Connection | sqlite3.Connection) -> None:
-    """Version 7 is reserved for the run lease (one resumer at a time), written on another line of
-    work; this placeholder changes nothing and is replaced by it when the two meet."""
+# Version 7: the lease of a run. One process at a time writes a run's results (the one that began it,
+# or one `kbench run --resume`): it holds the run's row here (holder: a random id per process and
+# run; its host and pid; heartbeat_at and expires_at in seconds since the epoch, renewed while it
+# works). Another process takes the lease over only when its holder is gone: past expires_at, or a
+# pid that no longer lives on this same host. The row goes when the run ends (done, failed,
+# interrupted).
+_V7_STATEMENTS = (
+    """CREATE TABLE run_leases (
+        run_id INTEGER PRIMARY KEY REFERENCES runs(id),
+        holder TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        acquired_at TEXT NOT NULL,
+        heartbeat_at REAL NOT NULL,
+        expires_at REAL NOT NULL
+    )""",
+)
 
 
 # Version 8: a run keeps the commit of kbench itself and the commit of the repository holding its
@@ -351,7 +366,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _v4_typed_results,  # 3 -> 4: thresholds of runs; nvcc calls, sides and interleave groups of results
     _v5_run_uuid,  # 4 -> 5: a unique id of each run (kbench import)
     _sql(*_V6_STATEMENTS),  # 5 -> 6: tuning sessions, their trials, the best configuration per device
-    _v7_reserved,  # 6 -> 7: reserved (the run lease)
+    _sql(*_V7_STATEMENTS),  # 6 -> 7: the lease of a run (one writer at a time: --resume)
     _sql(*_V8_STATEMENTS),  # 7 -> 8: the commits of kbench and of the suite's repository
 ]
 

@@ -13,6 +13,8 @@ worker's ``PYTHONPATH``) and it registers:
 * ``planted_wrong`` — a correct-looking kernel checked against a wrong reference: outcome ``wrong``.
 * ``planted_regress`` — correct, until the environment variable PLANTED_BREAK is set: then
   ``wrong`` (a correctness regression between two runs).
+* ``planted_slow`` — correct, but its float64 reference takes ``PLANTED_SLOW_S`` seconds (default
+  0.5; one per shape, so give each case its own ``n``): a run slow enough to be stopped mid-way.
 
 All take ``n`` and float32; the well-behaved ones compute ``B[i] = 2 * A[i]``.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import numpy as np
 
@@ -88,6 +91,13 @@ _planted("planted_kill_once", _kill_once, (("marker", ""),),
          description="SIGKILLs its worker while building, once per marker file")
 _planted("planted_wrong", _scale, reference=lambda a: [2.0 * a[0].astype(np.float64) + 1.0],
          description="checked against a wrong reference")
+def _slow_reference(a):
+    time.sleep(float(os.environ.get("PLANTED_SLOW_S", "0.5")))
+    return [2.0 * a[0].astype(np.float64)]
+
+
+_planted("planted_slow", _scale, reference=_slow_reference,
+         description="correct; its reference sleeps PLANTED_SLOW_S seconds (a slow run to interrupt)")
 _planted("planted_regress", _scale,
          reference=lambda a: [2.0 * a[0].astype(np.float64)
                               + (1.0 if os.environ.get("PLANTED_BREAK") else 0.0)],

@@ -5,6 +5,7 @@ KbenchError, a file it cannot read or write) exits 4 with one line naming it; a 
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main, run_handler
-from harness.errors import ConfigError, ExitCode, KbenchError, StoreError, UsageError
+from harness.errors import ConfigError, ExitCode, Interrupted, KbenchError, StoreError, UsageError
 from harness.execute import DispatchError
 from harness.execute.portable import BaseTreeError, PortableSpecError
 from harness.plan import PlanError
@@ -83,3 +84,37 @@ def test_exit_codes_through_the_console_entry(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "harness.cli", "bogus"], cwd=ROOT, capture_output=True,
                          text=True)
     assert bad.returncode == 4 and "invalid choice: 'bogus'" in bad.stderr
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_signal_is_one_line_and_128_plus_its_number(sig, code, capsys):
+    line = (f"run 3 interrupted by {sig.name} (1 of 4 cases stored); continue it with: "
+            "kbench run s.toml --resume 3")
+    assert run_handler(_raising(Interrupted(sig, line)), []) == code == ExitCode.of_signal(sig)
+    err = capsys.readouterr().err.strip()
+    assert err == f"kbench run: {line}" and "Traceback" not in err
+
+
+def test_ctrl_c_outside_a_run_is_one_line_exit_130(capsys):
+    assert run_handler(_raising(KeyboardInterrupt()), []) == ExitCode.INTERRUPTED == 130
+    assert capsys.readouterr().err.strip() == "kbench run: interrupted by SIGINT"
+
+
+def test_an_interrupt_is_no_exception_an_executor_would_charge_to_a_case():
+    assert not issubclass(Interrupted, Exception) and issubclass(Interrupted, BaseException)
+
+
+def test_bad_gates_and_targets_are_usage_errors_before_anything_runs(tmp_path, capsys):
+    db = tmp_path / "k.db"
+    with pytest.raises(SystemExit) as ex:  # argparse parses --fail-on once, into a FailOn
+        main(["compare", "1", "2", "--db", str(db), "--fail-on", "median:x"])
+    assert ex.value.code == 4
+    assert "bad rule 'median:x'; accepted rules: 'median:N%'" in capsys.readouterr().err
+    assert main(["run", str(ROOT / "suites/smoke.toml"), "--executor", "local", "--db", str(db),
+                 "--targets", "c,bogus"]) == 4
+    err = capsys.readouterr().err
+    assert "--targets 'c,bogus': unknown target(s) 'bogus'; targets: c, opencl, cuda" in err
+    assert main(["run", str(ROOT / "suites/smoke.toml"), "--executor", "local", "--db", str(db),
+                 "--retry-failed"]) == 4
+    assert "--retry-failed needs --resume" in capsys.readouterr().err
+    assert not db.exists()

@@ -14,9 +14,11 @@ import pandas as pd
 import pytest
 
 from harness import stats
+from harness.errors import compose_exit_code
 from harness.stats import intervals, steps
 from harness.stats import verdicts as verdict_table
 from harness.stats import (
+    FailOn,
     Step,
     benjamini_hochberg,
     bootstrap_ratio_ci,
@@ -414,12 +416,27 @@ def test_exit_code_precedence():
     ("wrong,median:10%", 0.10, False),
 ])
 def test_parse_fail_on_good(text, threshold, ambiguous):
-    spec = parse_fail_on(text)
-    assert spec["fail_ambiguous"] is ambiguous and spec["fail_wrong"] is True
+    gate = parse_fail_on(text)
+    assert isinstance(gate, FailOn) and FailOn.of(gate) is gate and FailOn.of(text) == gate
+    assert gate.fail_ambiguous is ambiguous and gate.fail_wrong is True and str(gate) == text.strip()
     if threshold is None:
-        assert "threshold" not in spec  # not given: the caller keeps the suite's thresholds
+        assert gate.threshold is None  # not given: the caller keeps the suite's thresholds
     else:
-        assert spec["threshold"] == pytest.approx(threshold)
+        assert gate.threshold == pytest.approx(threshold)
+
+
+def test_exit_code_of_gates_and_incomplete_runs():
+    """The one composition of exit codes (harness.errors.compose_exit_code), case by case."""
+    assert compose_exit_code(verdicts=_v("SAME", "AMBIGUOUS")) == 3
+    assert compose_exit_code(verdicts=_v("SAME", "AMBIGUOUS"), gated=True) == 0  # the gate passes it
+    assert compose_exit_code(verdicts=_v("SAME", "AMBIGUOUS"), gated=True, fail_ambiguous=True) == 3
+    # an incomplete run passes no gate, even when every case it has is SAME or FASTER
+    assert compose_exit_code(verdicts=_v("SAME", "FASTER"), incomplete=True, gated=True) == 3
+    assert compose_exit_code(verdicts=_v("SAME", "MISSING"), incomplete=True) == 3
+    assert compose_exit_code(verdicts=_v("SLOWER"), incomplete=True, gated=True) == 1
+    # a case that failed to run outranks every verdict
+    assert compose_exit_code(outcomes=["ok", "crashed"], verdicts=_v("SLOWER"), incomplete=True) == 2
+    assert compose_exit_code(outcomes=["ok", "ok"]) == 0
 
 
 @pytest.mark.parametrize("text, named", [
