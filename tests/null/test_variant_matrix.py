@@ -99,9 +99,9 @@ def test_rates_in_the_table_read_tflops_or_tops():
     from reports.html import _rate_text
 
     assert _rate_text(33700.0, "GFLOP/s", "float16") == "33.7 TFLOP/s"
-    assert _rate_text(20000.0, "GFLOP/s", "int8") == "20 TOP/s"
-    assert _rate_text(512.0, "GFLOP/s", "int4") == "512 GOP/s"
-    assert _rate_text(900.0, "GB/s", "float32") == "900 GB/s"
+    assert _rate_text(20000.0, "GFLOP/s", "int8") == "20.0 TOP/s"
+    assert _rate_text(512.0, "GFLOP/s", "int4") == "512.0 GOP/s"
+    assert _rate_text(900.0, "GB/s", "float32") == "900.0 GB/s"
     assert _rate_text(None, "GB/s", "float32") == ""
 
 
