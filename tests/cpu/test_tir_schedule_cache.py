@@ -1,0 +1,125 @@
+"""cache_read / cache_write placement, run on C and OpenCL (PoCL) and compared with numpy in float64:
+a copy stage of a buffer produced and consumed inside one loop goes into that loop, right after the
+producer, so the consumers there read this iteration's values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from kbtest import opencl_available
+
+import kernels as tvm
+from kernels.script import tir as T
+from kernels.tir.block import Block, BlockRealize, walk
+from kernels.tir.stmt import For
+
+TARGETS = ["c", pytest.param("opencl", marks=pytest.mark.skipif(not opencl_available(),
+                                                                 reason="no OpenCL device"))]
+
+
+@T.prim_func
+def multi_consumer(x: T.handle, b: T.handle, c: T.handle) -> None:
+    X = T.match_buffer(x, (64,), "float32")
+    B = T.match_buffer(b, (64,), "float32")
+    C = T.match_buffer(c, (64,), "float32")
+    A = T.alloc_buffer((64,), "float32")
+    for i in T.serial(8):
+        for j in T.serial(8):
+            with T.block("A"):
+                vi = T.axis.spatial(64, i * 8 + j)
+                A[vi] = X[vi] * 3.0
+        for j in T.serial(8):
+            with T.block("B"):
+                vi = T.axis.spatial(64, i * 8 + j)
+                B[vi] = A[vi] + 1.0
+    for i in T.serial(64):
+        with T.block("C"):
+            vi = T.axis.spatial(64, i)
+            C[vi] = A[vi]
+
+
+@T.prim_func
+def reduce_then_scale(a: T.handle, d: T.handle) -> None:
+    A = T.match_buffer(a, (16, 12), "float32")
+    D = T.match_buffer(d, (16,), "float32")
+    S = T.alloc_buffer((16,), "float32")
+    for i in T.serial(16):
+        for k in T.serial(12):
+            with T.block("S"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    S[vi] = 0.0
+                S[vi] = S[vi] + A[vi, vk]
+        with T.block("D"):
+            vi = T.axis.spatial(16, i)
+            D[vi] = S[vi] * 0.5
+
+
+def run(sch, target, *arrays):
+    if target == "opencl":  # every outermost loop to blockIdx.x, the loops inside run in each group
+        names = {b.name_hint for b in walk(sch.mod["main"].body) if isinstance(b, Block)}
+        for name in ("B", "C", "D"):
+            if name in names:
+                sch.bind(sch.get_loops(sch.get_block(name))[0], "blockIdx.x")
+    f = tvm.build(sch.mod, target=target)
+    dev = tvm.cpu(0) if target == "c" else tvm.opencl(0)
+    nd = [tvm.nd.array(a, dev) for a in arrays]
+    f(*nd)
+    return [x.numpy() for x in nd]
+
+
+def _loop_of(mod, block_name: str) -> str:
+    """The name of the innermost loop above the stage ``block_name`` that is not its own copy loop."""
+    body = mod["main"].body
+    for s in walk(body):
+        if isinstance(s, For):
+            for t in walk(s.body):
+                if isinstance(t, BlockRealize) and t.block.name_hint == block_name and \
+                        not s.loop_var.name.startswith("ax"):
+                    found = s.loop_var.name
+    return found
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("prim", ["cache_read", "cache_write"])
+def test_stage_inside_shared_loop_gives_numpy_answer(prim, target):
+    s = tvm.tir.Schedule(multi_consumer)
+    stage = s.cache_read(s.get_block("B"), 0, "global") if prim == "cache_read" else \
+        s.cache_write(s.get_block("A"), 0, "global")
+    name = s.get(stage).name_hint
+    assert _loop_of(s.mod, name) == "i"  # the copy runs inside loop i, between A and B
+    x = np.random.default_rng(1).uniform(-1, 1, 64).astype("float32")
+    _, b, c = run(s, target, x, np.full(64, np.nan, "float32"), np.full(64, np.nan, "float32"))
+    np.testing.assert_allclose(b, x.astype(np.float64) * 3 + 1, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(c, x.astype(np.float64) * 3, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("prim", ["cache_read", "cache_write"])
+def test_reduction_stage_inside_shared_loop(prim, target):
+    s = tvm.tir.Schedule(reduce_then_scale)
+    if prim == "cache_read":
+        s.cache_read(s.get_block("D"), 0, "local")
+    else:
+        s.cache_write(s.get_block("S"), 0, "local")
+    a = np.random.default_rng(2).uniform(-1, 1, (16, 12)).astype("float32")
+    _, d = run(s, target, a, np.full(16, np.nan, "float32"))
+    np.testing.assert_allclose(d, a.astype(np.float64).sum(axis=1) * 0.5, rtol=1e-5)
+
+
+def test_stage_copies_one_iteration_of_the_shared_loop():
+    s = tvm.tir.Schedule(multi_consumer)
+    stage = s.cache_read(s.get_block("B"), 0, "global")
+    loops = s.get_loops(stage)
+    assert [s.get(lp).loop_var.name for lp in loops] == ["i", "ax0"]
+    assert s.get(loops[1]).extent.value == 8
+
+
+def test_cache_write_without_reader_goes_to_end_of_scope():
+    s = tvm.tir.Schedule(multi_consumer)
+    stage = s.cache_write(s.get_block("C"), 0, "local")
+    items = s.mod["main"].body.block.body.seq
+    assert any(isinstance(t, BlockRealize) and t.block is s.get(stage) for t in walk(items[-1]))
+    x = np.random.default_rng(3).uniform(-1, 1, 64).astype("float32")
+    _, b, c = run(s, "c", x, np.full(64, np.nan, "float32"), np.full(64, np.nan, "float32"))
+    np.testing.assert_allclose(c, x.astype(np.float64) * 3, rtol=1e-5, atol=1e-6)
