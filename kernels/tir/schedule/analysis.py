@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Set
+from typing import List, Optional, Set
 
 from ...errors import ScheduleError
 from ..block import Block, BlockRealize, IterVarType
@@ -72,3 +72,50 @@ def consumers(scope: Block, r: BlockRealize) -> List[BlockRealize]:
 
 def block_names(rs) -> str:
     return ", ".join(x.block.name_hint for x in rs)
+
+
+def _only_writer(scope: Block, r: BlockRealize) -> Optional[str]:
+    """Why ``r`` is not the only writer of its outputs in ``scope`` (None when it is)."""
+    for w in r.block.writes:
+        others = [o for o in child_realizes(scope) if o is not r
+                  and any(x.buffer is w.buffer for x in o.block.writes)]
+        if others:
+            return f"{block_names(others)} also write{'' if len(others) > 1 else 's'} {w.buffer.name}"
+    return None
+
+
+def compact_dataflow_violation(scope: Block, r: BlockRealize) -> Optional[str]:
+    """Why block ``r`` breaks TVM's compact data flow rule (None when it keeps it).
+
+    A block keeps it when it is a *complete* block (only spatial variables, the only writer of its
+    outputs in the scope, reading none of the buffers it writes) or a *reduction* block (an ``init``,
+    only spatial and reduction variables, the only writer of its outputs, no reduction variable in
+    the indices of what it writes). Only such blocks can run the iterations of a loop in any order
+    or at once: any other block carries a dependence between iterations.
+    """
+    blk = r.block
+    kinds = {iv.iter_type for iv in blk.iter_vars}
+    writer = _only_writer(scope, r)
+    if kinds <= {IterVarType.DataPar}:
+        if writer:
+            return f"it is not the only writer of its output ({writer})"
+        written = {id(w.buffer) for w in blk.writes}
+        both = [x.buffer.name for x in blk.reads if id(x.buffer) in written]
+        if both:
+            return f"it reads the buffer{'s' if len(both) > 1 else ''} it writes ({', '.join(both)}) " \
+                   "without being a reduction (no init)"
+        return None
+    if not kinds <= {IterVarType.DataPar, IterVarType.CommReduce}:
+        return "it has opaque or ordered block variables"
+    if blk.init is None:
+        return "it has reduction variables but no init"
+    if writer:
+        return f"it is not the only writer of its output ({writer})"
+    red = {iv.var for iv in blk.iter_vars if iv.iter_type == IterVarType.CommReduce}
+    for w in blk.writes:
+        for x in w.region:
+            used = (vars_of(x.min) | vars_of(x.extent)) & red
+            if used:
+                return f"its reduction variable {sorted(v.name for v in used)[0]} indexes its output " \
+                       f"{w.buffer.name}"
+    return None

@@ -288,13 +288,20 @@ class Schedule:
 
     @_traced("Parallel")
     def parallel(self, loop) -> None:
-        """Run ``loop`` on CPU threads (its blocks' variables on it must be spatial)."""
+        """Run ``loop`` on CPU threads.
+
+        Every block under the loop must keep compact data flow (a complete block, or a reduction
+        block whose reduction variables do not index its output; the only writer of its outputs) and
+        the loop may compute only spatial block variables; otherwise the iterations would race and
+        the primitive raises a ScheduleError naming the block and the rule. ``vectorize`` and
+        ``bind`` check the same (``bind`` to ``threadIdx`` may compute a reduction variable).
+        """
         lv = self._loop("parallel", loop)
         _loops.set_kind(self._state(lv.func), lv.var, ForKind.PARALLEL, "parallel")
 
     @_traced("Vectorize")
     def vectorize(self, loop) -> None:
-        """Vectorize ``loop`` (its blocks' variables on it must be spatial)."""
+        """Vectorize ``loop`` (the rules of :meth:`parallel` apply)."""
         lv = self._loop("vectorize", loop)
         _loops.set_kind(self._state(lv.func), lv.var, ForKind.VECTORIZED, "vectorize")
 
@@ -306,7 +313,8 @@ class Schedule:
 
     @_traced("Bind")
     def bind(self, loop, thread_axis: str) -> None:
-        """Bind ``loop`` to a GPU thread index: ``bind(i0, "blockIdx.x")``."""
+        """Bind ``loop`` to a GPU thread index: ``bind(i0, "blockIdx.x")`` (the rules of
+        :meth:`parallel` apply; a loop bound to ``threadIdx`` may compute a reduction variable)."""
         lv = self._loop("bind", loop)
         _loops.bind(self._state(lv.func), lv.var, thread_axis)
 
