@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from .schedule import BlockRV, LoopRV, Schedule
-from .trace import Instruction, Trace
+from .schedule import BlockRV, ExprRV, LoopRV, Schedule
+from .trace import Instruction, InstructionKind, Trace
 
-__all__ = ["Schedule", "BlockRV", "LoopRV", "ScheduleError", "Trace", "Instruction"]
+__all__ = ["Schedule", "BlockRV", "LoopRV", "ExprRV", "ScheduleError", "Trace", "Instruction",
+           "InstructionKind"]
