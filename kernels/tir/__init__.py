@@ -98,7 +98,7 @@ from .op import (
     trunc,
 )
 from .function import IRModule, PrimFunc
-from .schedule import BlockRV, LoopRV, Schedule, ScheduleError, Trace
+from .schedule import BlockRV, ExprRV, LoopRV, Schedule, ScheduleError, ScheduleState, StmtSRef, Trace
 from .simplify import can_prove, simplify, structural_equal
 from .stmt import (
     Allocate,

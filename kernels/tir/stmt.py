@@ -11,6 +11,10 @@ from .expr import Buffer, PrimExpr, Var
 class Stmt:
     __slots__ = ()
 
+    def same_as(self, other) -> bool:
+        """Whether ``other`` is this very node (TVM's reference equality)."""
+        return self is other
+
     def __repr__(self) -> str:  # pragma: no cover - thin wrapper
         from .printer import stmt_str
 
@@ -63,6 +67,12 @@ class IfThenElse(Stmt):
 @dataclass(frozen=True, eq=False, repr=False)
 class SeqStmt(Stmt):
     seq: Tuple[Stmt, ...]
+
+    def __getitem__(self, i: int) -> Stmt:
+        return self.seq[i]
+
+    def __len__(self) -> int:
+        return len(self.seq)
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -62,7 +62,7 @@ def loops(sch, name):
 
 
 def test_get_block_unknown_name():
-    with pytest.raises(ScheduleError, match=r"^get_block: no block named 'D' in function main; its blocks "
+    with pytest.raises(ScheduleError, match=r"^get_block: Cannot find a block with the name: D in function main; its blocks "
                                             r"are B, C$"):
         sched().get_block("D")
 

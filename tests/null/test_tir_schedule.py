@@ -170,7 +170,7 @@ def test_compute_inline_and_reverse_compute_inline():
     sch.reverse_compute_inline(sch.get_block("C"))
     b = realize(sch, "B")
     assert b.block.body.buffer.name == "C" and [x.buffer.name for x in b.block.writes] == ["C"]
-    with pytest.raises(tvm.tir.ScheduleError, match="no block named 'C'"):
+    with pytest.raises(tvm.tir.ScheduleError, match="Cannot find a block with the name: C in"):
         sch.get_block("C")
 
 

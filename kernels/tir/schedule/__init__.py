@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ...errors import ScheduleError
 from .schedule import BlockRV, ExprRV, LoopRV, Schedule
+from .sref import BlockScope, Dependency, DepKind, StmtSRef
+from .sref import ModuleState as ScheduleState
 from .trace import Instruction, InstructionKind, Trace
 
 __all__ = ["Schedule", "BlockRV", "LoopRV", "ExprRV", "ScheduleError", "Trace", "Instruction",
-           "InstructionKind"]
+           "InstructionKind", "ScheduleState", "StmtSRef", "BlockScope", "Dependency", "DepKind"]

@@ -25,6 +25,7 @@ from . import inline as _inline
 from . import loops as _loops
 from . import reduction as _red
 from .analysis import consumers, producers
+from .sref import ModuleState, StmtSRef
 from .state import ScheduleState, child_realizes
 from .trace import Instruction, InstructionKind, Trace
 
@@ -88,13 +89,17 @@ def _traced(kind: str, list_output: bool = False):
             self._depth += 1
             try:
                 result = fn(self, *args, **kwargs)
-            except Exception:
+            except Exception as exc:
                 for k, f in snapshot.items():
                     if self._states[k].func is not f:
                         self._states[k] = ScheduleState(f)
+                if self._depth == 1 and isinstance(exc, ScheduleError) and self._render != "detail":
+                    raise ScheduleError(_render(exc, self._render)) from None
                 raise
             finally:
                 self._depth -= 1
+            outs = result if isinstance(result, (list, tuple)) else [result]
+            self._symbols.update(o for o in outs if isinstance(o, (BlockRV, LoopRV, ExprRV)))
             if self._depth == 0:
                 ba = sig.bind(self, *args, **kwargs)
                 ba.apply_defaults()
@@ -113,8 +118,12 @@ class Schedule:
     ----------
     mod : IRModule or PrimFunc
         The module (or a function, scheduled as ``main``) to transform; it is not modified.
-    seed, debug_mask, error_render_level
-        Accepted for compatibility with TVM; scheduling here is deterministic and always checked.
+    seed : int, optional
+        Seed of the sampling primitives (``sample_categorical``, ``sample_perfect_tile``).
+    debug_mask
+        Accepted for compatibility with TVM; every primitive here is always checked.
+    error_render_level : str
+        ``"detail"`` (the full message), ``"fast"`` (a short one) or ``"none"`` ("(not rendered)").
     """
 
     def __init__(self, mod: Union[IRModule, PrimFunc], *, seed: Optional[int] = None,
@@ -129,6 +138,12 @@ class Schedule:
         self._decision: Any = None
         self._values: Dict[ExprRV, int] = {}
         self._rng = random.Random(seed if seed is not None and seed >= 0 else None)
+        self._symbols: set = set()
+        self._render = error_render_level
+        if error_render_level not in ("detail", "fast", "none"):
+            raise ScheduleError(f"Schedule: error_render_level {error_render_level!r} must be 'detail', "
+                                "'fast' or 'none'")
+        self._state_view: Optional[ModuleState] = None
 
     def _record(self, kind: InstructionKind, arguments: Dict[str, Any], result: Any) -> None:
         """Append the instruction of a top-level primitive call to the trace."""
@@ -180,6 +195,9 @@ class Schedule:
         out._values = dict(self._values)
         out._rng = random.Random()
         out._rng.setstate(self._rng.getstate())
+        out._symbols = set(self._symbols)
+        out._render = self._render
+        out._state_view = None
         return out
 
     def seed(self, seed: int) -> None:
@@ -190,8 +208,37 @@ class Schedule:
         """A new seed drawn from this schedule's generator."""
         return self._rng.randrange(1, 2 ** 31 - 1)
 
+    @property
+    def state(self) -> ModuleState:
+        """ModuleState: the module being scheduled, with references (:class:`StmtSRef`) to its blocks
+        and loops (``tvm.tir.ScheduleState``)."""
+        if self._state_view is None:
+            self._state_view = ModuleState(_states=self._states, _order=self._order)
+        return self._state_view
+
+    def _check_symbol(self, prim: str, rv) -> None:
+        if rv not in self._symbols:
+            raise IndexError(f"{prim}: {rv!r} does not belong to this schedule (it was made by another "
+                             "schedule, or removed with remove_rv)")
+
+    def get_sref(self, rand_var_or_stmt) -> Optional[StmtSRef]:
+        """The :class:`StmtSRef` of a block or loop handle (or of a Block / For of the module)."""
+        if isinstance(rand_var_or_stmt, (Block, For)):
+            return self.state.get_sref(rand_var_or_stmt)
+        rv = rand_var_or_stmt
+        if isinstance(rv, (BlockRV, LoopRV)):
+            self._check_symbol("get_sref", rv)
+            self.get(rv)
+            if isinstance(rv, BlockRV):
+                return self.state._block_sref(rv.func, rv.token)
+            return self.state._loop_sref(rv.func, rv.var)
+        raise ScheduleError(f"get_sref: expected a BlockRV, a LoopRV, a Block or a For, got "
+                            f"{type(rv).__name__}")
+
     def get(self, rv) -> Union[Block, For, int]:
         """The block or loop a handle refers to now (the value of a sampled :class:`ExprRV`)."""
+        if isinstance(rv, (BlockRV, LoopRV, ExprRV)):
+            self._check_symbol("get", rv)
         if isinstance(rv, ExprRV):
             if rv not in self._values:
                 raise ScheduleError("get: the ExprRV was not sampled by this schedule")
@@ -213,7 +260,10 @@ class Schedule:
         self.mod.show()
 
     def remove_rv(self, rand_var) -> None:
-        """Accepted for compatibility (handles are plain objects)."""
+        """Forget a handle: later uses of it in this schedule raise IndexError."""
+        self._check_symbol("remove_rv", rand_var)
+        self._symbols.discard(rand_var)
+        self._values.pop(rand_var, None)
 
     # -- argument checks ---------------------------------------------------------------------------------
     def _state(self, func: str) -> ScheduleState:
@@ -256,8 +306,10 @@ class Schedule:
         tokens = st.index.by_name.get(name, [])
         if not tokens:
             known = sorted(n for n in st.index.by_name if n != "root")
-            raise ScheduleError(f"get_block: no block named {name!r} in function {func}; its blocks are "
-                                f"{', '.join(known) or 'none'}")
+            err = ScheduleError(f"get_block: Cannot find a block with the name: {name} in function {func}; "
+                                f"its blocks are {', '.join(known) or 'none'}")
+            err.fast_message = "get_block: Cannot find a block with the specified name"
+            raise err
         if len(tokens) > 1:
             raise ScheduleError(f"get_block: {len(tokens)} blocks are named {name!r} in function {func}")
         return BlockRV(func, tokens[0], name)
@@ -518,6 +570,14 @@ class Schedule:
 
     def __repr__(self) -> str:
         return f"Schedule({', '.join(self._order)})"
+
+
+def _render(exc: ScheduleError, level: str) -> str:
+    """The message of ``exc`` at error_render_level ``level`` ("fast": the rule without the names of
+    the program's parts where the primitive gives one; "none": nothing)."""
+    if level == "none":
+        return "ScheduleError: (not rendered)"
+    return getattr(exc, "fast_message", None) or str(exc)
 
 
 def _perfect_tile(rng: random.Random, extent: int, n: int, max_innermost: int) -> List[int]:
