@@ -119,3 +119,74 @@ def compact_dataflow_violation(scope: Block, r: BlockRealize) -> Optional[str]:
                 return f"its reduction variable {sorted(v.name for v in used)[0]} indexes its output " \
                        f"{w.buffer.name}"
     return None
+
+
+def _relaxed(st, r: BlockRealize, reg, upto) -> List[Optional[tuple]]:
+    """The region ``reg`` of block ``r`` over the loops between ``r`` and ``upto`` (exclusive), per
+    dimension as inclusive symbolic bounds (None where unknown)."""
+    from ..functor import substitute
+    from ..region import bound, loop_dom
+    from ..simplify import simplify
+    from ..stmt import For
+
+    vmap = {iv.var: v for iv, v in zip(r.block.iter_vars, r.iter_values)}
+    dom = {}
+    for a in st.index.ancestors(r):
+        if a is upto:
+            break
+        if isinstance(a, For):
+            dom[a.loop_var] = loop_dom(a)
+    out = []
+    for x in reg.region:
+        lo = bound(simplify(substitute(x.min, vmap)), dom)[0]
+        hi = bound(simplify(substitute(simplify(x.min + x.extent - 1), vmap)), dom)[1]
+        out.append(None if lo is None or hi is None else (lo, hi))
+    return out
+
+
+def _lca(st, a, b):
+    anc_a = [a] + st.index.ancestors(a)
+    anc_b = set(id(x) for x in [b] + st.index.ancestors(b))
+    return next(x for x in anc_a if id(x) in anc_b)
+
+
+def stage_pipeline_violation(st, scope: Block) -> Optional[str]:
+    """Why the blocks under ``scope`` are not a stage pipeline (None when they are): a block writes a
+    buffer an earlier block reads (write after read), or the earlier blocks writing a buffer a block
+    reads do not cover the region it reads (each region taken over the loops below the innermost
+    loop the two blocks share), as TVM's ``stage_pipeline`` flag requires."""
+    from ..simplify import can_prove, simplify
+
+    rs = child_realizes(scope)
+    for k, q in enumerate(rs):
+        for w in q.block.writes:
+            earlier = [p for p in rs[:k] if any(x.buffer is w.buffer for x in p.block.reads)
+                       and not any(x.buffer is w.buffer for x in p.block.writes)]
+            if earlier:
+                return f"block {q.block.name_hint} writes {w.buffer.name} after block " \
+                       f"{earlier[0].block.name_hint} reads it"
+    for k, q in enumerate(rs):
+        for rd in q.block.reads:
+            prods = [p for p in rs[:k] if any(x.buffer is rd.buffer for x in p.block.writes)]
+            groups: dict = {}
+            for p in prods:
+                lca = _lca(st, p, q)
+                groups.setdefault(id(lca), (lca, []))[1].append(p)
+            for lca, ps in groups.values():
+                consumed = _relaxed(st, q, rd, lca)
+                produced = [_relaxed(st, p, next(x for x in p.block.writes if x.buffer is rd.buffer), lca)
+                            for p in ps]
+                for d, c in enumerate(consumed):
+                    ok = c is not None and any(
+                        pr[d] is not None and can_prove(simplify(pr[d][0] <= c[0]))
+                        and can_prove(simplify(pr[d][1] >= c[1])) for pr in produced)
+                    if not ok and c is not None and len(ps) > 1:
+                        from ..region import union_intervals
+
+                        hull = union_intervals([pr[d] for pr in produced])
+                        ok = hull is not None and can_prove(simplify(hull[0] <= c[0])) and \
+                            can_prove(simplify(hull[1] >= c[1]))
+                    if not ok:
+                        return f"block {q.block.name_hint} reads a region of {rd.buffer.name} that " \
+                               f"{block_names(ps)} do{'es' if len(ps) == 1 else ''} not cover"
+    return None

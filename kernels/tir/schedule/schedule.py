@@ -24,6 +24,7 @@ from . import compute_at as _ca
 from . import inline as _inline
 from . import loops as _loops
 from . import reduction as _red
+from . import rfactor as _rf
 from .analysis import consumers, producers
 from .sref import ModuleState, StmtSRef
 from .state import ScheduleState, child_realizes
@@ -537,6 +538,17 @@ class Schedule:
         st = self._same_func("decompose_reduction", b, lv)
         tok = _red.decompose_reduction(st, b.token, b.name, lv.var)
         return self._brv(b.func, tok)
+
+    @_traced("RFactor")
+    def rfactor(self, loop, factor_axis: int) -> BlockRV:
+        """Factor the reduction of the block under ``loop`` over ``loop``: a block ``<name>_rf`` keeps
+        one partial result per iteration of ``loop`` in ``<buffer>_rf`` (the extent of ``loop``
+        inserted at ``factor_axis`` of the output's shape) and the block itself becomes the reduction
+        of those partials (see :mod:`kernels.tir.schedule.rfactor`). Returns the ``_rf`` block."""
+        lv = self._loop("rfactor", loop)
+        st = self._state(lv.func)
+        rf_block, _ = _rf.rfactor(st, lv.var, factor_axis)
+        return self._brv(lv.func, rf_block.sref)
 
     # -- annotations -------------------------------------------------------------------------------------
     @_traced("StorageAlign")
