@@ -8,6 +8,7 @@ import pytest
 import kernels as tvm
 from kernels.script import tir as T
 from kernels.tir.schedule import DepKind
+from kernels.tir.schedule.state import CachedFlags
 
 
 @T.prim_func
@@ -89,3 +90,57 @@ def test_block_scope_of_a_loop_is_refused():
     i, _, _ = sch.get_loops(sch.get_block("update"))
     with pytest.raises(tvm.tir.ScheduleError, match="not a block"):
         sch.state.get_block_scope(sch.get_sref(i))
+
+
+@T.prim_func
+def two_producers(a: T.handle, b: T.handle) -> None:
+    A = T.match_buffer(a, (16,), "float32")
+    B = T.match_buffer(b, (16,), "float32")
+    X = T.alloc_buffer((16,), "float32")
+    for i in T.serial(7):
+        with T.block("X0"):
+            vi = T.axis.spatial(7, i)
+            X[vi] = A[vi]
+    for i in T.serial(8):
+        with T.block("X1"):
+            vi = T.axis.spatial(16, i + 8)
+            X[vi] = A[vi] * 2.0
+    for i in T.serial(16):
+        with T.block("Y"):
+            vi = T.axis.spatial(16, i)
+            B[vi] = X[vi]
+
+
+@T.prim_func
+def carried(a: T.handle, c: T.handle) -> None:
+    A = T.match_buffer(a, (16,), "float32")
+    C = T.match_buffer(c, (16,), "float32")
+    B = T.alloc_buffer((16,), "float32")
+    for i in T.serial(16):
+        with T.block("B"):
+            vi = T.axis.spatial(16, i)
+            B[vi] = A[vi] * 2.0
+        with T.block("C"):
+            vi = T.axis.spatial(16, i)
+            C[vi] = B[(vi + 15) % 16]
+
+
+def _flags(func, name):
+    sch = tvm.tir.Schedule(func)
+    blk = sch.get(sch.get_block(name)) if name != "root" else sch.mod["main"].body.block
+    return sch.state._get_cached_flags(sch.state.get_sref(blk))
+
+
+def test_cached_flags_gap_between_producers_is_not_covered():
+    # X0 writes X[0:7], X1 writes X[8:16]: X[7] is never produced
+    assert _flags(two_producers, "Y") == CachedFlags(True, False, True)
+    assert _flags(two_producers, "root").stage_pipeline is False
+    assert _flags(two_producers, "X1") == CachedFlags(True, True, True)
+
+
+def test_cached_flags_loop_carried_read_is_not_covered():
+    # inside one iteration of i, C reads an element B wrote in another iteration
+    assert _flags(carried, "C").region_cover is False
+    assert _flags(carried, "B") == CachedFlags(True, True, True)
+    assert _flags(carried, "root") == CachedFlags(True, True, False)
+    assert _flags(matmul, "root") == CachedFlags(True, True, True)

@@ -121,9 +121,22 @@ def compact_dataflow_violation(scope: Block, r: BlockRealize) -> Optional[str]:
     return None
 
 
+def _shares(scope: str, tag: str) -> bool:
+    """Whether threads bound to ``tag`` share memory of storage ``scope``."""
+    if scope == "global":
+        return True
+    if scope in ("shared", "shared.dyn"):
+        return tag.startswith("threadIdx") or tag.startswith("vthread")
+    if scope == "warp":
+        return tag == "threadIdx.x"
+    return False
+
+
 def _relaxed(st, r: BlockRealize, reg, upto) -> List[Optional[tuple]]:
-    """The region ``reg`` of block ``r`` over the loops between ``r`` and ``upto`` (exclusive), per
-    dimension as inclusive symbolic bounds (None where unknown)."""
+    """The region ``reg`` of block ``r`` over the loops between ``r`` and ``upto`` (exclusive) and the
+    thread loops above that share the buffer's memory, per dimension as inclusive symbolic bounds
+    (None where unknown)."""
+    from ..block import loop_thread
     from ..functor import substitute
     from ..region import bound, loop_dom
     from ..simplify import simplify
@@ -131,10 +144,12 @@ def _relaxed(st, r: BlockRealize, reg, upto) -> List[Optional[tuple]]:
 
     vmap = {iv.var: v for iv, v in zip(r.block.iter_vars, r.iter_values)}
     dom = {}
+    above = False
     for a in st.index.ancestors(r):
         if a is upto:
-            break
-        if isinstance(a, For):
+            above = True
+        if isinstance(a, For) and (not above or (loop_thread(a) and _shares(reg.buffer.scope,
+                                                                             loop_thread(a)))):
             dom[a.loop_var] = loop_dom(a)
     out = []
     for x in reg.region:
@@ -150,13 +165,63 @@ def _lca(st, a, b):
     return next(x for x in anc_a if id(x) in anc_b)
 
 
+def uncovered_read(st, rs: List[BlockRealize], k: int) -> Optional[str]:
+    """Why the blocks before ``rs[k]`` that write what it reads do not cover the region it reads
+    (None when they do): each region is taken over the loops below the innermost loop the two
+    blocks share, and over the threads above that share the buffer's memory (TVM's
+    ``region_cover``)."""
+    from ..simplify import can_prove, simplify
+
+    q = rs[k]
+    for rd in q.block.reads:
+        prods = [p for p in rs[:k] if any(x.buffer is rd.buffer for x in p.block.writes)]
+        groups: dict = {}
+        for p in prods:
+            lca = _lca(st, p, q)
+            groups.setdefault(id(lca), (lca, []))[1].append(p)
+        for lca, ps in groups.values():
+            consumed = _relaxed(st, q, rd, lca)
+            produced = [_relaxed(st, p, next(x for x in p.block.writes if x.buffer is rd.buffer), lca)
+                        for p in ps]
+            for d, c in enumerate(consumed):
+                ok = c is not None and any(can_prove(simplify(lo <= c[0])) and can_prove(simplify(hi >= c[1]))
+                                           for lo, hi in _merged([pr[d] for pr in produced]))
+                if not ok:
+                    return f"block {q.block.name_hint} reads a region of {rd.buffer.name} that " \
+                           f"{block_names(ps)} do{'es' if len(ps) == 1 else ''} not cover"
+    return None
+
+
+def _merged(items) -> List[tuple]:
+    """The intervals ``items`` with those that provably overlap or touch merged (a lower bound of
+    their union: a gap between two intervals is never bridged)."""
+    from ..region import union_intervals
+    from ..simplify import can_prove, simplify
+
+    out: List[tuple] = [x for x in items if x is not None]
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(out)):
+            for j in range(len(out)):
+                if i == j:
+                    continue
+                a, b = out[i], out[j]
+                if can_prove(simplify(b[0] <= a[1] + 1)) and can_prove(simplify(a[0] <= b[0])):
+                    out[i] = union_intervals([a, b])
+                    del out[j]
+                    changed = True
+                    break
+            if changed:
+                break
+    return out
+
+
 def stage_pipeline_violation(st, scope: Block) -> Optional[str]:
     """Why the blocks under ``scope`` are not a stage pipeline (None when they are): a block writes a
     buffer an earlier block reads (write after read), or the earlier blocks writing a buffer a block
-    reads do not cover the region it reads (each region taken over the loops below the innermost
-    loop the two blocks share), as TVM's ``stage_pipeline`` flag requires."""
-    from ..simplify import can_prove, simplify
-
+    reads do not cover the region it reads (:func:`uncovered_read`), as TVM's ``stage_pipeline``
+    flag requires."""
     rs = child_realizes(scope)
     for k, q in enumerate(rs):
         for w in q.block.writes:
@@ -165,28 +230,51 @@ def stage_pipeline_violation(st, scope: Block) -> Optional[str]:
             if earlier:
                 return f"block {q.block.name_hint} writes {w.buffer.name} after block " \
                        f"{earlier[0].block.name_hint} reads it"
-    for k, q in enumerate(rs):
-        for rd in q.block.reads:
-            prods = [p for p in rs[:k] if any(x.buffer is rd.buffer for x in p.block.writes)]
-            groups: dict = {}
-            for p in prods:
-                lca = _lca(st, p, q)
-                groups.setdefault(id(lca), (lca, []))[1].append(p)
-            for lca, ps in groups.values():
-                consumed = _relaxed(st, q, rd, lca)
-                produced = [_relaxed(st, p, next(x for x in p.block.writes if x.buffer is rd.buffer), lca)
-                            for p in ps]
-                for d, c in enumerate(consumed):
-                    ok = c is not None and any(
-                        pr[d] is not None and can_prove(simplify(pr[d][0] <= c[0]))
-                        and can_prove(simplify(pr[d][1] >= c[1])) for pr in produced)
-                    if not ok and c is not None and len(ps) > 1:
-                        from ..region import union_intervals
-
-                        hull = union_intervals([pr[d] for pr in produced])
-                        ok = hull is not None and can_prove(simplify(hull[0] <= c[0])) and \
-                            can_prove(simplify(hull[1] >= c[1]))
-                    if not ok:
-                        return f"block {q.block.name_hint} reads a region of {rd.buffer.name} that " \
-                               f"{block_names(ps)} do{'es' if len(ps) == 1 else ''} not cover"
+    for k in range(len(rs)):
+        why = uncovered_read(st, rs, k)
+        if why:
+            return why
     return None
+
+
+def is_affine_binding(st, r: BlockRealize) -> bool:
+    """Whether the bindings of ``r`` are quasi-affine in the loops around it and no loop feeds two
+    bindings except through ``//`` and ``%`` of a split (TVM's ``affine_binding``)."""
+    loop_ids = {id(lp.loop_var) for lp in st.index.all_loops_above(r)}
+    seen: Set[int] = set()
+    for v in r.iter_values:
+        if not is_quasi_affine(v, loop_ids):
+            return False
+        plain = _plain_vars(v) & loop_ids
+        if plain & seen:
+            return False
+        seen |= plain
+    return True
+
+
+def _plain_vars(e: PrimExpr) -> Set[int]:
+    """Ids of the variables of ``e`` used outside ``//`` and ``%``."""
+    if isinstance(e, Var):
+        return {id(e)}
+    if isinstance(e, (FloorDiv, FloorMod)):
+        return set()
+    out: Set[int] = set()
+    for name in ("a", "b"):
+        c = getattr(e, name, None)
+        if isinstance(c, PrimExpr):
+            out |= _plain_vars(c)
+    return out
+
+
+def cached_flags(st, r: BlockRealize):
+    """TVM's cached flags of block ``r``: affine bindings, reads covered by the producers of its
+    scope, and its own scope a stage pipeline."""
+    from .state import CachedFlags
+
+    scope = st.index.scope_block(r)
+    if scope is None:
+        return CachedFlags(True, True, stage_pipeline_violation(st, r.block) is None)
+    rs = child_realizes(scope)
+    k = next(i for i, q in enumerate(rs) if q is r)
+    return CachedFlags(is_affine_binding(st, r), uncovered_read(st, rs, k) is None,
+                       stage_pipeline_violation(st, r.block) is None)

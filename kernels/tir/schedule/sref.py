@@ -22,7 +22,8 @@ from ..block import Block, BlockRealize
 from ..expr import Var
 from ..function import IRModule, PrimFunc, as_module
 from ..stmt import For, Stmt
-from .state import ScheduleState, child_realizes
+from .analysis import cached_flags
+from .state import CachedFlags, ScheduleState, child_realizes
 
 
 class StmtSRef:
@@ -202,6 +203,14 @@ class ModuleState:
             raise ScheduleError(f"get_block_scope: {block_sref!r} is not a block that exists")
         rs = child_realizes(blk)
         return BlockScope([self._sref_of(block_sref._func, r.block) for r in rs], rs)
+
+    def _get_cached_flags(self, block_sref: StmtSRef) -> CachedFlags:
+        """The cached flags of a block (affine bindings, region cover, stage pipeline), computed on
+        request."""
+        node = block_sref._node()
+        if not isinstance(node, BlockRealize):
+            raise ScheduleError(f"_get_cached_flags: {block_sref!r} is not a block that exists")
+        return cached_flags(self._states[block_sref._func], node)
 
     def replace(self, src_sref: StmtSRef, tgt_stmt: Stmt, block_sref_reuse=None) -> None:
         """Replace the block or loop ``src_sref`` refers to with ``tgt_stmt``."""
