@@ -30,8 +30,23 @@ from ..printer import expr_str
 from ..region import Interval, bound, loop_dom, union_intervals
 from ..simplify import can_prove, const_int_bound, simplify
 from ..stmt import For, ForKind, seq
-from .analysis import block_names, check_iter_kinds, consumers, is_reduction, producers
-from .state import ScheduleState, body_items, is_output_buffer, loop_ranges, remove_realize, simplify_bindings
+from .analysis import (
+    block_names,
+    check_iter_kinds,
+    compact_dataflow_violation,
+    consumers,
+    is_reduction,
+    producers,
+)
+from .state import (
+    ScheduleState,
+    body_items,
+    child_realizes,
+    is_output_buffer,
+    loop_ranges,
+    remove_realize,
+    simplify_bindings,
+)
 
 
 def _shares(scope: str, tag: str) -> bool:
@@ -78,20 +93,24 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
     if not reverse:
         for w in blk.writes:
             if is_output_buffer(st.func, w.buffer):
-                raise ScheduleError(f"compute_at: block {blk.name_hint} writes the output buffer "
-                                    f"{w.buffer.name}; "
+                raise ScheduleError(f"compute_at: block {blk.name_hint} is an output block (it writes the "
+                                    f"output buffer {w.buffer.name}); "
                                     "only intermediate stages (a cache or alloc_buffer) can be computed at a "
                                     "loop (use reverse_compute_at for a consumer)")
-    elif is_reduction(blk):
-        raise ScheduleError(f"reverse_compute_at: block {blk.name_hint} is a reduction block; only spatial "
-                            "blocks can be moved after their producers")
     prods, cons = producers(scope, r), consumers(scope, r)
     required = prods if reverse else cons
     missing = [q for q in required if not idx.is_ancestor(lp, q)]
     if missing:
         rel = "producer" if reverse else "consumer"
-        raise ScheduleError(f"{prim}: {rel}(s) {block_names(missing)} of block {blk.name_hint} are not "
-                            f"under loop {lp.loop_var.name}; all of them must be")
+        raise ScheduleError(f"{prim}: the primitive requires all the {rel}s of block {blk.name_hint} to be under loop "
+                            f"{lp.loop_var.name}; {block_names(missing)} {'is' if len(missing) == 1 else 'are'} "
+                            "not")
+    top = ([a for a in idx.ancestors(r) if isinstance(a, For) and idx.scope_block(a) is scope] or [None])[-1]
+    for q in child_realizes(top) if top is not None else []:
+        why = compact_dataflow_violation(scope, q)
+        if why:
+            raise ScheduleError(f"{prim}: the loop nest of block {blk.name_hint} (loop {top.loop_var.name}) "
+                                f"does not have compact dataflow: block {q.block.name_hint} {why.replace('it ', '', 1)}")
     items = body_items(lp.body)
 
     def positions(rs) -> List[int]:
@@ -179,6 +198,8 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
     pred: PrimExpr = const(True)
     for p in preds:
         pred = p if isinstance(pred, IntImm) else And(pred, p)
+    if is_reduction(blk):
+        _check_reduction_not_shared(prim, blk, values, idx.all_loops_above(lp) + [lp])
     moved: object = BlockRealize(tuple(values), pred, blk)
     for lv, ext in reversed(new_loops):
         moved = make_for(lv, const(0, lv.dtype), ext, ForKind.SERIAL, moved)
@@ -192,6 +213,26 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
 
     body = replace_stmt(body, lp, new_lp)
     st.set_body(body)
+
+
+def _check_reduction_not_shared(prim: str, blk, values: List[PrimExpr], outer: List[For]) -> None:
+    """A reduction block may only be moved under serial (or unrolled) loops: under a loop run in
+    parallel (threads, ``parallel``, ``vectorized``) its read-modify-write updates would be run by
+    several iterations at once, either each on a part of one element's reduction or, for the
+    threads of a GPU block the moved block is not bound to, all of them redundantly."""
+    from ..block import IterVarType
+
+    for lp in outer:
+        if lp.kind == ForKind.SERIAL or lp.kind == ForKind.UNROLLED:
+            continue
+        how = loop_thread(lp) or lp.kind
+        reduce_ = [iv for iv, v in zip(blk.iter_vars, values)
+                   if iv.iter_type != IterVarType.DataPar and lp.loop_var in vars_of(v)]
+        why = f"its reduction variable {reduce_[0].var.name} would depend on loop {lp.loop_var.name} " \
+              f"({how})" if reduce_ else f"loop {lp.loop_var.name} above it runs in parallel ({how})"
+        raise ScheduleError(f"{prim}: block {blk.name_hint} is a reduction block and {why}; parallel "
+                            "iterations would update its output at once (move it under serial loops, or "
+                            "rfactor the reduction)")
 
 
 def substitute_stmt_expr(e: PrimExpr, vmap) -> PrimExpr:
