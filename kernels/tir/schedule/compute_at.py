@@ -222,12 +222,16 @@ def _check_reduction_not_shared(prim: str, blk, values: List[PrimExpr], outer: L
     threads of a GPU block the moved block is not bound to, all of them redundantly."""
     from ..block import IterVarType
 
-    for lp in outer:
-        if lp.kind == ForKind.SERIAL or lp.kind == ForKind.UNROLLED:
-            continue
+    par = [lp for lp in outer if lp.kind not in (ForKind.SERIAL, ForKind.UNROLLED)]
+
+    def feeds_reduction(lp: For) -> list:
+        return [iv for iv, v in zip(blk.iter_vars, values)
+                if iv.iter_type != IterVarType.DataPar and lp.loop_var in vars_of(v)]
+
+    par.sort(key=lambda lp: not feeds_reduction(lp))  # a loop a reduction variable uses first
+    for lp in par:
         how = loop_thread(lp) or lp.kind
-        reduce_ = [iv for iv, v in zip(blk.iter_vars, values)
-                   if iv.iter_type != IterVarType.DataPar and lp.loop_var in vars_of(v)]
+        reduce_ = feeds_reduction(lp)
         why = f"its reduction variable {reduce_[0].var.name} would depend on loop {lp.loop_var.name} " \
               f"({how})" if reduce_ else f"loop {lp.loop_var.name} above it runs in parallel ({how})"
         raise ScheduleError(f"{prim}: block {blk.name_hint} is a reduction block and {why}; parallel "
