@@ -61,3 +61,39 @@ def test_reverse_compute_at_of_a_reduction_under_threads_is_refused():
     # under blockIdx.x alone the threads of each GPU block would all run B's updates of B[j]
     with pytest.raises(tvm.tir.ScheduleError, match=r"loop j above it runs in parallel \(blockIdx.x\)"):
         s.reverse_compute_at(s.get_block("B"), j)
+
+
+@T.prim_func
+def blockized(a: T.handle, c: T.handle) -> None:
+    A = T.match_buffer(a, (64, 64), "float32")
+    C = T.match_buffer(c, (64, 64), "float32")
+    B = T.alloc_buffer((64, 64), "float32")
+    for i_o, j_o in T.grid(8, 8):
+        with T.block("B_outer"):
+            vio, vjo = T.axis.remap("SS", [i_o, j_o])
+            T.reads(A[vio * 8: vio * 8 + 8, vjo * 8: vjo * 8 + 8])
+            T.writes(B[vio * 8: vio * 8 + 8, vjo * 8: vjo * 8 + 8])
+            for i_i, j_i in T.grid(8, 8):
+                with T.block("B_inner"):
+                    vi = T.axis.spatial(64, vio * 8 + i_i)
+                    vj = T.axis.spatial(64, vjo * 8 + j_i)
+                    B[vi, vj] = A[vi, vj] * 2.0
+    for i_o, j_o, i_i, j_i in T.grid(4, 4, 16, 16):
+        with T.block("C"):
+            vi = T.axis.spatial(64, i_o * 16 + i_i)
+            vj = T.axis.spatial(64, j_o * 16 + j_i)
+            C[vi, vj] = B[vi, vj] + 1.0
+
+
+def test_compute_at_of_a_block_writing_tiles():
+    s = tvm.tir.Schedule(blockized)
+    _, j_o, _, _ = s.get_loops(s.get_block("C"))
+    s.compute_at(s.get_block("B_outer"), j_o)
+    # one iteration of (i_o, j_o) reads a 16 x 16 tile of B: 2 x 2 of B_outer's 8 x 8 tiles
+    loops = s.get_loops(s.get_block("B_outer"))
+    assert [s.get(lp).extent.value for lp in loops] == [4, 4, 2, 2]
+    a = np.random.default_rng(3).uniform(-1, 1, (64, 64)).astype("float32")
+    f = tvm.build(s.mod, target="c")
+    c = tvm.nd.array(np.full((64, 64), np.nan, "float32"), tvm.cpu(0))
+    f(tvm.nd.array(a, tvm.cpu(0)), c)
+    np.testing.assert_allclose(c.numpy(), a.astype(np.float64) * 2 + 1, rtol=1e-6)

@@ -158,6 +158,13 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
                 want.setdefault(id(m), []).append(union_intervals([rr[d] for rr in req_regions]))
             elif not (vars_of(m) & {iv.var for iv in blk.iter_vars}):
                 continue
+            elif _tile(m, rg.extent, ivars) is not None:
+                # X[c * v + d : c * v + d + e] with e >= c: v's tiles cover [lo, hi] from the tile of lo
+                # to the tile of hi
+                v, c, off = _tile(m, rg.extent, ivars)
+                it = union_intervals([rr[d] for rr in req_regions])
+                want.setdefault(id(v), []).append(
+                    None if it is None else (simplify((it[0] - off) // c), simplify((it[1] - off) // c)))
             else:
                 raise ScheduleError(f"{prim}: block {blk.name_hint} accesses {reg.buffer.name} at "
                                     f"{expr_str(m)} in dimension {d}; the moved block must access each "
@@ -215,14 +222,48 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
     st.set_body(body)
 
 
+def _tile(m: PrimExpr, extent: PrimExpr, ivars) -> Optional[tuple]:
+    """``(v, c, d)`` when ``m`` is ``c * v + d`` for one block variable ``v``, a constant ``c > 0`` and
+    ``d`` free of block variables, and ``extent`` is a constant at least ``c`` (tiles without gaps)."""
+    from ..simplify import to_linear
+
+    if not isinstance(extent, IntImm):
+        return None
+    lin = to_linear(simplify(m))
+    found = None
+    rest: PrimExpr = const(lin.const, m.dtype)
+    for coef, term in lin.terms.values():
+        if isinstance(term, Var) and id(term) in ivars:
+            if found is not None or coef <= 0:
+                return None
+            found = (term, coef)
+        elif vars_of(term) & {iv.var for iv in ivars.values()}:
+            return None
+        else:
+            rest = rest + term * coef
+    if found is None or extent.value < found[1]:
+        return None
+    return found[0], found[1], simplify(rest)
+
+
 def _check_reduction_not_shared(prim: str, blk, values: List[PrimExpr], outer: List[For]) -> None:
-    """A reduction block may only be moved under serial (or unrolled) loops: under a loop run in
-    parallel (threads, ``parallel``, ``vectorized``) its read-modify-write updates would be run by
-    several iterations at once, either each on a part of one element's reduction or, for the
-    threads of a GPU block the moved block is not bound to, all of them redundantly."""
+    """A reduction block may not be moved under a loop run in parallel (threads, ``parallel``,
+    ``vectorized``) whose iterations share the memory it writes (``local`` buffers are each thread's
+    own; ``shared`` ones are shared by the threads of a GPU block, ``global`` ones by all): its
+    read-modify-write updates would be run by several iterations at once, each on a part of one
+    element's reduction or, for the threads of a GPU block the moved block is not bound to, all of
+    them redundantly."""
     from ..block import IterVarType
 
-    par = [lp for lp in outer if lp.kind not in (ForKind.SERIAL, ForKind.UNROLLED)]
+    scopes = {w.buffer.scope for w in blk.writes}
+
+    def shared_by(lp: For) -> bool:
+        tag = loop_thread(lp)
+        if tag:
+            return any(_shares(sc, tag) for sc in scopes)
+        return lp.kind not in (ForKind.SERIAL, ForKind.UNROLLED) and scopes != {"local"}
+
+    par = [lp for lp in outer if shared_by(lp)]
 
     def feeds_reduction(lp: For) -> list:
         return [iv for iv, v in zip(blk.iter_vars, values)
