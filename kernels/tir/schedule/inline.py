@@ -122,20 +122,25 @@ def reverse_compute_inline(st: ScheduleState, token: BlockToken, name: str) -> N
     ivars = {id(iv.var) for iv in blk.iter_vars}
     produced = []
     for ld in loads:
-        if is_output_buffer(st.func, ld.buffer):
-            continue
         writers = [q for q in walk(st.func.body) if isinstance(q, BlockRealize) and q is not r
                    and any(w.buffer is ld.buffer for w in q.block.writes)]
         if writers:
             produced.append((ld, writers))
-    bufs = {id(ld.buffer) for ld, _ in produced}
+    bufs = {id(ld.buffer): ld.buffer.name for ld, _ in produced}
     if len(bufs) != 1:
+        names = f" ({', '.join(bufs.values())})" if bufs else ""
         raise ScheduleError(f"reverse_compute_inline: block {blk.name_hint} must read exactly one buffer "
-                            f"produced by another block, it reads {len(bufs)}")
+                            f"produced by another block, it reads {len(bufs)}{names}")
     ld0, writers = produced[0]
     buf = ld0.buffer
     if len(writers) != 1:
         raise ScheduleError(f"reverse_compute_inline: buffer {buf.name} is written by several blocks")
+    readers = [q for q in walk(st.func.body) if isinstance(q, BlockRealize) and q is not r
+               and any(x.buffer is buf for x in q.block.reads)]
+    if readers:
+        raise ScheduleError(f"reverse_compute_inline: buffer {buf.name} is also read by block"
+                            f"{'s' if len(readers) > 1 else ''} {', '.join(q.block.name_hint for q in readers)}; "
+                            f"block {blk.name_hint} must be its only consumer")
     for ld, _ in produced:
         if any(a is not b for a, b in zip(ld.indices, ld0.indices)) or len(ld.indices) != len(ld0.indices):
             raise ScheduleError(f"reverse_compute_inline: block {blk.name_hint} reads {buf.name} at "
