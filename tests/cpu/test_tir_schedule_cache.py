@@ -123,3 +123,38 @@ def test_cache_write_without_reader_goes_to_end_of_scope():
     x = np.random.default_rng(3).uniform(-1, 1, 64).astype("float32")
     _, b, c = run(s, "c", x, np.full(64, np.nan, "float32"), np.full(64, np.nan, "float32"))
     np.testing.assert_allclose(c, x.astype(np.float64) * 3, rtol=1e-5, atol=1e-6)
+
+
+@T.prim_func
+def under_scope(x: T.handle, b: T.handle, c: T.handle) -> None:
+    X = T.match_buffer(x, (32, 32), "float32")
+    B = T.match_buffer(b, (32, 32), "float32")
+    C = T.match_buffer(c, (32, 32), "float32")
+    A = T.alloc_buffer((32, 32), "float32")
+    for i0, j0 in T.grid(4, 4):
+        with T.block("scope"):
+            i, j = T.axis.remap("SS", [i0, j0])
+            for x, y in T.grid(8, 8):
+                with T.block("A"):
+                    vi = T.axis.spatial(32, i * 8 + x)
+                    vj = T.axis.spatial(32, j * 8 + y)
+                    A[vi, vj] = X[vi, vj] + 1.0
+            for x, y in T.grid(8, 8):
+                with T.block("B"):
+                    vi = T.axis.spatial(32, i * 8 + x)
+                    vj = T.axis.spatial(32, j * 8 + y)
+                    B[vi, vj] = A[vi, vj] * 3.0
+    for i, j in T.grid(32, 32):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = A[vi, vj] * 2.0
+
+
+def test_cache_read_of_a_buffer_a_nested_scope_produces():
+    s = tvm.tir.Schedule(under_scope)
+    s.cache_read(s.get_block("B"), 0, "local")
+    s.cache_read(s.get_block("C"), 0, "global")  # the producer "scope" keeps reading its own A
+    x = np.random.default_rng(4).uniform(-1, 1, (32, 32)).astype("float32")
+    _, b, c = run(s, "c", x, np.full((32, 32), np.nan, "float32"), np.full((32, 32), np.nan, "float32"))
+    np.testing.assert_allclose(b, (x.astype(np.float64) + 1) * 3, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(c, (x.astype(np.float64) + 1) * 2, rtol=1e-5, atol=1e-6)

@@ -213,14 +213,14 @@ def cache_read(st: ScheduleState, token: BlockToken, name: str, index: int, scop
         raise ScheduleError(f"cache_read: buffer {buf.name} is written by several blocks "
                             f"({', '.join(q.block.name_hint for q in writers)}); cache_read needs one "
                             f"producer")
-    if consumer_tokens is None:
-        readers = [q for q in siblings if any(x.buffer is buf for x in q.block.reads)]
+    if consumer_tokens is None:  # a producer reading its own output inside keeps reading it
+        readers = [q for q in siblings if any(x.buffer is buf for x in q.block.reads) and q not in writers]
     else:
         readers = [st.realize(t, "cache_read", "consumer") for t in consumer_tokens]
     if writers:
         w = writers[0]
         wreg = next(x for x in w.block.writes if x.buffer is buf)
-        related = [q for q in siblings if q is not w and any(x.buffer is buf for x in q.block.reads)]
+        related = [q for q in readers if q is not w]
         path, loops, pos = _locate(st, scope_blk, w, related)
         region = _relaxed_region(st, w, wreg, loops)
     else:
