@@ -62,8 +62,8 @@ def loops(sch, name):
 
 
 def test_get_block_unknown_name():
-    with pytest.raises(ScheduleError, match=r"^get_block: Cannot find a block with the name: D in function main; its blocks "
-                                            r"are B, C$"):
+    with pytest.raises(ScheduleError, match=r"^get_block: Cannot find a block with the name: D in function "
+                                            r"main; its blocks are B, C$"):
         sched().get_block("D")
 
 
@@ -217,7 +217,8 @@ def test_compute_at_a_loop_that_is_an_ancestor():
 def test_compute_at_an_output_block():
     sch = sched()
     i, _ = loops(sch, "B")
-    with pytest.raises(ScheduleError, match=r"^compute_at: block C is an output block \(it writes the output buffer C\)"):
+    with pytest.raises(ScheduleError, match=r"^compute_at: block C is an output block \(it writes the output "
+                                            r"buffer C\)"):
         sch.compute_at(sch.get_block("C"), i)
 
 
@@ -252,7 +253,8 @@ def test_reverse_compute_at_with_a_producer_outside_the_loop():
     i0, i1 = sch.split(i, [None, 4])
     sch.compute_at(sch.cache_read(block, 0, "shared"), i1)
     ax = sch.get_loops(sch.get_block("A_shared"))[-1]
-    with pytest.raises(ScheduleError, match=r"^reverse_compute_at: the primitive requires all the producers of "
+    with pytest.raises(ScheduleError, match=r"^reverse_compute_at: the primitive requires all the producers "
+                                            r"of "
                                             r"block C_local to be under loop ax0; C is not"):
         sch.reverse_compute_at(local, ax)
 

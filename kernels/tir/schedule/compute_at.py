@@ -102,15 +102,16 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
     missing = [q for q in required if not idx.is_ancestor(lp, q)]
     if missing:
         rel = "producer" if reverse else "consumer"
-        raise ScheduleError(f"{prim}: the primitive requires all the {rel}s of block {blk.name_hint} to be under loop "
-                            f"{lp.loop_var.name}; {block_names(missing)} {'is' if len(missing) == 1 else 'are'} "
-                            "not")
+        verb = "is" if len(missing) == 1 else "are"
+        raise ScheduleError(f"{prim}: the primitive requires all the {rel}s of block {blk.name_hint} to be "
+                            f"under loop {lp.loop_var.name}; {block_names(missing)} {verb} not")
     top = ([a for a in idx.ancestors(r) if isinstance(a, For) and idx.scope_block(a) is scope] or [None])[-1]
     for q in child_realizes(top) if top is not None else []:
         why = compact_dataflow_violation(scope, q)
         if why:
             raise ScheduleError(f"{prim}: the loop nest of block {blk.name_hint} (loop {top.loop_var.name}) "
-                                f"does not have compact dataflow: block {q.block.name_hint} {why.replace('it ', '', 1)}")
+                                f"does not have compact dataflow: block {q.block.name_hint} "
+                                f"{why.replace('it ', '', 1)}")
     items = body_items(lp.body)
 
     def positions(rs) -> List[int]:

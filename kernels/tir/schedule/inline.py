@@ -138,8 +138,10 @@ def reverse_compute_inline(st: ScheduleState, token: BlockToken, name: str) -> N
     readers = [q for q in walk(st.func.body) if isinstance(q, BlockRealize) and q is not r
                and any(x.buffer is buf for x in q.block.reads)]
     if readers:
-        raise ScheduleError(f"reverse_compute_inline: buffer {buf.name} is also read by block"
-                            f"{'s' if len(readers) > 1 else ''} {', '.join(q.block.name_hint for q in readers)}; "
+        names = ", ".join(q.block.name_hint for q in readers)
+        plural = "s" if len(readers) > 1 else ""
+        raise ScheduleError(f"reverse_compute_inline: buffer {buf.name} is also read by block{plural} "
+                            f"{names}; "
                             f"block {blk.name_hint} must be its only consumer")
     for ld, _ in produced:
         if any(a is not b for a, b in zip(ld.indices, ld0.indices)) or len(ld.indices) != len(ld0.indices):

@@ -31,7 +31,7 @@ reduction, every loop the block variables do not use has extent 1 (TVM's rules).
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Set, Tuple
 
 from ...errors import ScheduleError
 from ..block import (
@@ -41,7 +41,6 @@ from ..block import (
     IterVarType,
     Range,
     StmtMutator,
-    make_for,
     loop_thread,
     with_loop,
 )
@@ -83,9 +82,11 @@ def _match_reducer(blk: Block) -> Tuple[type, PrimExpr, BufferStore]:
         raise ScheduleError(f"rfactor: the init and the body of block {blk.name_hint} must both be a single "
                             "store to a buffer element (C[...] = ...)")
     if init.buffer is not body.buffer or not _same_indices(init.indices, body.indices):
+        at_init = ", ".join(expr_str(i) for i in init.indices)
+        at_body = ", ".join(expr_str(i) for i in body.indices)
         raise ScheduleError(f"rfactor: the init and the body of block {blk.name_hint} must store to the same "
-                            f"element (init stores {init.buffer.name}[{', '.join(expr_str(i) for i in init.indices)}], "
-                            f"the body {body.buffer.name}[{', '.join(expr_str(i) for i in body.indices)}])")
+                            f"element (init stores {init.buffer.name}[{at_init}], the body "
+                            f"{body.buffer.name}[{at_body}])")
     v = body.value
     op = type(v)
     if op not in _REDUCERS:
@@ -94,7 +95,8 @@ def _match_reducer(blk: Block) -> Tuple[type, PrimExpr, BufferStore]:
                             f"{body.buffer.name}[...] and a value")
 
     def is_lhs(e) -> bool:
-        return isinstance(e, BufferLoad) and e.buffer is body.buffer and _same_indices(e.indices, body.indices)
+        return isinstance(e, BufferLoad) and e.buffer is body.buffer and \
+            _same_indices(e.indices, body.indices)
 
     if is_lhs(v.a):
         rhs = v.b
@@ -141,8 +143,9 @@ def rfactor(st: ScheduleState, var: Var, factor_axis: int) -> Tuple[Block, Block
     rf_loop = st.loop(var, "rfactor")
     rs = child_realizes(rf_loop)
     if len(rs) != 1:
-        raise ScheduleError(f"rfactor: loop {rf_loop.loop_var.name} has {len(rs)} blocks under it "
-                            f"({', '.join(r.block.name_hint for r in rs) or 'none'}); rfactor needs exactly one")
+        names = ", ".join(r.block.name_hint for r in rs) or "none"
+        raise ScheduleError(f"rfactor: loop {rf_loop.loop_var.name} has {len(rs)} blocks under it ({names}); "
+                            "rfactor needs exactly one")
     r = rs[0]
     blk = r.block
     scope = idx.scope_block(r)
@@ -206,7 +209,8 @@ def rfactor(st: ScheduleState, var: Var, factor_axis: int) -> Tuple[Block, Block
     # the rfactor buffer
     shape = list(out_buf.shape)
     shape.insert(factor_axis, rf_loop.extent)
-    names = {b.name for s in _blocks(st.func.body) for b in s.alloc_buffers} | {b.name for b in st.func.buffers}
+    names = {b.name for s in _blocks(st.func.body) for b in s.alloc_buffers} | \
+        {b.name for b in st.func.buffers}
     rf_name, k = f"{out_buf.name}_rf", 1
     while rf_name in names:
         rf_name, k = f"{out_buf.name}_rf_{k}", k + 1
@@ -217,8 +221,8 @@ def rfactor(st: ScheduleState, var: Var, factor_axis: int) -> Tuple[Block, Block
     # the rfactor block: a spatial variable for the rfactor loop, a reduction variable per other loop of
     # the reduction variables that use the rfactor loop
     loop_of = {id(lp.loop_var): lp for lp in loops}
-    add_iv = IterVar(Range(rf_loop.min, rf_loop.extent), Var("v" + rf_loop.loop_var.name, rf_loop.loop_var.dtype),
-                     IterVarType.DataPar)
+    rf_dom = Range(rf_loop.min, rf_loop.extent)
+    add_iv = IterVar(rf_dom, Var("v" + rf_loop.loop_var.name, rf_loop.loop_var.dtype), IterVarType.DataPar)
     binding: Dict[int, Var] = {id(rf_loop.loop_var): add_iv.var}
     ivs, vals = [add_iv], [rf_loop.loop_var]
     vmap: Dict[Var, PrimExpr] = {}
@@ -244,8 +248,7 @@ def rfactor(st: ScheduleState, var: Var, factor_axis: int) -> Tuple[Block, Block
     rf_block = with_inferred_regions(rf_block)
 
     # the write-back block: a reduction variable for the rfactor loop and copies of the spatial ones
-    wb_rf = IterVar(Range(rf_loop.min, rf_loop.extent), Var("v" + rf_loop.loop_var.name, rf_loop.loop_var.dtype),
-                    IterVarType.CommReduce)
+    wb_rf = IterVar(rf_dom, Var("v" + rf_loop.loop_var.name, rf_loop.loop_var.dtype), IterVarType.CommReduce)
     wmap: Dict[Var, PrimExpr] = {add_iv.var: wb_rf.var}
     wivs, wvals = [wb_rf], [rf_loop.loop_var]
     for iv, v in zip(blk.iter_vars, r.iter_values):
@@ -255,7 +258,8 @@ def rfactor(st: ScheduleState, var: Var, factor_axis: int) -> Tuple[Block, Block
             wivs.append(niv)
             wvals.append(v)
     out_idx = tuple(update.indices)
-    wb_body = BufferStore(out_buf, combine(BufferLoad(out_buf, out_idx), BufferLoad(rf_buf, rf_idx_t)), out_idx)
+    wb_value = combine(BufferLoad(out_buf, out_idx), BufferLoad(rf_buf, rf_idx_t))
+    wb_body = BufferStore(out_buf, wb_value, out_idx)
     wb_block = Block(tuple(wivs), (), (), blk.name_hint, _subst_stmt(wb_body, wmap),
                      _subst_stmt(BufferStore(out_buf, ident, out_idx), wmap), sref=blk.sref,
                      annotations=blk.annotations)
