@@ -71,9 +71,6 @@ class SeqStmt(Stmt):
     def __getitem__(self, i: int) -> Stmt:
         return self.seq[i]
 
-    def __len__(self) -> int:
-        return len(self.seq)
-
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Allocate(Stmt):
