@@ -97,3 +97,33 @@ def test_compute_at_of_a_block_writing_tiles():
     c = tvm.nd.array(np.full((64, 64), np.nan, "float32"), tvm.cpu(0))
     f(tvm.nd.array(a, tvm.cpu(0)), c)
     np.testing.assert_allclose(c.numpy(), a.astype(np.float64) * 2 + 1, rtol=1e-6)
+
+
+@T.prim_func
+def read_past_the_end(a: T.handle, c: T.handle) -> None:
+    A = T.match_buffer(a, (16,), "float32")
+    C = T.match_buffer(c, (16,), "float32")
+    B = T.alloc_buffer((16,), "float32")
+    for i in T.serial(16):
+        with T.block("B"):
+            v = T.axis.spatial(16, i)
+            B[v] = A[v] * 2.0
+    for j in T.serial(16):
+        with T.block("C"):
+            v = T.axis.spatial(16, j)
+            T.reads(B[v: v + 2])
+            C[v] = T.if_then_else(v < 15, T.max(B[v], B[v + 1]), B[v])
+
+
+def test_compute_at_where_the_consumer_reads_past_the_producer():
+    # C declares B[v : v + 2], one element past B at v = 15: the moved B stays inside its domain
+    s = tvm.tir.Schedule(read_past_the_end)
+    (j,) = s.get_loops(s.get_block("C"))
+    s.compute_at(s.get_block("B"), j)
+    a = np.random.default_rng(9).uniform(-1, 1, 16).astype("float32")
+    f = tvm.build(s.mod, target="c")
+    c = tvm.nd.array(np.full(16, np.nan, "float32"), tvm.cpu(0))
+    f(tvm.nd.array(a, tvm.cpu(0)), c)
+    b = a.astype(np.float64) * 2
+    np.testing.assert_allclose(c.numpy(), np.where(np.arange(16) < 15, np.maximum(b, np.roll(b, -1)), b),
+                               rtol=1e-6)
