@@ -127,3 +127,68 @@ def test_compute_at_where_the_consumer_reads_past_the_producer():
     b = a.astype(np.float64) * 2
     np.testing.assert_allclose(c.numpy(), np.where(np.arange(16) < 15, np.maximum(b, np.roll(b, -1)), b),
                                rtol=1e-6)
+
+
+@T.prim_func
+def input_overwritten(x: T.handle, c: T.handle) -> None:
+    X = T.match_buffer(x, (16,), "float32")
+    C = T.match_buffer(c, (16,), "float32")
+    A = T.alloc_buffer((16,), "float32")
+    B = T.alloc_buffer((16,), "float32")
+    for i in T.serial(16):
+        with T.block("X"):
+            vi = T.axis.spatial(16, i)
+            A[vi] = X[vi]
+    for i in T.serial(16):
+        with T.block("B"):
+            vi = T.axis.spatial(16, i)
+            B[vi] = A[vi] * 2.0
+    for i in T.serial(16):
+        with T.block("Y"):
+            vi = T.axis.spatial(16, i)
+            A[vi] = 100.0
+    for i in T.serial(16):
+        with T.block("C"):
+            vi = T.axis.spatial(16, i)
+            C[vi] = B[vi] + A[vi]
+
+
+@T.prim_func
+def output_read_between(x: T.handle, d: T.handle, e: T.handle) -> None:
+    X = T.match_buffer(x, (16,), "float32")
+    D = T.match_buffer(d, (16,), "float32")
+    E = T.match_buffer(e, (16,), "float32")
+    B = T.alloc_buffer((16,), "float32")
+    for i in T.serial(16):
+        with T.block("B"):
+            vi = T.axis.spatial(16, i)
+            B[vi] = X[vi] * 2.0
+    for i in T.serial(16):
+        with T.block("E"):
+            vi = T.axis.spatial(16, i)
+            E[vi] = D[vi]
+    for i in T.serial(16):
+        with T.block("D"):
+            vi = T.axis.spatial(16, i)
+            D[vi] = B[vi] + 1.0
+
+
+def test_compute_at_past_a_write_of_its_input_is_refused():
+    s = tvm.tir.Schedule(input_overwritten)
+    (i,) = s.get_loops(s.get_block("C"))
+    with pytest.raises(tvm.tir.ScheduleError, match=r"compute_at: block Y writes or reads A, which block B "
+                                                    r"accesses too"):
+        s.compute_at(s.get_block("B"), i)
+    x = np.random.default_rng(2).uniform(-1, 1, 16).astype("float32")
+    f = tvm.build(s.mod, target="c")
+    c = tvm.nd.array(np.full(16, np.nan, "float32"), tvm.cpu(0))
+    f(tvm.nd.array(x, tvm.cpu(0)), c)
+    np.testing.assert_allclose(c.numpy(), x.astype(np.float64) * 2 + 100, rtol=1e-6)
+
+
+def test_reverse_compute_at_before_a_reader_of_its_output_is_refused():
+    s = tvm.tir.Schedule(output_read_between)
+    (i,) = s.get_loops(s.get_block("B"))
+    with pytest.raises(tvm.tir.ScheduleError, match=r"reverse_compute_at: block E writes or reads D, which "
+                                                    r"block D accesses too"):
+        s.reverse_compute_at(s.get_block("D"), i)

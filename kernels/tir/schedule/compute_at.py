@@ -132,6 +132,7 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
         raise ScheduleError(f"{prim}: index {index} for block {blk.name_hint} under loop "
                             f"{lp.loop_var.name} must "
                             f"be -1, -2 or in [{last_prod + 1}, {first_cons}]")
+    _check_order(prim, st, r, lp, items, pos, prods if reverse else [])
     provided = blk.reads if reverse else blk.writes
     ivars = {id(iv.var): iv for iv in blk.iter_vars}
     want: Dict[int, List[Optional[Interval]]] = {}
@@ -221,6 +222,45 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
 
     body = replace_stmt(body, lp, new_lp)
     st.set_body(body)
+
+
+def _check_order(prim: str, st: ScheduleState, r: BlockRealize, lp: For, items, pos: int,
+                 producers_at: List[BlockRealize]) -> None:
+    """The block may not move past, or interleave with, a block that writes what it reads or reads or
+    writes what it writes (its consumers may read its output; for reverse_compute_at its producers
+    under the loop may write its inputs): the values it reads or leaves would change."""
+    from ..block import walk
+
+    # the blocks of the scope, in the order they run (a nested block is summarised by its parent)
+    order = child_realizes(st.index.scope_block(r))
+    ids = {id(q) for q in order}
+    here = {id(q) for q in walk(lp) if isinstance(q, BlockRealize) and id(q) in ids}
+    later = [q for it in items[pos:] for q in walk(it) if isinstance(q, BlockRealize) and id(q) in ids]
+    if later:
+        n = order.index(later[0])
+    else:
+        inside = [k for k, q in enumerate(order) if id(q) in here]
+        n = (max(inside) + 1) if inside else len(order)
+    o = order.index(r)
+    between = order[o + 1:n] if n > o else order[n:o]
+    above = {id(a) for a in st.index.ancestors(r)}
+    allowed = {id(q) for q in producers_at}
+    reads = {id(x.buffer) for x in r.block.reads}
+    writes = {id(x.buffer) for x in r.block.writes}
+    seen = set()
+    for q in between + [q for q in order if id(q) in here]:
+        if q is r or id(q) in above or id(q) in seen:
+            continue
+        seen.add(id(q))
+        hit = [x.buffer.name for x in q.block.writes if id(x.buffer) in writes]
+        if id(q) not in allowed:
+            hit += [x.buffer.name for x in q.block.writes if id(x.buffer) in reads]
+        if prim == "reverse_compute_at":
+            hit += [x.buffer.name for x in q.block.reads if id(x.buffer) in writes]
+        if hit:
+            raise ScheduleError(f"{prim}: block {q.block.name_hint} writes or reads {hit[0]}, which block "
+                                f"{r.block.name_hint} accesses too; moving block {r.block.name_hint} under loop "
+                                f"{lp.loop_var.name} would change the order of those accesses")
 
 
 def _tile(m: PrimExpr, extent: PrimExpr, ivars) -> Optional[tuple]:
