@@ -258,9 +258,10 @@ def _check_order(prim: str, st: ScheduleState, r: BlockRealize, lp: For, items, 
         if prim == "reverse_compute_at":
             hit += [x.buffer.name for x in q.block.reads if id(x.buffer) in writes]
         if hit:
+            name = r.block.name_hint
             raise ScheduleError(f"{prim}: block {q.block.name_hint} writes or reads {hit[0]}, which block "
-                                f"{r.block.name_hint} accesses too; moving block {r.block.name_hint} under loop "
-                                f"{lp.loop_var.name} would change the order of those accesses")
+                                f"{name} accesses too; moving block {name} under loop {lp.loop_var.name} "
+                                "would change the order of those accesses")
 
 
 def _tile(m: PrimExpr, extent: PrimExpr, ivars) -> Optional[tuple]:
