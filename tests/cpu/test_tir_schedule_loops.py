@@ -127,3 +127,28 @@ def test_spatial_loops_bound_to_threads_run_on_opencl():
     b = tvm.nd.array(np.full(64, np.nan, "float32"), tvm.opencl(0))
     f(tvm.nd.array(a, tvm.opencl(0)), b)
     np.testing.assert_allclose(b.numpy(), a.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-6)
+
+
+@T.prim_func
+def nested_sum(a: T.handle, b: T.handle) -> None:
+    A = T.match_buffer(a, (16, 8), "float32")
+    B = T.match_buffer(b, (8,), "float32")
+    for k in T.serial(16):
+        with T.block("outer"):
+            T.reads(A[k, 0:8])
+            T.writes(B[0:8])
+            for j in T.serial(8):
+                with T.block("inner"):
+                    vk = T.axis.reduce(16, k)
+                    vj = T.axis.spatial(8, j)
+                    with T.init():
+                        B[vj] = 0.0
+                    B[vj] = B[vj] + A[vk, vj]
+
+
+def test_nested_block_reducing_over_the_loop_is_refused():
+    s = tvm.tir.Schedule(nested_sum)
+    (k,) = s.get_loops(s.get_block("outer"))
+    with pytest.raises(tvm.tir.ScheduleError, match="parallel: loop k computes the reduction variable vk of "
+                                                    "block inner"):
+        s.parallel(k)

@@ -235,13 +235,17 @@ def _check_parallelizable(st: ScheduleState, lp: For, prim: str, thread: str = "
     loop_vars = {id(x.loop_var) for x in st.index.all_loops_above(lp)} | {id(lp.loop_var)} | \
         {id(x.loop_var) for x in _loops_inside(lp)}
     scope = st.index.scope_block(lp)
-    for r in child_realizes(lp):
-        blk = r.block
+    top = child_realizes(lp)
+    for r in top:
         why = compact_dataflow_violation(scope, r) if scope is not None else None
         if why:
             raise ScheduleError(f"{prim}: loop {lp.loop_var.name} cannot be {what}: block "
-                                f"{blk.name_hint} under it does not have compact data flow ({why}); the "
+                                f"{r.block.name_hint} under it does not have compact data flow ({why}); the "
                                 "iterations of the loop would race")
+    from ..block import walk
+
+    for r in [q for q in walk(lp.body) if isinstance(q, BlockRealize)]:  # nested blocks too, as TVM
+        blk = r.block
         for iv, v in zip(blk.iter_vars, r.iter_values):
             if lp.loop_var not in vars_of(v):
                 continue
@@ -254,7 +258,8 @@ def _check_parallelizable(st: ScheduleState, lp: For, prim: str, thread: str = "
                                 f"{iv.var.name} of "
                                 f"block {blk.name_hint}; only loops over spatial block variables can be "
                                 f"{'bound to ' + thread if thread else prim + 'd'}")
-        check_affine(prim, r, loop_vars)
+        if any(r is q for q in top):
+            check_affine(prim, r, loop_vars)
 
 
 def set_kind(st: ScheduleState, var: Var, kind: str, prim: str) -> None:
