@@ -105,6 +105,8 @@ def _traced(kind: str, list_output: bool = False):
                 ba = sig.bind(self, *args, **kwargs)
                 ba.apply_defaults()
                 self._record(InstructionKind.get(kind), dict(list(ba.arguments.items())[1:]), result)
+            else:
+                self._decision = None  # a nested call is not recorded, nor is its decision
             return result
 
         return wrapper
