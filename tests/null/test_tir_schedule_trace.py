@@ -178,3 +178,23 @@ def test_verify_trace_roundtrip_detects_a_trace_that_does_not_reproduce():
     verify_trace_roundtrip(sch, mod=elementwise)
     with pytest.raises(tvm.TVMError, match="another module"):
         verify_trace_roundtrip(sch, mod=elementwise_times3)
+
+
+@T.prim_func
+def block_named_b0(a: T.handle, c: T.handle) -> None:
+    A = T.match_buffer(a, (8,), "float32")
+    C = T.match_buffer(c, (8,), "float32")
+    for i in T.serial(8):
+        with T.block("b0"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = A[vi] + 1.0
+
+
+def test_json_replay_keeps_names_that_look_like_handles():
+    sch = tvm.tir.Schedule(block_named_b0)
+    b = sch.get_block("b0")
+    sch.split(sch.get_loops(b)[0], [None, 4])
+    sch.get_block("b0")  # the attribute "b0" is a block name, not the handle b0
+    again = tvm.tir.Schedule(block_named_b0)
+    Trace.apply_json_to_schedule(sch.trace.as_json(), again)
+    assert structural_equal(again.mod, sch.mod)

@@ -32,7 +32,8 @@ class InstructionKind:
     """A kind of schedule instruction: its name, the schedule method that applies it, the names of
     its inputs (``*loops``: the rest, passed positionally; ``+factors``: the rest, passed as one
     list) and attributes, whether it is pure (no effect but its outputs) and whether it samples (its
-    decision is passed back as ``decision=``)."""
+    decision is passed back as ``decision=``). ``optional`` attributes are left out of the call when
+    None and may hold handles (``consumer_blocks``); other attributes are plain values."""
 
     name: str
     method: str
@@ -42,8 +43,6 @@ class InstructionKind:
     list_output: bool = False
     samples: bool = False
     optional: Tuple[str, ...] = ()
-
-    _registry = {}  # type: Dict[str, InstructionKind]
 
     @staticmethod
     def get(name: str) -> "InstructionKind":
@@ -355,8 +354,9 @@ class Trace:
                 if isinstance(x, str) and x not in env and _looks_like_rv(x):
                     raise TVMError(f"trace JSON: {x} is used before it is defined (instruction {k}, "
                                    f"{kind_name})")
-            inst = Instruction(kind, inputs, attrs, [None] * len(outs))
-            got = _apply(sch, inst, dec, by_index.get(k))
+            attrs = [dec(a) if name in kind.optional else a for name, a in zip(kind.attrs, attrs)]
+            inst = Instruction(kind, [dec(x) for x in inputs], attrs, [None] * len(outs))
+            got = _apply(sch, inst, lambda x: x, by_index.get(k))
             if len(got) != len(outs):
                 raise TVMError(f"trace JSON: {kind_name} returned {len(got)} values, expected {len(outs)}")
             for name, rv in zip(outs, got):
