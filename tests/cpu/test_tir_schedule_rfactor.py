@@ -130,3 +130,42 @@ def test_refusals_name_the_rule(func, loop, axis, msg):
     loops = s.get_loops(s.get_block("B"))
     with pytest.raises(tvm.tir.ScheduleError, match=msg):
         s.rfactor(loops[loop], axis)
+
+
+@T.prim_func
+def rowsum40(a: T.handle, b: T.handle) -> None:
+    A = T.match_buffer(a, (8, 40), "float32")
+    B = T.match_buffer(b, (8,), "float32")
+    for i, k in T.grid(8, 40):
+        with T.block("B"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                B[vi] = 0.0
+            B[vi] = B[vi] + A[vi, vk]
+
+
+def _sum_rows(s):
+    a = np.random.default_rng(7).uniform(-1, 1, (8, 40)).astype("float32")
+    _, b = build_run(s.mod, "c", a, np.full(8, np.nan, "float32"))
+    np.testing.assert_allclose(b, a.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_partial_results_no_iteration_reaches_are_not_summed():
+    # split 40 by 64: the partials k_1 = 40..63 see no iteration; the write-back skips them
+    s = tvm.tir.Schedule(rowsum40)
+    _, k = s.get_loops(s.get_block("B"))
+    _, k1 = s.split(k, [None, 64])
+    s.rfactor(k1, 0)
+    assert "k_1 < 40" in s.mod.script().split('T.block("B")')[1]
+    _sum_rows(s)
+
+
+def test_write_back_keeps_the_spatial_predicate():
+    # i split 8 by 3 runs i_0 * 3 + i_1 up to 8: the write-back must not store B[8]
+    s = tvm.tir.Schedule(rowsum40)
+    i, k = s.get_loops(s.get_block("B"))
+    s.split(i, [None, 3])
+    _, k1 = s.split(k, [None, 8])
+    s.rfactor(k1, 0)
+    assert "i_0 * 3 + i_1 < 8" in s.mod.script().split('T.block("B")')[1]
+    _sum_rows(s)

@@ -44,14 +44,31 @@ from ..block import (
     loop_thread,
     with_loop,
 )
-from ..expr import Add, Buffer, BufferLoad, FloatImm, IntImm, Max, Min, Mul, PrimExpr, Var, const
+from ..expr import (
+    GE,
+    GT,
+    LE,
+    LT,
+    Add,
+    And,
+    Buffer,
+    BufferLoad,
+    FloatImm,
+    IntImm,
+    Max,
+    Min,
+    Mul,
+    PrimExpr,
+    Var,
+    const,
+)
 from ..functor import substitute, vars_of
 from ..printer import expr_str
 from ..region import row_major_strides, with_inferred_regions
-from ..simplify import simplify, structural_equal
+from ..simplify import simplify, structural_equal, to_linear
 from ..stmt import BufferStore, For, ForKind, SeqStmt, Stmt, seq
 from .analysis import check_affine, compact_dataflow_violation, stage_pipeline_violation
-from .state import ScheduleState, child_realizes
+from .state import ScheduleState, child_realizes, loop_ranges
 
 
 def _identity(op: type, dtype: str) -> PrimExpr:
@@ -264,7 +281,10 @@ def rfactor(st: ScheduleState, var: Var, factor_axis: int) -> Tuple[Block, Block
                      _subst_stmt(BufferStore(out_buf, ident, out_idx), wmap), sref=blk.sref,
                      annotations=blk.annotations)
     wb_block = with_inferred_regions(wb_block)
-    wb_realize = BlockRealize(tuple(wvals), const(True), wb_block)
+    keep_ids = {id(lp.loop_var) for lp in loops if lp is rf_loop or id(lp.loop_var) not in reduce_}
+    removed = [lp for lp in loops if id(lp.loop_var) not in keep_ids]
+    wb_pred = _write_back_predicate(blk.name_hint, r.predicate, removed, loop_ranges(idx.all_loops_above(r)))
+    wb_realize = BlockRealize(tuple(wvals), wb_pred, wb_block)
 
     # the loops of the rfactor block: copies of the block's loops
     new_vars = {lp.loop_var: Var(lp.loop_var.name, lp.loop_var.dtype) for lp in loops}
@@ -275,7 +295,7 @@ def rfactor(st: ScheduleState, var: Var, factor_axis: int) -> Tuple[Block, Block
 
     # the original nest: the write-back block in place of the block, without the loops only the
     # reduction used (the rfactor loop stays), the rfactor nest right before it
-    keep = {id(lp.loop_var) for lp in loops if lp is rf_loop or id(lp.loop_var) not in reduce_}
+    keep = keep_ids
 
     class _Replace(StmtMutator):
         def visit_For(self, f: For) -> Stmt:
@@ -296,6 +316,62 @@ def rfactor(st: ScheduleState, var: Var, factor_axis: int) -> Tuple[Block, Block
     new_scope = dataclasses.replace(scope, body=new_scope_body, alloc_buffers=scope.alloc_buffers + (rf_buf,))
     st.replace(scope, new_scope)
     return rf_block, wb_block
+
+
+def _conjuncts(e: PrimExpr) -> List[PrimExpr]:
+    if isinstance(e, And):
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [e]
+
+
+def _write_back_predicate(name: str, pred: PrimExpr, removed: List[For], ranges) -> PrimExpr:
+    """The predicate of the write-back block: the clauses of the block's predicate over the loops it
+    keeps, and for a clause over the loops only the reduction used (gone from its nest), that clause
+    at their most permissive values, so that it reads only the partial results some iteration
+    computed (a partial result no iteration reaches is never initialised).
+
+    A clause over removed loops must be a comparison linear in each of them, every clause moving
+    each loop the same way: then the most permissive values are the same corner of their ranges
+    for all clauses, and a partial result is computed exactly where the clauses hold there."""
+    if isinstance(pred, IntImm):
+        return const(True) if pred.value else pred
+    gone = {id(lp.loop_var): lp for lp in removed}
+    direction: Dict[int, int] = {}
+    pending = []
+    kept: List[PrimExpr] = []
+    for c in _conjuncts(pred):
+        used = [v for v in vars_of(c) if id(v) in gone]
+        if not used:
+            kept.append(c)
+            continue
+        if not isinstance(c, (LT, LE, GT, GE)):
+            raise ScheduleError(f"rfactor: the predicate {expr_str(c)} of block {name} uses a loop the "
+                                "reduction removes in a form other than a linear comparison; the partial "
+                                "results it leaves out cannot be told apart")
+        upper = isinstance(c, (LT, LE))  # c holds when (a - b) is small
+        lin = to_linear(simplify(c.a - c.b))
+        for coef, term in lin.terms.values():
+            if vars_of(term) & set(v for v in used):
+                if not (isinstance(term, Var) and id(term) in gone):
+                    raise ScheduleError(f"rfactor: the predicate {expr_str(c)} of block {name} is not linear "
+                                        f"in loop {used[0].name}, which the reduction removes")
+                want = -1 if (coef > 0) == upper else 1  # -1: smallest value, 1: largest
+                if direction.setdefault(id(term), want) != want:
+                    raise ScheduleError(f"rfactor: the clauses of the predicate of block {name} need loop "
+                                        f"{term.name} at both ends of its range")
+        pending.append(c)
+    for c in pending:
+        vmap = {}
+        for i, d in direction.items():
+            lp = gone[i]
+            vmap[lp.loop_var] = lp.min if d < 0 else simplify(lp.min + lp.extent - 1)
+        cc = simplify(substitute(c, vmap), ranges)
+        if not (isinstance(cc, IntImm) and cc.value):
+            kept.append(cc)
+    out: PrimExpr = const(True)
+    for c in kept:
+        out = c if isinstance(out, IntImm) else And(out, c)
+    return out
 
 
 def _blocks(s: Stmt):
