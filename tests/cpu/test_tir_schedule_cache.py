@@ -158,3 +158,56 @@ def test_cache_read_of_a_buffer_a_nested_scope_produces():
     _, b, c = run(s, "c", x, np.full((32, 32), np.nan, "float32"), np.full((32, 32), np.nan, "float32"))
     np.testing.assert_allclose(b, (x.astype(np.float64) + 1) * 3, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(c, (x.astype(np.float64) + 1) * 2, rtol=1e-5, atol=1e-6)
+
+
+@T.prim_func
+def ragged_shared_loop(x: T.handle, b: T.handle) -> None:
+    X = T.match_buffer(x, (10,), "float32")
+    B = T.match_buffer(b, (10,), "float32")
+    A = T.alloc_buffer((10,), "float32")
+    for i in T.serial(3):
+        for j in T.serial(4):
+            with T.block("A"):
+                T.where(i * 4 + j < 10)
+                vi = T.axis.spatial(10, i * 4 + j)
+                A[vi] = X[vi] * 3.0
+        for j in T.serial(4):
+            with T.block("B"):
+                T.where(i * 4 + j < 10)
+                vi = T.axis.spatial(10, i * 4 + j)
+                B[vi] = A[vi] + 1.0
+
+
+@T.prim_func
+def ragged_root(x: T.handle, c: T.handle) -> None:
+    X = T.match_buffer(x, (10,), "float32")
+    C = T.match_buffer(c, (10,), "float32")
+    for i_0, i_1 in T.grid(3, 4):
+        with T.block("C"):
+            T.where(i_0 * 4 + i_1 < 10)
+            vi = T.axis.spatial(10, i_0 * 4 + i_1)
+            C[vi] = X[vi] * 2.0
+
+
+@pytest.mark.parametrize("prim", ["cache_read", "cache_write"])
+def test_copy_of_a_ragged_region_stays_inside_the_buffer(prim):
+    s = tvm.tir.Schedule(ragged_shared_loop)
+    stage = s.cache_read(s.get_block("B"), 0, "local") if prim == "cache_read" else \
+        s.cache_write(s.get_block("A"), 0, "local")
+    # inside loop i the copy covers A[i * 4 : i * 4 + 4]; at i = 2 that runs past A[9]
+    realize = next(r for r in walk(s.mod["main"].body)
+                   if isinstance(r, BlockRealize) and r.block is s.get(stage))
+    assert "< 10" in str(realize.predicate)
+    x = np.random.default_rng(5).uniform(-1, 1, 10).astype("float32")
+    _, b = run(s, "c", x, np.full(10, np.nan, "float32"))
+    np.testing.assert_allclose(b, x.astype(np.float64) * 3 + 1, rtol=1e-5, atol=1e-6)
+
+
+def test_cache_write_of_an_output_after_a_ragged_split_copies_only_the_buffer():
+    s = tvm.tir.Schedule(ragged_root)
+    stage = s.cache_write(s.get_block("C"), 0, "local")
+    (ax,) = s.get_loops(stage)
+    assert s.get(ax).extent.value == 10  # not 12: C has 10 elements
+    x = np.random.default_rng(6).uniform(-1, 1, 10).astype("float32")
+    _, c = run(s, "c", x, np.full(10, np.nan, "float32"))
+    np.testing.assert_allclose(c, x.astype(np.float64) * 2, rtol=1e-6)

@@ -47,7 +47,7 @@ from ..block import (
     walk,
     with_loop,
 )
-from ..expr import Buffer, BufferLoad, Var, const
+from ..expr import Buffer, BufferLoad, IntImm, Var, const
 from ..functor import substitute
 from ..region import bound, interval_range, loop_dom, row_major_strides, union_intervals
 from ..simplify import simplify
@@ -77,8 +77,13 @@ def _names(st: ScheduleState):
     return blocks, bufs
 
 
-def copy_stage(name: str, src: Buffer, dst: Buffer, region: Sequence[Range]) -> Stmt:
-    """Loops ``ax0..`` over ``region`` around a block ``name`` doing ``dst[v] = src[v]``."""
+def copy_stage(name: str, src: Buffer, dst: Buffer, region: Sequence[Range], ranges=None) -> Stmt:
+    """Loops ``ax0..`` over ``region`` around a block ``name`` doing ``dst[v] = src[v]``. Where the
+    region may run past the buffer (a ragged split), the block gets a ``T.where`` keeping it inside
+    (``ranges``: bounds of the variables around, for the proof)."""
+    from ..expr import And
+    from ..simplify import can_prove
+
     loops = [Var(f"ax{k}") for k in range(len(region))]
     ivs = tuple(IterVar(Range(const(0), s), Var(f"v{k}"), IterVarType.DataPar)
                 for k, s in enumerate(src.shape))
@@ -86,10 +91,36 @@ def copy_stage(name: str, src: Buffer, dst: Buffer, region: Sequence[Range]) -> 
     idx = tuple(iv.var for iv in ivs)
     body = BufferStore(dst, BufferLoad(src, idx), idx)
     blk = Block(ivs, (BufferRegion.from_point(src, idx),), (BufferRegion.from_point(dst, idx),), name, body)
-    out: Stmt = BlockRealize(vals, const(True), blk)
+    pred = const(True)
+    for r, v, shape in zip(region, vals, src.shape):
+        conds = []
+        if not can_prove(simplify(r.min >= 0), ranges):
+            conds.append(v >= 0)
+        if not can_prove(simplify(r.min + r.extent <= shape), ranges):
+            conds.append(v < shape)
+        for c in conds:
+            pred = c if isinstance(pred, IntImm) else And(pred, c)
+    out: Stmt = BlockRealize(vals, pred, blk)
     for lv, r in reversed(list(zip(loops, region))):
         out = make_for(lv, const(0), r.extent, ForKind.SERIAL, out)
     return out
+
+
+def _outer_ranges(st: ScheduleState, scope: Block, loops: Sequence[For]):
+    """Bounds of what a stage inserted under ``loops`` of ``scope`` sees: the loops above the scope
+    and those loops, and the variables of the blocks above."""
+    from .state import loop_ranges
+
+    realize = next(q for q in st.index.realize.values() if q.block is scope)
+    above = st.index.all_loops_above(realize) + list(loops)
+    ranges = loop_ranges(above)
+    for a in [realize] + st.index.ancestors(realize):
+        if isinstance(a, BlockRealize):
+            for iv in a.block.iter_vars:
+                lo = iv.dom.min.value if isinstance(iv.dom.min, IntImm) else None
+                hi = simplify(iv.dom.min + iv.dom.extent - 1)
+                ranges[iv.var] = (lo, hi.value if isinstance(hi, IntImm) else None)
+    return ranges
 
 
 def _relaxed_region(st: ScheduleState, r: BlockRealize, reg: BufferRegion,
@@ -104,6 +135,15 @@ def _relaxed_region(st: ScheduleState, r: BlockRealize, reg: BufferRegion,
         lo = bound(simplify(substitute(x.min, vmap)), dom)[0]
         hi = bound(simplify(substitute(simplify(x.min + x.extent - 1), vmap)), dom)[1]
         it = union_intervals([None if lo is None or hi is None else (lo, hi)])
+        if it is not None and isinstance(reg.buffer.shape[d], IntImm):
+            # a ragged split relaxes past the buffer: keep constant bounds inside it
+            a, b = it
+            if isinstance(a, IntImm) and a.value < 0:
+                a = const(0, a.dtype)
+            last = reg.buffer.shape[d].value - 1
+            if isinstance(b, IntImm) and b.value > last:
+                b = const(last, b.dtype)
+            it = (a, b)
         out.append(Range(const(0), reg.buffer.shape[d]) if it is None else interval_range(it))
     return out
 
@@ -224,9 +264,9 @@ def cache_read(st: ScheduleState, token: BlockToken, name: str, index: int, scop
         path, loops, pos = _locate(st, scope_blk, w, related)
         region = _relaxed_region(st, w, wreg, loops)
     else:
-        path, pos = [], 0
+        path, loops, pos = [], [], 0
         region = [Range(const(0), s) for s in buf.shape]
-    stage = copy_stage(stage_name, buf, new_buf, region)
+    stage = copy_stage(stage_name, buf, new_buf, region, _outer_ranges(st, scope_blk, loops))
     stage_token = _stage_token(stage)
     for t in [q.block.sref for q in readers]:
         q = st.index.realize[t]
@@ -251,7 +291,7 @@ def cache_write(st: ScheduleState, token: BlockToken, name: str, index: int, sco
     related = [q for q in siblings if q is not r and any(x.buffer is buf for x in q.block.reads)]
     path, loops, pos = _locate(st, scope_blk, r, related)
     region = _relaxed_region(st, r, blk.writes[index], loops)
-    stage = copy_stage(stage_name, new_buf, buf, region)
+    stage = copy_stage(stage_name, new_buf, buf, region, _outer_ranges(st, scope_blk, loops))
     stage_token = _stage_token(stage)
     st.replace(r, ExprMutator(buffer_map={buf: new_buf})(r))
     _insert_at(st, scope_token, path, pos, stage, new_buf)
