@@ -192,3 +192,34 @@ def test_reverse_compute_at_before_a_reader_of_its_output_is_refused():
     with pytest.raises(tvm.tir.ScheduleError, match=r"reverse_compute_at: block E writes or reads D, which "
                                                     r"block D accesses too"):
         s.reverse_compute_at(s.get_block("D"), i)
+
+
+@T.prim_func
+def window3(a: T.handle, c: T.handle) -> None:
+    A = T.match_buffer(a, (14,), "float32")
+    C = T.match_buffer(c, (12,), "float32")
+    B = T.alloc_buffer((14,), "float32")
+    for i in T.serial(14):
+        with T.block("B"):
+            vi = T.axis.spatial(14, i)
+            B[vi] = A[vi] + 1.0
+    for i in T.serial(12):
+        with T.block("C"):
+            vi = T.axis.spatial(12, i)
+            C[vi] = B[vi] + B[vi + 1] + B[vi + 2]
+
+
+def test_window_consumer_is_not_moved_before_its_window_is_produced():
+    # at iteration i of B only B[0..i] exist: C[i] would read B[i + 1], B[i + 2] too early
+    s = tvm.tir.Schedule(window3)
+    (i,) = s.get_loops(s.get_block("B"))
+    with pytest.raises(tvm.tir.ScheduleError, match="reverse_compute_at: block C accesses B at vi"):
+        s.reverse_compute_at(s.get_block("C"), i)
+    (j,) = s.get_loops(s.get_block("C"))
+    s.compute_at(s.get_block("B"), j)  # the producer side: B[j : j + 3] computed for each C[j]
+    a = np.random.default_rng(4).uniform(-1, 1, 14).astype("float32")
+    f = tvm.build(s.mod, target="c")
+    c = tvm.nd.array(np.full(12, np.nan, "float32"), tvm.cpu(0))
+    f(tvm.nd.array(a, tvm.cpu(0)), c)
+    b = a.astype(np.float64) + 1
+    np.testing.assert_allclose(c.numpy(), b[:-2] + b[1:-1] + b[2:], rtol=1e-6)

@@ -160,7 +160,7 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
                 want.setdefault(id(m), []).append(union_intervals([rr[d] for rr in req_regions]))
             elif not (vars_of(m) & {iv.var for iv in blk.iter_vars}):
                 continue
-            elif _tile(m, rg.extent, ivars) is not None:
+            elif not reverse and _tile(m, rg.extent, ivars) is not None:
                 # X[c * v + d : c * v + d + e] with e >= c: v's tiles cover [lo, hi] from the tile of lo
                 # to the tile of hi
                 v, c, off = _tile(m, rg.extent, ivars)
