@@ -223,3 +223,12 @@ def test_window_consumer_is_not_moved_before_its_window_is_produced():
     f(tvm.nd.array(a, tvm.cpu(0)), c)
     b = a.astype(np.float64) + 1
     np.testing.assert_allclose(c.numpy(), b[:-2] + b[1:-1] + b[2:], rtol=1e-6)
+
+
+def test_reverse_compute_at_inside_the_producers_reduction_is_refused():
+    # under loop k (P's reduction) P[i, j] is still a partial sum
+    s = tvm.tir.Schedule(partial_then_total)
+    j, i_o, i_i, k = s.get_loops(s.get_block("P"))
+    with pytest.raises(tvm.tir.ScheduleError, match="reverse_compute_at: loop k runs the reduction "
+                                                    "variable vk of producer P"):
+        s.reverse_compute_at(s.get_block("B"), k)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from ...errors import ScheduleError
-from ..block import BlockRealize, BlockToken, loop_thread, make_for
+from ..block import BlockRealize, BlockToken, IterVarType, loop_thread, make_for
 from ..expr import And, IntImm, PrimExpr, Var, const
 from ..functor import vars_of
 from ..printer import expr_str
@@ -112,6 +112,19 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
             raise ScheduleError(f"{prim}: the loop nest of block {blk.name_hint} (loop {top.loop_var.name}) "
                                 f"does not have compact dataflow: block {q.block.name_hint} "
                                 f"{why.replace('it ', '', 1)}")
+    if reverse:
+        chain = [lp] + [a for a in idx.ancestors(lp) if isinstance(a, For)]
+        for q in prods:
+            for iv, v in zip(q.block.iter_vars, q.iter_values):
+                if iv.iter_type == IterVarType.DataPar:
+                    continue
+                hit = [a for a in chain if a.loop_var in vars_of(v)]
+                if hit:
+                    pname = q.block.name_hint
+                    raise ScheduleError(f"reverse_compute_at: loop {hit[0].loop_var.name} runs the reduction "
+                                        f"variable {iv.var.name} of producer {pname}; what {pname} writes is "
+                                        f"complete only after that loop, so block {blk.name_hint} cannot go "
+                                        f"under loop {lp.loop_var.name}")
     items = body_items(lp.body)
 
     def positions(rs) -> List[int]:
