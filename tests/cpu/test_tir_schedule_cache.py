@@ -211,3 +211,41 @@ def test_cache_write_of_an_output_after_a_ragged_split_copies_only_the_buffer():
     x = np.random.default_rng(6).uniform(-1, 1, 10).astype("float32")
     _, c = run(s, "c", x, np.full(10, np.nan, "float32"))
     np.testing.assert_allclose(c, x.astype(np.float64) * 2, rtol=1e-6)
+
+
+@T.prim_func
+def scale(a: T.handle, c: T.handle) -> None:
+    A = T.match_buffer(a, (12, 10), "float32")
+    C = T.match_buffer(c, (12, 10), "float32")
+    for i, j in T.grid(12, 10):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = A[vi, vj] * 2.0
+
+
+def test_local_copy_read_outside_its_thread_loop_is_refused_at_build():
+    # A_local is written by thread ax1 of each group and read by a nest no threadIdx loop covers:
+    # each thread would read elements its own copy never received
+    s = tvm.tir.Schedule(scale)
+    stage = s.cache_read(s.get_block("C"), 0, "local")
+    ax0, ax1 = s.get_loops(stage)
+    s.bind(ax0, "blockIdx.x")
+    s.bind(ax1, "threadIdx.x")
+    i, _ = s.get_loops(s.get_block("C"))
+    s.bind(i, "blockIdx.x")
+    with pytest.raises(tvm.errors.LoweringError, match=r"buffer A_local is local \(one copy per GPU "
+                                                       r"thread\) but block A_local accesses it under loop "
+                                                       r"ax1 \(threadIdx.x\) and block C outside every "
+                                                       r"threadIdx loop"):
+        tvm.build(s.mod, target="opencl")
+    # under the same thread loop it builds and runs
+    s = tvm.tir.Schedule(scale)
+    i, j = s.get_loops(s.get_block("C"))
+    s.bind(i, "blockIdx.x")
+    s.bind(j, "threadIdx.x")
+    stage = s.cache_read(s.get_block("C"), 0, "local")
+    s.compute_at(stage, j)
+    if opencl_available():
+        a = np.random.default_rng(8).uniform(-1, 1, (12, 10)).astype("float32")
+        _, c = run(s, "opencl", a, np.full((12, 10), np.nan, "float32"))
+        np.testing.assert_allclose(c, a.astype(np.float64) * 2, rtol=1e-6)
