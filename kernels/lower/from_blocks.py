@@ -44,6 +44,7 @@ from ..tir.block import (
     Range,
     StmtMutator,
     ThreadBindingFor,
+    children_stmts,
     is_true,
     loop_thread,
     substitute_stmt,
@@ -648,6 +649,38 @@ def check_for_target(func: PrimFunc, target: str) -> None:
             raise LoweringError(f"{what} is not under any loop bound to a GPU thread; target {target} needs "
                                 'sch.bind(loop, "blockIdx.x") and sch.bind(loop, "threadIdx.x") '
                                 "(did you forget to bind?)")
+    if target in ("cuda", "opencl"):
+        _check_local_buffers(func.body)
+
+
+def _check_local_buffers(body: Stmt) -> None:
+    """A ``local`` buffer is one copy per GPU thread: every block that accesses it must run under the
+    same loops bound to ``threadIdx`` (else a thread reads elements another thread wrote in its own
+    copy, or a block outside the thread loops reads elements of one thread only)."""
+    seen: dict = {}
+
+    def visit(s: Stmt, threads: tuple) -> None:
+        if isinstance(s, For) and loop_thread(s).startswith("threadIdx"):
+            threads = threads + (s,)
+        if isinstance(s, BlockRealize):
+            for reg in s.block.reads + s.block.writes:
+                if reg.buffer.scope != "local":
+                    continue
+                key = tuple(id(t) for t in threads)
+                first = seen.setdefault(id(reg.buffer), (key, s.block.name_hint, threads))
+                if first[0] != key:
+                    def where(ts):
+                        return ("under " + ", ".join(f"loop {t.loop_var.name} ({loop_thread(t)})" for t in ts)
+                                if ts else "outside every threadIdx loop")
+                    raise LoweringError(
+                        f"buffer {reg.buffer.name} is local (one copy per GPU thread) but block {first[1]} "
+                        f"accesses it {where(first[2])} and block {s.block.name_hint} {where(threads)}; "
+                        "every block that accesses a local buffer must run under the same threadIdx loops "
+                        "(use shared memory to pass values between threads)")
+        for c in children_stmts(s):
+            visit(c, threads)
+
+    visit(body, ())
 
 
 __all__ = ["BLOCK_PASSES", "lower_block_func", "is_block_level", "check_for_target", "lower_init_block",

@@ -103,7 +103,8 @@ from .op import (
     trunc,
 )
 from .function import IRModule, PrimFunc
-# BlockRV, LoopRV, Schedule, Trace: the scheduler (kernels.tir.schedule, a floor above the IR) puts
+# BlockRV, ExprRV, LoopRV, Schedule, ScheduleState, StmtSRef, Trace: the scheduler
+# (kernels.tir.schedule, a floor above the IR) puts
 # them here when it is loaded; kernels/__init__ loads it
 from .simplify import can_prove, simplify, structural_equal
 from .stmt import (

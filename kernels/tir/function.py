@@ -49,6 +49,10 @@ class PrimFunc(metaclass=ABCMeta):
     attrs: Mapping[str, Any] = field(default_factory=dict)
     name_hint: str = "main"
 
+    def same_as(self, other) -> bool:
+        """Whether ``other`` is this very function (TVM's reference equality)."""
+        return self is other
+
     def __post_init__(self):
         object.__setattr__(self, "attrs", _freeze(self.attrs))
         if isinstance(self.buffer_map, dict):

@@ -11,6 +11,10 @@ from .expr import Buffer, PrimExpr, Var
 class Stmt:
     __slots__ = ()
 
+    def same_as(self, other) -> bool:
+        """Whether ``other`` is this very node (TVM's reference equality)."""
+        return self is other
+
     def __repr__(self) -> str:  # pragma: no cover - thin wrapper
         from .printer import stmt_str
 

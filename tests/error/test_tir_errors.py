@@ -62,8 +62,8 @@ def loops(sch, name):
 
 
 def test_get_block_unknown_name():
-    with pytest.raises(ScheduleError, match=r"^get_block: no block named 'D' in function main; its blocks "
-                                            r"are B, C$"):
+    with pytest.raises(ScheduleError, match=r"^get_block: Cannot find a block with the name: D in function "
+                                            r"main; its blocks are B, C$"):
         sched().get_block("D")
 
 
@@ -217,7 +217,8 @@ def test_compute_at_a_loop_that_is_an_ancestor():
 def test_compute_at_an_output_block():
     sch = sched()
     i, _ = loops(sch, "B")
-    with pytest.raises(ScheduleError, match=r"^compute_at: block C writes the output buffer C"):
+    with pytest.raises(ScheduleError, match=r"^compute_at: block C is an output block \(it writes the output "
+                                            r"buffer C\)"):
         sch.compute_at(sch.get_block("C"), i)
 
 
@@ -227,17 +228,18 @@ def test_compute_at_with_a_consumer_outside_the_loop():
     cache = sch.cache_read(block, 0, "shared")
     other = sch.cache_read(block, 0, "local")  # C now reads A_shared_local; A_shared's consumer is that copy
     i = sch.get_loops(block)[0]
-    with pytest.raises(ScheduleError, match=r"^compute_at: consumer\(s\) A_shared_local of block A_shared "
-                                            r"are not "
-                                            r"under loop i"):
+    with pytest.raises(ScheduleError, match=r"^compute_at: the primitive requires all the consumers of block "
+                                            r"A_shared to be under loop i; A_shared_local is not"):
         sch.compute_at(cache, i)
     assert other is not None
 
 
-def test_reverse_compute_at_of_a_reduction_block():
+def test_reverse_compute_at_of_a_reduction_block_under_a_parallel_loop():
     sch = sched()
     i, _ = loops(sch, "B")
-    with pytest.raises(ScheduleError, match=r"^reverse_compute_at: block C is a reduction block"):
+    sch.parallel(i)
+    with pytest.raises(ScheduleError, match=r"^reverse_compute_at: block C is a reduction block and loop i "
+                                            r"above it runs in parallel"):
         sch.reverse_compute_at(sch.get_block("C"), i)
 
 
@@ -251,9 +253,9 @@ def test_reverse_compute_at_with_a_producer_outside_the_loop():
     i0, i1 = sch.split(i, [None, 4])
     sch.compute_at(sch.cache_read(block, 0, "shared"), i1)
     ax = sch.get_loops(sch.get_block("A_shared"))[-1]
-    with pytest.raises(ScheduleError, match=r"^reverse_compute_at: producer\(s\) C of block C_local are "
-                                            r"not under "
-                                            r"loop ax0"):
+    with pytest.raises(ScheduleError, match=r"^reverse_compute_at: the primitive requires all the producers "
+                                            r"of "
+                                            r"block C_local to be under loop ax0; C is not"):
         sch.reverse_compute_at(local, ax)
 
 

@@ -23,15 +23,30 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from ...errors import ScheduleError
-from ..block import BlockRealize, BlockToken, loop_thread, make_for
+from ..block import BlockRealize, BlockToken, IterVarType, loop_thread, make_for
 from ..expr import And, IntImm, PrimExpr, Var, const
 from ..functor import vars_of
 from ..printer import expr_str
 from ..region import Interval, bound, loop_dom, union_intervals
 from ..simplify import can_prove, const_int_bound, simplify
 from ..stmt import For, ForKind, seq
-from .analysis import block_names, check_iter_kinds, consumers, is_reduction, producers
-from .state import ScheduleState, body_items, is_output_buffer, loop_ranges, remove_realize, simplify_bindings
+from .analysis import (
+    block_names,
+    check_iter_kinds,
+    compact_dataflow_violation,
+    consumers,
+    is_reduction,
+    producers,
+)
+from .state import (
+    ScheduleState,
+    body_items,
+    child_realizes,
+    is_output_buffer,
+    loop_ranges,
+    remove_realize,
+    simplify_bindings,
+)
 
 
 def _shares(scope: str, tag: str) -> bool:
@@ -78,20 +93,38 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
     if not reverse:
         for w in blk.writes:
             if is_output_buffer(st.func, w.buffer):
-                raise ScheduleError(f"compute_at: block {blk.name_hint} writes the output buffer "
-                                    f"{w.buffer.name}; "
+                raise ScheduleError(f"compute_at: block {blk.name_hint} is an output block (it writes the "
+                                    f"output buffer {w.buffer.name}); "
                                     "only intermediate stages (a cache or alloc_buffer) can be computed at a "
                                     "loop (use reverse_compute_at for a consumer)")
-    elif is_reduction(blk):
-        raise ScheduleError(f"reverse_compute_at: block {blk.name_hint} is a reduction block; only spatial "
-                            "blocks can be moved after their producers")
     prods, cons = producers(scope, r), consumers(scope, r)
     required = prods if reverse else cons
     missing = [q for q in required if not idx.is_ancestor(lp, q)]
     if missing:
         rel = "producer" if reverse else "consumer"
-        raise ScheduleError(f"{prim}: {rel}(s) {block_names(missing)} of block {blk.name_hint} are not "
-                            f"under loop {lp.loop_var.name}; all of them must be")
+        verb = "is" if len(missing) == 1 else "are"
+        raise ScheduleError(f"{prim}: the primitive requires all the {rel}s of block {blk.name_hint} to be "
+                            f"under loop {lp.loop_var.name}; {block_names(missing)} {verb} not")
+    top = ([a for a in idx.ancestors(r) if isinstance(a, For) and idx.scope_block(a) is scope] or [None])[-1]
+    for q in child_realizes(top) if top is not None else []:
+        why = compact_dataflow_violation(scope, q)
+        if why:
+            raise ScheduleError(f"{prim}: the loop nest of block {blk.name_hint} (loop {top.loop_var.name}) "
+                                f"does not have compact dataflow: block {q.block.name_hint} "
+                                f"{why.replace('it ', '', 1)}")
+    if reverse:
+        chain = [lp] + [a for a in idx.ancestors(lp) if isinstance(a, For)]
+        for q in prods:
+            for iv, v in zip(q.block.iter_vars, q.iter_values):
+                if iv.iter_type == IterVarType.DataPar:
+                    continue
+                hit = [a for a in chain if a.loop_var in vars_of(v)]
+                if hit:
+                    pname = q.block.name_hint
+                    raise ScheduleError(f"reverse_compute_at: loop {hit[0].loop_var.name} runs the reduction "
+                                        f"variable {iv.var.name} of producer {pname}; what {pname} writes is "
+                                        f"complete only after that loop, so block {blk.name_hint} cannot go "
+                                        f"under loop {lp.loop_var.name}")
     items = body_items(lp.body)
 
     def positions(rs) -> List[int]:
@@ -112,6 +145,7 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
         raise ScheduleError(f"{prim}: index {index} for block {blk.name_hint} under loop "
                             f"{lp.loop_var.name} must "
                             f"be -1, -2 or in [{last_prod + 1}, {first_cons}]")
+    _check_order(prim, st, r, lp, items, pos, prods if reverse else [])
     provided = blk.reads if reverse else blk.writes
     ivars = {id(iv.var): iv for iv in blk.iter_vars}
     want: Dict[int, List[Optional[Interval]]] = {}
@@ -139,6 +173,13 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
                 want.setdefault(id(m), []).append(union_intervals([rr[d] for rr in req_regions]))
             elif not (vars_of(m) & {iv.var for iv in blk.iter_vars}):
                 continue
+            elif not reverse and _tile(m, rg.extent, ivars) is not None:
+                # X[c * v + d : c * v + d + e] with e >= c: v's tiles cover [lo, hi] from the tile of lo
+                # to the tile of hi
+                v, c, off = _tile(m, rg.extent, ivars)
+                it = union_intervals([rr[d] for rr in req_regions])
+                want.setdefault(id(v), []).append(
+                    None if it is None else (simplify((it[0] - off) // c), simplify((it[1] - off) // c)))
             else:
                 raise ScheduleError(f"{prim}: block {blk.name_hint} accesses {reg.buffer.name} at "
                                     f"{expr_str(m)} in dimension {d}; the moved block must access each "
@@ -179,6 +220,8 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
     pred: PrimExpr = const(True)
     for p in preds:
         pred = p if isinstance(pred, IntImm) else And(pred, p)
+    if is_reduction(blk):
+        _check_reduction_not_shared(prim, blk, values, idx.all_loops_above(lp) + [lp])
     moved: object = BlockRealize(tuple(values), pred, blk)
     for lv, ext in reversed(new_loops):
         moved = make_for(lv, const(0, lv.dtype), ext, ForKind.SERIAL, moved)
@@ -192,6 +235,104 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
 
     body = replace_stmt(body, lp, new_lp)
     st.set_body(body)
+
+
+def _check_order(prim: str, st: ScheduleState, r: BlockRealize, lp: For, items, pos: int,
+                 producers_at: List[BlockRealize]) -> None:
+    """The block may not move past, or interleave with, a block that writes what it reads or reads or
+    writes what it writes (its consumers may read its output; for reverse_compute_at its producers
+    under the loop may write its inputs): the values it reads or leaves would change."""
+    from ..block import walk
+
+    # the blocks of the scope, in the order they run (a nested block is summarised by its parent)
+    order = child_realizes(st.index.scope_block(r))
+    ids = {id(q) for q in order}
+    here = {id(q) for q in walk(lp) if isinstance(q, BlockRealize) and id(q) in ids}
+    later = [q for it in items[pos:] for q in walk(it) if isinstance(q, BlockRealize) and id(q) in ids]
+    if later:
+        n = order.index(later[0])
+    else:
+        inside = [k for k, q in enumerate(order) if id(q) in here]
+        n = (max(inside) + 1) if inside else len(order)
+    o = order.index(r)
+    between = order[o + 1:n] if n > o else order[n:o]
+    above = {id(a) for a in st.index.ancestors(r)}
+    allowed = {id(q) for q in producers_at}
+    reads = {id(x.buffer) for x in r.block.reads}
+    writes = {id(x.buffer) for x in r.block.writes}
+    seen = set()
+    for q in between + [q for q in order if id(q) in here]:
+        if q is r or id(q) in above or id(q) in seen:
+            continue
+        seen.add(id(q))
+        hit = [x.buffer.name for x in q.block.writes if id(x.buffer) in writes]
+        if id(q) not in allowed:
+            hit += [x.buffer.name for x in q.block.writes if id(x.buffer) in reads]
+        if prim == "reverse_compute_at":
+            hit += [x.buffer.name for x in q.block.reads if id(x.buffer) in writes]
+        if hit:
+            name = r.block.name_hint
+            raise ScheduleError(f"{prim}: block {q.block.name_hint} writes or reads {hit[0]}, which block "
+                                f"{name} accesses too; moving block {name} under loop {lp.loop_var.name} "
+                                "would change the order of those accesses")
+
+
+def _tile(m: PrimExpr, extent: PrimExpr, ivars) -> Optional[tuple]:
+    """``(v, c, d)`` when ``m`` is ``c * v + d`` for one block variable ``v``, a constant ``c > 0`` and
+    ``d`` free of block variables, and ``extent`` is a constant at least ``c`` (tiles without gaps)."""
+    from ..simplify import to_linear
+
+    if not isinstance(extent, IntImm):
+        return None
+    lin = to_linear(simplify(m))
+    found = None
+    rest: PrimExpr = const(lin.const, m.dtype)
+    for coef, term in lin.terms.values():
+        if isinstance(term, Var) and id(term) in ivars:
+            if found is not None or coef <= 0:
+                return None
+            found = (term, coef)
+        elif vars_of(term) & {iv.var for iv in ivars.values()}:
+            return None
+        else:
+            rest = rest + term * coef
+    if found is None or extent.value < found[1]:
+        return None
+    return found[0], found[1], simplify(rest)
+
+
+def _check_reduction_not_shared(prim: str, blk, values: List[PrimExpr], outer: List[For]) -> None:
+    """A reduction block may not be moved under a loop run in parallel (threads, ``parallel``,
+    ``vectorized``) whose iterations share the memory it writes (``local`` buffers are each thread's
+    own; ``shared`` ones are shared by the threads of a GPU block, ``global`` ones by all): its
+    read-modify-write updates would be run by several iterations at once, each on a part of one
+    element's reduction or, for the threads of a GPU block the moved block is not bound to, all of
+    them redundantly."""
+    from ..block import IterVarType
+
+    scopes = {w.buffer.scope for w in blk.writes}
+
+    def shared_by(lp: For) -> bool:
+        tag = loop_thread(lp)
+        if tag:
+            return any(_shares(sc, tag) for sc in scopes)
+        return lp.kind not in (ForKind.SERIAL, ForKind.UNROLLED) and scopes != {"local"}
+
+    par = [lp for lp in outer if shared_by(lp)]
+
+    def feeds_reduction(lp: For) -> list:
+        return [iv for iv, v in zip(blk.iter_vars, values)
+                if iv.iter_type != IterVarType.DataPar and lp.loop_var in vars_of(v)]
+
+    par.sort(key=lambda lp: not feeds_reduction(lp))  # a loop a reduction variable uses first
+    for lp in par:
+        how = loop_thread(lp) or lp.kind
+        reduce_ = feeds_reduction(lp)
+        why = f"its reduction variable {reduce_[0].var.name} would depend on loop {lp.loop_var.name} " \
+              f"({how})" if reduce_ else f"loop {lp.loop_var.name} above it runs in parallel ({how})"
+        raise ScheduleError(f"{prim}: block {blk.name_hint} is a reduction block and {why}; parallel "
+                            "iterations would update its output at once (move it under serial loops, or "
+                            "rfactor the reduction)")
 
 
 def substitute_stmt_expr(e: PrimExpr, vmap) -> PrimExpr:

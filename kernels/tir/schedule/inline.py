@@ -85,6 +85,11 @@ def _reinfer_reads(s: Stmt, buf: Buffer) -> Stmt:
     return _M()(s)
 
 
+def _program_order(st: ScheduleState) -> List[BlockRealize]:
+    """The block realizes of the function in the order they first run."""
+    return [q for q in walk(st.func.body) if isinstance(q, BlockRealize)]
+
+
 def compute_inline(st: ScheduleState, token: BlockToken, name: str) -> None:
     r = st.realize(token, "compute_inline", name)
     blk = r.block
@@ -97,6 +102,20 @@ def compute_inline(st: ScheduleState, token: BlockToken, name: str) -> None:
     vars_ = _index_vars("compute_inline", blk, store.indices, f"stores {buf.name}")
     if any(ld.buffer is buf for ld in collect(store.value, lambda n: isinstance(n, BufferLoad))):
         raise ScheduleError(f"compute_inline: block {blk.name_hint} reads the buffer {buf.name} it writes")
+    order = _program_order(st)
+    above = {id(a) for a in st.index.ancestors(r)}
+    others = [q for q in order if q is not r and id(q) not in above
+              and any(w.buffer is buf for w in q.block.writes)]
+    if others:
+        raise ScheduleError(f"compute_inline: buffer {buf.name} is also written by block "
+                            f"{others[0].block.name_hint}; block {blk.name_hint} must be its only producer")
+    reads = {id(ld.buffer): ld.buffer for ld in collect(store.value, lambda n: isinstance(n, BufferLoad))}
+    for q in order[order.index(r) + 1:]:
+        for w in q.block.writes:
+            if id(w.buffer) in reads:
+                raise ScheduleError(f"compute_inline: block {q.block.name_hint} writes {w.buffer.name} after "
+                                    f"block {blk.name_hint} reads it; the consumers of {buf.name} would read "
+                                    "the new values once it is inlined")
     value = store.value
 
     def inline(e):
@@ -122,25 +141,43 @@ def reverse_compute_inline(st: ScheduleState, token: BlockToken, name: str) -> N
     ivars = {id(iv.var) for iv in blk.iter_vars}
     produced = []
     for ld in loads:
-        if is_output_buffer(st.func, ld.buffer):
-            continue
         writers = [q for q in walk(st.func.body) if isinstance(q, BlockRealize) and q is not r
                    and any(w.buffer is ld.buffer for w in q.block.writes)]
         if writers:
             produced.append((ld, writers))
-    bufs = {id(ld.buffer) for ld, _ in produced}
+    bufs = {id(ld.buffer): ld.buffer.name for ld, _ in produced}
     if len(bufs) != 1:
+        names = f" ({', '.join(bufs.values())})" if bufs else ""
         raise ScheduleError(f"reverse_compute_inline: block {blk.name_hint} must read exactly one buffer "
-                            f"produced by another block, it reads {len(bufs)}")
+                            f"produced by another block, it reads {len(bufs)}{names}")
     ld0, writers = produced[0]
     buf = ld0.buffer
     if len(writers) != 1:
         raise ScheduleError(f"reverse_compute_inline: buffer {buf.name} is written by several blocks")
+    readers = [q for q in walk(st.func.body) if isinstance(q, BlockRealize) and q is not r
+               and any(x.buffer is buf for x in q.block.reads)]
+    if readers:
+        names = ", ".join(q.block.name_hint for q in readers)
+        plural = "s" if len(readers) > 1 else ""
+        raise ScheduleError(f"reverse_compute_inline: buffer {buf.name} is also read by block{plural} "
+                            f"{names}; "
+                            f"block {blk.name_hint} must be its only consumer")
     for ld, _ in produced:
         if any(a is not b for a, b in zip(ld.indices, ld0.indices)) or len(ld.indices) != len(ld0.indices):
             raise ScheduleError(f"reverse_compute_inline: block {blk.name_hint} reads {buf.name} at "
                                 "different indices; it must read one element per block instance")
     cvars = _index_vars("reverse_compute_inline", blk, ld0.indices, f"reads {buf.name}")
+    order = _program_order(st)
+    lo, hi = order.index(writers[0]), order.index(r)
+    reads = {id(ld.buffer) for ld in loads if ld.buffer is not buf}
+    writes = {id(w.buffer) for w in blk.writes}
+    for q in order[lo + 1:hi]:
+        hit = [x.buffer.name for x in q.block.writes if id(x.buffer) in reads | writes] + \
+            [x.buffer.name for x in q.block.reads if id(x.buffer) in writes]
+        if hit:
+            raise ScheduleError(f"reverse_compute_inline: block {q.block.name_hint} between producer "
+                                f"{writers[0].block.name_hint} and block {blk.name_hint} accesses {hit[0]}, "
+                                f"which block {blk.name_hint} accesses too; it cannot move before it")
     del ivars
     prod_r = writers[0]
     pstore = _single_store("reverse_compute_inline", prod_r.block)

@@ -20,7 +20,7 @@ from ..functor import vars_of
 from ..printer import expr_str
 from ..simplify import can_prove, simplify
 from ..stmt import For, ForKind, Stmt
-from .analysis import block_names, check_affine, check_iter_kinds
+from .analysis import block_names, check_affine, check_iter_kinds, compact_dataflow_violation
 from .state import ScheduleState, child_realizes, simplify_bindings
 
 
@@ -226,11 +226,25 @@ def _loops_inside(lp: For) -> List[For]:
 
 
 def _check_parallelizable(st: ScheduleState, lp: For, prim: str, thread: str = "") -> None:
-    """A parallel, vectorized or thread-bound loop may only carry spatial block variables (threadIdx may
-    carry a reduction, which is a cross-thread reduction)."""
+    """TVM's rules for a parallel, vectorized or thread-bound loop: every block under it keeps compact
+    data flow (a complete or a reduction block, see ``compact_dataflow_violation``), has affine
+    bindings, and the loop computes only its spatial variables (``threadIdx`` may compute a
+    reduction variable: a cross-thread reduction)."""
+    what = f"bound to {thread}" if thread else {"parallel": "parallelized", "vectorize": "vectorized"}.get(
+        prim, prim + "d")
     loop_vars = {id(x.loop_var) for x in st.index.all_loops_above(lp)} | {id(lp.loop_var)} | \
         {id(x.loop_var) for x in _loops_inside(lp)}
-    for r in child_realizes(lp):
+    scope = st.index.scope_block(lp)
+    top = child_realizes(lp)
+    for r in top:
+        why = compact_dataflow_violation(scope, r) if scope is not None else None
+        if why:
+            raise ScheduleError(f"{prim}: loop {lp.loop_var.name} cannot be {what}: block "
+                                f"{r.block.name_hint} under it does not have compact data flow ({why}); the "
+                                "iterations of the loop would race")
+    from ..block import walk
+
+    for r in [q for q in walk(lp.body) if isinstance(q, BlockRealize)]:  # nested blocks too, as TVM
         blk = r.block
         for iv, v in zip(blk.iter_vars, r.iter_values):
             if lp.loop_var not in vars_of(v):
@@ -244,7 +258,8 @@ def _check_parallelizable(st: ScheduleState, lp: For, prim: str, thread: str = "
                                 f"{iv.var.name} of "
                                 f"block {blk.name_hint}; only loops over spatial block variables can be "
                                 f"{'bound to ' + thread if thread else prim + 'd'}")
-        check_affine(prim, r, loop_vars)
+        if any(r is q for q in top):
+            check_affine(prim, r, loop_vars)
 
 
 def set_kind(st: ScheduleState, var: Var, kind: str, prim: str) -> None:

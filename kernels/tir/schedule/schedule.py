@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import functools
 import inspect
+import random
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from ...errors import ScheduleError
 from ..block import Block, BlockToken
-from ..expr import PrimExpr, Var
+from ..expr import IntImm, PrimExpr, Var, const
 from ..function import IRModule, PrimFunc, as_module
 from ..stmt import For, ForKind
 from . import annotate as _ann
@@ -23,9 +24,11 @@ from . import compute_at as _ca
 from . import inline as _inline
 from . import loops as _loops
 from . import reduction as _red
+from . import rfactor as _rf
 from .analysis import consumers, producers
+from .sref import ModuleState, StmtSRef
 from .state import ScheduleState, child_realizes
-from .trace import Instruction, Trace
+from .trace import Instruction, InstructionKind, Trace
 
 
 class BlockRV:
@@ -33,10 +36,14 @@ class BlockRV:
 
     __slots__ = ("func", "token", "name")
 
-    def __init__(self, func: str, token: BlockToken, name: str):
+    def __init__(self, func: Optional[str] = None, token: Optional[BlockToken] = None,
+                 name: Optional[str] = None):
         self.func = func
         self.token = token
         self.name = name
+
+    def same_as(self, other: Any) -> bool:
+        return self is other
 
     def __repr__(self) -> str:
         return f"BlockRV({self.name})"
@@ -47,12 +54,28 @@ class LoopRV:
 
     __slots__ = ("func", "var")
 
-    def __init__(self, func: str, var: Var):
+    def __init__(self, func: Optional[str] = None, var: Optional[Var] = None):
         self.func = func
         self.var = var
 
+    def same_as(self, other: Any) -> bool:
+        return self is other
+
     def __repr__(self) -> str:
         return f"LoopRV({self.var.name})"
+
+
+class ExprRV:
+    """A handle to a sampled integer (``sample_categorical``, ``sample_perfect_tile``); ``sch.get(rv)``
+    gives its value and primitives such as ``split`` take it as a factor."""
+
+    __slots__ = ()
+
+    def same_as(self, other: Any) -> bool:
+        return self is other
+
+    def __repr__(self) -> str:
+        return "ExprRV"
 
 
 def _traced(kind: str, list_output: bool = False):
@@ -67,25 +90,23 @@ def _traced(kind: str, list_output: bool = False):
             self._depth += 1
             try:
                 result = fn(self, *args, **kwargs)
-            except Exception:
+            except Exception as exc:
                 for k, f in snapshot.items():
                     if self._states[k].func is not f:
                         self._states[k] = ScheduleState(f)
+                if self._depth == 1 and isinstance(exc, ScheduleError) and self._render != "detail":
+                    raise ScheduleError(_render(exc, self._render)) from None
                 raise
             finally:
                 self._depth -= 1
+            outs = result if isinstance(result, (list, tuple)) else [result]
+            self._symbols.update(o for o in outs if isinstance(o, (BlockRV, LoopRV, ExprRV)))
             if self._depth == 0:
                 ba = sig.bind(self, *args, **kwargs)
                 ba.apply_defaults()
-                bound = []
-                for pname, value in list(ba.arguments.items())[1:]:
-                    pkind = sig.parameters[pname].kind
-                    bound.append((f"*{pname}", list(value)) if pkind == inspect.Parameter.VAR_POSITIONAL
-                                 else (pname, value))
-                if kind == "GetBlock":  # record the function the name was looked up in
-                    bound = [("name", result.name), ("func_name", result.func)]
-                outs = tuple(result) if list_output else (() if result is None else (result,))
-                self._trace.append(Instruction(kind, fn.__name__, tuple(bound), outs, list_output))
+                self._record(InstructionKind.get(kind), dict(list(ba.arguments.items())[1:]), result)
+            else:
+                self._decision = None  # a nested call is not recorded, nor is its decision
             return result
 
         return wrapper
@@ -100,8 +121,12 @@ class Schedule:
     ----------
     mod : IRModule or PrimFunc
         The module (or a function, scheduled as ``main``) to transform; it is not modified.
-    seed, debug_mask, error_render_level
-        Accepted for compatibility with TVM; scheduling here is deterministic and always checked.
+    seed : int, optional
+        Seed of the sampling primitives (``sample_categorical``, ``sample_perfect_tile``).
+    debug_mask
+        Accepted for compatibility with TVM; every primitive here is always checked.
+    error_render_level : str
+        ``"detail"`` (the full message), ``"fast"`` (a short one) or ``"none"`` ("(not rendered)").
     """
 
     def __init__(self, mod: Union[IRModule, PrimFunc], *, seed: Optional[int] = None,
@@ -113,6 +138,31 @@ class Schedule:
         self._func = "main" if "main" in self._states else self._order[0]
         self._trace = Trace()
         self._depth = 0
+        self._decision: Any = None
+        self._values: Dict[ExprRV, int] = {}
+        self._rng = random.Random(seed if seed is not None and seed >= 0 else None)
+        self._symbols: set = set()
+        self._render = error_render_level
+        if error_render_level not in ("detail", "fast", "none"):
+            raise ScheduleError(f"Schedule: error_render_level {error_render_level!r} must be 'detail', "
+                                "'fast' or 'none'")
+        self._state_view: Optional[ModuleState] = None
+
+    def _record(self, kind: InstructionKind, arguments: Dict[str, Any], result: Any) -> None:
+        """Append the instruction of a top-level primitive call to the trace."""
+        inputs: List[Any] = []
+        for name in kind.inputs:
+            if name[0] in "*+":
+                inputs += list(arguments[name[1:]])
+            else:
+                inputs.append(arguments[name])
+        if kind.name == "GetBlock":  # record the function the name was looked up in
+            attrs: List[Any] = [result.name, result.func]
+        else:
+            attrs = [arguments[name] for name in kind.attrs]
+        outs = list(result) if kind.list_output else ([] if result is None else [result])
+        decision, self._decision = self._decision, None
+        self._trace.append(Instruction(kind, inputs, attrs, outs), decision)
 
     # -- state -------------------------------------------------------------------------------------------
     @property
@@ -123,7 +173,7 @@ class Schedule:
     @property
     def trace(self) -> Trace:
         """Trace: the primitives applied so far."""
-        return Trace(self._trace.insts)
+        return Trace(self._trace.insts, self._trace.decisions)
 
     @property
     def func_working_on(self) -> str:
@@ -142,15 +192,60 @@ class Schedule:
         out._states = {k: ScheduleState(st.func) for k, st in self._states.items()}
         out._order = list(self._order)
         out._func = self._func
-        out._trace = Trace(self._trace.insts)
+        out._trace = Trace(self._trace.insts, self._trace.decisions)
         out._depth = 0
+        out._decision = None
+        out._values = dict(self._values)
+        out._rng = random.Random()
+        out._rng.setstate(self._rng.getstate())
+        out._symbols = set(self._symbols)
+        out._render = self._render
+        out._state_view = None
         return out
 
     def seed(self, seed: int) -> None:
-        """Accepted for compatibility (no primitive here samples)."""
+        """Seed the generator the sampling primitives draw from."""
+        self._rng = random.Random(seed if seed >= 0 else None)
 
-    def get(self, rv) -> Union[Block, For]:
-        """The block or loop a handle refers to now."""
+    def fork_seed(self) -> int:
+        """A new seed drawn from this schedule's generator."""
+        return self._rng.randrange(1, 2 ** 31 - 1)
+
+    @property
+    def state(self) -> ModuleState:
+        """ModuleState: the module being scheduled, with references (:class:`StmtSRef`) to its blocks
+        and loops (``tvm.tir.ScheduleState``)."""
+        if self._state_view is None:
+            self._state_view = ModuleState(_states=self._states, _order=self._order)
+        return self._state_view
+
+    def _check_symbol(self, prim: str, rv) -> None:
+        if rv not in self._symbols:
+            raise IndexError(f"{prim}: {rv!r} does not belong to this schedule (it was made by another "
+                             "schedule, or removed with remove_rv)")
+
+    def get_sref(self, rand_var_or_stmt) -> Optional[StmtSRef]:
+        """The :class:`StmtSRef` of a block or loop handle (or of a Block / For of the module)."""
+        if isinstance(rand_var_or_stmt, (Block, For)):
+            return self.state.get_sref(rand_var_or_stmt)
+        rv = rand_var_or_stmt
+        if isinstance(rv, (BlockRV, LoopRV)):
+            self._check_symbol("get_sref", rv)
+            self.get(rv)
+            if isinstance(rv, BlockRV):
+                return self.state._block_sref(rv.func, rv.token)
+            return self.state._loop_sref(rv.func, rv.var)
+        raise ScheduleError(f"get_sref: expected a BlockRV, a LoopRV, a Block or a For, got "
+                            f"{type(rv).__name__}")
+
+    def get(self, rv) -> Union[Block, For, int]:
+        """The block or loop a handle refers to now (the value of a sampled :class:`ExprRV`)."""
+        if isinstance(rv, (BlockRV, LoopRV, ExprRV)):
+            self._check_symbol("get", rv)
+        if isinstance(rv, ExprRV):
+            if rv not in self._values:
+                raise ScheduleError("get: the ExprRV was not sampled by this schedule")
+            return self._values[rv]
         if isinstance(rv, BlockRV):
             return self._state(rv.func).realize(rv.token, "get", rv.name).block
         if isinstance(rv, LoopRV):
@@ -168,7 +263,10 @@ class Schedule:
         self.mod.show()
 
     def remove_rv(self, rand_var) -> None:
-        """Accepted for compatibility (handles are plain objects)."""
+        """Forget a handle: later uses of it in this schedule raise IndexError."""
+        self._check_symbol("remove_rv", rand_var)
+        self._symbols.discard(rand_var)
+        self._values.pop(rand_var, None)
 
     # -- argument checks ---------------------------------------------------------------------------------
     def _state(self, func: str) -> ScheduleState:
@@ -211,8 +309,10 @@ class Schedule:
         tokens = st.index.by_name.get(name, [])
         if not tokens:
             known = sorted(n for n in st.index.by_name if n != "root")
-            raise ScheduleError(f"get_block: no block named {name!r} in function {func}; its blocks are "
-                                f"{', '.join(known) or 'none'}")
+            err = ScheduleError(f"get_block: Cannot find a block with the name: {name} in function {func}; "
+                                f"its blocks are {', '.join(known) or 'none'}")
+            err.fast_message = "get_block: Cannot find a block with the specified name"
+            raise err
         if len(tokens) > 1:
             raise ScheduleError(f"get_block: {len(tokens)} blocks are named {name!r} in function {func}")
         return BlockRV(func, tokens[0], name)
@@ -267,6 +367,8 @@ class Schedule:
         ``vi = i_0 * 128 + i_1``; a product larger than the extent adds ``T.where(... < 1024)``.
         """
         lv = self._loop("split", loop)
+        if isinstance(factors, (list, tuple)):
+            factors = [self.get(f) if isinstance(f, ExprRV) else f for f in factors]
         out = _loops.split(self._state(lv.func), lv.var, factors, preserve_unit_iters)
         return [LoopRV(lv.func, v) for v in out]
 
@@ -290,13 +392,20 @@ class Schedule:
 
     @_traced("Parallel")
     def parallel(self, loop) -> None:
-        """Run ``loop`` on CPU threads (its blocks' variables on it must be spatial)."""
+        """Run ``loop`` on CPU threads.
+
+        Every block under the loop must keep compact data flow (a complete block, or a reduction
+        block whose reduction variables do not index its output; the only writer of its outputs) and
+        the loop may compute only spatial block variables; otherwise the iterations would race and
+        the primitive raises a ScheduleError naming the block and the rule. ``vectorize`` and
+        ``bind`` check the same (``bind`` to ``threadIdx`` may compute a reduction variable).
+        """
         lv = self._loop("parallel", loop)
         _loops.set_kind(self._state(lv.func), lv.var, ForKind.PARALLEL, "parallel")
 
     @_traced("Vectorize")
     def vectorize(self, loop) -> None:
-        """Vectorize ``loop`` (its blocks' variables on it must be spatial)."""
+        """Vectorize ``loop`` (the rules of :meth:`parallel` apply)."""
         lv = self._loop("vectorize", loop)
         _loops.set_kind(self._state(lv.func), lv.var, ForKind.VECTORIZED, "vectorize")
 
@@ -308,9 +417,70 @@ class Schedule:
 
     @_traced("Bind")
     def bind(self, loop, thread_axis: str) -> None:
-        """Bind ``loop`` to a GPU thread index: ``bind(i0, "blockIdx.x")``."""
+        """Bind ``loop`` to a GPU thread index: ``bind(i0, "blockIdx.x")`` (the rules of
+        :meth:`parallel` apply; a loop bound to ``threadIdx`` may compute a reduction variable)."""
         lv = self._loop("bind", loop)
         _loops.bind(self._state(lv.func), lv.var, thread_axis)
+
+    # -- sampling ----------------------------------------------------------------------------------------
+    @_traced("SampleCategorical")
+    def sample_categorical(self, candidates: Sequence[int], probs: Sequence[float],
+                           decision: Optional[int] = None) -> ExprRV:
+        """Draw one of ``candidates`` with probabilities ``probs`` (the trace keeps the index drawn as
+        the decision; replaying passes it back as ``decision``)."""
+        cands = [int(c.value) if hasattr(c, "value") else int(c) for c in candidates]
+        ps = [float(p.value) if hasattr(p, "value") else float(p) for p in probs]
+        if not cands or len(cands) != len(ps):
+            raise ScheduleError(f"sample_categorical: {len(cands)} candidates and {len(ps)} probabilities; "
+                                "give one probability per candidate (at least one)")
+        if any(p < 0 for p in ps) or sum(ps) <= 0:
+            raise ScheduleError(f"sample_categorical: probabilities {ps} must be non-negative with a "
+                                "positive sum")
+        if decision is None:
+            decision = self._rng.choices(range(len(cands)), weights=ps)[0]
+        elif not isinstance(decision, int) or not 0 <= decision < len(cands):
+            decision = int(decision.value) if hasattr(decision, "value") else decision
+            if not isinstance(decision, int) or not 0 <= decision < len(cands):
+                raise ScheduleError(f"sample_categorical: decision {decision!r} is not an index into the "
+                                    f"{len(cands)} candidates")
+        rv = ExprRV()
+        self._values[rv] = cands[decision]
+        self._decision = const(decision)
+        return rv
+
+    @_traced("SamplePerfectTile", list_output=True)
+    def sample_perfect_tile(self, loop, n: int, max_innermost_factor: int = 16,
+                            decision: Optional[Sequence[int]] = None) -> List[ExprRV]:
+        """Draw ``n`` factors whose product is the extent of ``loop``, the innermost at most
+        ``max_innermost_factor`` (the trace keeps them as the decision)."""
+        lv = self._loop("sample_perfect_tile", loop)
+        lp = self._state(lv.func).loop(lv.var, "sample_perfect_tile")
+        if not isinstance(lp.extent, IntImm):
+            raise ScheduleError(f"sample_perfect_tile: loop {lp.loop_var.name} has the non-constant extent "
+                                f"{lp.extent}; perfect tiles need a constant extent")
+        ext = lp.extent.value
+        if not isinstance(n, int) or n < 1:
+            raise ScheduleError(f"sample_perfect_tile: n = {n!r} must be a positive integer")
+        if decision is None:
+            facs = _perfect_tile(self._rng, ext, n, max_innermost_factor)
+        else:
+            facs = [int(d.value) if hasattr(d, "value") else int(d) for d in decision]
+            prod = 1
+            for f in facs:
+                prod *= f
+            if len(facs) != n or prod != ext:
+                raise ScheduleError(f"sample_perfect_tile: decision {facs} is not {n} factors of the extent "
+                                    f"{ext} of loop {lp.loop_var.name}")
+        rvs = [ExprRV() for _ in facs]
+        for rv, f in zip(rvs, facs):
+            self._values[rv] = f
+        self._decision = [const(f) for f in facs]
+        return rvs
+
+    @_traced("EnterPostproc")
+    def enter_postproc(self) -> None:
+        """Mark the start of post-processing in the trace (``simplified(remove_postproc=True)`` drops
+        what follows)."""
 
     # -- caches ------------------------------------------------------------------------------------------
     @_traced("CacheRead")
@@ -373,6 +543,17 @@ class Schedule:
         tok = _red.decompose_reduction(st, b.token, b.name, lv.var)
         return self._brv(b.func, tok)
 
+    @_traced("RFactor")
+    def rfactor(self, loop, factor_axis: int) -> BlockRV:
+        """Factor the reduction of the block under ``loop`` over ``loop``: a block ``<name>_rf`` keeps
+        one partial result per iteration of ``loop`` in ``<buffer>_rf`` (the extent of ``loop``
+        inserted at ``factor_axis`` of the output's shape) and the block itself becomes the reduction
+        of those partials (see :mod:`kernels.tir.schedule.rfactor`). Returns the ``_rf`` block."""
+        lv = self._loop("rfactor", loop)
+        st = self._state(lv.func)
+        rf_block, _ = _rf.rfactor(st, lv.var, factor_axis)
+        return self._brv(lv.func, rf_block.sref)
+
     # -- annotations -------------------------------------------------------------------------------------
     @_traced("StorageAlign")
     def storage_align(self, block, buffer_index: int, axis: int, factor: int, offset: int) -> None:
@@ -407,4 +588,30 @@ class Schedule:
         return f"Schedule({', '.join(self._order)})"
 
 
-__all__ = ["Schedule", "BlockRV", "LoopRV"]
+def _render(exc: ScheduleError, level: str) -> str:
+    """The message of ``exc`` at error_render_level ``level`` ("fast": the rule without the names of
+    the program's parts where the primitive gives one; "none": nothing)."""
+    if level == "none":
+        return "ScheduleError: (not rendered)"
+    return getattr(exc, "fast_message", None) or str(exc)
+
+
+def _perfect_tile(rng: random.Random, extent: int, n: int, max_innermost: int) -> List[int]:
+    """``n`` factors of ``extent`` drawn at random, the last at most ``max_innermost``: the innermost
+    uniformly among the divisors allowed, then every prime factor of the rest to a random slot."""
+    divisors = [d for d in range(1, min(extent, max(max_innermost, 1)) + 1) if extent % d == 0]
+    inner = rng.choice(divisors) if n > 1 else extent
+    facs = [1] * (n - 1) + [inner]
+    rest, p = extent // inner, 2
+    while rest > 1 and n > 1:
+        while rest % p == 0:
+            facs[rng.randrange(n - 1)] *= p
+            rest //= p
+        p += 1
+        if p * p > rest and rest > 1:
+            facs[rng.randrange(n - 1)] *= rest
+            rest = 1
+    return facs
+
+
+__all__ = ["Schedule", "BlockRV", "LoopRV", "ExprRV"]

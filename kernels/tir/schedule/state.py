@@ -177,6 +177,16 @@ def loop_desc(lp: For) -> str:
     return f"{lp.loop_var.name} (bound to {tag})" if tag else lp.loop_var.name
 
 
+@dataclasses.dataclass(frozen=True)
+class CachedFlags:
+    """TVM's per-block flags: bindings affine in the loops, reads covered by the producers of the
+    scope, and the block's own scope a stage pipeline (no write after read, every read covered)."""
+
+    affine_binding: bool
+    region_cover: bool
+    stage_pipeline: bool
+
+
 class ScheduleState:
     """The function being scheduled; ``index`` is rebuilt lazily after every change."""
 
