@@ -1,6 +1,11 @@
 """The result store: runs, environment fingerprints, cases, results and their raw samples, in one
 SQLite file or one PostgreSQL database (the package docstring of :mod:`harness.store` has the
-conventions and the schema; :mod:`harness.store.backend` the two engines)."""
+conventions and the schema; :mod:`harness.store.backend` the two engines).
+
+Size: :class:`Store` is the one writer of every table of a run (runs and their lease, cases, results,
+samples, baselines), each write one transaction with its checks; the lease's own queries live in
+:mod:`harness.store.leases`.
+"""
 
 from __future__ import annotations
 

@@ -84,10 +84,6 @@ class PrimFunc(metaclass=ABCMeta):
         """A copy with another body."""
         return dataclasses.replace(self, body=body)
 
-    def same_as(self, other) -> bool:
-        """Whether ``other`` is this very function object (TVM's reference equality)."""
-        return self is other
-
     def with_attr(self, key: str, value: Any) -> "PrimFunc":
         """A copy with attribute ``key`` set to ``value``."""
         attrs = dict(self.attrs)
