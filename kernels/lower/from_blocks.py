@@ -664,7 +664,7 @@ def _check_local_buffers(body: Stmt) -> None:
             threads = threads + (s,)
         if isinstance(s, BlockRealize):
             for reg in s.block.reads + s.block.writes:
-                if reg.buffer.scope != "local":
+                if reg.buffer.scope != attr.LOCAL:
                     continue
                 key = tuple(id(t) for t in threads)
                 first = seen.setdefault(id(reg.buffer), (key, s.block.name_hint, threads))
