@@ -71,12 +71,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.model import Case, MeasureConfig, Result
+from kernels.contrib.workpool import MAX_NODE_LOSSES, FailurePolicy, cancel_task, is_node_loss, kill_actor
 from kernels.target import arch_of_model
 
 from .build import is_callable
@@ -97,9 +98,6 @@ from .ray_tasks import GpuRunner, build_task, peer_libraries, run_batch_task
 __all__ = ["MAX_NODE_LOSSES", "RayExecutor"]
 
 log = logging.getLogger(__name__)
-
-#: how often one case may lose its node (not charged as a crash) before that counts as a crash
-MAX_NODE_LOSSES = 5
 
 
 @dataclass(eq=False)
@@ -140,8 +138,7 @@ class _Queued:
 class _RunState:
     emit: Emitter
     config: MeasureConfig
-    failures: Counter = field(default_factory=Counter)  # case key -> crashes charged to it
-    node_losses: Counter = field(default_factory=Counter)
+    policy: FailurePolicy = field(default_factory=FailurePolicy)  # crashes and node losses per case key
     placements: dict[Slot, dict] = field(default_factory=dict)  # slot -> last Ray options used
     queues: dict[Slot, deque] = field(default_factory=dict)  # GPU slot -> deque of _Queued
     queue_unplaceable_since: dict[Slot, float] = field(default_factory=dict)
@@ -328,10 +325,7 @@ class RayExecutor:
         pool = self._runners.get(runner.slot, [])
         if runner in pool:
             pool.remove(runner)
-        try:
-            self._ray.kill(runner.actor, no_restart=True)
-        except Exception as exc:
-            log.debug("kbench: kill runner: %s", exc)
+        kill_actor(self._ray, runner.actor)
 
     def run(self, batches: Sequence[Sequence[Case]], config: MeasureConfig, on_result: OnResult,
             side_specs: dict | None = None) -> None:
@@ -358,7 +352,8 @@ class RayExecutor:
             models = sorted({n.gpu_model for n in nodes if n.gpu_model})
             raise DispatchError(f"no node of the Ray cluster can run cases needing {', '.join(missing)}; "
                                 f"GPU models in the cluster: {', '.join(models) or 'none'}")
-        state = _RunState(Emitter(on_result), config, side_specs=side_specs)
+        state = _RunState(Emitter(on_result), config, side_specs=side_specs,
+                          policy=FailurePolicy(strikes=self.max_retries + 1, node_losses=MAX_NODE_LOSSES))
         t_start = time.time()
         active = [t for b in todo for t in self._submit(b, state, nodes, prebuild=self.prebuild)]
         active += self._pump(state)
@@ -402,10 +397,7 @@ class RayExecutor:
         if t.runner is not None:
             self._retire(t.runner)
             return
-        try:
-            self._ray.cancel(t.gen, force=force)
-        except Exception as exc:
-            log.debug("kbench: cancel: %s", exc)
+        cancel_task(self._ray, t.gen, force=force)
 
     def _advance(self, t: _Task, state: _RunState) -> list[_Task]:
         """Take every item the task has produced; returns the task(s) to keep watching."""
@@ -440,19 +432,6 @@ class RayExecutor:
                 state.emit(payload)
                 t.case_started = now
 
-    def _node_lost(self, t: _Task, exc: BaseException) -> bool:
-        ray_exc = self._ray.exceptions
-        if isinstance(exc, ray_exc.NodeDiedError):
-            return True
-        if isinstance(exc, ray_exc.ActorDiedError) and "node has died" in str(exc):
-            return True
-        if not t.node:
-            return False
-        try:
-            return t.node not in {n.node_id for n in self.cluster.nodes()}
-        except Exception:
-            return False
-
     def _systemic(self, exc: BaseException) -> str:
         """A failure that no case causes and every task would hit (a runtime environment that cannot be
         set up, a module of ``imports`` the workers cannot import): its message, else ""."""
@@ -478,15 +457,14 @@ class RayExecutor:
             raise DispatchError(fatal) from exc
         head = t.rest[0]
         where = f" on {t.worker}" if t.worker else ""
-        if self._node_lost(t, exc) and state.node_losses[head.key] < MAX_NODE_LOSSES:
-            state.node_losses[head.key] += 1
+        if is_node_loss(self._ray, exc, t.node, self.cluster) and state.policy.node_lost(head.key):
             log.info("kbench: node lost%s (%s); rescheduling %d case(s)", where, type(exc).__name__,
                      len(t.rest))
             return self._submit(t.rest, state, front=True)
-        state.failures[head.key] += 1
-        n = state.failures[head.key]
+        give_up = state.policy.strike(head.key)
+        n = state.policy.attempts(head.key)
         rest = t.rest
-        if n > self.max_retries:
+        if give_up:
             state.emit(Result(head, "crashed", worker=t.worker, message=clean_message(
                 f"the worker crashed{where} running this case ({n} attempts): {describe(exc)}")))
             rest = rest[1:]

@@ -41,9 +41,15 @@ from typing import Any
 
 from kernels.contrib.ray_cluster import RayCluster, Slot
 
-__all__ = ["FailurePolicy", "Item", "Outcome", "WorkPool", "cancel_task", "is_node_loss", "kill_actor"]
+__all__ = ["MAX_NODE_LOSSES", "MAX_REQUEUES", "FailurePolicy", "Item", "Outcome", "WorkPool", "cancel_task",
+           "is_node_loss", "kill_actor"]
 
 log = logging.getLogger(__name__)
+
+#: how often one item may lose its node (not charged as a crash) before that counts as a crash
+MAX_NODE_LOSSES = 5
+#: how often an item may be set back by failures it did not cause before it is given up itself
+MAX_REQUEUES = 3
 
 
 # ---------------------------------------------------------------------------------------------
@@ -68,8 +74,8 @@ class FailurePolicy:
     """
 
     strikes: int = 3
-    node_losses: int = 5
-    requeues: int = 3
+    node_losses: int = MAX_NODE_LOSSES
+    requeues: int = MAX_REQUEUES
     _strikes: dict = field(default_factory=dict, repr=False)
     _losses: dict = field(default_factory=dict, repr=False)
     _requeues: dict = field(default_factory=dict, repr=False)
@@ -92,6 +98,10 @@ class FailurePolicy:
     def attempts(self, key: Hashable) -> int:
         """The crashes charged to ``key`` so far."""
         return self._strikes.get(key, 0)
+
+    def setbacks(self, key: Hashable) -> int:
+        """How often ``key`` was set back by failures it did not cause so far."""
+        return self._requeues.get(key, 0)
 
 
 def kill_actor(ray: Any, handle: Any) -> None:
@@ -375,8 +385,8 @@ class WorkPool:
                 kept.append(item)
                 continue
             runner = min(free, key=lambda r: len(r.calls))
-            call = _Call(item, runner.handle.run.options(num_returns="streaming").remote(item.key, item.payload),
-                         runner)
+            gen = runner.handle.run.options(num_returns="streaming").remote(item.key, item.payload)
+            call = _Call(item, gen, runner)
             runner.calls.append(call)
             self._calls.append(call)
             self._runs[item.key] = self._runs.get(item.key, 0) + 1

@@ -63,6 +63,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..contrib.workpool import FailurePolicy, cancel_task, kill_actor
 from ..errors import TVMError
 from .measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, arg_infos
 from .ray_workers import TASK_CACHE_SIZE, RunnerActor, build_chunk, build_reference, task_bytes
@@ -71,9 +72,12 @@ __all__ = ["RayBuilder", "RayRunner", "RayMeasureError", "shutdown"]
 
 logger = logging.getLogger("autotvm")
 
-#: how often a candidate may be set back by failures it did not cause (its worker died while running
-#: another one) before it is recorded as an error itself
-MAX_REQUEUES = 3
+
+def _policy() -> FailurePolicy:
+    """The failure policy of one build or run call: a candidate blamed without certainty (it was next
+    when its worker died) is charged at its second such failure; a candidate set back by failures
+    of others is given up after :data:`~kernels.contrib.workpool.MAX_REQUEUES`."""
+    return FailurePolicy(strikes=2)
 
 
 class RayMeasureError(TVMError, ValueError):
@@ -118,13 +122,11 @@ def shutdown() -> None:
         pools = list(_POOLS.values())
         _POOLS.clear()
     for pool in pools:
-        for actor in pool.actors:
-            try:
-                import ray
+        if pool.actors:
+            import ray
 
-                ray.kill(actor.handle, no_restart=True)
-            except Exception as exc:
-                logger.debug("shutdown: kill: %s", exc)
+            for actor in pool.actors:
+                kill_actor(ray, actor.handle)
         pool.actors.clear()
     with _CLUSTER_LOCK:
         if _CLUSTER is not None:
@@ -211,7 +213,7 @@ class _Actor:
     info: dict = field(default_factory=dict)
 
 
-def _charge(job: _Job, head: bool, strikes: dict) -> tuple[int | None, bool, list[int]]:
+def _charge(job: _Job, head: bool, policy: FailurePolicy) -> tuple[int | None, bool, list[int]]:
     """Whom a job's failure is charged to: ``(position, certain, rest)``. The candidate it had said it
     was running (certain); else, when the job was running (``head``) and not known to be in its setup
     step, the next one in order, whose "start" may not have reached the driver before the process
@@ -223,8 +225,7 @@ def _charge(job: _Job, head: bool, strikes: dict) -> tuple[int | None, bool, lis
         return job.current, True, rest
     if head and rest and not job.setup:
         pos = rest[0]
-        strikes[pos] = strikes.get(pos, 0) + 1
-        if strikes[pos] >= 2:
+        if policy.strike(pos):
             return pos, False, rest[1:]
     return None, False, rest
 
@@ -381,7 +382,6 @@ class RayBuilder:
         """Build ``inputs``; one :class:`BuildResult` each, in their order (errors included)."""
         inputs = list(inputs)
         out: list[BuildResult | None] = [None] * len(inputs)
-        attempts = [0] * len(inputs)
         groups: dict[int, list[int]] = {}  # the candidates of each task object, in order
         for pos, inp in enumerate(inputs):
             index = getattr(inp.config, "index", None)
@@ -418,10 +418,10 @@ class RayBuilder:
         def on_result(pos: int, res: BuildResult) -> None:
             out[pos] = res
 
-        strikes: dict[int, int] = {}
+        policy = _policy()
 
         def on_fail(job: _Job, exc: BaseException) -> None:
-            jobs.extend(self._failed(job, exc, out, attempts, strikes, submit))
+            jobs.extend(self._failed(job, exc, out, policy, submit))
 
         try:
             while jobs:
@@ -439,10 +439,7 @@ class RayBuilder:
         return out  # type: ignore[return-value]
 
     def _cancel(self, job: _Job) -> None:
-        try:
-            self.ray.cancel(job.gen, force=True)
-        except Exception as exc:
-            logger.debug("RayBuilder: cancel: %s", exc)
+        cancel_task(self.ray, job.gen, force=True)
 
     def _timed_out(self, job: _Job, out: list, submit) -> list[_Job]:
         self._cancel(job)
@@ -458,19 +455,18 @@ class RayBuilder:
         rest.remove(head)
         return [submit(rest)] if rest else []
 
-    def _failed(self, job: _Job, exc: BaseException, out: list, attempts: list, strikes: dict,
+    def _failed(self, job: _Job, exc: BaseException, out: list, policy: FailurePolicy,
                 submit) -> list[_Job]:
-        head, certain, rest = _charge(job, True, strikes)
+        head, certain, rest = _charge(job, True, policy)
         if head is not None:
             when = "while building this candidate" if certain else "twice when this candidate was next"
             out[head] = BuildResult(error_no=MeasureErrorNo.RUNTIME_DEVICE, error=(
                 f"the build worker died{job.where} {when}: {type(exc).__name__}: {_short(exc)}"))
         again = []
         for pos in rest:
-            attempts[pos] += 1
-            if attempts[pos] > MAX_REQUEUES:
+            if not policy.requeue(pos):
                 out[pos] = BuildResult(error_no=MeasureErrorNo.RUNTIME_DEVICE, error=(
-                    f"its build task failed {attempts[pos]} times before building it; last: "
+                    f"its build task failed {policy.setbacks(pos)} times before building it; last: "
                     f"{type(exc).__name__}: {_short(exc)}"))
             else:
                 again.append(pos)
@@ -620,10 +616,7 @@ class RayRunner:
         pool.build_kwargs = {"cuda_arch": arch} if arch else {}
 
     def _kill(self, actor: _Actor) -> None:
-        try:
-            self.ray.kill(actor.handle, no_restart=True)
-        except Exception as exc:
-            logger.debug("RayRunner: kill: %s", exc)
+        kill_actor(self.ray, actor.handle)
 
     def _replace(self, actor: _Actor, why: str) -> list[_Job]:
         """End ``actor`` (and return its other queued jobs, whose candidates did not start); start a
@@ -719,8 +712,7 @@ class RayRunner:
         self._ensure_actors()
         driver = _Driver(self.ray, self.poll_s)
         pending: deque[int] = deque(builds)
-        attempts: dict[int, int] = dict.fromkeys(builds, 0)
-        strikes: dict[int, int] = {}
+        policy = _policy()
         limit = self.timeout + 1.0  # the actor's own check is ``timeout``; this catches hangs
         chunk = max(1, math.ceil(len(pending) / (2 * max(1, len(self._actors)))))
 
@@ -733,16 +725,15 @@ class RayRunner:
 
         def requeue(positions: Sequence[int], why: str) -> None:
             for pos in reversed(list(positions)):
-                attempts[pos] += 1
-                if attempts[pos] > MAX_REQUEUES:
-                    finish(pos, (f"its runner failed {attempts[pos]} times before running it; last: {why}",),
-                           MeasureErrorNo.RUNTIME_DEVICE, 0.0)
+                if not policy.requeue(pos):
+                    msg = f"its runner failed {policy.setbacks(pos)} times before running it; last: {why}"
+                    finish(pos, (msg,), MeasureErrorNo.RUNTIME_DEVICE, 0.0)
                 else:
                     pending.appendleft(pos)
 
         def on_fail(job: _Job, exc: BaseException) -> None:
             running = job.actor is not None and bool(job.actor.jobs) and job.actor.jobs[0] is job
-            head, certain, rest = _charge(job, running, strikes)
+            head, certain, rest = _charge(job, running, policy)
             if head is not None:
                 when = "while running this candidate" if certain else "twice when this candidate was next"
                 msg = f"the runner process died{job.where} {when}: {type(exc).__name__}: {_short(exc)}"
@@ -803,7 +794,7 @@ class RayRunner:
                     while pending:
                         pos = pending.popleft()
                         msg = why
-                        if strikes.get(pos):  # it may have been the one running when the last died
+                        if policy.attempts(pos):  # it may have been the one running when the last died
                             msg = ("the runner process died when this candidate was next to run (it may "
                                    f"have been running); {why}")
                         finish(pos, (msg,), MeasureErrorNo.RUNTIME_DEVICE, 0.0)
