@@ -308,6 +308,15 @@ class WorkPool:
                 log.info("workpool: runners not all ready after %g s: %s", wait_s, exc)
         return sum(r.ready for r in runners)
 
+    def stats(self) -> dict[str, Any]:
+        """Where the items are now: ``queued`` (waiting in the driver), ``in_flight`` (handed to a
+        worker), ``runners`` (per runner that is ready, the items it holds) and ``starting`` (runners
+        not ready yet)."""
+        runners = [r for rs in self._runners.values() for r in rs]
+        return {"queued": len(self._queue), "in_flight": len(self._calls),
+                "runners": [len(r.calls) for r in runners if r.ready],
+                "starting": sum(not r.ready for r in runners)}
+
     def run(self, items: Iterable[Item], on_outcome: Callable[[Outcome], None]) -> None:
         """Submit ``items`` and hand each outcome to ``on_outcome`` as it arrives."""
         self.submit(items)
