@@ -31,6 +31,7 @@ place that kills Ray workers, cancels Ray tasks or decides when a failed item is
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -195,8 +196,8 @@ class Item:
 class Outcome:
     """What became of an item: ``status`` is ``ok`` (``value`` is the worker's return value),
     ``timeout``, ``crashed`` or ``cancelled`` (``message`` says why); ``worker`` names the process
-    (``node:pid``) that gave it, ``attempts`` the crashes charged to it, ``runs`` how often it was
-    handed to a worker."""
+    (``node:pid``) that gave it (``pid`` alone too), ``attempts`` the crashes charged to it, ``runs``
+    how often it was handed to a worker, ``error`` the exception of the crash that ended it."""
 
     key: Hashable
     status: str
@@ -208,6 +209,8 @@ class Outcome:
     started: float = 0.0  # time.time() when its last run started (0: never)
     finished: float = 0.0
     runs: int = 0
+    error: str = ""
+    pid: int = 0  # a crash: the exception that ended its last run
 
 
 @dataclass(eq=False)
@@ -251,11 +254,17 @@ class WorkPool:
     startup_timeout : float
         Seconds a runner may take to become ready while items of its slot wait and no runner of it
         is ready; then one waiting item is blamed (a runner that cannot start).
+    runtime_env : dict, optional
+        A Ray runtime environment for the runners and the CPU tasks (the CPU tasks' has
+        ``CUDA_VISIBLE_DEVICES=""`` added); default: the cluster's.
+    cpu_slots : int, optional
+        The most CPU items at once (default: the CPUs of the alive nodes).
     """
 
     def __init__(self, cluster: RayCluster, runner_factory: Callable[[], Callable[[Any], Any]] | None = None,
                  cpu_fn: Callable[[Any], Any] | None = None, *, policy: FailurePolicy | None = None,
-                 in_flight: int = 1, poll_s: float = 0.1, startup_timeout: float = 120.0):
+                 in_flight: int = 1, poll_s: float = 0.1, startup_timeout: float = 120.0,
+                 runtime_env: dict | None = None, cpu_slots: int | None = None):
         if in_flight < 1:
             raise ValueError(f"in_flight must be >= 1, got {in_flight}")
         self.cluster = cluster
@@ -267,6 +276,8 @@ class WorkPool:
         self._factory = runner_factory
         self._runner_cls = ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(PoolRunner)
         self._cpu_fn = cpu_fn
+        self._cpu_slots = cpu_slots
+        self._env = copy.deepcopy(runtime_env) if runtime_env else None
         self._cpu_task = ray.remote(num_returns="streaming", max_retries=0, retry_exceptions=False)(_cpu_item)
         self._queue: deque[Item] = deque()
         self._runners: dict[Slot, list[_Runner]] = {}
@@ -282,8 +293,11 @@ class WorkPool:
     # -- the client's side ------------------------------------------------------------------------
 
     def submit(self, items: Iterable[Item]) -> None:
-        """Queue ``items`` (in order) for the next :meth:`results`."""
+        """Queue ``items`` (in order) for the next :meth:`results`. A key has one outcome in a pool's
+        life: submitting a key that already has one is a ValueError."""
         for item in items:
+            if item.key in self._done:
+                raise ValueError(f"item {item.key!r} already has an outcome in this pool")
             if item.slot[0] and self._factory is None:
                 raise ValueError("a GPU item needs a pool with a runner_factory")
             if not item.slot[0] and self._cpu_fn is None:
@@ -356,10 +370,19 @@ class WorkPool:
         runners = self._runners.setdefault(slot, [])
         want = self.cluster.capacity(slot, nodes)
         opts = self.cluster.placement(slot, nodes)
+        if opts is not None and self._env is not None:
+            opts = dict(opts, runtime_env=copy.deepcopy(self._env))
         while opts is not None and len(runners) < want:
             handle = self._runner_cls.options(**opts).remote(self._factory)
             runners.append(_Runner(handle, slot, handle.hello.remote()))
             self.runners_started += 1
+
+    def _cpu_env(self) -> dict:
+        if self._env is None:
+            return self.cluster.cpu_runtime_env()
+        env = copy.deepcopy(self._env)
+        env.setdefault("env_vars", {})["CUDA_VISIBLE_DEVICES"] = ""
+        return {"runtime_env": env}
 
     def _dispatch(self) -> None:
         if not self._queue:
@@ -371,13 +394,15 @@ class WorkPool:
         while self._queue:
             item = self._queue.popleft()
             if not item.slot[0]:
+                if cpu_cap is None and self._cpu_slots:
+                    cpu_cap = self._cpu_slots
                 if cpu_cap is None:
                     nodes = nodes if nodes is not None else self.cluster.nodes()
                     cpu_cap = max(1, int(sum(n.cpus for n in nodes)))
                 if cpu_busy >= cpu_cap:
                     kept.append(item)
                     continue
-                opts = {"num_cpus": 1, "num_gpus": 0, **self.cluster.cpu_runtime_env()}
+                opts = {"num_cpus": 1, "num_gpus": 0, **self._cpu_env()}
                 gen = self._cpu_task.options(**opts).remote(self._cpu_fn, item.key, item.payload)
                 self._calls.append(_Call(item, gen, None))
                 self._runs[item.key] = self._runs.get(item.key, 0) + 1
@@ -464,7 +489,8 @@ class WorkPool:
         if call.runner is not None and call in call.runner.calls:
             call.runner.calls.remove(call)
 
-    def _finish(self, call: _Call, status: str, value: Any = None, message: str = "") -> None:
+    def _finish(self, call: _Call, status: str, value: Any = None, message: str = "",
+                error: str = "") -> None:
         key = call.item.key
         if key in self._done:
             return
@@ -473,7 +499,7 @@ class WorkPool:
         worker = f"{str(info.get('node', '?'))[:12]}:{info.get('pid', '?')}" if info else ""
         self._out.append(Outcome(key, status, value, worker, str(info.get("node", "")), message,
                                  self.policy.attempts(key), call.wall_start, time.time(),
-                                 self._runs.get(key, 0)))
+                                 self._runs.get(key, 0), error, int(info.get("pid", 0) or 0)))
 
     def _give_up(self, item: Item, status: str, message: str) -> None:
         if item.key in self._done:
@@ -509,7 +535,7 @@ class WorkPool:
                 log.info("workpool: node lost running %s; requeued", item.key)
                 self._queue.appendleft(item)
             elif self.policy.strike(item.key):
-                self._finish(call, "crashed", message=(
+                self._finish(call, "crashed", error=why, message=(
                     f"the worker died running it ({self.policy.attempts(item.key)} attempts): {why}"))
             else:
                 self._queue.appendleft(item)

@@ -63,10 +63,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..contrib.workpool import FailurePolicy, cancel_task, kill_actor
+from ..contrib.workpool import FailurePolicy, Item, Outcome, WorkPool, kill_actor
 from ..errors import TVMError
 from .measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, arg_infos
-from .ray_workers import TASK_CACHE_SIZE, RunnerActor, build_chunk, build_reference, task_bytes
+from .ray_workers import TASK_CACHE_SIZE, RunnerActor, build_item, build_reference, task_bytes
 
 __all__ = ["RayBuilder", "RayRunner", "RayMeasureError", "shutdown"]
 
@@ -154,9 +154,7 @@ def _remote(name: str) -> Any:
 def _make_remote(name: str) -> Any:
     import ray
 
-    if name == "build":
-        got = ray.remote(num_returns="streaming", max_retries=0, retry_exceptions=False)(build_chunk)
-    elif name == "reference":
+    if name == "reference":
         got = ray.remote(max_retries=0, retry_exceptions=False)(build_reference)
     else:
         got = ray.remote(max_restarts=0, max_task_retries=0)(RunnerActor)
@@ -288,13 +286,6 @@ class _Driver:
         return time.monotonic() - job.started > limit
 
 
-def _split(positions: Sequence[int], parts: int) -> list[list[int]]:
-    """``positions`` in ``parts`` contiguous chunks of near-equal size (none empty)."""
-    parts = max(1, min(parts, len(positions)))
-    size = math.ceil(len(positions) / parts)
-    return [list(positions[i:i + size]) for i in range(0, len(positions), size)]
-
-
 class _TaskRefs:
     """The driver's pickled tasks in the object store, by task object (kept while it lives)."""
 
@@ -369,7 +360,10 @@ class RayBuilder:
         if n_parallel is None:
             n_parallel = max(1, int(sum(n.cpus for n in self.cluster.nodes())))
         self.n_parallel = n_parallel
-        self._options = _cpu_options(runtime_env)
+        # a build that kills its worker is not retried: the candidate is an error
+        self._pool = WorkPool(self.cluster, cpu_fn=build_item, poll_s=self.poll_s, runtime_env=runtime_env,
+                              cpu_slots=self.n_parallel, policy=FailurePolicy(strikes=1))
+        self._calls = 0  # build() calls so far (items are keyed (call, position))
         self._tasks = _TaskRefs()
         self.cuda_arch: str | None = None
 
@@ -382,98 +376,46 @@ class RayBuilder:
         """Build ``inputs``; one :class:`BuildResult` each, in their order (errors included)."""
         inputs = list(inputs)
         out: list[BuildResult | None] = [None] * len(inputs)
-        groups: dict[int, list[int]] = {}  # the candidates of each task object, in order
+        sent: dict[int, Any] = {}  # id(task) -> (key, holder), or the error sending it
+        items = []
         for pos, inp in enumerate(inputs):
             index = getattr(inp.config, "index", None)
             if not isinstance(index, int) or not 0 <= index < len(inp.task.config_space):
                 out[pos] = BuildResult(error_no=MeasureErrorNo.INSTANTIATION_ERROR,
                                        error=f"configuration {inp.config} is not a point of the task's space")
                 continue
-            groups.setdefault(id(inp.task), []).append(pos)
-        if not groups:
-            return out  # type: ignore[return-value]
-        remote = _remote("build")
-        driver = _Driver(self.ray, self.poll_s)
-
-        def submit(positions: list[int]) -> _Job:
-            task = inputs[positions[0]].task
-            key, holder = self._tasks.get(task)
-            items = [(p, inputs[p].config.index) for p in positions]
-            gen = remote.options(**self._options).remote(key, holder, items, self.cuda_arch)
-            return _Job(gen, list(positions), self.timeout)
-
-        jobs: list[_Job] = []
-        total = sum(len(g) for g in groups.values())
-        for positions in groups.values():
-            try:
-                self._tasks.get(inputs[positions[0]].task)
-            except Exception as exc:  # e.g. a template holding something that cannot be pickled
-                msg = f"the task cannot be sent to the build workers: {type(exc).__name__}: {_short(exc)}"
-                for pos in positions:
-                    out[pos] = BuildResult(error_no=MeasureErrorNo.INSTANTIATION_ERROR, error=msg)
+            if id(inp.task) not in sent:
+                try:
+                    sent[id(inp.task)] = self._tasks.get(inp.task)
+                except Exception as exc:  # e.g. a template holding something that cannot be pickled
+                    sent[id(inp.task)] = ("the task cannot be sent to the build workers: "
+                                          f"{type(exc).__name__}: {_short(exc)}")
+            got = sent[id(inp.task)]
+            if isinstance(got, str):
+                out[pos] = BuildResult(error_no=MeasureErrorNo.INSTANTIATION_ERROR, error=got)
                 continue
-            share = max(1, round(self.n_parallel * len(positions) / total))
-            jobs += [submit(chunk) for chunk in _split(positions, share)]
-
-        def on_result(pos: int, res: BuildResult) -> None:
-            out[pos] = res
-
-        policy = _policy()
-
-        def on_fail(job: _Job, exc: BaseException) -> None:
-            jobs.extend(self._failed(job, exc, out, policy, submit))
-
-        try:
-            while jobs:
-                self.ray.wait([j.gen for j in jobs], num_returns=1, timeout=self.poll_s)
-                for job in list(jobs):
-                    if not driver.advance(job, on_result, on_fail) or not job.todo:
-                        jobs.remove(job)  # failed (its rest resubmitted) or every result is in
-                    elif driver.overdue(job, self.timeout):
-                        jobs.remove(job)
-                        jobs.extend(self._timed_out(job, out, submit))
-        except BaseException:
-            for job in jobs:
-                self._cancel(job)
-            raise
+            key, holder = got
+            items.append(Item((self._calls, pos), (key, holder, index, self.cuda_arch), (False, ""),
+                              self.timeout))
+        self._calls += 1
+        if items:
+            self._pool.submit(items)
+            for outcome in self._pool.results():
+                out[outcome.key[1]] = self._result(outcome)
         return out  # type: ignore[return-value]
 
-    def _cancel(self, job: _Job) -> None:
-        cancel_task(self.ray, job.gen, force=True)
-
-    def _timed_out(self, job: _Job, out: list, submit) -> list[_Job]:
-        self._cancel(job)
-        rest = list(job.todo)
-        if job.current is None:  # stuck before its first candidate: charge the first one
-            head = rest[0]
-            msg = (f"the build task made no progress for {self.timeout:g} s{job.where}; it was "
-                   "cancelled (force)")
+    def _result(self, o: Outcome) -> BuildResult:
+        if o.status == "ok":
+            return o.value
+        where = _where_text({"node": o.node, "pid": o.pid}) if o.node else ""
+        if o.status == "timeout":
+            return BuildResult(error_no=MeasureErrorNo.BUILD_TIMEOUT, time_cost=self.timeout,
+                               error=f"build took longer than {self.timeout:g} s{where}; its worker was killed")
+        if o.error:
+            msg = f"the build worker died{where} while building this candidate: {o.error}"
         else:
-            head = job.current
-            msg = f"build took longer than {self.timeout:g} s{job.where}; its worker was killed"
-        out[head] = BuildResult(error_no=MeasureErrorNo.BUILD_TIMEOUT, error=msg, time_cost=self.timeout)
-        rest.remove(head)
-        return [submit(rest)] if rest else []
-
-    def _failed(self, job: _Job, exc: BaseException, out: list, policy: FailurePolicy,
-                submit) -> list[_Job]:
-        head, certain, rest = _charge(job, True, policy)
-        if head is not None:
-            when = "while building this candidate" if certain else "twice when this candidate was next"
-            out[head] = BuildResult(error_no=MeasureErrorNo.RUNTIME_DEVICE, error=(
-                f"the build worker died{job.where} {when}: {type(exc).__name__}: {_short(exc)}"))
-        again = []
-        for pos in rest:
-            if not policy.requeue(pos):
-                out[pos] = BuildResult(error_no=MeasureErrorNo.RUNTIME_DEVICE, error=(
-                    f"its build task failed {policy.setbacks(pos)} times before building it; last: "
-                    f"{type(exc).__name__}: {_short(exc)}"))
-            else:
-                again.append(pos)
-        if again:
-            logger.info("RayBuilder: a build worker failed%s (%s); building %d candidate(s) again", job.where,
-                        type(exc).__name__, len(again))
-        return [submit(again)] if again else []
+            msg = f"its build task failed before building it: {o.message}"
+        return BuildResult(error_no=MeasureErrorNo.RUNTIME_DEVICE, error=msg)
 
 
 def _short(exc: BaseException, limit: int = 400) -> str:

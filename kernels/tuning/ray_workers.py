@@ -30,7 +30,7 @@ from .measure import (
     with_cuda_arch,
 )
 
-__all__ = ["RunnerActor", "build_chunk", "build_reference", "restore_task", "task_bytes"]
+__all__ = ["RunnerActor", "build_item", "build_reference", "restore_task", "task_bytes"]
 
 logger = logging.getLogger("autotvm")
 
@@ -108,22 +108,17 @@ def _build_for_transport(task: Any, index: int, cuda_arch: str | None = None) ->
     return BuildResult(args=arg_infos(built.args), time_cost=time.perf_counter() - t0, artifact=artifact)
 
 
-def build_chunk(key: str, holder: list, items: list, cuda_arch: str | None) -> Iterator[tuple]:
-    """A build task (a Ray streaming generator): ``("hello", where)``, then per candidate
-    ``("start", position)`` and ``("result", position, BuildResult)``."""
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the runtime environment says so too; nothing here uses a GPU
-    yield ("hello", _where())
+def build_item(payload: tuple) -> BuildResult:
+    """One candidate built in a work-pool CPU task (GPUs hidden): ``payload`` is (task key, holder,
+    configuration index, CUDA architecture or None)."""
+    key, holder, index, cuda_arch = payload
     try:
         task = restore_task(key, holder)
     except Exception as exc:
         msg = (f"the build worker cannot rebuild the task ({type(exc).__name__}: {exc}); is the module "
                "defining its template importable on the Ray workers (runtime_env PYTHONPATH)?")
-        for pos, _ in items:
-            yield ("result", pos, BuildResult(error_no=MeasureErrorNo.INSTANTIATION_ERROR, error=msg))
-        return
-    for pos, index in items:
-        yield ("start", pos)
-        yield ("result", pos, _build_for_transport(task, index, cuda_arch))
+        return BuildResult(error_no=MeasureErrorNo.INSTANTIATION_ERROR, error=msg)
+    return _build_for_transport(task, index, cuda_arch)
 
 
 def build_reference(key: str, holder: list, cuda_arch: str | None) -> BuildResult:
