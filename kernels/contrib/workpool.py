@@ -72,11 +72,15 @@ class FailurePolicy:
     requeues : int
         How often an item may be set back by failures it did not cause (it waited behind an item
         that crashed) before it is given up itself.
+    replacements : int or None
+        How often the runner of one GPU is replaced after it failed before that GPU is dropped
+        (None: always replaced).
     """
 
     strikes: int = 3
     node_losses: int = MAX_NODE_LOSSES
     requeues: int = MAX_REQUEUES
+    replacements: int | None = None
     _strikes: dict = field(default_factory=dict, repr=False)
     _losses: dict = field(default_factory=dict, repr=False)
     _requeues: dict = field(default_factory=dict, repr=False)
@@ -154,15 +158,23 @@ class PoolRunner:
     """A runner actor holding one GPU: builds the client's worker once, then runs item after item."""
 
     def __init__(self, runner_factory: Callable[[], Callable[[Any], Any]]) -> None:
-        self.info = _where()
         self.work = runner_factory()
+        where = getattr(self.work, "where", None)
+        self.info = {**_where(), **(where() if where is not None else {})}
 
     def hello(self) -> dict:
-        """Where this runner is (node, process id); answers once the worker is built."""
+        """Where this runner is (node, process id, and what the worker's ``where()`` adds); answers
+        once the worker is built."""
         return dict(self.info)
 
     def run(self, key: Any, payload: Any) -> Iterator[tuple]:
-        """One item (a streaming generator): ``("start", where)``, then ``("result", value)``."""
+        """One item (a streaming generator): ``("setup", where)`` and the worker's ``prepare(payload)``
+        when its ``needs_prepare(payload)`` says so (a step timed by the pool's ``startup_timeout``),
+        then ``("start", where)`` and ``("result", value)``."""
+        needs = getattr(self.work, "needs_prepare", None)
+        if needs is not None and needs(payload):
+            yield ("setup", self.info)
+            self.work.prepare(payload)
         yield ("start", self.info)
         yield ("result", self.work(payload))
 
@@ -221,6 +233,7 @@ class _Runner:
     ready: bool = False
     info: dict = field(default_factory=dict)
     calls: list = field(default_factory=list)  # of _Call, in the actor's order
+    restarts: int = 0  # the runners of its GPU before it
 
 
 @dataclass(eq=False)
@@ -228,7 +241,8 @@ class _Call:
     item: Item
     gen: Any
     runner: _Runner | None  # None: a CPU task
-    started: float | None = None  # monotonic, when its "start" arrived
+    started: float | None = None  # monotonic, when its "start" (or "setup") arrived
+    setup: bool = False  # in the worker's setup step
     wall_start: float = 0.0
     info: dict = field(default_factory=dict)
 
@@ -259,12 +273,15 @@ class WorkPool:
         ``CUDA_VISIBLE_DEVICES=""`` added); default: the cluster's.
     cpu_slots : int, optional
         The most CPU items at once (default: the CPUs of the alive nodes).
+    max_runners : int, optional
+        The most runners of one slot (default: one per GPU its placement selects).
     """
 
     def __init__(self, cluster: RayCluster, runner_factory: Callable[[], Callable[[Any], Any]] | None = None,
                  cpu_fn: Callable[[Any], Any] | None = None, *, policy: FailurePolicy | None = None,
                  in_flight: int = 1, poll_s: float = 0.1, startup_timeout: float = 120.0,
-                 runtime_env: dict | None = None, cpu_slots: int | None = None):
+                 runtime_env: dict | None = None, cpu_slots: int | None = None,
+                 max_runners: int | None = None):
         if in_flight < 1:
             raise ValueError(f"in_flight must be >= 1, got {in_flight}")
         self.cluster = cluster
@@ -287,7 +304,9 @@ class WorkPool:
         self._cancelled = threading.Event()
         self._waiting_since: dict[Slot, float] = {}
         self._runs: dict = {}  # key -> how often it was handed to a worker
-        self._short: set = set()  # slots that lost a runner: start a replacement at the next dispatch
+        self._max_runners = max_runners
+        self._dropped: dict[Slot, int] = {}  # GPUs given up after too many replacements
+        self._last_failure: dict[Slot, str] = {}
         self.runners_started = 0
 
     # -- the client's side ------------------------------------------------------------------------
@@ -321,6 +340,11 @@ class WorkPool:
             except Exception as exc:
                 log.info("workpool: runners not all ready after %g s: %s", wait_s, exc)
         return sum(r.ready for r in runners)
+
+    def runner_info(self, slot: Slot) -> list[dict]:
+        """Where the ready runners of ``slot`` are: node, process id and what their worker's
+        ``where()`` adds."""
+        return [dict(r.info) for r in self._runners.get(slot, []) if r.ready]
 
     def stats(self) -> dict[str, Any]:
         """Where the items are now: ``queued`` (waiting in the driver), ``in_flight`` (handed to a
@@ -369,13 +393,38 @@ class WorkPool:
     def _grow(self, slot: Slot, nodes: list) -> None:
         runners = self._runners.setdefault(slot, [])
         want = self.cluster.capacity(slot, nodes)
-        opts = self.cluster.placement(slot, nodes)
-        if opts is not None and self._env is not None:
+        if self._max_runners:
+            want = min(want, self._max_runners)
+        want -= self._dropped.get(slot, 0)
+        while len(runners) < want and self._start_runner(slot, 0, nodes):
+            pass
+
+    def _start_runner(self, slot: Slot, restarts: int, nodes: list | None = None) -> bool:
+        opts = self.cluster.placement(slot, nodes if nodes is not None else self.cluster.nodes())
+        if opts is None:
+            return False
+        if self._env is not None:
             opts = dict(opts, runtime_env=copy.deepcopy(self._env))
-        while opts is not None and len(runners) < want:
-            handle = self._runner_cls.options(**opts).remote(self._factory)
-            runners.append(_Runner(handle, slot, handle.hello.remote()))
-            self.runners_started += 1
+        handle = self._runner_cls.options(**opts).remote(self._factory)
+        self._runners.setdefault(slot, []).append(_Runner(handle, slot, handle.hello.remote(),
+                                                          restarts=restarts))
+        self.runners_started += 1
+        return True
+
+    def _replace(self, runner: _Runner, why: str) -> None:
+        """End a runner that failed; start its GPU's next one unless it used up its replacements."""
+        self._retire(runner)
+        info = runner.info
+        where = f" on node {str(info.get('node', '?'))[:12]} (pid {info.get('pid', '?')})" if info else ""
+        self._last_failure[runner.slot] = f"the runner{where} {why}"
+        limit = self.policy.replacements
+        if limit is None or runner.restarts < limit:
+            log.info("workpool: runner%s %s; starting a replacement", where, why)
+            self._start_runner(runner.slot, runner.restarts + 1)
+        else:
+            self._dropped[runner.slot] = self._dropped.get(runner.slot, 0) + 1
+            log.warning("workpool: runner%s %s; replaced %d time(s): its GPU is dropped", where, why,
+                        runner.restarts)
 
     def _cpu_env(self) -> dict:
         if self._env is None:
@@ -409,11 +458,16 @@ class WorkPool:
                 cpu_busy += 1
                 continue
             runners = self._runners.get(item.slot)
-            if not runners or item.slot in self._short:
+            if not runners:
                 nodes = nodes if nodes is not None else self.cluster.nodes()
                 self._grow(item.slot, nodes)
-                self._short.discard(item.slot)
                 runners = self._runners[item.slot]
+            if not runners and self._dropped.get(item.slot):
+                self._give_up(item, "crashed", (
+                    "no runner is left: every runner died or timed out and was replaced "
+                    f"{self.policy.replacements} time(s); the last failure: "
+                    f"{self._last_failure.get(item.slot)}"))
+                continue
             free = [r for r in runners if r.ready and len(r.calls) < self.in_flight]
             if not free:
                 kept.append(item)
@@ -441,7 +495,8 @@ class WorkPool:
             self._advance(call)
         now = time.monotonic()
         for call in list(self._calls):
-            if call in self._calls and call.started is not None and now - call.started > call.item.timeout_s:
+            limit = self.startup_timeout if call.setup else call.item.timeout_s
+            if call in self._calls and call.started is not None and now - call.started > limit:
                 self._timed_out(call)
         self._check_startup(now)
 
@@ -477,8 +532,9 @@ class WorkPool:
             except Exception as exc:
                 self._failed(call, exc)
                 return
-            if event[0] == "start":
+            if event[0] in ("start", "setup"):
                 call.started, call.wall_start, call.info = time.monotonic(), time.time(), dict(event[1])
+                call.setup = event[0] == "setup"
             else:
                 self._finish(call, "ok", value=event[1])
                 self._end(call)
@@ -520,16 +576,18 @@ class WorkPool:
 
     def _failed(self, call: _Call, exc: BaseException) -> None:
         """Blame the running item (a runner's first call: it runs its calls in order), replace its
-        runner, requeue the items behind it."""
+        runner, requeue the items behind it. An item in its setup step is requeued unblamed."""
+        why = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
         behind: list[_Call] = []
         if call.runner is not None:
             calls = list(call.runner.calls) or [call]
             call, behind = calls[0], calls[1:]
-            self._retire(call.runner)
+            self._replace(call.runner, f"died ({why})")
         self._end(call)
         item = call.item
-        why = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-        if item.key not in self._done:
+        if call.setup:
+            behind.insert(0, call)
+        elif item.key not in self._done:
             node = call.info.get("node", "") or (call.runner.info.get("node", "") if call.runner else "")
             if is_node_loss(self.ray, exc, node, self.cluster) and self.policy.node_lost(item.key):
                 log.info("workpool: node lost running %s; requeued", item.key)
@@ -542,13 +600,18 @@ class WorkPool:
         self._requeue(behind, why)
 
     def _timed_out(self, call: _Call) -> None:
+        """Kill the worker of an item that overran: the item is ``timeout`` (in its setup step:
+        requeued unblamed), the items behind it are requeued."""
         self._end(call)
         behind: list[_Call] = []
         if call.runner is not None:
             behind = list(call.runner.calls)
-            self._retire(call.runner)
+            self._replace(call.runner, "did not prepare in time" if call.setup else "timed out")
         else:
             cancel_task(self.ray, call.gen, force=True)
+        if call.setup:
+            self._requeue([call] + behind, "a runner did not prepare in time")
+            return
         self._finish(call, "timeout", message=(
             f"no result after {call.item.timeout_s:g} s; its worker was killed"))
         self._requeue(behind, "the item before it timed out")
@@ -576,7 +639,6 @@ class WorkPool:
         runners = self._runners.get(runner.slot, [])
         if runner in runners:
             runners.remove(runner)
-            self._short.add(runner.slot)
         kill_actor(self.ray, runner.handle)
 
     def _cancel_all(self) -> None:

@@ -1,13 +1,10 @@
-"""What runs inside Ray's worker processes for :mod:`kernels.tuning.ray_measure`: the build task (a
-chunk of candidates built on a CPU worker, each module sent back as bytes), the reference build, and
-:class:`RunnerActor`, the process that holds one GPU for a runner's life and checks and times the
-candidates sent to it. Also both ends of a task's journey: :func:`task_bytes` (the driver pickles a
-task once) and :func:`restore_task` (a worker rebuilds it once and keeps it).
-
-Each worker function streams its progress as events, so that the driver knows which candidate a
-worker that died was on: ``("hello", where)`` when it runs, ``("start", position)`` before a
-candidate (``("start", None)`` for a setup step), ``("result", position, payload)`` after it.
-Nothing here imports Ray at module level.
+"""What runs inside Ray's worker processes for :mod:`kernels.tuning.ray_measure`: a candidate's build
+(:func:`build_item`, a work-pool CPU item; the module sent back as bytes), the reference build, and
+:class:`RunnerActor`, the worker a work-pool runner holding one GPU builds once and that checks and
+times the candidates sent to it. Also both ends of a task's journey: :func:`task_bytes` (the driver
+pickles a task once) and :func:`restore_task` (a worker rebuilds it once and keeps it). Progress
+(which candidate started) is the work pool's (:mod:`kernels.contrib.workpool`). Nothing here imports
+Ray at module level.
 """
 
 from __future__ import annotations
@@ -16,7 +13,6 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
 from typing import Any
 
 from .measure import (
@@ -128,7 +124,9 @@ def build_reference(key: str, holder: list, cuda_arch: str | None) -> BuildResul
 
 
 class RunnerActor:
-    """A runner process holding one GPU for a :class:`RayRunner`'s life (a Ray actor)."""
+    """The worker of a runner holding one GPU for a :class:`RayRunner`'s life: built once in each
+    work-pool runner actor (:class:`kernels.contrib.workpool.PoolRunner`), it checks and times one
+    candidate a call."""
 
     def __init__(self) -> None:
         import kernels  # noqa: F401  (the imports once, before the first batch)
@@ -155,35 +153,38 @@ class RunnerActor:
         except Exception:
             return None
 
-    def run(self, target: str, items: list, ref_key: str | None, ref_holder: list,
-            how: tuple) -> Iterator[tuple]:
-        """Run a chunk (a streaming generator): ``("hello", where)``, ``("start", None)`` while the
-        reference outputs are computed, then per candidate ``("start", position)`` and ``("result",
-        position, (costs, error_no, seconds))``. ``how``: (number, repeat, min_repeat_ms, timeout,
-        cooldown_interval) of the runner asking (the actors of a GPU model serve every runner of the
-        driver's process)."""
+    def needs_prepare(self, payload: tuple) -> bool:
+        """Whether a candidate (``payload``: target, built, reference key, reference holder, how)
+        needs its task's reference outputs computed here first."""
+        ref_key = payload[2]
+        return ref_key is not None and ref_key not in self.references
+
+    def prepare(self, payload: tuple) -> None:
+        """Compute the reference outputs of the candidate's task (once per task in this process)."""
+        target, _, ref_key, ref_holder, _ = payload
+        self.references[ref_key] = self._reference(ref_holder[0], target)
+
+    def __call__(self, payload: tuple) -> tuple:
+        """Check and time one candidate: ``payload`` is (target, built, reference key or None,
+        reference holder, how); how = (number, repeat, min_repeat_ms, timeout, cooldown_interval) of
+        the runner asking (the actors of a GPU model serve every runner of the driver's process).
+        Returns (costs, error_no, seconds)."""
+        target, built, ref_key, _, how = payload
         number, repeat, min_repeat_ms, timeout, cooldown_interval = how
-        yield ("hello", self.info)
-        reference = None
-        if ref_key is not None:
-            if ref_key not in self.references:
-                yield ("start", None)
-                self.references[ref_key] = self._reference(ref_holder[0], target)
-            reference = self.references[ref_key]
-        for pos, built in items:
-            yield ("start", pos)
-            t0 = time.perf_counter()
-            try:
-                module = built.load()
-            except Exception as exc:
-                costs, error_no = (f"loading the module failed: {type(exc).__name__}: {exc}",), \
-                    int(MeasureErrorNo.RUNTIME_DEVICE)
-            else:
-                costs, error_no = time_candidate(module, built.args, target, number, repeat,
-                                                 min_repeat_ms, timeout, reference)
-            yield ("result", pos, (costs, error_no, time.perf_counter() - t0))
-            if cooldown_interval:
-                time.sleep(cooldown_interval)
+        reference = self.references.get(ref_key) if ref_key is not None else None
+        t0 = time.perf_counter()
+        try:
+            module = built.load()
+        except Exception as exc:
+            costs, error_no = (f"loading the module failed: {type(exc).__name__}: {exc}",), \
+                int(MeasureErrorNo.RUNTIME_DEVICE)
+        else:
+            costs, error_no = time_candidate(module, built.args, target, number, repeat,
+                                             min_repeat_ms, timeout, reference)
+        seconds = time.perf_counter() - t0
+        if cooldown_interval:
+            time.sleep(cooldown_interval)
+        return costs, error_no, seconds
 
     @staticmethod
     def _reference(ref: Any, target: str) -> Any:
