@@ -38,9 +38,10 @@ is :mod:`harness.execute.cluster`; what runs in the workers is :mod:`harness.exe
   waits for its compiler while the one before it is timed.
 * **Timeouts.** The driver notes when each batch's current case started: when the batch's start
   marker arrived (it runs; a batch waiting in a queue has no clock), then whenever the previous
-  result arrived. A case running longer than its ``timeout_s`` has its worker process killed
-  (``ray.kill`` of the runner, or ``ray.cancel(force=True)`` of a CPU task), is recorded ``timeout``,
-  and the rest of its batch is submitted again (GPU: at the head of the queue, for a fresh runner).
+  result arrived. A case running longer than its ``timeout_s`` has its worker process killed (the
+  runner actor, or the CPU task force-cancelled: :func:`kernels.contrib.workpool.kill_actor`,
+  :func:`~kernels.contrib.workpool.cancel_task`), is recorded ``timeout``, and the rest of its batch
+  is submitted again (GPU: at the head of the queue, for a fresh runner).
 * **Crashes and retries.** Ray's own task retries are off (``max_retries=0``) so that no case is
   ever re-run behind the driver's back. When a task fails (the worker died, e.g. a segfaulting or
   SIGKILLed kernel, or an exception escaped the worker), the failure is charged to the case that was
@@ -48,7 +49,9 @@ is :mod:`harness.execute.cluster`; what runs in the workers is :mod:`harness.exe
   runner that failed is ended: only healthy runners take more batches); a case charged more than
   ``max_retries`` times is recorded ``crashed`` with the error and the batch goes on without it. A
   failure because the task's node died or left the cluster is not charged to the case (up to
-  :data:`MAX_NODE_LOSSES` times per case): the rest is simply rescheduled. Failures no case causes
+  :data:`MAX_NODE_LOSSES` times per case): the rest is simply rescheduled. The counting is the work
+  pool's :class:`~kernels.contrib.workpool.FailurePolicy` (``strikes = max_retries + 1``), shared
+  with the tuning engine and the local executor. Failures no case causes
   (the runtime environment cannot be set up, a module of ``imports`` is missing on the workers) stop
   the run with a :class:`~harness.execute.common.DispatchError` instead.
 * **Exactly once.** Results are matched to cases by key and ``on_result`` is never called twice for
@@ -77,7 +80,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.model import Case, MeasureConfig, Result
-from kernels.contrib.workpool import MAX_NODE_LOSSES, FailurePolicy, cancel_task, is_node_loss, kill_actor
+from kernels.contrib.workpool import (
+    MAX_NODE_LOSSES,
+    FailurePolicy,
+    cancel_task,
+    is_node_loss,
+    kill_actor,
+)
 from kernels.target import arch_of_model
 
 from .build import is_callable

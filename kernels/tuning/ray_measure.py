@@ -299,8 +299,8 @@ class RayBuilder:
             return o.value
         where = _where_text({"node": o.node, "pid": o.pid}) if o.node else ""
         if o.status == "timeout":
-            return BuildResult(error_no=MeasureErrorNo.BUILD_TIMEOUT, time_cost=self.timeout,
-                               error=f"build took longer than {self.timeout:g} s{where}; its worker was killed")
+            msg = f"build took longer than {self.timeout:g} s{where}; its worker was killed"
+            return BuildResult(error_no=MeasureErrorNo.BUILD_TIMEOUT, time_cost=self.timeout, error=msg)
         if o.error:
             msg = f"the build worker died{where} while building this candidate: {o.error}"
         else:
