@@ -324,7 +324,8 @@ class WorkPool:
             self._queue.append(item)
 
     def cancel(self) -> None:
-        """Stop dispatching and kill what runs; the items without an outcome come out ``cancelled``."""
+        """Stop dispatching and kill what runs; the items without an outcome come out ``cancelled``.
+        The pool stays usable: items submitted afterwards run (on fresh runners)."""
         self._cancelled.set()
 
     def start_runners(self, slot: Slot, wait_s: float | None = None) -> int:
@@ -367,6 +368,7 @@ class WorkPool:
             while self._queue or self._calls or self._out:
                 if self._cancelled.is_set():
                     self._cancel_all()
+                    self._cancelled.clear()  # what is submitted later runs again
                 else:
                     self._dispatch()
                     self._wait()
@@ -462,6 +464,12 @@ class WorkPool:
                 nodes = nodes if nodes is not None else self.cluster.nodes()
                 self._grow(item.slot, nodes)
                 runners = self._runners[item.slot]
+            if not runners and not self._dropped.get(item.slot):
+                nodes = nodes if nodes is not None else self.cluster.nodes()
+                if self.cluster.placement(item.slot, nodes) is None:
+                    self._give_up(item, "crashed", "no alive node of the Ray cluster can run it (needs "
+                                                   f"{RayCluster.slot_text(item.slot)})")
+                    continue
             if not runners and self._dropped.get(item.slot):
                 self._give_up(item, "crashed", (
                     "no runner is left: every runner died or timed out and was replaced "

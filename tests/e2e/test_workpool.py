@@ -140,6 +140,29 @@ def test_cancel_stops_dispatching_and_kills_what_runs(conn, tmp_path):
     assert counts(log, "done") == {}  # the killed runners finished nothing later either
 
 
+def test_a_cancelled_pool_runs_what_is_submitted_afterwards(conn, tmp_path):
+    log = tmp_path / "runs.log"
+    with WorkPool(conn, fake_kernel) as pool:
+        pool.submit(items(log, 3, seconds=20.0))
+        timer = threading.Timer(1.0, pool.cancel)
+        timer.start()
+        first = list(pool.results())
+        timer.join()
+        again = _all(pool, [Item("n0", {"key": "n0", "log": str(log), "seconds": 0.1}, GPU, 30)])
+    assert [o.status for o in first] == ["cancelled"] * 3
+    assert [o.status for o in again] == ["ok"]
+    assert counts(log, "done") == {"n0": 1}
+
+
+def test_an_item_no_node_can_run_is_given_up_at_once(conn, tmp_path):
+    with WorkPool(conn, fake_kernel) as pool:
+        t0 = time.monotonic()
+        outs = _all(pool, [Item("x", {"key": "x", "log": str(tmp_path / "l")}, (True, "B200"), 30)])
+    assert time.monotonic() - t0 < 5
+    assert [(o.status, o.runs) for o in outs] == [("crashed", 0)]
+    assert "no alive node" in outs[0].message and "B200" in outs[0].message
+
+
 def test_back_pressure_bounds_the_items_a_runner_holds(conn, tmp_path):
     log = tmp_path / "runs.log"
     seen_runners, seen_queued = [], []
