@@ -24,7 +24,6 @@ import importlib
 import logging
 import os
 import socket
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +31,7 @@ from harness.config import apply_runtime_defaults
 from harness.env import fingerprint
 from harness.model import Case, MeasureConfig, Result
 from kernels.contrib.isolate import IsolatedWorker, IsolateStartError
+from kernels.contrib.workpool import FailurePolicy
 
 from . import worker
 from .ahead import HOST_TIMED, BuildAhead
@@ -147,7 +147,7 @@ class LocalExecutor:
 
     def _run_isolated(self, todo: list[list[Case]], config: MeasureConfig, emit: Emitter,
                       side_specs: dict, ahead: BuildAhead | None) -> None:
-        failures: Counter = Counter()
+        policy = FailurePolicy(strikes=self.max_retries + 1)
         for batch in todo:
             rest = list(batch)
             taken: dict[str, tuple[Artifact | None, float]] = {}
@@ -173,9 +173,9 @@ class LocalExecutor:
                         f"no result after {out.seconds:.1f} s on {where} (timeout {case.timeout_s:g} s); "
                         "the worker process was killed and the rest of its batch runs in a fresh one"))
                 else:  # crashed, or a fatal device error: the child is gone
-                    failures[case.key] += 1
-                    n = failures[case.key]
-                    if n <= self.max_retries:
+                    give_up = policy.strike(case.key)
+                    n = policy.attempts(case.key)
+                    if not give_up:
                         log.info("kbench: worker crashed on %s running %s (%s); retry %d of %d", where,
                                  case.key, out.error, n, self.max_retries)
                         continue

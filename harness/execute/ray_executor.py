@@ -38,9 +38,10 @@ is :mod:`harness.execute.cluster`; what runs in the workers is :mod:`harness.exe
   waits for its compiler while the one before it is timed.
 * **Timeouts.** The driver notes when each batch's current case started: when the batch's start
   marker arrived (it runs; a batch waiting in a queue has no clock), then whenever the previous
-  result arrived. A case running longer than its ``timeout_s`` has its worker process killed
-  (``ray.kill`` of the runner, or ``ray.cancel(force=True)`` of a CPU task), is recorded ``timeout``,
-  and the rest of its batch is submitted again (GPU: at the head of the queue, for a fresh runner).
+  result arrived. A case running longer than its ``timeout_s`` has its worker process killed (the
+  runner actor, or the CPU task force-cancelled: :func:`kernels.contrib.workpool.kill_actor`,
+  :func:`~kernels.contrib.workpool.cancel_task`), is recorded ``timeout``, and the rest of its batch
+  is submitted again (GPU: at the head of the queue, for a fresh runner).
 * **Crashes and retries.** Ray's own task retries are off (``max_retries=0``) so that no case is
   ever re-run behind the driver's back. When a task fails (the worker died, e.g. a segfaulting or
   SIGKILLed kernel, or an exception escaped the worker), the failure is charged to the case that was
@@ -48,7 +49,9 @@ is :mod:`harness.execute.cluster`; what runs in the workers is :mod:`harness.exe
   runner that failed is ended: only healthy runners take more batches); a case charged more than
   ``max_retries`` times is recorded ``crashed`` with the error and the batch goes on without it. A
   failure because the task's node died or left the cluster is not charged to the case (up to
-  :data:`MAX_NODE_LOSSES` times per case): the rest is simply rescheduled. Failures no case causes
+  :data:`MAX_NODE_LOSSES` times per case): the rest is simply rescheduled. The counting is the work
+  pool's :class:`~kernels.contrib.workpool.FailurePolicy` (``strikes = max_retries + 1``), shared
+  with the tuning engine and the local executor. Failures no case causes
   (the runtime environment cannot be set up, a module of ``imports`` is missing on the workers) stop
   the run with a :class:`~harness.execute.common.DispatchError` instead.
 * **Exactly once.** Results are matched to cases by key and ``on_result`` is never called twice for
@@ -71,12 +74,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.model import Case, MeasureConfig, Result
+from kernels.contrib.workpool import (
+    MAX_NODE_LOSSES,
+    FailurePolicy,
+    cancel_task,
+    is_node_loss,
+    kill_actor,
+)
 from kernels.target import arch_of_model
 
 from .build import is_callable
@@ -97,9 +107,6 @@ from .ray_tasks import GpuRunner, build_task, peer_libraries, run_batch_task
 __all__ = ["MAX_NODE_LOSSES", "RayExecutor"]
 
 log = logging.getLogger(__name__)
-
-#: how often one case may lose its node (not charged as a crash) before that counts as a crash
-MAX_NODE_LOSSES = 5
 
 
 @dataclass(eq=False)
@@ -140,8 +147,7 @@ class _Queued:
 class _RunState:
     emit: Emitter
     config: MeasureConfig
-    failures: Counter = field(default_factory=Counter)  # case key -> crashes charged to it
-    node_losses: Counter = field(default_factory=Counter)
+    policy: FailurePolicy = field(default_factory=FailurePolicy)  # crashes and node losses per case key
     placements: dict[Slot, dict] = field(default_factory=dict)  # slot -> last Ray options used
     queues: dict[Slot, deque] = field(default_factory=dict)  # GPU slot -> deque of _Queued
     queue_unplaceable_since: dict[Slot, float] = field(default_factory=dict)
@@ -331,10 +337,7 @@ class RayExecutor:
         pool = self._runners.get(runner.slot, [])
         if runner in pool:
             pool.remove(runner)
-        try:
-            self._ray.kill(runner.actor, no_restart=True)
-        except Exception as exc:
-            log.debug("kbench: kill runner: %s", exc)
+        kill_actor(self._ray, runner.actor)
 
     def run(self, batches: Sequence[Sequence[Case]], config: MeasureConfig, on_result: OnResult,
             side_specs: dict | None = None) -> None:
@@ -361,7 +364,8 @@ class RayExecutor:
             models = sorted({n.gpu_model for n in nodes if n.gpu_model})
             raise DispatchError(f"no node of the Ray cluster can run cases needing {', '.join(missing)}; "
                                 f"GPU models in the cluster: {', '.join(models) or 'none'}")
-        state = _RunState(Emitter(on_result), config, side_specs=side_specs)
+        state = _RunState(Emitter(on_result), config, side_specs=side_specs,
+                          policy=FailurePolicy(strikes=self.max_retries + 1, node_losses=MAX_NODE_LOSSES))
         t_start = time.time()
         active = [t for b in todo for t in self._submit(b, state, nodes, prebuild=self.prebuild)]
         active += self._pump(state)
@@ -407,10 +411,7 @@ class RayExecutor:
         if t.runner is not None:
             self._retire(t.runner)
             return
-        try:
-            self._ray.cancel(t.gen, force=force)
-        except Exception as exc:
-            log.debug("kbench: cancel: %s", exc)
+        cancel_task(self._ray, t.gen, force=force)
 
     def _advance(self, t: _Task, state: _RunState) -> list[_Task]:
         """Take every item the task has produced; returns the task(s) to keep watching."""
@@ -445,19 +446,6 @@ class RayExecutor:
                 state.emit(payload)
                 t.case_started = now
 
-    def _node_lost(self, t: _Task, exc: BaseException) -> bool:
-        ray_exc = self._ray.exceptions
-        if isinstance(exc, ray_exc.NodeDiedError):
-            return True
-        if isinstance(exc, ray_exc.ActorDiedError) and "node has died" in str(exc):
-            return True
-        if not t.node:
-            return False
-        try:
-            return t.node not in {n.node_id for n in self.cluster.nodes()}
-        except Exception:
-            return False
-
     def _systemic(self, exc: BaseException) -> str:
         """A failure that no case causes and every task would hit (a runtime environment that cannot be
         set up, a module of ``imports`` the workers cannot import): its message, else ""."""
@@ -483,15 +471,14 @@ class RayExecutor:
             raise DispatchError(fatal) from exc
         head = t.rest[0]
         where = f" on {t.worker}" if t.worker else ""
-        if self._node_lost(t, exc) and state.node_losses[head.key] < MAX_NODE_LOSSES:
-            state.node_losses[head.key] += 1
+        if is_node_loss(self._ray, exc, t.node, self.cluster) and state.policy.node_lost(head.key):
             log.info("kbench: node lost%s (%s); rescheduling %d case(s)", where, type(exc).__name__,
                      len(t.rest))
             return self._submit(t.rest, state, front=True)
-        state.failures[head.key] += 1
-        n = state.failures[head.key]
+        give_up = state.policy.strike(head.key)
+        n = state.policy.attempts(head.key)
         rest = t.rest
-        if n > self.max_retries:
+        if give_up:
             state.emit(Result(head, "crashed", worker=t.worker, message=clean_message(
                 f"the worker crashed{where} running this case ({n} attempts): {describe(exc)}")))
             rest = rest[1:]

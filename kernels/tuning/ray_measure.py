@@ -4,44 +4,48 @@ the cluster counterparts of :class:`~kernels.tuning.measure.LocalBuilder` and
 build_results)`` protocol (``autotvm.measure_option(builder=RayBuilder(...), runner=RayRunner(...))``,
 ``meta_schedule.tune_tir(..., builder=..., runner=...)``).
 
-* **Builds on CPU workers.** A batch is cut into chunks (several candidates a task, to amortise a Ray
-  task's start) that run as Ray tasks with ``num_cpus=1`` and ``CUDA_VISIBLE_DEVICES=""`` (set through
-  the task's runtime environment); nvcc runs there for CUDA. What comes back is data, not a module
-  object: the module as bytes (:func:`kernels.runtime.serialize.module_to_bytes`: the description
-  with the launch extents plus the cubin, the shared library or the OpenCL source) and the shapes and
-  dtypes of its arguments, so that a runner on another node can load it.
-* **Runs on one long-lived actor per GPU.** The runner starts one actor per GPU of the nodes holding
-  the chosen GPU model (``num_gpus=1, num_cpus=0``; placed by the node label ``gpu-sku``, Ray's
-  accelerator-type label or resource, as the harness places its runners:
+Both are clients of the work pool (:class:`kernels.contrib.workpool.WorkPool`), which schedules,
+kills, cancels and gives up; this module turns candidates into pool items and outcomes into results.
+
+* **Builds on CPU workers.** Each candidate is a CPU item of the builder's pool: a Ray task with
+  ``num_cpus=1`` and ``CUDA_VISIBLE_DEVICES=""``, at most ``n_parallel`` at once; nvcc runs there for
+  CUDA. What comes back is data, not a module object: the module as bytes
+  (:func:`kernels.runtime.serialize.module_to_bytes`: the description with the launch extents plus
+  the cubin, the shared library or the OpenCL source) and the shapes and dtypes of its arguments, so
+  that a runner on another node can load it.
+* **Runs on one long-lived runner per GPU.** The runner's pool starts one runner actor per GPU of
+  the nodes holding the chosen GPU model (``num_gpus=1, num_cpus=0``; placed by the node label
+  ``gpu-sku``, Ray's accelerator-type label or resource, as the harness places its runners:
   :mod:`kernels.contrib.ray_cluster`) and keeps them until it is closed, so the imports and the
-  device context are paid once per GPU. The runners of one process share the actors of a GPU model
-  (a GPU has one actor, whichever runner asks; a second runner of the model would otherwise wait
-  for GPUs the first one holds); :meth:`RayRunner.close` ends them when the last runner is closed.
-  A batch is cut into chunks that free actors pull (two chunks queued an actor, so that the GPU
-  does not wait for the driver between chunks). Each actor checks a
-  candidate against the reference configuration's outputs when asked and times it with the
-  runtime's ``time_evaluator``, exactly as the local runner does
+  device context are paid once per GPU. The RayRunners of one process share the pool of a GPU model
+  (a GPU has one runner, whichever RayRunner asks; a second one of the model would otherwise wait
+  for GPUs the first one holds); :meth:`RayRunner.close` ends them when the last one is closed.
+  Each candidate is an item; two are in flight a runner, so that the GPU does not wait for the
+  driver between them. Each runner (:class:`~kernels.tuning.ray_workers.RunnerActor`) checks a
+  candidate against the reference configuration's outputs when asked (computed once per task and
+  runner, a setup step timed by ``startup_timeout``) and times it with the runtime's
+  ``time_evaluator``, exactly as the local runner does
   (:func:`kernels.tuning.measure.time_candidate`). The targets ``opencl`` and ``c`` run there as well
-  (the actor still holds its GPU), which is how the runner is tested on machines without GPUs.
+  (the runner still holds its GPU), which is how the runner is tested on machines without GPUs.
 * **The task travels once.** A candidate's task (an autotvm template with its arguments, or a
   TensorIR task) is pickled once per batch and put in Ray's object store; a worker process rebuilds
   it once and keeps it for later batches. An autotvm template is sent as its function, so it must be
   importable in the workers or defined in ``__main__`` (or sent by value: ``cloudpickle.
   register_pickle_by_value``); ``runtime_env={"env_vars": {"PYTHONPATH": ...}}`` makes a module of
   templates importable there.
-* **Failures are results, never exceptions.** Each task and actor call streams its progress (which
-  candidate started, each result), so the driver knows which candidate a dead worker was on:
+* **Failures are results, never exceptions** (the pool's :class:`~kernels.contrib.workpool.
+  FailurePolicy`, the candidate that was running is blamed at once):
 
-  - a build longer than ``timeout`` is BUILD_TIMEOUT (its worker is killed: ``ray.cancel(force=
-    True)``), a build worker that died is RUNTIME_DEVICE (as autotvm reports a build process that
-    died); the candidates of its chunk not yet started are built again by a new task;
-  - a run longer than ``timeout`` is RUN_TIMEOUT: the actor is killed (``ray.kill``: a GPU kernel
-    cannot be interrupted otherwise) and replaced; an actor that dies while running a candidate
-    (a crashing kernel, a killed process) gives that candidate RUNTIME_DEVICE and is replaced, up to
-    ``max_restarts`` times per GPU, then dropped; the candidates it had not started go to the other
-    actors. With no actor left, the remaining candidates are RUNTIME_DEVICE errors.
+  - a build longer than ``timeout`` is BUILD_TIMEOUT (its worker is killed), a build worker that
+    died is RUNTIME_DEVICE (as autotvm reports a build process that died);
+  - a run longer than ``timeout`` is RUN_TIMEOUT: the runner is killed (a GPU kernel cannot be
+    interrupted otherwise) and replaced; a runner that dies while running a candidate (a crashing
+    kernel, a killed process) gives that candidate RUNTIME_DEVICE and is replaced, up to
+    ``max_restarts`` times per GPU, then dropped; the candidate queued behind it goes back to the
+    queue. With no runner left, the remaining candidates are RUNTIME_DEVICE errors.
 
-* **What runs in the workers** (the build task, the runner actor, a task's pickling and rebuilding)
+* **What runs in the workers** (a candidate's build, the runner's worker, a task's pickling and
+  rebuilding)
   is :mod:`kernels.tuning.ray_workers`; this module is the driver's side.
 * **Starting Ray.** Both attach to this process's Ray connection when there is one, else join
   ``address``, else start the embedded local cluster (dashboard off, token authentication in a
@@ -54,26 +58,22 @@ from __future__ import annotations
 import atexit
 import copy
 import hashlib
+import itertools
 import logging
-import math
 import threading
 import time
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from ..contrib.workpool import FailurePolicy, Item, Outcome, WorkPool
 from ..errors import TVMError
 from .measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, arg_infos
-from .ray_workers import TASK_CACHE_SIZE, RunnerActor, build_chunk, build_reference, task_bytes
+from .ray_workers import TASK_CACHE_SIZE, RunnerActor, build_item, build_reference, task_bytes
 
 __all__ = ["RayBuilder", "RayRunner", "RayMeasureError", "shutdown"]
 
 logger = logging.getLogger("autotvm")
-
-#: how often a candidate may be set back by failures it did not cause (its worker died while running
-#: another one) before it is recorded as an error itself
-MAX_REQUEUES = 3
 
 
 class RayMeasureError(TVMError, ValueError):
@@ -115,17 +115,10 @@ def shutdown() -> None:
     alone)."""
     global _CLUSTER
     with _POOLS_LOCK:
-        pools = list(_POOLS.values())
+        shared = list(_POOLS.values())
         _POOLS.clear()
-    for pool in pools:
-        for actor in pool.actors:
-            try:
-                import ray
-
-                ray.kill(actor.handle, no_restart=True)
-            except Exception as exc:
-                logger.debug("shutdown: kill: %s", exc)
-        pool.actors.clear()
+    for one in shared:
+        one.pool.close()
     with _CLUSTER_LOCK:
         if _CLUSTER is not None:
             _CLUSTER.close()
@@ -152,146 +145,35 @@ def _remote(name: str) -> Any:
 def _make_remote(name: str) -> Any:
     import ray
 
-    if name == "build":
-        got = ray.remote(num_returns="streaming", max_retries=0, retry_exceptions=False)(build_chunk)
-    elif name == "reference":
-        got = ray.remote(max_retries=0, retry_exceptions=False)(build_reference)
-    else:
-        got = ray.remote(max_restarts=0, max_task_retries=0)(RunnerActor)
+    got = ray.remote(max_retries=0, retry_exceptions=False)(build_reference)
     _REMOTES[name] = got
     return got
 
 
 # ---------------------------------------------------------------------------------------------
-# the driver's side: streamed jobs, their progress, timeouts and failures
+# the driver's side: the runners' shared work pools
 # ---------------------------------------------------------------------------------------------
 
 
 @dataclass(eq=False)
-class _Job:
-    """One submitted chunk: a build task or an actor call, streaming its progress."""
+class _Shared:
+    """The work pool of one GPU model (and runtime environment) in this process, shared by every
+    :class:`RayRunner` of that model: a GPU has one runner, whichever RayRunner asks."""
 
-    gen: Any
-    todo: list[int]  # positions of the batch without a result, in order
-    limit: float  # seconds one candidate may take
-    actor: _Actor | None = None
-    where: str = ""
-    current: int | None = None  # the position running (None: none, or the setup step)
-    setup: bool = False  # whether it is known to be in its setup step (not on a candidate)
-    started: float | None = None  # when ``current`` (or the setup step) started; None: not yet
-    submitted: float = field(default_factory=time.monotonic)
-
-
-@dataclass(eq=False)
-class _Pool:
-    """The runner actors of one GPU model (and runtime environment) in this process, shared by every
-    :class:`RayRunner` of that model: a GPU has one actor, whichever runner asks."""
-
-    key: tuple
-    actors: list = field(default_factory=list)  # of _Actor
-    dropped: int = 0  # GPUs given up after too many replacements
-    build_kwargs: dict | None = None  # what the actors said of their GPUs
-    last_failure: str = ""
+    pool: WorkPool
     users: int = 0  # RayRunners not closed
+    build_kwargs: dict | None = None  # what the runners said of their GPUs
 
 
-_POOLS: dict[tuple, _Pool] = {}
+_POOLS: dict[tuple, _Shared] = {}
 _POOLS_LOCK = threading.Lock()
-
-
-@dataclass(eq=False)
-class _Actor:
-    """A runner actor of one GPU slot, the jobs queued on it and its replacements so far."""
-
-    handle: Any
-    slot: int
-    jobs: list[_Job] = field(default_factory=list)
-    ready: bool = False
-    restarts: int = 0
-    info: dict = field(default_factory=dict)
-
-
-def _charge(job: _Job, head: bool, strikes: dict) -> tuple[int | None, bool, list[int]]:
-    """Whom a job's failure is charged to: ``(position, certain, rest)``. The candidate it had said it
-    was running (certain); else, when the job was running (``head``) and not known to be in its setup
-    step, the next one in order, whose "start" may not have reached the driver before the process
-    died: a second such strike charges it (not certain); else nobody. ``rest``: the positions to run
-    again."""
-    rest = list(job.todo)
-    if job.current is not None:
-        rest.remove(job.current)
-        return job.current, True, rest
-    if head and rest and not job.setup:
-        pos = rest[0]
-        strikes[pos] = strikes.get(pos, 0) + 1
-        if strikes[pos] >= 2:
-            return pos, False, rest[1:]
-    return None, False, rest
+_KEYS = itertools.count()  # item keys, unique in the process
 
 
 def _where_text(info: dict) -> str:
     if not info:
         return ""
     return f" on node {str(info.get('node', '?'))[:12]} (pid {info.get('pid', '?')})"
-
-
-class _Driver:
-    """What the builder and the runner share of their event loops: take a job's progress events
-    (which candidate started, each result) and tell when its current step is overdue."""
-
-    def __init__(self, ray: Any, poll_s: float):
-        self.ray = ray
-        self.poll_s = poll_s
-
-    def advance(self, job: _Job, on_result, on_fail) -> bool:
-        """Take every event ``job`` has produced; False when it is finished or failed."""
-        ray = self.ray
-        while True:
-            ready, _ = ray.wait([job.gen], num_returns=1, timeout=0)
-            if not ready:
-                return True
-            try:
-                ref = next(job.gen)
-            except StopIteration:
-                if job.todo:
-                    on_fail(job, RuntimeError(f"the worker ended without results for {len(job.todo)} "
-                                              "candidate(s)"))
-                return False
-            try:
-                event = ray.get(ref)
-            except Exception as exc:
-                on_fail(job, exc)
-                return False
-            kind = event[0]
-            if kind == "hello":  # it runs: the setup step's clock starts
-                job.where = _where_text(event[1])
-                job.current, job.started = None, time.monotonic()
-                if job.actor is not None:
-                    job.actor.ready, job.actor.info = True, dict(event[1])
-            elif kind == "start":
-                job.current, job.started = event[1], time.monotonic()
-                job.setup = event[1] is None
-            elif kind == "result":
-                pos = event[1]
-                if pos in job.todo:
-                    job.todo.remove(pos)
-                    on_result(pos, event[2])
-                job.current, job.started, job.setup = None, time.monotonic(), False
-                if not job.todo:
-                    return True  # the generator's end comes with the next look
-
-    def overdue(self, job: _Job, setup_limit: float) -> bool:
-        if job.started is None:
-            return False
-        limit = job.limit if job.current is not None else setup_limit
-        return time.monotonic() - job.started > limit
-
-
-def _split(positions: Sequence[int], parts: int) -> list[list[int]]:
-    """``positions`` in ``parts`` contiguous chunks of near-equal size (none empty)."""
-    parts = max(1, min(parts, len(positions)))
-    size = math.ceil(len(positions) / parts)
-    return [list(positions[i:i + size]) for i in range(0, len(positions), size)]
 
 
 class _TaskRefs:
@@ -368,7 +250,10 @@ class RayBuilder:
         if n_parallel is None:
             n_parallel = max(1, int(sum(n.cpus for n in self.cluster.nodes())))
         self.n_parallel = n_parallel
-        self._options = _cpu_options(runtime_env)
+        # a build that kills its worker is not retried: the candidate is an error
+        self._pool = WorkPool(self.cluster, cpu_fn=build_item, poll_s=self.poll_s, runtime_env=runtime_env,
+                              cpu_slots=self.n_parallel, policy=FailurePolicy(strikes=1))
+        self._calls = 0  # build() calls so far (items are keyed (call, position))
         self._tasks = _TaskRefs()
         self.cuda_arch: str | None = None
 
@@ -381,103 +266,46 @@ class RayBuilder:
         """Build ``inputs``; one :class:`BuildResult` each, in their order (errors included)."""
         inputs = list(inputs)
         out: list[BuildResult | None] = [None] * len(inputs)
-        attempts = [0] * len(inputs)
-        groups: dict[int, list[int]] = {}  # the candidates of each task object, in order
+        sent: dict[int, Any] = {}  # id(task) -> (key, holder), or the error sending it
+        items = []
         for pos, inp in enumerate(inputs):
             index = getattr(inp.config, "index", None)
             if not isinstance(index, int) or not 0 <= index < len(inp.task.config_space):
                 out[pos] = BuildResult(error_no=MeasureErrorNo.INSTANTIATION_ERROR,
                                        error=f"configuration {inp.config} is not a point of the task's space")
                 continue
-            groups.setdefault(id(inp.task), []).append(pos)
-        if not groups:
-            return out  # type: ignore[return-value]
-        remote = _remote("build")
-        driver = _Driver(self.ray, self.poll_s)
-
-        def submit(positions: list[int]) -> _Job:
-            task = inputs[positions[0]].task
-            key, holder = self._tasks.get(task)
-            items = [(p, inputs[p].config.index) for p in positions]
-            gen = remote.options(**self._options).remote(key, holder, items, self.cuda_arch)
-            return _Job(gen, list(positions), self.timeout)
-
-        jobs: list[_Job] = []
-        total = sum(len(g) for g in groups.values())
-        for positions in groups.values():
-            try:
-                self._tasks.get(inputs[positions[0]].task)
-            except Exception as exc:  # e.g. a template holding something that cannot be pickled
-                msg = f"the task cannot be sent to the build workers: {type(exc).__name__}: {_short(exc)}"
-                for pos in positions:
-                    out[pos] = BuildResult(error_no=MeasureErrorNo.INSTANTIATION_ERROR, error=msg)
+            if id(inp.task) not in sent:
+                try:
+                    sent[id(inp.task)] = self._tasks.get(inp.task)
+                except Exception as exc:  # e.g. a template holding something that cannot be pickled
+                    sent[id(inp.task)] = ("the task cannot be sent to the build workers: "
+                                          f"{type(exc).__name__}: {_short(exc)}")
+            got = sent[id(inp.task)]
+            if isinstance(got, str):
+                out[pos] = BuildResult(error_no=MeasureErrorNo.INSTANTIATION_ERROR, error=got)
                 continue
-            share = max(1, round(self.n_parallel * len(positions) / total))
-            jobs += [submit(chunk) for chunk in _split(positions, share)]
-
-        def on_result(pos: int, res: BuildResult) -> None:
-            out[pos] = res
-
-        strikes: dict[int, int] = {}
-
-        def on_fail(job: _Job, exc: BaseException) -> None:
-            jobs.extend(self._failed(job, exc, out, attempts, strikes, submit))
-
-        try:
-            while jobs:
-                self.ray.wait([j.gen for j in jobs], num_returns=1, timeout=self.poll_s)
-                for job in list(jobs):
-                    if not driver.advance(job, on_result, on_fail) or not job.todo:
-                        jobs.remove(job)  # failed (its rest resubmitted) or every result is in
-                    elif driver.overdue(job, self.timeout):
-                        jobs.remove(job)
-                        jobs.extend(self._timed_out(job, out, submit))
-        except BaseException:
-            for job in jobs:
-                self._cancel(job)
-            raise
+            key, holder = got
+            items.append(Item((self._calls, pos), (key, holder, index, self.cuda_arch), (False, ""),
+                              self.timeout))
+        self._calls += 1
+        if items:
+            self._pool.submit(items)
+            for outcome in self._pool.results():
+                out[outcome.key[1]] = self._result(outcome)
         return out  # type: ignore[return-value]
 
-    def _cancel(self, job: _Job) -> None:
-        try:
-            self.ray.cancel(job.gen, force=True)
-        except Exception as exc:
-            logger.debug("RayBuilder: cancel: %s", exc)
-
-    def _timed_out(self, job: _Job, out: list, submit) -> list[_Job]:
-        self._cancel(job)
-        rest = list(job.todo)
-        if job.current is None:  # stuck before its first candidate: charge the first one
-            head = rest[0]
-            msg = (f"the build task made no progress for {self.timeout:g} s{job.where}; it was "
-                   "cancelled (force)")
+    def _result(self, o: Outcome) -> BuildResult:
+        if o.status == "ok":
+            return o.value
+        where = _where_text({"node": o.node, "pid": o.pid}) if o.node else ""
+        if o.status == "timeout":
+            msg = f"build took longer than {self.timeout:g} s{where}; its worker was killed"
+            return BuildResult(error_no=MeasureErrorNo.BUILD_TIMEOUT, time_cost=self.timeout, error=msg)
+        if o.error:
+            msg = f"the build worker died{where} while building this candidate: {o.error}"
         else:
-            head = job.current
-            msg = f"build took longer than {self.timeout:g} s{job.where}; its worker was killed"
-        out[head] = BuildResult(error_no=MeasureErrorNo.BUILD_TIMEOUT, error=msg, time_cost=self.timeout)
-        rest.remove(head)
-        return [submit(rest)] if rest else []
-
-    def _failed(self, job: _Job, exc: BaseException, out: list, attempts: list, strikes: dict,
-                submit) -> list[_Job]:
-        head, certain, rest = _charge(job, True, strikes)
-        if head is not None:
-            when = "while building this candidate" if certain else "twice when this candidate was next"
-            out[head] = BuildResult(error_no=MeasureErrorNo.RUNTIME_DEVICE, error=(
-                f"the build worker died{job.where} {when}: {type(exc).__name__}: {_short(exc)}"))
-        again = []
-        for pos in rest:
-            attempts[pos] += 1
-            if attempts[pos] > MAX_REQUEUES:
-                out[pos] = BuildResult(error_no=MeasureErrorNo.RUNTIME_DEVICE, error=(
-                    f"its build task failed {attempts[pos]} times before building it; last: "
-                    f"{type(exc).__name__}: {_short(exc)}"))
-            else:
-                again.append(pos)
-        if again:
-            logger.info("RayBuilder: a build worker failed%s (%s); building %d candidate(s) again", job.where,
-                        type(exc).__name__, len(again))
-        return [submit(again)] if again else []
+            msg = f"its build task failed before building it: {o.message}"
+        return BuildResult(error_no=MeasureErrorNo.RUNTIME_DEVICE, error=msg)
 
 
 def _short(exc: BaseException, limit: int = 400) -> str:
@@ -553,14 +381,21 @@ class RayRunner:
         self._tasks = _TaskRefs()
         self._references: dict[str, Any] = {}  # task key -> object reference of its reference build
         key = (self.gpu_model, repr(sorted((self.runtime_env or {}).items())))
+        self._slot = (True, self.gpu_model)
         with _POOLS_LOCK:
-            self._pool = _POOLS.setdefault(key, _Pool(key))
-            self._pool.users += 1
+            shared = _POOLS.get(key)
+            if shared is None:
+                # a candidate that kills its runner is an error at once; its GPU's runner is replaced
+                # up to max_restarts times; two candidates in flight a runner, so that the GPU does
+                # not wait for the driver between them
+                policy = FailurePolicy(strikes=1, replacements=self.max_restarts)
+                shared = _POOLS[key] = _Shared(WorkPool(
+                    self.cluster, RunnerActor, policy=policy, in_flight=2, poll_s=self.poll_s,
+                    startup_timeout=self.startup_timeout, runtime_env=self.runtime_env, max_runners=n))
+            shared.users += 1
+        self._shared = shared
+        self._key = key
         self._closed = False
-
-    @property
-    def _actors(self) -> list:
-        return self._pool.actors
 
     @property
     def _how(self) -> tuple:
@@ -583,78 +418,37 @@ class RayRunner:
                                   "of different models are not comparable: choose one with gpu_model=")
         return models[0]
 
-    # -- actors -----------------------------------------------------------------------------------
+    # -- runners ----------------------------------------------------------------------------------
 
-    def _new_actor(self, slot: int, restarts: int) -> _Actor:
-        opts = dict(self._placement)
-        if self.runtime_env:
-            opts["runtime_env"] = copy.deepcopy(self.runtime_env)
-        handle = _remote("actor").options(**opts).remote()
-        return _Actor(handle, slot, restarts=restarts)
-
-    def _ensure_actors(self) -> None:
-        """Start the actors of the pool up to ``n_parallel`` GPUs (once); the first time, wait for them
-        and learn their GPUs' architecture (while they are idle, so that asking does not queue behind
-        a chunk)."""
-        pool = self._pool
+    def _ensure_actors(self) -> list[dict]:
+        """Start the runners (one per GPU of the model, up to ``n_parallel``) and wait for them; the
+        first time, learn their GPUs' architecture. Returns where the ready ones are."""
         if self._closed:
             raise RayMeasureError("RayRunner: the runner was closed")
-        have = len(pool.actors) + pool.dropped
-        if have < self.n_parallel:
-            pool.actors.extend(self._new_actor(k, 0) for k in range(have, self.n_parallel))
-        if pool.build_kwargs is not None:
-            return
-        from ..target import arch_of_model
+        shared = self._shared
+        pool = shared.pool
+        if pool.start_runners(self._slot, wait_s=self.startup_timeout) == 0:
+            logger.warning("RayRunner: the runners did not start within %g s", self.startup_timeout)
+        infos = pool.runner_info(self._slot)
+        if shared.build_kwargs is None:
+            from ..target import arch_of_model
 
-        arch = None
-        try:
-            infos = self.ray.get([a.handle.where.remote() for a in self._actors],
-                                 timeout=self.startup_timeout)
-            for actor, info in zip(self._actors, infos):
-                actor.info, actor.ready = dict(info), True
             arch = next((i["cuda_arch"] for i in infos if i.get("cuda_arch")), None)
-        except Exception as exc:
-            logger.warning("RayRunner: the runner actors did not start within %g s (%s: %s)",
-                           self.startup_timeout, type(exc).__name__, _short(exc, 200))
-        arch = arch or (arch_of_model(self.gpu_model) if self.gpu_model else None)
-        pool.build_kwargs = {"cuda_arch": arch} if arch else {}
-
-    def _kill(self, actor: _Actor) -> None:
-        try:
-            self.ray.kill(actor.handle, no_restart=True)
-        except Exception as exc:
-            logger.debug("RayRunner: kill: %s", exc)
-
-    def _replace(self, actor: _Actor, why: str) -> list[_Job]:
-        """End ``actor`` (and return its other queued jobs, whose candidates did not start); start a
-        replacement while its GPU has restarts left."""
-        self._pool.last_failure = f"the runner{_where_text(actor.info)} {why}"
-        self._kill(actor)
-        if actor in self._actors:
-            self._actors.remove(actor)
-            if actor.restarts < self.max_restarts:
-                logger.info("RayRunner: runner%s %s; starting a replacement (%d of %d)",
-                            _where_text(actor.info), why, actor.restarts + 1, self.max_restarts)
-                self._actors.append(self._new_actor(actor.slot, actor.restarts + 1))
-            else:
-                self._pool.dropped += 1
-                logger.warning("RayRunner: runner%s %s; it has been replaced %d time(s): its GPU is "
-                               "dropped", _where_text(actor.info), why, actor.restarts)
-        others, actor.jobs = actor.jobs, []
-        return others
+            arch = arch or (arch_of_model(self.gpu_model) if self.gpu_model else None)
+            shared.build_kwargs = {"cuda_arch": arch} if arch else {}
+        return infos
 
     def get_build_kwargs(self) -> dict:
         """What builders should know of this runner's GPUs: ``{"cuda_arch": ...}``, the architecture
         the actors' GPU reports (starting the actors), else that of the GPU model
         (:func:`kernels.target.arch_of_model`); empty when neither is known."""
         self._ensure_actors()
-        return dict(self._pool.build_kwargs or {})
+        return dict(self._shared.build_kwargs or {})
 
     def workers(self) -> list[dict]:
         """Where the runner's actors are (starting them): node id, process id, GPU ids and CUDA
         architecture of each."""
-        self._ensure_actors()
-        return self.ray.get([a.handle.where.remote() for a in self._actors], timeout=self.startup_timeout)
+        return self._ensure_actors()
 
     def close(self) -> None:
         """Stop using the actors; when no other runner of this process uses them (the same GPU model),
@@ -663,15 +457,13 @@ class RayRunner:
             return
         self._closed = True
         with _POOLS_LOCK:
-            pool = self._pool
-            pool.users -= 1
-            if pool.users > 0:
+            shared = self._shared
+            shared.users -= 1
+            if shared.users > 0:
                 return
-            if _POOLS.get(pool.key) is pool:
-                del _POOLS[pool.key]
-        for actor in pool.actors:
-            self._kill(actor)
-        pool.actors.clear()
+            if _POOLS.get(self._key) is shared:
+                del _POOLS[self._key]
+        shared.pool.close()
 
     def __enter__(self) -> RayRunner:
         return self
@@ -717,127 +509,37 @@ class RayRunner:
 
     def _run(self, inputs: list[MeasureInput], builds: dict[int, BuildResult], out: list) -> None:
         self._ensure_actors()
-        driver = _Driver(self.ray, self.poll_s)
-        pending: deque[int] = deque(builds)
-        attempts: dict[int, int] = dict.fromkeys(builds, 0)
-        strikes: dict[int, int] = {}
-        limit = self.timeout + 1.0  # the actor's own check is ``timeout``; this catches hangs
-        chunk = max(1, math.ceil(len(pending) / (2 * max(1, len(self._actors)))))
-
-        def finish(pos: int, costs: tuple, error_no: int, seconds: float) -> None:
-            spent = builds[pos].time_cost + seconds
-            out[pos] = MeasureResult(tuple(costs), int(error_no), spent, time.time())
-
-        def on_result(pos: int, payload: tuple) -> None:
-            finish(pos, *payload)
-
-        def requeue(positions: Sequence[int], why: str) -> None:
-            for pos in reversed(list(positions)):
-                attempts[pos] += 1
-                if attempts[pos] > MAX_REQUEUES:
-                    finish(pos, (f"its runner failed {attempts[pos]} times before running it; last: {why}",),
-                           MeasureErrorNo.RUNTIME_DEVICE, 0.0)
-                else:
-                    pending.appendleft(pos)
-
-        def on_fail(job: _Job, exc: BaseException) -> None:
-            running = job.actor is not None and bool(job.actor.jobs) and job.actor.jobs[0] is job
-            head, certain, rest = _charge(job, running, strikes)
-            if head is not None:
-                when = "while running this candidate" if certain else "twice when this candidate was next"
-                msg = f"the runner process died{job.where} {when}: {type(exc).__name__}: {_short(exc)}"
-                finish(head, (msg,), MeasureErrorNo.RUNTIME_DEVICE, 0.0)
-            if job.actor is not None:
-                why = f"died ({type(exc).__name__}: {_short(exc, 200)})"
-                for other in self._replace(job.actor, why):
-                    if other is not job:
-                        requeue(other.todo, f"{type(exc).__name__}")
-                        if other in active:
-                            active.remove(other)
-            requeue(rest, f"{type(exc).__name__}: {_short(exc, 200)}")
-
-        def on_timeout(job: _Job) -> None:
-            rest = list(job.todo)
-            if job.current is not None:
-                msg = f"running took longer than {self.timeout:g} s{job.where}; the runner was killed"
-                finish(job.current, (msg,), MeasureErrorNo.RUN_TIMEOUT, self.timeout)
-                rest.remove(job.current)
-            why = "timed out" if job.current is not None else "did not start or prepare in time"
-            for other in self._replace(job.actor, why):
-                if other is not job:
-                    requeue(other.todo, why)
-                    if other in active:
-                        active.remove(other)
-            requeue(rest, why)
-
-        def dispatch() -> None:
-            for actor in sorted(self._actors, key=lambda a: len(a.jobs)):
-                while pending and len(actor.jobs) < 2:
-                    positions = [pending.popleft() for _ in range(min(chunk, len(pending)))]
-                    target = str(inputs[positions[0]].target)
-                    same = [p for p in positions if str(inputs[p].target) == target
-                            and inputs[p].task is inputs[positions[0]].task]
-                    for p in reversed([p for p in positions if p not in same]):
-                        pending.appendleft(p)
-                    ref_key, ref_holder = None, []
-                    if self.check_correctness:
-                        try:
-                            key, holder = self._tasks.get(inputs[same[0]].task)
-                            ref_key, ref_holder = key, [self._reference(key, holder)]
-                        except Exception as exc:
-                            logger.warning("RayRunner: the task cannot be sent for its reference build (%s: "
-                                           "%s); outputs are not checked", type(exc).__name__, _short(exc))
-                    items = [(p, builds[p]) for p in same]
-                    call = actor.handle.run.options(num_returns="streaming")
-                    gen = call.remote(target, items, ref_key, ref_holder, self._how)
-                    job = _Job(gen, list(same), limit, actor=actor)
-                    actor.jobs.append(job)
-                    active.append(job)
-
-        active: list[_Job] = []
-        try:
-            while True:
-                if pending and not self._actors:
-                    why = ("no runner is left: every actor died or timed out and was replaced "
-                           f"{self.max_restarts} time(s); the last failure: {self._pool.last_failure}")
-                    while pending:
-                        pos = pending.popleft()
-                        msg = why
-                        if strikes.get(pos):  # it may have been the one running when the last died
-                            msg = ("the runner process died when this candidate was next to run (it may "
-                                   f"have been running); {why}")
-                        finish(pos, (msg,), MeasureErrorNo.RUNTIME_DEVICE, 0.0)
-                dispatch()
-                if not active:
-                    break
-                self.ray.wait([j.gen for j in active], num_returns=1, timeout=self.poll_s)
-                for job in list(active):
-                    if job not in active:
-                        continue  # dropped while handling another job's failure
-                    alive = driver.advance(job, on_result, on_fail)
-                    if job not in active:
-                        continue
-                    if not alive or not job.todo:
-                        active.remove(job)
-                        if job.actor is not None and job in job.actor.jobs:
-                            job.actor.jobs.remove(job)
-                        continue
-                    if self._overdue(job, driver):
-                        active.remove(job)
-                        on_timeout(job)
-        except BaseException:
-            for job in active:
-                if job.actor is not None:
-                    self._replace(job.actor, "was interrupted")
-            raise
-
-    def _overdue(self, job: _Job, driver: _Driver) -> bool:
-        if driver.overdue(job, self.startup_timeout):
-            return True
-        # an actor that never said hello (cannot be placed, cannot start)
-        actor = job.actor
-        return (actor is not None and not actor.ready and bool(actor.jobs) and job is actor.jobs[0]
-                and time.monotonic() - job.submitted > self.startup_timeout)
+        items = []
+        for pos, built in builds.items():
+            inp = inputs[pos]
+            ref_key, ref_holder = None, []
+            if self.check_correctness:
+                try:
+                    key, holder = self._tasks.get(inp.task)
+                    ref_key, ref_holder = key, [self._reference(key, holder)]
+                except Exception as exc:
+                    logger.warning("RayRunner: the task cannot be sent for its reference build (%s: %s); "
+                                   "outputs are not checked", type(exc).__name__, _short(exc))
+            payload = (str(inp.target), built, ref_key, ref_holder, self._how)
+            # the runner's own check is ``timeout``; the pool's, a second later, catches hangs
+            items.append(Item((next(_KEYS), pos), payload, self._slot, self.timeout + 1.0))
+        pool = self._shared.pool
+        pool.submit(items)
+        for o in pool.results():
+            pos = o.key[1]
+            spent = builds[pos].time_cost
+            where = _where_text({"node": o.node, "pid": o.pid}) if o.node else ""
+            if o.status == "ok":
+                costs, error_no, seconds = o.value
+            elif o.status == "timeout":
+                costs = (f"running took longer than {self.timeout:g} s{where}; the runner was killed",)
+                error_no, seconds = MeasureErrorNo.RUN_TIMEOUT, self.timeout
+            elif o.error:
+                costs = (f"the runner process died{where} while running this candidate: {o.error}",)
+                error_no, seconds = MeasureErrorNo.RUNTIME_DEVICE, 0.0
+            else:
+                costs, error_no, seconds = (o.message,), MeasureErrorNo.RUNTIME_DEVICE, 0.0
+            out[pos] = MeasureResult(tuple(costs), int(error_no), spent + seconds, time.time())
 
 
 def _transportable(built: BuildResult) -> BuildResult:

@@ -1,13 +1,10 @@
-"""What runs inside Ray's worker processes for :mod:`kernels.tuning.ray_measure`: the build task (a
-chunk of candidates built on a CPU worker, each module sent back as bytes), the reference build, and
-:class:`RunnerActor`, the process that holds one GPU for a runner's life and checks and times the
-candidates sent to it. Also both ends of a task's journey: :func:`task_bytes` (the driver pickles a
-task once) and :func:`restore_task` (a worker rebuilds it once and keeps it).
-
-Each worker function streams its progress as events, so that the driver knows which candidate a
-worker that died was on: ``("hello", where)`` when it runs, ``("start", position)`` before a
-candidate (``("start", None)`` for a setup step), ``("result", position, payload)`` after it.
-Nothing here imports Ray at module level.
+"""What runs inside Ray's worker processes for :mod:`kernels.tuning.ray_measure`: a candidate's build
+(:func:`build_item`, a work-pool CPU item; the module sent back as bytes), the reference build, and
+:class:`RunnerActor`, the worker a work-pool runner holding one GPU builds once and that checks and
+times the candidates sent to it. Also both ends of a task's journey: :func:`task_bytes` (the driver
+pickles a task once) and :func:`restore_task` (a worker rebuilds it once and keeps it). Progress
+(which candidate started) is the work pool's (:mod:`kernels.contrib.workpool`). Nothing here imports
+Ray at module level.
 """
 
 from __future__ import annotations
@@ -16,7 +13,6 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
 from typing import Any
 
 from .measure import (
@@ -30,7 +26,7 @@ from .measure import (
     with_cuda_arch,
 )
 
-__all__ = ["RunnerActor", "build_chunk", "build_reference", "restore_task", "task_bytes"]
+__all__ = ["RunnerActor", "build_item", "build_reference", "restore_task", "task_bytes"]
 
 logger = logging.getLogger("autotvm")
 
@@ -108,22 +104,17 @@ def _build_for_transport(task: Any, index: int, cuda_arch: str | None = None) ->
     return BuildResult(args=arg_infos(built.args), time_cost=time.perf_counter() - t0, artifact=artifact)
 
 
-def build_chunk(key: str, holder: list, items: list, cuda_arch: str | None) -> Iterator[tuple]:
-    """A build task (a Ray streaming generator): ``("hello", where)``, then per candidate
-    ``("start", position)`` and ``("result", position, BuildResult)``."""
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the runtime environment says so too; nothing here uses a GPU
-    yield ("hello", _where())
+def build_item(payload: tuple) -> BuildResult:
+    """One candidate built in a work-pool CPU task (GPUs hidden): ``payload`` is (task key, holder,
+    configuration index, CUDA architecture or None)."""
+    key, holder, index, cuda_arch = payload
     try:
         task = restore_task(key, holder)
     except Exception as exc:
         msg = (f"the build worker cannot rebuild the task ({type(exc).__name__}: {exc}); is the module "
                "defining its template importable on the Ray workers (runtime_env PYTHONPATH)?")
-        for pos, _ in items:
-            yield ("result", pos, BuildResult(error_no=MeasureErrorNo.INSTANTIATION_ERROR, error=msg))
-        return
-    for pos, index in items:
-        yield ("start", pos)
-        yield ("result", pos, _build_for_transport(task, index, cuda_arch))
+        return BuildResult(error_no=MeasureErrorNo.INSTANTIATION_ERROR, error=msg)
+    return _build_for_transport(task, index, cuda_arch)
 
 
 def build_reference(key: str, holder: list, cuda_arch: str | None) -> BuildResult:
@@ -133,7 +124,9 @@ def build_reference(key: str, holder: list, cuda_arch: str | None) -> BuildResul
 
 
 class RunnerActor:
-    """A runner process holding one GPU for a :class:`RayRunner`'s life (a Ray actor)."""
+    """The worker of a runner holding one GPU for a :class:`RayRunner`'s life: built once in each
+    work-pool runner actor (:class:`kernels.contrib.workpool.PoolRunner`), it checks and times one
+    candidate a call."""
 
     def __init__(self) -> None:
         import kernels.build_module  # noqa: F401  (the imports once, before the first batch: all of kernels)
@@ -160,35 +153,38 @@ class RunnerActor:
         except Exception:
             return None
 
-    def run(self, target: str, items: list, ref_key: str | None, ref_holder: list,
-            how: tuple) -> Iterator[tuple]:
-        """Run a chunk (a streaming generator): ``("hello", where)``, ``("start", None)`` while the
-        reference outputs are computed, then per candidate ``("start", position)`` and ``("result",
-        position, (costs, error_no, seconds))``. ``how``: (number, repeat, min_repeat_ms, timeout,
-        cooldown_interval) of the runner asking (the actors of a GPU model serve every runner of the
-        driver's process)."""
+    def needs_prepare(self, payload: tuple) -> bool:
+        """Whether a candidate (``payload``: target, built, reference key, reference holder, how)
+        needs its task's reference outputs computed here first."""
+        ref_key = payload[2]
+        return ref_key is not None and ref_key not in self.references
+
+    def prepare(self, payload: tuple) -> None:
+        """Compute the reference outputs of the candidate's task (once per task in this process)."""
+        target, _, ref_key, ref_holder, _ = payload
+        self.references[ref_key] = self._reference(ref_holder[0], target)
+
+    def __call__(self, payload: tuple) -> tuple:
+        """Check and time one candidate: ``payload`` is (target, built, reference key or None,
+        reference holder, how); how = (number, repeat, min_repeat_ms, timeout, cooldown_interval) of
+        the runner asking (the actors of a GPU model serve every runner of the driver's process).
+        Returns (costs, error_no, seconds)."""
+        target, built, ref_key, _, how = payload
         number, repeat, min_repeat_ms, timeout, cooldown_interval = how
-        yield ("hello", self.info)
-        reference = None
-        if ref_key is not None:
-            if ref_key not in self.references:
-                yield ("start", None)
-                self.references[ref_key] = self._reference(ref_holder[0], target)
-            reference = self.references[ref_key]
-        for pos, built in items:
-            yield ("start", pos)
-            t0 = time.perf_counter()
-            try:
-                module = built.load()
-            except Exception as exc:
-                costs, error_no = (f"loading the module failed: {type(exc).__name__}: {exc}",), \
-                    int(MeasureErrorNo.RUNTIME_DEVICE)
-            else:
-                costs, error_no = time_candidate(module, built.args, target, number, repeat,
-                                                 min_repeat_ms, timeout, reference)
-            yield ("result", pos, (costs, error_no, time.perf_counter() - t0))
-            if cooldown_interval:
-                time.sleep(cooldown_interval)
+        reference = self.references.get(ref_key) if ref_key is not None else None
+        t0 = time.perf_counter()
+        try:
+            module = built.load()
+        except Exception as exc:
+            costs, error_no = (f"loading the module failed: {type(exc).__name__}: {exc}",), \
+                int(MeasureErrorNo.RUNTIME_DEVICE)
+        else:
+            costs, error_no = time_candidate(module, built.args, target, number, repeat,
+                                             min_repeat_ms, timeout, reference)
+        seconds = time.perf_counter() - t0
+        if cooldown_interval:
+            time.sleep(cooldown_interval)
+        return costs, error_no, seconds
 
     @staticmethod
     def _reference(ref: Any, target: str) -> Any:
