@@ -108,7 +108,7 @@ TC_KNOBS: Dict[str, Tuple[Any, ...]] = {
 WARP_TILE_KNOBS: Dict[str, Tuple[Any, ...]] = {
     "bx": (1, 2, 4, 8, 16), "by": (4, 8, 16, 32), "step_k": (1, 2, 4, 8), "v": (1, 2, 4, 8, 16),
     "ty": (1, 2, 4, 8), "tx": (1, 2, 4, 8, 16), "warp_m": (8, 16, 32, 64), "double_buffer": (0, 1, 3),
-    "flat_fetch": (0, 1), "align_all": (0, 1), "raster": (0, 1, 2, 8)}
+    "flat_fetch": (0, 1), "align_all": (0, 1), "raster": (0, 0, 0, 1, 2, 8)}
 
 #: space -> [(workload, [variants])]; "*" = every variant for the target
 _VARIANT_SPACES = {
@@ -312,26 +312,43 @@ class _Refused(Exception):
     pass
 
 
+def _callable(path: str):
+    import importlib
+
+    mod, _, name = path.partition(":")
+    return getattr(importlib.import_module(mod), name)
+
+
 def _schedule(sample: dict):
-    """``(inputs, args, knobs)`` of a sample: a TE schedule and its tensors, or a TensorIR module."""
+    """``(inputs, args, knobs, workload)`` of a sample: a TE schedule and its tensors (or a TensorIR
+    module and None), the knobs applied, and the workload giving its data and reference.
+
+    Kinds: ``variant`` (a registered workload's variant and knobs), ``autotvm`` (a configuration of
+    the space of :data:`_SPLIT_TEMPLATE`, by index), ``tir_task`` (a configuration of a tune_tir design
+    space, by index) and ``callable`` (``builder`` names a ``module:function`` taking the params and
+    dtype and returning ``(inputs, args, workload)``: planted kernels in the fuzzer's own tests).
+    """
+    kind = sample["kind"]
+    if kind == "callable":
+        inputs, args, w = _callable(sample["builder"])(sample["params"], sample["dtype"])
+        return inputs, args, {}, w
     W = _workloads()
     w = W.get(sample["workload"])
-    kind = sample["kind"]
     if kind == "variant":
         s, args = w.build(sample["variant"], sample["params"], sample["dtype"], sample["knobs"])
-        return s, args, sample["knobs"]
+        return s, args, sample["knobs"], w
     if kind == "autotvm":
         task = _template_task(sample)
         cfg = task.config_space.get(sample["index"] % len(task.config_space))
         s, args = task.instantiate(cfg)
-        return s, args, cfg.to_values()
+        return s, args, cfg.to_values(), w
     if kind == "tir_task":
         from kernels.tuning.tir_task import TIRTask
 
         module = _tir_module(sample["workload"], sample["params"], sample["dtype"])
         task = TIRTask(module, "cuda" if sample["target"] == "cuda" else sample["target"])
         cfg = task.config_space.get(sample["index"] % len(task.config_space))
-        return task.instantiate(cfg)[0], None, cfg.to_values()
+        return task.instantiate(cfg)[0], None, cfg.to_values(), w
     raise ValueError(f"unknown sample kind {kind!r}")
 
 
@@ -699,7 +716,7 @@ def _compare(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> Opti
         return None
     pos = np.unravel_index(int(np.argmax(bad)), bad.shape)
     return (f"{int(bad.sum())} of {bad.size} elements differ; at {tuple(int(p) for p in pos)}: "
-            f"{got64[pos]!r}, expected {ref64[pos]!r} (rtol {rtol}, atol {atol})")
+            f"{float(got64[pos])!r}, expected {float(ref64[pos])!r} (rtol {rtol}, atol {atol})")
 
 
 def _module(spec, target: str):
@@ -723,7 +740,7 @@ def execute(sample: dict, build_only: Union[bool, str] = False) -> dict:
         return res
 
     try:
-        inputs, args, knobs = _schedule(sample)
+        inputs, args, knobs, workload = _schedule(sample)
         res["knobs"] = knobs
         func, spec = _lower(inputs, args, target)
     except TVMError as exc:
@@ -753,16 +770,14 @@ def execute(sample: dict, build_only: Union[bool, str] = False) -> dict:
     except Exception as exc:
         return done("build_error", f"{type(exc).__name__}: {exc}")
     try:
-        return _run(sample, mod, done)
+        return _run(sample, workload, mod, done)
     except TVMError as exc:
         return done("crashed", f"{type(exc).__name__}: {exc}", ) | {"fatal": target == "cuda"}
     except Exception:
         return done("crashed", traceback.format_exc(limit=6)) | {"fatal": target == "cuda"}
 
 
-def _run(sample: dict, mod, done) -> dict:
-    W = _workloads()
-    w = W.get(sample["workload"])
+def _run(sample: dict, w, mod, done) -> dict:
     params, dtype, target = sample["params"], sample["dtype"], sample["target"]
     rng = np.random.default_rng(int(sample.get("seed") or 0))
     arrays = w.make_args(params, dtype, rng)
@@ -883,6 +898,7 @@ def run_isolated(samples: Iterable[dict], jobs: int = 1, timeout: float = 120.0,
                         continue
                     if msg is None:  # the child died
                         s = wk.sample
+                        wk.proc.join(timeout=5)
                         code = wk.proc.exitcode
                         wk.stop(kill=True)
                         workers[k] = _Worker(ctx, build_only)
