@@ -157,7 +157,8 @@ def _params(rng, w, dtype: str, target: str) -> Dict[str, Any]:
                 choices = ["TN"]
             p[name] = str(rng.choice(choices))
         else:
-            mult = {"int4": 8, "int1": 32}.get(dtype, 1) if (w.name, name) == ("matmul_tensorcore", "l") else 1
+            packed = (w.name, name) == ("matmul_tensorcore", "l")
+            mult = {"int4": 8, "int1": 32}.get(dtype, 1) if packed else 1
             p[name] = draw_size(rng, cap * (4 if mult > 1 else 1), mult)
     return p
 
@@ -319,7 +320,7 @@ def _callable(path: str):
     return getattr(importlib.import_module(mod), name)
 
 
-def _schedule(sample: dict):
+def _schedule(sample: dict, note: dict):
     """``(inputs, args, knobs, workload)`` of a sample: a TE schedule and its tensors (or a TensorIR
     module and None), the knobs applied, and the workload giving its data and reference.
 
@@ -327,6 +328,7 @@ def _schedule(sample: dict):
     the space of :data:`_SPLIT_TEMPLATE`, by index), ``tir_task`` (a configuration of a tune_tir design
     space, by index) and ``callable`` (``builder`` names a ``module:function`` taking the params and
     dtype and returning ``(inputs, args, workload)``: planted kernels in the fuzzer's own tests).
+    The knobs go into ``note["knobs"]`` before the schedule is made (a refusal names them too).
     """
     kind = sample["kind"]
     if kind == "callable":
@@ -340,6 +342,7 @@ def _schedule(sample: dict):
     if kind == "autotvm":
         task = _template_task(sample)
         cfg = task.config_space.get(sample["index"] % len(task.config_space))
+        note["knobs"] = cfg.to_values()
         s, args = task.instantiate(cfg)
         return s, args, cfg.to_values(), w
     if kind == "tir_task":
@@ -348,6 +351,7 @@ def _schedule(sample: dict):
         module = _tir_module(sample["workload"], sample["params"], sample["dtype"])
         task = TIRTask(module, "cuda" if sample["target"] == "cuda" else sample["target"])
         cfg = task.config_space.get(sample["index"] % len(task.config_space))
+        note["knobs"] = cfg.to_values()
         return task.instantiate(cfg)[0], None, cfg.to_values(), w
     raise ValueError(f"unknown sample kind {kind!r}")
 
@@ -719,7 +723,7 @@ def _compare(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> Opti
             f"{float(got64[pos])!r}, expected {float(ref64[pos])!r} (rtol {rtol}, atol {atol})")
 
 
-def _module(spec, target: str):
+def _module(spec):
     from kernels.runtime import build_module
 
     return build_module(spec)
@@ -731,7 +735,6 @@ def execute(sample: dict, build_only: Union[bool, str] = False) -> dict:
 
     res = {k: sample.get(k) for k in ("id", "space", "target", "kind", "workload", "variant", "dtype",
                                        "params", "knobs", "index", "seed")}
-    res.pop("knobs") if res.get("knobs") is None else None
     target = sample["target"]
     t0 = time.perf_counter()
 
@@ -740,7 +743,7 @@ def execute(sample: dict, build_only: Union[bool, str] = False) -> dict:
         return res
 
     try:
-        inputs, args, knobs, workload = _schedule(sample)
+        inputs, args, knobs, workload = _schedule(sample, res)
         res["knobs"] = knobs
         func, spec = _lower(inputs, args, target)
     except TVMError as exc:
@@ -766,7 +769,7 @@ def execute(sample: dict, build_only: Union[bool, str] = False) -> dict:
 
                 compile_c(spec.source, openmp=spec.uses_openmp)
             return done("built")
-        mod = _module(spec, target)
+        mod = _module(spec)
     except Exception as exc:
         return done("build_error", f"{type(exc).__name__}: {exc}")
     try:
@@ -857,8 +860,8 @@ class _Worker:
         self.conn.close()
 
 
-def run_isolated(samples: Iterable[dict], jobs: int = 1, timeout: float = 120.0, build_only: Union[bool, str] = False,
-                 deadline: Optional[float] = None) -> Iterator[dict]:
+def run_isolated(samples: Iterable[dict], jobs: int = 1, timeout: float = 120.0,
+                 build_only: Union[bool, str] = False, deadline: Optional[float] = None) -> Iterator[dict]:
     """Run ``samples`` in ``jobs`` warm child processes; yield each result as it comes.
 
     A child that dies (a segfault, a CUDA error) is recorded as ``crashed`` for its sample, one that
@@ -981,7 +984,8 @@ def device_caps(target: str) -> Dict[str, bool]:
 
 
 def run_fuzz(target: str, seed: int = 0, budget: Optional[float] = None, count: Optional[int] = None,
-             spaces: Sequence[str] = SPACES, jobs: int = 1, timeout: float = 120.0, build_only: Union[bool, str] = False,
+             spaces: Sequence[str] = SPACES, jobs: int = 1, timeout: float = 120.0,
+             build_only: Union[bool, str] = False,
              samples: Optional[Iterable[dict]] = None, progress=None) -> FuzzReport:
     """Draw samples for ``target`` (or run the given ``samples``) until ``count`` are done or
     ``budget`` seconds have passed; each runs in a warm child process (see :func:`run_isolated`).
