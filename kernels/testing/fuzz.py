@@ -210,8 +210,12 @@ def _draw(space: str, rng: np.random.Generator, target: str, caps: Dict[str, boo
     dtype = str(rng.choice(dtypes))
     table = WARP_TILE_KNOBS if vname == "warp_tile" else KNOB_VALUES
     knobs = {k: _knob(rng, k, d, table) for k, d in w.variants[vname].knobs}
-    return dict(base, kind="variant", workload=w.name, variant=vname, dtype=dtype,
-                params=_params(rng, w, dtype, target), knobs=knobs)
+    params = _params(rng, w, dtype, target)
+    group = knobs.get("raster", 0) * knobs.get("by", 1) * knobs.get("ty", 1)
+    if group and group <= _SIZE_CAP[w.name] * (8 if target == "cuda" else 1) and rng.random() < 0.7:
+        # rasterisation takes whole groups of block rows: mostly draw C's rows so
+        params["n"] = group * int(rng.integers(1, 3))
+    return dict(base, kind="variant", workload=w.name, variant=vname, dtype=dtype, params=params, knobs=knobs)
 
 
 def draw_samples(target: str, seed: int, spaces: Sequence[str] = SPACES,
@@ -519,7 +523,7 @@ def check_accesses(func, points: int = _POINTS, seed: int = 0) -> Optional[str]:
         for x in exprs + cs:
             for v in vars_of(x):
                 free[id(v)] = v
-        vs = list(free.values())
+        vs = sorted(free.values(), key=lambda v: v.name)
         if any(id(v) not in ranges for v in vs):
             return
         spans = [ranges[id(v)] for v in vs]
