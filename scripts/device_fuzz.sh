@@ -9,14 +9,14 @@
 #       int1), SGEMM variants and define_split tilings, reductions, elementwise, tune_tir design spaces.
 # Writes sweep_n32.json, fuzz_cuda.json and the logs to $OUT (or kbench-out/device-fuzz); prints a short
 # table last. Exit status 1 when anything was wrong or faulted. Budget: about 7 minutes.
-#   FUZZ_COUNT (default 2400), FUZZ_BUDGET (seconds for (b), default 300), FUZZ_JOBS (default: cores, <= 16)
+#   FUZZ_COUNT (default 2200), FUZZ_BUDGET (seconds for (b), default 330), FUZZ_JOBS (default: cores, <= 16)
 set -uo pipefail
 out=${OUT:-kbench-out/device-fuzz}
 mkdir -p "$out"
 cores=$(nproc)
 jobs=${FUZZ_JOBS:-$(( cores > 16 ? 16 : cores ))}
-count=${FUZZ_COUNT:-2400}
-budget=${FUZZ_BUDGET:-300}
+count=${FUZZ_COUNT:-2200}
+budget=${FUZZ_BUDGET:-330}
 py=$(command -v python3 || command -v python)
 fz() { "$py" -m kernels.testing.fuzz "$@"; }
 nvidia-smi -L 2>/dev/null || echo "(no nvidia-smi)"

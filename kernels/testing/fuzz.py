@@ -735,7 +735,7 @@ def _module(spec):
 
 def execute(sample: dict, build_only: Union[bool, str] = False) -> dict:
     """Build and run one sample here (the child calls it); the result as a dict with ``outcome``."""
-    from kernels.errors import TVMError
+    from kernels.errors import DeviceError, TVMError
 
     res = {k: sample.get(k) for k in ("id", "space", "target", "kind", "workload", "variant", "dtype",
                                        "params", "knobs", "index", "seed")}
@@ -778,8 +778,12 @@ def execute(sample: dict, build_only: Union[bool, str] = False) -> dict:
         return done("build_error", f"{type(exc).__name__}: {exc}")
     try:
         return _run(sample, workload, mod, done)
+    except DeviceError as exc:
+        if "exceeds CUDA's limits" in str(exc):  # checked before the launch: a clear refusal
+            return done("refused", f"{type(exc).__name__}: {exc}")
+        return done("crashed", f"{type(exc).__name__}: {exc}") | {"fatal": target == "cuda"}
     except TVMError as exc:
-        return done("crashed", f"{type(exc).__name__}: {exc}", ) | {"fatal": target == "cuda"}
+        return done("crashed", f"{type(exc).__name__}: {exc}") | {"fatal": target == "cuda"}
     except Exception:
         return done("crashed", traceback.format_exc(limit=6)) | {"fatal": target == "cuda"}
 
