@@ -1,6 +1,7 @@
 """Planted kernels for the fuzzer's own tests (tests/cpu/test_fuzz.py): each builds a kernel with a
 known defect and the workload that feeds and checks it, as ``kernels.testing.fuzz`` samples of kind
-``callable`` name them (``"kbfuzz:<function>"``)."""
+``callable`` name them (``"kbfuzz:<function>"``). ``params["threads"]`` binds one element a thread
+(for the GPU-style targets)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,17 @@ def scatter_past_end(params, dtype):
         out[-1] = np.nan
         return [out]
 
-    return IRModule({"main": main}), None, _workload("planted_scatter_past_end", make, ref, (2,))
+    mod = IRModule({"main": main})
+    if params.get("threads"):  # a GPU target: one element a thread
+        from kernels.tir.schedule import Schedule
+
+        sch = Schedule(mod)
+        (i,) = sch.get_loops(sch.get_block("B"))
+        bx, tx = sch.split(i, [None, int(params["threads"])])
+        sch.bind(bx, "blockIdx.x")
+        sch.bind(tx, "threadIdx.x")
+        mod = sch.mod
+    return mod, None, _workload("planted_scatter_past_end", make, ref, (2,))
 
 
 def shifted_load(params, dtype):
@@ -55,7 +66,7 @@ def shifted_load(params, dtype):
     n = int(params["n"])
     A = te.placeholder((n,), name="A")
     B = te.compute((n,), lambda i: A[i + 1], name="B")
-    return te.create_schedule(B.op), [A, B], _copy_workload("planted_shifted_load")
+    return _bind(te.create_schedule(B.op), B, params), [A, B], _copy_workload("planted_shifted_load")
 
 
 def _gather(name, far: int):
@@ -72,23 +83,33 @@ def _gather(name, far: int):
     return _workload(name, make, ref, (2,))
 
 
-def _gather_schedule(n):
+def _bind(s, B, params):
+    """One element a thread on a GPU target (``params["threads"]`` a block)."""
+    if params.get("threads"):
+        bx, tx = s[B].split(B.op.axis[0], factor=int(params["threads"]))
+        s[B].bind(bx, te.thread_axis("blockIdx.x"))
+        s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    return s
+
+
+def _gather_schedule(params):
+    n = int(params["n"])
     A = te.placeholder((n,), name="A")
     Idx = te.placeholder((n,), name="Idx", dtype="int32")
     B = te.compute((n,), lambda i: A[Idx[i]], name="B")
-    return te.create_schedule(B.op), [A, Idx, B]
+    return _bind(te.create_schedule(B.op), B, params), [A, Idx, B]
 
 
 def gather_past_end(params, dtype):
     """``B[i] = A[Idx[i]]`` with the last index one past A: a data-dependent read the lowered IR
     cannot show, which reads the red zone (NaN) and so computes a wrong value."""
-    s, args = _gather_schedule(int(params["n"]))
+    s, args = _gather_schedule(params)
     return s, args, _gather("planted_gather_past_end", 1)
 
 
 def gather_far_away(params, dtype):
     """``B[i] = A[Idx[i]]`` with the last index 2**30 past A: on the C target a segmentation fault."""
-    s, args = _gather_schedule(int(params["n"]))
+    s, args = _gather_schedule(params)
     return s, args, _gather("planted_gather_far_away", 1 << 30)
 
 

@@ -17,9 +17,10 @@ needs_opencl = pytest.mark.skipif(not opencl_available(), reason="no OpenCL devi
 
 
 def _planted(builder: str, n: int = 13, target: str = "c", k: int = 0) -> dict:
+    params = {"n": n} if target == "c" else {"n": n, "threads": 4}
     return {"space": "planted", "target": target, "seed": k, "id": k, "kind": "callable",
             "builder": f"kbfuzz:{builder}", "workload": builder, "variant": "", "dtype": "float32",
-            "params": {"n": n}}
+            "params": params}
 
 
 def _by_id(report):
@@ -63,6 +64,19 @@ def test_planted_defects_are_named_and_the_run_goes_on():
     assert "the child process died (exit code -11)" in got[3]["detail"]
     assert "1 of 5 elements differ" in got[4]["detail"]  # a fresh child ran the sample after the crash
     assert {r["id"] for r in rep.failures} == {0, 1, 2, 3, 4}
+
+
+@needs_opencl
+def test_planted_defects_on_opencl_red_zones_of_sub_buffers():
+    # the red zones around each OpenCL buffer are its own: the kernel sees a sub-buffer of a larger one
+    samples = [_planted("scatter_past_end", target="opencl", k=0),
+               _planted("gather_past_end", target="opencl", k=1),
+               _planted("shifted_load", target="opencl", k=2)]
+    got = _by_id(fuzz.run_fuzz("opencl", samples=samples, timeout=90))
+    assert [got[k]["outcome"] for k in range(3)] == ["oob_write", "wrong", "oob_index"]
+    assert "argument 2 written out of bounds, after the buffer, element 0" in got[0]["detail"]
+    assert "1 of 13 elements differ; at (12,): nan" in got[1]["detail"]
+    assert "a load of A[13] is outside its 13 elements (at blockIdx.x=3, threadIdx.x=0)" in got[2]["detail"]
 
 
 def test_a_hang_is_a_timeout_and_the_next_sample_runs():
