@@ -879,6 +879,7 @@ def run_isolated(samples: Iterable[dict], jobs: int = 1, timeout: float = 120.0,
     it = iter(samples)
     workers = [_Worker(ctx, build_only) for _ in range(max(1, jobs))]
     exhausted = False
+    start_failures = 0
     try:
         while True:
             now = time.monotonic()
@@ -911,6 +912,11 @@ def run_isolated(samples: Iterable[dict], jobs: int = 1, timeout: float = 120.0,
                         wk.proc.join(timeout=5)
                         code = wk.proc.exitcode
                         wk.stop(kill=True)
+                        if s is None and not wk.ready:
+                            start_failures += 1
+                            if start_failures >= 3:
+                                raise RuntimeError(f"the fuzzer's child process dies before it is ready "
+                                                   f"(exit code {code}), {start_failures} times")
                         workers[k] = _Worker(ctx, build_only)
                         if s is not None:
                             yield _bare(s, "crashed", f"the child process died (exit code {code})")
@@ -1100,7 +1106,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         rep = run_fuzz(a.target, a.seed, a.budget, a.count, a.space or SPACES, a.jobs, a.timeout,
                        "lower" if a.lower_only else a.build_only, samples, progress)
-    except ValueError as exc:
+    except (ValueError, RuntimeError) as exc:  # bad arguments, or a child that cannot start
         print(f"fuzz: {exc}", file=sys.stderr)
         return 2
     if a.json:
