@@ -48,7 +48,8 @@ rows = Counter()
 for r in fz["results"]:
     key = r["space"] + ("/" + r["dtype"] if r["space"].startswith("tc_") else "")
     rows[(key, r["outcome"])] += 1
-outcomes = [o for o in ("ok", "built", "refused", "wrong") + FAULTS if any(k[1] == o for k in rows)]
+outcomes = [o for o in ("ok", "built", "refused", "wrong") + FAULTS + ("device_bug",)
+            if any(k[1] == o for k in rows)]
 keys = sorted({k[0] for k in rows})
 print(f"(b) fuzz --target cuda: {len(fz['results'])} configurations in {fz['seconds']:.0f} s")
 print(f"  {'space':28s}" + "".join(f"{o:>12s}" for o in outcomes))

@@ -32,7 +32,9 @@ their buffers, shared and local allocations included, under the guards around th
 fault, on a GPU it faults.
 
 Outcomes: ``ok``; ``refused`` (a clear error from the schedule, the lowering or the workload: a
-``TVMError``); ``built`` (``--build-only``); and the failures ``wrong``, ``oob_write``, ``oob_index``,
+``TVMError``); ``built`` (``--build-only``); ``device_bug`` (an OpenCL sample that is wrong or writes
+out of bounds as the device compiles it, and correct with its optimizer off, ``-cl-opt-disable``: the
+device's compiler miscompiles correct code); and the failures ``wrong``, ``oob_write``, ``oob_index``,
 ``build_error`` (the native compiler rejected generated code), ``crashed`` (another exception, or the
 child died) and ``timeout``. The exit status is 1 when any failure but a timeout was seen.
 
@@ -67,7 +69,7 @@ __all__ = ["FAILURES", "OUTCOMES", "SPACES", "FuzzReport", "check_accesses", "dr
 
 #: every outcome a sample can have
 OUTCOMES = ("ok", "built", "refused", "wrong", "oob_write", "oob_index", "build_error", "crashed",
-            "timeout")
+            "timeout", "device_bug")
 #: the outcomes that make the run fail (a timeout is reported but may be the machine's load)
 FAILURES = ("wrong", "oob_write", "oob_index", "build_error", "crashed")
 TARGETS = ("c", "opencl", "cuda")
@@ -727,10 +729,10 @@ def _compare(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> Opti
             f"{float(got64[pos])!r}, expected {float(ref64[pos])!r} (rtol {rtol}, atol {atol})")
 
 
-def _module(spec):
+def _module(spec, options: Sequence[str] = ()):
     from kernels.runtime import build_module
 
-    return build_module(spec)
+    return build_module(spec, list(options))
 
 
 def execute(sample: dict, build_only: Union[bool, str] = False) -> dict:
@@ -773,11 +775,14 @@ def execute(sample: dict, build_only: Union[bool, str] = False) -> dict:
 
                 compile_c(spec.source, openmp=spec.uses_openmp)
             return done("built")
-        mod = _module(spec)
+        mod = _module(spec, sample.get("options") or ())
     except Exception as exc:
         return done("build_error", f"{type(exc).__name__}: {exc}")
     try:
-        return _run(sample, workload, mod, done)
+        res = _run(sample, workload, mod, done)
+        if target == "opencl" and res["outcome"] in ("wrong", "oob_write"):
+            _triage_opencl(sample, workload, spec, res)
+        return res
     except DeviceError as exc:
         if "exceeds CUDA's limits" in str(exc):  # checked before the launch: a clear refusal
             return done("refused", f"{type(exc).__name__}: {exc}")
@@ -786,6 +791,23 @@ def execute(sample: dict, build_only: Union[bool, str] = False) -> dict:
         return done("crashed", f"{type(exc).__name__}: {exc}") | {"fatal": target == "cuda"}
     except Exception:
         return done("crashed", traceback.format_exc(limit=6)) | {"fatal": target == "cuda"}
+
+
+def _triage_opencl(sample: dict, w, spec, res: dict) -> None:
+    """A wrong or out-of-bounds OpenCL sample run again with the device compiler's optimizer off
+    (``-cl-opt-disable``): when that run is correct, the generated code is (the lowered IR passed the
+    access check too) and the device's compiler miscompiles it: ``device_bug``, reported apart."""
+    from kernels.runtime import build_module
+
+    first = dict(res)
+    try:
+        again = _run(sample, w, build_module(spec, ["-cl-opt-disable"]), lambda o, d="": {"outcome": o,
+                                                                                        "detail": d})
+    except Exception:  # the unoptimised build or run failed: keep the first verdict
+        return
+    if again["outcome"] == "ok":
+        res.update(outcome="device_bug",
+                   detail=f"correct with -cl-opt-disable; optimised: {first['outcome']}: {first['detail']}")
 
 
 def _run(sample: dict, w, mod, done) -> dict:
@@ -941,7 +963,7 @@ def run_isolated(samples: Iterable[dict], jobs: int = 1, timeout: float = 120.0,
 def _bare(sample: dict, outcome: str, detail: str) -> dict:
     out = {k: sample.get(k) for k in ("id", "space", "target", "kind", "workload", "variant", "dtype",
                                        "params", "knobs", "index", "seed")}
-    out.update(outcome=outcome, detail=detail)
+    out.update(outcome=outcome, detail=detail, sample=sample)
     return out
 
 
@@ -1046,10 +1068,28 @@ def run_fuzz(target: str, seed: int = 0, budget: Optional[float] = None, count: 
     report = FuzzReport(target, seed)
     t0 = time.monotonic()
     deadline = t0 + budget if budget is not None else None
+    retry: Dict[Any, dict] = {}
     for res in run_isolated(stream, jobs=jobs, timeout=timeout, build_only=build_only, deadline=deadline):
+        if target == "opencl" and res["outcome"] == "crashed" and "child process died" in res["detail"]:
+            retry[res.get("id")] = res  # the device's compiler may have died: see below
+            continue
         report.results.append(res)
         if progress is not None:
             progress(res)
+    if retry:
+        # an OpenCL sample whose child died, run again with the device compiler's optimizer off: when
+        # that run is correct, the crash was the device compiler's (device_bug, as _triage_opencl)
+        again = [dict(r["sample"], options=["-cl-opt-disable"]) for r in retry.values()]
+        for res in run_isolated(again, jobs=jobs, timeout=timeout, build_only=build_only):
+            first = retry[res.get("id")]
+            if res["outcome"] == "ok":
+                first = dict(first, outcome="device_bug",
+                             detail=f"correct with -cl-opt-disable; optimised: crashed: {first['detail']}")
+            report.results.append(first)
+            if progress is not None:
+                progress(first)
+    for res in report.results:
+        res.pop("sample", None)
     report.seconds = time.monotonic() - t0
     report.results.sort(key=lambda r: r.get("id") or 0)
     return report
@@ -1097,7 +1137,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ap.error("give --budget SECONDS or --count N (or --sweep)")
 
     def progress(r):
-        if not a.quiet and r["outcome"] in FAILURES + ("timeout",):
+        if not a.quiet and r["outcome"] in FAILURES + ("timeout", "device_bug"):
             print(f"[{r['outcome']}] {r['space']} {r['workload']}/{r.get('variant') or r['kind']} "
                   f"{r['dtype']} {r['params']} {r.get('knobs') or r.get('index')}: "
                   f"{str(r.get('detail', '')).splitlines()[-1][:300] if r.get('detail') else ''}",

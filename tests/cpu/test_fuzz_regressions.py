@@ -151,3 +151,35 @@ def test_raster_on_a_ragged_c_names_the_rows_not_zero_block_rows():
                                            r"rows of by \* ty = 16"):
         w.build("warp_tile", {"n": 1, "m": 8, "l": 32, "layout": "NN"}, "float16",
                 dict(bx=2, by=16, ty=1, tx=8, warp_m=16, raster=1))
+
+
+#: OpenCL samples PoCL's optimizer gets wrong (its CPU device): the kernels are correct with
+#: -cl-opt-disable and the lowered IR passes the access check, so the fuzzer reports a device_bug
+POCL_CASES = [
+    # the int1 tile's store of C is guarded (row < 31), but the optimised kernel also stores row 31
+    # (the store's condition repeats the guard of the accumulation inside the k loop's barriers)
+    {"space": "tc_plain", "kind": "variant", "workload": "matmul_tensorcore", "variant": "plain",
+     "dtype": "int1", "params": {"n": 31, "m": 4, "l": 256, "layout": "TN"},
+     "knobs": {"bx": 2, "by": 8, "step_k": 1, "v": 16}},
+    # PoCL's work-group compiler aborts ("Incoming edges to non-entry block!") on this kernel
+    {"space": "tir_variants", "kind": "variant", "workload": "matmul_tir", "variant": "blocking_with_shared",
+     "dtype": "float32", "params": {"n": 2},
+     "knobs": {"tile_local_y": 1, "tile_local_x": 2, "tile_block_y": 3, "tile_block_x": 1, "tile_k": 1}},
+]
+
+
+@needs_opencl
+def test_opencl_compiler_bugs_are_device_bugs_and_the_kernels_are_correct_unoptimised():
+    samples = [dict(case, target="opencl", seed=k, id=k) for k, case in enumerate(POCL_CASES)]
+    rep = fuzz.run_fuzz("opencl", samples=samples, timeout=90)
+    got = {r["id"]: r for r in rep.results}
+    # "ok" where the device's compiler gets them right (another OpenCL implementation, a fixed PoCL)
+    assert [got[k]["outcome"] in ("ok", "device_bug") for k in range(2)] == [True, True], rep.results
+    assert not rep.failures
+    for k in range(2):
+        if got[k]["outcome"] == "device_bug":
+            assert got[k]["detail"].startswith("correct with -cl-opt-disable; optimised: ")
+    # unoptimised, each computes numpy's answer with every red zone intact
+    plain = fuzz.run_fuzz("opencl", samples=[dict(s, options=["-cl-opt-disable"]) for s in samples],
+                          timeout=90)
+    assert [r["outcome"] for r in plain.results] == ["ok", "ok"], plain.results
