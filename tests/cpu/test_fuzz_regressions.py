@@ -165,6 +165,15 @@ POCL_CASES = [
     {"space": "tir_variants", "kind": "variant", "workload": "matmul_tir", "variant": "blocking_with_shared",
      "dtype": "float32", "params": {"n": 2},
      "knobs": {"tile_local_y": 1, "tile_local_x": 2, "tile_block_y": 3, "tile_block_x": 1, "tile_k": 1}},
+    # every element of C wrong, optimised: an int8 tile fetched three steps ahead (multi_buffer(3))
+    {"space": "tc_warp_tile", "kind": "variant", "workload": "matmul_tensorcore", "variant": "warp_tile",
+     "dtype": "int8", "params": {"n": 23, "m": 8, "l": 47, "layout": "NN"},
+     "knobs": {"bx": 4, "by": 4, "step_k": 1, "v": 1, "ty": 8, "tx": 2, "warp_m": 32, "double_buffer": 3,
+               "flat_fetch": 1, "align_all": 0, "raster": 0}},
+    # every element of C wrong, optimised: the tutorial's int4 template at n = 3, m = 1
+    {"space": "tc_tutorial", "kind": "variant", "workload": "matmul_tensorcore", "variant": "tutorial",
+     "dtype": "int4", "params": {"n": 3, "m": 1, "l": 296, "layout": "TN"},
+     "knobs": {"bx": 4, "by": 32, "step_k": 8, "v": 32}},
 ]
 
 
@@ -174,12 +183,12 @@ def test_opencl_compiler_bugs_are_device_bugs_and_the_kernels_are_correct_unopti
     rep = fuzz.run_fuzz("opencl", samples=samples, timeout=90)
     got = {r["id"]: r for r in rep.results}
     # "ok" where the device's compiler gets them right (another OpenCL implementation, a fixed PoCL)
-    assert [got[k]["outcome"] in ("ok", "device_bug") for k in range(2)] == [True, True], rep.results
+    assert [got[k]["outcome"] in ("ok", "device_bug") for k in range(4)] == [True] * 4, rep.results
     assert not rep.failures
-    for k in range(2):
+    for k in range(4):
         if got[k]["outcome"] == "device_bug":
             assert got[k]["detail"].startswith("correct with -cl-opt-disable; optimised: ")
     # unoptimised, each computes numpy's answer with every red zone intact
     plain = fuzz.run_fuzz("opencl", samples=[dict(s, options=["-cl-opt-disable"]) for s in samples],
                           timeout=90)
-    assert [r["outcome"] for r in plain.results] == ["ok", "ok"], plain.results
+    assert [r["outcome"] for r in plain.results] == ["ok"] * 4, plain.results
