@@ -130,12 +130,26 @@ _SIZE_CAP = {"matmul": 72, "matmul_tensorcore": 96, "row_sum": 160, "product_red
              "matmul_tir": 48, "vector_add_tir": 4096, "window_sum_tir": 2048}
 
 
-def _workloads():
-    from kernels import workloads
-    from kernels.workloads.tensorir import register_notes_workloads
+_NOTES: Dict[str, Any] = {}
 
-    register_notes_workloads()
-    return workloads
+
+def _get(name: str):
+    """The workload ``name``; the notes' TensorIR workloads without registering them (the registry
+    lists what suites may name: the fuzzer leaves it as it found it)."""
+    from kernels import workloads
+    from kernels.workloads.tensorir import NOTES_WORKLOADS, register_notes_workloads
+
+    if name not in NOTES_WORKLOADS or name in workloads.REGISTRY:
+        return workloads.get(name)
+    if not _NOTES:
+        before = dict(workloads.REGISTRY)
+        try:
+            register_notes_workloads()
+            _NOTES.update({n: workloads.REGISTRY[n] for n in NOTES_WORKLOADS})
+        finally:
+            workloads.REGISTRY.clear()
+            workloads.REGISTRY.update(before)
+    return _NOTES[name]
 
 
 def _dtypes_for(w, target: str, caps: Dict[str, bool]) -> List[str]:
@@ -176,12 +190,11 @@ def _knob(rng, name: str, default: Any, table: Dict[str, Tuple[Any, ...]]) -> An
 
 def _draw(space: str, rng: np.random.Generator, target: str, caps: Dict[str, bool]) -> Optional[dict]:
     """One sample of ``space`` for ``target`` (None when the space has nothing for the target)."""
-    W = _workloads()
     base = {"space": space, "target": target, "seed": int(rng.integers(1 << 31))}
     if space in ("tc_tutorial", "tc_plain"):
         if target == "c":
             return None
-        w = W.get("matmul_tensorcore")
+        w = _get("matmul_tensorcore")
         dtypes = _dtypes_for(w, target, caps)
         dtype = str(rng.choice(dtypes))
         knobs = {k: v[int(rng.integers(len(v)))] for k, v in TC_KNOBS.items()}
@@ -189,18 +202,18 @@ def _draw(space: str, rng: np.random.Generator, target: str, caps: Dict[str, boo
                     else "plain", dtype=dtype, params=_params(rng, w, dtype, target), knobs=knobs)
     if space == "tune_tir":
         name = str(rng.choice(["matmul_tir", "vector_add_tir", "window_sum_tir"]))
-        w = W.get(name)
+        w = _get(name)
         dtype = str(rng.choice(_dtypes_for(w, target, caps)))
         return dict(base, kind="tir_task", workload=name, variant="", dtype=dtype,
                     params=_params(rng, w, dtype, target), index=int(rng.integers(1 << 30)))
     if space == "sgemm" and rng.random() < 0.3:
-        w = W.get("matmul")
+        w = _get("matmul")
         return dict(base, kind="autotvm", template=_SPLIT_TEMPLATE, workload="matmul", variant="",
                     dtype="float32", params=_params(rng, w, "float32", target),
                     index=int(rng.integers(1 << 30)))
     pairs = []
     for wname, variants in _VARIANT_SPACES[space]:
-        w = W.get(wname)
+        w = _get(wname)
         names = list(w.variants) if variants == ["*"] else variants
         pairs.extend((w, v) for v in names if target in w.variants[v].targets)
     if not pairs:
@@ -340,8 +353,7 @@ def _schedule(sample: dict, note: dict):
     if kind == "callable":
         inputs, args, w = _callable(sample["builder"])(sample["params"], sample["dtype"])
         return inputs, args, {}, w
-    W = _workloads()
-    w = W.get(sample["workload"])
+    w = _get(sample["workload"])
     if kind == "variant":
         s, args = w.build(sample["variant"], sample["params"], sample["dtype"], sample["knobs"])
         return s, args, sample["knobs"], w
