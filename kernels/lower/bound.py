@@ -281,7 +281,7 @@ def infer_bound(sch: Schedule, bodies: Dict[Stage, List[PrimExpr]]) -> BoundInfo
                 root[iv] = iv.dom
         for iv in op.reduce_axis:
             root[iv] = iv.dom
-        info.dom.update(pass_down_domain(st, root))
+        info.dom.update(pass_down_domain(st, root, exact_threads=True))
     for st in stages:
         if st.attach_type == "scope" and collapsed_leaves(st, info):
             check_collapsed(st, info, bodies)

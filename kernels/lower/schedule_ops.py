@@ -30,6 +30,7 @@ from ..tir.expr import (
     const,
 )
 from ..tir.functor import rewrite, substitute, vars_of
+from ..tir.modular import is_multiple
 from ..tir.simplify import can_prove, const_int_bound, simplify, structural_equal
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, IfThenElse, LetStmt, Stmt, ThreadIndex, seq
 from .bound import (
@@ -69,6 +70,7 @@ class ScheduleLowering:
         self.launch = self._launch_extents()
         self.arg_ops: list = []
         self.placed: set = set()
+        self.vector_lanes: Dict[Var, int] = {}
 
     def _launch_extents(self) -> Dict[tuple, PrimExpr]:
         """One kernel (a root stage and the stages computed inside it) launches each thread index
@@ -203,11 +205,11 @@ class ScheduleLowering:
                 checks.append((iv.dom.min, simplify(iv.dom.min + iv.dom.extent)))
             for bmin, bend in checks:
                 if hi is None or not can_prove(simplify(hi) < bend, self.var_ranges):
-                    c = simplify(v < bend, self.var_ranges)
+                    c = simplify(self._lane_free(v, bend) < bend, self.var_ranges)
                     if not (isinstance(c, IntImm) and c.value == 1):
                         out.append(likely(c))
                 if lo is None or not can_prove(simplify(lo) >= bmin, self.var_ranges):
-                    c = simplify(v >= bmin, self.var_ranges)
+                    c = simplify(self._lane_free(v, bmin) >= bmin, self.var_ranges)
                     if not (isinstance(c, IntImm) and c.value == 1):
                         out.append(likely(c))
         uniq, keys = [], set()
@@ -220,6 +222,26 @@ class ScheduleLowering:
                 uniq.append(p)
         return uniq
 
+    def _lane_free(self, v: PrimExpr, bound: PrimExpr) -> PrimExpr:
+        """``v`` without its vector lane where that does not change a comparison with ``bound``.
+
+        With ``v = base + i`` for the lane ``i`` of a vectorized loop of ``V`` lanes, ``base`` and
+        ``bound`` multiples of ``V``, the lanes of one vector are all in range or all out of it:
+        ``base + i < bound`` iff ``base < bound``, and ``base + i >= bound`` iff ``base >= bound``.
+        The check then sits outside the vector loop, which stays one vector access (a tile that
+        exceeds the shape by whole vectors keeps its vector loads).
+        """
+        for var, lanes in self.vector_lanes.items():
+            if not any(x is var for x in vars_of(v)):
+                continue
+            base = simplify(substitute(v, {var: const(0, var.dtype)}))
+            rest = simplify(v - base - var)
+            if not (isinstance(rest, IntImm) and rest.value == 0) or any(x is var for x in vars_of(base)):
+                continue
+            if is_multiple(base, lanes) and is_multiple(simplify(bound), lanes):
+                return base
+        return v
+
     # -- stages ------------------------------------------------------------------------------
     def compute_stmt(self, st: Stage) -> Stmt:
         op: ComputeOp = st.op
@@ -231,6 +253,8 @@ class ScheduleLowering:
             return self.build_nest(st, [loop], seq(), [])
         body = self.bodies[st]
         loops = self.loops(st)
+        self.vector_lanes = {lp.var: lp.extent.value for lp in loops
+                             if lp.kind == "vectorized" and isinstance(lp.extent, IntImm)}
         vals = root_values(st, self.info.dom, self.info.scope.get(st, attr.GLOBAL))
         vmap = {iv.var: vals[iv] for iv in op.root_iter_vars()}
         idx = tuple(simplify(vals[iv]) for iv in op.axis)

@@ -91,19 +91,49 @@ def _at_most(part: PrimExpr, extent: PrimExpr) -> PrimExpr:
     return simplify(extent) if can_prove(extent <= part, {}) else part
 
 
-def pass_down_domain(stage: "Stage", root: Dict[IterVar, Range]) -> Dict[IterVar, Range]:
-    """Ranges of every iteration variable of ``stage`` from the ranges of its root variables."""
+def thread_dominated(stage: "Stage") -> set:
+    """Ids of the iteration variables of ``stage`` from which a leaf bound to a thread derives (TVM's
+    PassUpThreadBinding): a split of such a variable keeps its factor (or nparts) as the part's
+    extent, since that is the number of threads launched for it."""
+    out = set()
+    for iv in stage.leaf_iter_vars:
+        a = stage.iter_var_attrs.get(iv)
+        if a is not None and a.bind_thread is not None:
+            out.add(id(iv))
+    for rel in reversed(stage.relations):
+        if isinstance(rel, Split):
+            if id(rel.inner) in out or id(rel.outer) in out:
+                out.add(id(rel.parent))
+        elif isinstance(rel, Fuse):
+            if id(rel.fused) in out:
+                out.update((id(rel.outer), id(rel.inner)))
+        elif isinstance(rel, Rebase):
+            if id(rel.rebased) in out:
+                out.add(id(rel.parent))
+    return out
+
+
+def pass_down_domain(stage: "Stage", root: Dict[IterVar, Range], exact_threads: bool = False
+                     ) -> Dict[IterVar, Range]:
+    """Ranges of every iteration variable of ``stage`` from the ranges of its root variables.
+
+    A split part never runs longer than the axis it splits (8 split by 32 gives an inner loop of 8,
+    not 32 iterations under a bound check), except, with ``exact_threads`` (bound inference), a part
+    from which a thread-bound leaf derives: as in TVM it keeps the factor (or nparts), the number of
+    threads the schedule asked for, and the lowering guards the threads past the axis's end.
+    """
     dom = dict(root)
+    threaded = thread_dominated(stage) if exact_threads else set()
     for rel in stage.relations:
         if isinstance(rel, Split):
             p = dom[rel.parent]
-            # as TVM: a split part never runs longer than the axis it splits (8 split by 32 gives
-            # an inner loop of 8, not 32 iterations under a bound check)
             if rel.factor is not None:
                 dom[rel.outer] = Range(const(0), _ceildiv(p.extent, rel.factor))
-                dom[rel.inner] = Range(const(0), _at_most(rel.factor, p.extent))
+                dom[rel.inner] = Range(const(0), rel.factor if id(rel.inner) in threaded
+                                       else _at_most(rel.factor, p.extent))
             else:
-                dom[rel.outer] = Range(const(0), _at_most(rel.nparts, p.extent))
+                dom[rel.outer] = Range(const(0), rel.nparts if id(rel.outer) in threaded
+                                       else _at_most(rel.nparts, p.extent))
                 dom[rel.inner] = Range(const(0), _ceildiv(p.extent, rel.nparts))
         elif isinstance(rel, Fuse):
             dom[rel.fused] = Range(const(0), simplify(dom[rel.outer].extent * dom[rel.inner].extent))

@@ -174,8 +174,14 @@ def cache_read_and_coop_fetch(sch: Schedule, block, nthread: int, read_idx: int,
     vectors (the notes' 4; 1 fetches one element a thread and step)."""
     read_cache = sch.cache_read(block=block, read_buffer_index=read_idx, storage_scope="shared")
     sch.compute_at(block=read_cache, loop=read_loc)
-    inner0, inner1 = sch.get_loops(block=read_cache)[-2:]
-    inner = sch.fuse(inner0, inner1)
+    # the copy's own loops, inside read_loc: two for a 2-d tile (the notes fuse them), fewer where the
+    # tile is one element wide along an axis (compute_at makes no loop of extent 1)
+    loops = sch.get_loops(block=read_cache)
+    at = sch.get(read_loc)
+    own = loops[next(k for k, lp in enumerate(loops) if sch.get(lp) is at) + 1:]
+    if not own:
+        return  # one element: every thread copies it
+    inner = own[0] if len(own) == 1 else sch.fuse(*own)
     _, tx, vec = sch.split(loop=inner, factors=[None, nthread, vector])
     if vector > 1:
         sch.vectorize(vec)

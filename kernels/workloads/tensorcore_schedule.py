@@ -184,8 +184,11 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
     txo, xi = s[C].split(xi, tx)
     s[C].reorder(yo, xo, tz, yt, txo, yi, xi)
     if raster:
-        rows = int(C.shape[0]) // tile_y if isinstance(C.shape[0], (int, IntImm)) else None
-        if rows is None or int(C.shape[0]) % tile_y or rows % raster:
+        if not isinstance(C.shape[0], (int, IntImm)) or int(C.shape[0]) % tile_y:
+            raise TVMError(f"tensorcore_schedule: knob raster={raster} needs C's rows ({C.shape[0]}) to be a "
+                           f"whole number of block rows of by * ty = {tile_y}")
+        rows = int(C.shape[0]) // tile_y
+        if rows % raster:
             raise TVMError(f"tensorcore_schedule: knob raster={raster} must divide the {rows} block rows "
                            f"(C's {C.shape[0]} rows in tiles of by * ty = {tile_y})")
         yoo, yoi = s[C].split(yo, factor=raster)

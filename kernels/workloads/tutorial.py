@@ -149,6 +149,9 @@ register(Workload(
     write_bytes=lambda p, d: float((p["n"] - 2) ** 2 * _isize(d)),
     peers=("torch.conv2d(3x3)",),
     description="Output[i, j] = sum_{di, dj} Input[i + di, j + dj] * Filter[di, dj]",
+    # the schedule is symbolic in n (built without it, it serves every size)
+    check=lambda p, d: None if "n" not in p or int(p["n"]) >= 3 else
+    f"n must be at least 3 (the input holds the 3 x 3 window of each output), got n = {p['n']}",
 ))
 
 
