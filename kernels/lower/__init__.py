@@ -31,6 +31,7 @@ from ..tir.stmt import (
     Stmt,
     seq,
 )
+from .accumulate import promote_accumulators
 from .allreduce import lower_thread_allreduce
 from .bound import infer_bound
 from .double_buffer import inject_double_buffer, mark_double_buffer
@@ -334,6 +335,8 @@ PASSES: List[Pass] = [
          "virtual-thread loops pushed inwards: shared work done once, dependent buffers sliced per thread"),
     Pass("inject_double_buffer", _body(inject_double_buffer),
          "double the marked buffers; prefetch the next tile while the current one is used"),
+    Pass("promote_accumulators", _body(promote_accumulators),
+         "an element a serial loop updates at one index -> a local accumulator written back after it"),
     Pass("unroll", _body(unroll_loops), "unrolled loops of constant extent -> copies of their body"),
     Pass("simplify", simplify_pass, "scoped arithmetic simplification, proven predicates removed"),
 ]
