@@ -20,8 +20,8 @@ The block must write one buffer at one element given by its spatial variables. C
 stay on the update; a conjunct mixing both leaves the block as it is.
 
 ``promote_accumulators`` (a loop pass, before unrolling): a serial loop of at least one iteration
-that stores to a buffer element whose index does not change inside the loop, where every access to
-that buffer in the loop is that element, unconditional and plain (no condition, no ``Select``, no
+that stores to a buffer element whose index does not change inside the loop (a buffer allocated
+outside the loop), where every access to that buffer in the loop is that element, unconditional and plain (no condition, no ``Select``, no
 call taking pointers, no thread or attribute scope in the loop), gets a one-element ``local``
 accumulator::
 
@@ -233,12 +233,14 @@ def _conditional_loads(e: PrimExpr) -> List[BufferLoad]:
     return out
 
 
-def _promotable(f: For) -> List[Tuple[Buffer, Tuple[PrimExpr, ...]]]:
-    """The (buffer, element) pairs of loop ``f`` that can live in a local accumulator."""
+def _promotable(f: For, skip: Set[int] = frozenset()) -> List[Tuple[Buffer, Tuple[PrimExpr, ...]]]:
+    """The (buffer, element) pairs of loop ``f`` that can live in a local accumulator (buffers whose
+    data is in ``skip``, or allocated inside the loop, excepted)."""
     lo, _ = const_int_bound(f.extent)
     if f.kind not in _SERIAL or isinstance(f, ThreadBindingFor) or lo is None or lo < 1:
         return []
     bound = _bound_inside(f)
+    inside = {id(n.buffer.data) for n in walk(f.body) if isinstance(n, Allocate)}
     index: Dict[int, Tuple[Buffer, Tuple[PrimExpr, ...]]] = {}
     stored: Set[int] = set()
     bad: Set[int] = set()
@@ -278,12 +280,13 @@ def _promotable(f: For) -> List[Tuple[Buffer, Tuple[PrimExpr, ...]]]:
 
     if not scan(f.body, False):
         return []
-    return [index[k] for k in index if k in stored and k not in bad]
+    return [index[k] for k in index if k in stored and k not in bad and k not in inside and k not in skip]
 
 
 def promote_accumulators(stmt: Stmt) -> Stmt:
     """Keep loop-invariant elements that a loop updates in local accumulators (see the module doc)."""
     names: Set[str] = set()
+    made: Set[int] = set()  # the accumulators' data: never promoted again in inner loops
     for n in walk(stmt):
         if isinstance(n, Allocate):
             names.add(n.buffer.name)
@@ -300,7 +303,7 @@ def promote_accumulators(stmt: Stmt) -> Stmt:
             if s.kind == ForKind.VECTORIZED:
                 return _rebuild(s, lambda c: visit(c, True))
             if not in_vector:
-                found = _promotable(s)
+                found = _promotable(s, made)
                 if found:
                     return promote(s, found)
         if isinstance(s, SeqStmt) and not in_vector:
@@ -313,7 +316,7 @@ def promote_accumulators(stmt: Stmt) -> Stmt:
                 if isinstance(st, BufferStore) and isinstance(nxt, For) and nxt.kind != ForKind.VECTORIZED \
                         and not any(ld.buffer.data is st.buffer.data
                                     for ld in collect(st.value, lambda x: isinstance(x, BufferLoad))):
-                    found = _promotable(nxt)
+                    found = _promotable(nxt, made)
                     if any(b.data is st.buffer.data and _same_index(idx, st.indices) for b, idx in found):
                         out.append(promote(nxt, found, {id(st.buffer.data): st.value}))
                         j += 2
@@ -327,6 +330,7 @@ def promote_accumulators(stmt: Stmt) -> Stmt:
                 start: Optional[Dict[int, PrimExpr]] = None) -> Stmt:
         accs = {id(buf.data): Buffer(fresh(buf.name), buf.dtype, (const(1),), "local")
                 for buf, _ in found}
+        made.update(id(a.data) for a in accs.values())
         zero = (const(0),)
 
         def load(e: PrimExpr) -> Optional[PrimExpr]:
