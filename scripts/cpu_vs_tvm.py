@@ -122,10 +122,10 @@ class TVMSide:
         import inspect
 
         src = TVM_SERVER.replace("MAKE_INPUTS(name)", "_make_inputs(name)")
-        src = "import numpy as np\n" + inspect.getsource(make_inputs).replace("def make_inputs", "def _make_inputs") \
-            + src
-        self.proc = subprocess.Popen([python, "-c", src, target], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True)
+        inputs = inspect.getsource(make_inputs).replace("def make_inputs", "def _make_inputs")
+        src = "import numpy as np\n" + inputs + src
+        self.proc = subprocess.Popen([python, "-c", src, target], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
         self.target = self.answer()["target"]
 
     def answer(self) -> dict:

@@ -13,7 +13,8 @@ HEADER = "#include <stdint.h>\n#include <stdbool.h>\n#include <stdlib.h>\n#inclu
 HEADER += (
     "#ifdef KB_VECTOR_MATH\n"
     + "".join(f"__attribute__((simd(\"notinbranch\"))) {t} {name}({t});\n"
-              for t, names in (("float", ("expf", "logf", "sinf", "cosf")), ("double", ("exp", "log", "sin", "cos")))
+              for t, names in (("float", ("expf", "logf", "sinf", "cosf")),
+                               ("double", ("exp", "log", "sin", "cos")))
               for name in names)
     + "__attribute__((simd(\"notinbranch\"))) float powf(float, float);\n"
     + "__attribute__((simd(\"notinbranch\"))) double pow(double, double);\n"

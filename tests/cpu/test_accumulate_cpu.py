@@ -1,6 +1,7 @@
 """Reductions on the C target accumulate in a local where the loops allow it (the init hoisted out of
 the reduction loops, the updated element promoted), and stay correct however the reduction is split,
 reordered or guarded; results compared with numpy in float64, the C source checked for the form."""
+# ruff: noqa: F821 - TVMScript annotations hold dtype strings that pyflakes reads as forward references
 
 from __future__ import annotations
 

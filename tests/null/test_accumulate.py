@@ -68,7 +68,7 @@ def _loop(body, extent=16):
 
 def test_promotion_of_an_invariant_element():
     B, A = Buffer("B", "float32", (const(4),)), Buffer("A", "float32", (const(64),))
-    k, loop = _loop(lambda k: BufferStore(B, BufferLoad(B, (const(2),)) + BufferLoad(A, (k,)), (const(2),)))
+    _, loop = _loop(lambda k: BufferStore(B, BufferLoad(B, (const(2),)) + BufferLoad(A, (k,)), (const(2),)))
     out = promote_accumulators(seq(BufferStore(B, const(0.0, "float32"), (const(2),)), loop))
     assert isinstance(out, Allocate) and out.buffer.scope == "local"
     acc = out.buffer
@@ -97,7 +97,8 @@ def test_no_promotion_where_the_pattern_does_not_hold():
         assert promote_accumulators(c) is c
     n = Var("n")
     k = Var("k")
-    symbolic = For(k, const(0), n, ForKind.SERIAL, BufferStore(B, BufferLoad(B, (const(1),)) + 1.0, (const(1),)))
+    symbolic = For(k, const(0), n, ForKind.SERIAL,
+                   BufferStore(B, BufferLoad(B, (const(1),)) + 1.0, (const(1),)))
     assert promote_accumulators(symbolic) is symbolic
     _, inner = _loop(lambda k: BufferStore(B, BufferLoad(B, (const(1),)) + 1.0, (const(1),)))
     j = Var("j")
