@@ -40,7 +40,6 @@ import dataclasses
 from typing import Dict, List, Optional, Set, Tuple
 
 from ..tir.block import (
-    Block,
     BlockRealize,
     ExprMutator,
     IterVarType,
@@ -58,7 +57,6 @@ from ..tir.stmt import (
     Allocate,
     AttrStmt,
     BufferStore,
-    Evaluate,
     For,
     ForKind,
     IfThenElse,
@@ -69,6 +67,9 @@ from ..tir.stmt import (
 )
 
 _SERIAL = (ForKind.SERIAL, ForKind.UNROLLED)
+#: statements whose memory accesses are all visible as BufferLoad/BufferStore (anything else, e.g. a
+#: call statement, an attribute scope or a cross-thread reduction, stops both passes)
+_PLAIN = (For, SeqStmt, IfThenElse, BufferStore, LetStmt, Allocate)
 
 
 def _conjuncts(e: PrimExpr) -> List[PrimExpr]:
@@ -150,7 +151,7 @@ def _hoistable(chain: List[For], outer: Set[Var], r: BlockRealize
         return None
     # every access to the output in the body is the init's element
     for s in walk(blk.body):
-        if isinstance(s, (BlockRealize, Block, Allocate, Evaluate)):
+        if type(s) not in _PLAIN or isinstance(s, Allocate):
             return None
         if isinstance(s, BufferStore) and s.buffer.data is out.data and \
                 not _same_index(s.indices, init.indices):
@@ -259,7 +260,8 @@ def _promotable(f: For, skip: Set[int] = frozenset()) -> List[Tuple[Buffer, Tupl
             bad.add(key)
 
     def scan(s: Stmt, conditional: bool) -> bool:
-        if isinstance(s, (AttrStmt, Evaluate, BlockRealize, Block)):
+        # only statements whose every access is a BufferLoad/BufferStore seen here
+        if type(s) not in _PLAIN:
             return False
         if isinstance(s, For) and (s.kind not in _SERIAL or isinstance(s, ThreadBindingFor)):
             return False
