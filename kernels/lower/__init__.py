@@ -335,8 +335,6 @@ PASSES: List[Pass] = [
          "virtual-thread loops pushed inwards: shared work done once, dependent buffers sliced per thread"),
     Pass("inject_double_buffer", _body(inject_double_buffer),
          "double the marked buffers; prefetch the next tile while the current one is used"),
-    Pass("promote_accumulators", _body(promote_accumulators),
-         "an element a serial loop updates at one index -> a local accumulator written back after it"),
     Pass("unroll", _body(unroll_loops), "unrolled loops of constant extent -> copies of their body"),
     Pass("simplify", simplify_pass, "scoped arithmetic simplification, proven predicates removed"),
 ]
@@ -350,6 +348,8 @@ TARGET_PASSES: List[Pass] = [
     Pass("lower_thread_allreduce", _target_body(lower_thread_allreduce),
          "cross-thread reductions -> warp shuffles or shared-memory trees"),
     Pass("lower_intrinsics", _target_body(lower_intrinsics), "tir.exp & co -> the target's math calls"),
+    Pass("promote_accumulators", _target_body(lambda s, t: promote_accumulators(s)),
+         "an element a serial loop updates at one index -> a local accumulator written back after it"),
     Pass("vectorize", _target_body(vectorize_loops),
          "vectorized loops -> vector loads/stores and lane-wise code (a plain loop on c)"),
     Pass("storage_sync", _target_body(insert_storage_sync),

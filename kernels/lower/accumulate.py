@@ -19,7 +19,8 @@ The block must write one buffer at one element given by its spatial variables. C
 ``T.where`` that use only loops outside the chain guard the init too; those that use only chain loops
 stay on the update; a conjunct mixing both leaves the block as it is.
 
-``promote_accumulators`` (a loop pass, before unrolling): a serial loop of at least one iteration
+``promote_accumulators`` (a target pass, after the tensor-core rewrite, cross-thread reductions and
+intrinsics, before vectorizing; ``tvm.lower`` prints the loops without it, as TVM does): a serial loop of at least one iteration
 that stores to a buffer element whose index does not change inside the loop (a buffer allocated
 outside the loop), where every access to that buffer in the loop is that element, unconditional and
 plain (no condition, no ``Select``, no call taking pointers, no thread or attribute scope in the
