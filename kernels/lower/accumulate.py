@@ -20,11 +20,11 @@ The block must write one buffer at one element given by its spatial variables. C
 stay on the update; a conjunct mixing both leaves the block as it is.
 
 ``promote_accumulators`` (a target pass, after the tensor-core rewrite, cross-thread reductions and
-intrinsics, before vectorizing; ``tvm.lower`` prints the loops without it, as TVM does): a serial loop of at least one iteration
-that stores to a buffer element whose index does not change inside the loop (a buffer allocated
-outside the loop), where every access to that buffer in the loop is that element, unconditional and
-plain (no condition, no ``Select``, no call taking pointers, no thread or attribute scope in the
-loop), gets a one-element ``local`` accumulator::
+intrinsics, before vectorizing; ``tvm.lower`` prints the loops without it, as TVM does): a serial
+loop of at least one iteration that stores to a buffer element whose index does not change inside
+the loop (a buffer allocated outside the loop), where every access to that buffer in the loop is
+that element, unconditional and plain (no condition, no ``Select``, no call taking pointers, no
+thread or attribute scope in the loop), gets a one-element ``local`` accumulator::
 
     for k in range(m):                  B_acc[0] = B[i]     # or v, where B[i] = v precedes the loop
         B[i] = B[i] + A[i*m + k]   ->   for k in range(m):
