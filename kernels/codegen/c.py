@@ -8,6 +8,18 @@ from ..tir.stmt import Allocate, For, ForKind
 from .c_family import CFamilyCodegen
 
 HEADER = "#include <stdint.h>\n#include <stdbool.h>\n#include <stdlib.h>\n#include <math.h>\n"
+# where the runtime links glibc's vector math library it defines KB_VECTOR_MATH: SIMD variants of
+# these functions exist, so GCC vectorizes loops that call them (kernels.runtime.c.vector_math_flags)
+HEADER += (
+    "#ifdef KB_VECTOR_MATH\n"
+    + "".join(f"__attribute__((simd(\"notinbranch\"))) {t} {name} ({t});\n"
+              for t, names in (("float", ("expf", "logf", "sinf", "cosf")),
+                               ("double", ("exp", "log", "sin", "cos")))
+              for name in names)
+    + "__attribute__((simd(\"notinbranch\"))) float powf (float, float);\n"
+    + "__attribute__((simd(\"notinbranch\"))) double pow (double, double);\n"
+    + "#endif\n"
+)
 STACK_LIMIT = 4096  # elements; larger or symbolic temporaries live on the heap
 
 

@@ -33,6 +33,7 @@ from ..tir.stmt import (
     Stmt,
     seq,
 )
+from .accumulate import promote_accumulators
 from .allreduce import lower_thread_allreduce
 from .bound import infer_bound
 from .double_buffer import inject_double_buffer, mark_double_buffer
@@ -353,6 +354,8 @@ TARGET_PASSES: List[Pass] = [
     Pass("lower_thread_allreduce", _target_body(lower_thread_allreduce),
          "cross-thread reductions -> warp shuffles or shared-memory trees"),
     Pass("lower_intrinsics", _target_body(lower_intrinsics), "tir.exp & co -> the target's math calls"),
+    Pass("promote_accumulators", _target_body(lambda s, t: promote_accumulators(s)),
+         "an element a serial loop updates at one index -> a local accumulator written back after it"),
     Pass("vectorize", _target_body(vectorize_loops),
          "vectorized loops -> vector loads/stores and lane-wise code (a plain loop on c)"),
     Pass("storage_sync", _target_body(insert_storage_sync),

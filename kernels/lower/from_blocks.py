@@ -4,7 +4,9 @@ The result goes through the same target passes (:func:`kernels.lower.lower_for_t
 same code generator as a lowered TE schedule: one backend under both front ends. The passes, in
 order (``BLOCK_PASSES``), each a function from a statement to a statement:
 
-1. ``lower_init_block`` — a reduction block's ``T.init()`` runs under the condition that every
+0. ``hoist_reduction_init`` (:mod:`kernels.lower.accumulate`) — a reduction block's ``T.init()``
+   runs once before its reduction loops where those loops are innermost around it.
+1. ``lower_init_block`` — any other ``T.init()`` runs under the condition that every
    reduction variable is at the start of its domain: ``if vk == 0: init`` before the update.
 2. ``lower_blocks`` — blocks disappear: block variables are replaced by their bindings, ``T.where``
    becomes an ``if``, a block's ``alloc_buffer`` an ``Allocate`` at the block (``storage_align``
@@ -34,6 +36,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from ..errors import LoweringError
 from ..tir import attr
+from .accumulate import hoist_reduction_init
 from ..tir.block import (
     THREAD_BINDING,
     Block,
@@ -607,6 +610,7 @@ def _simplify(stmt: Stmt) -> Stmt:
 
 #: the passes that turn a block-level body into the loop IR, in order
 BLOCK_PASSES: List[Tuple[str, Callable[[Stmt, PrimFunc], Stmt]]] = [
+    ("hoist_reduction_init", lambda s, f: hoist_reduction_init(s)),
     ("lower_init_block", lambda s, f: lower_init_block(s)),
     ("lower_blocks", lambda s, f: lower_blocks(s)),
     ("compact_buffers", lambda s, f: compact_buffers(s)),

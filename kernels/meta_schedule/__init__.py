@@ -94,7 +94,8 @@ def tune_tir(mod: Any, target: Any, config: Optional[TuneConfig] = None, work_di
     ``builder`` and ``runner`` measure the candidates, as in TVM's ``tune_tir``: any objects with the
     tuning engine's ``build(inputs)`` / ``run(inputs, build_results)`` (default: a
     :class:`~kernels.tuning.measure.LocalBuilder` on every core and a
-    :class:`~kernels.tuning.measure.LocalRunner` timing 3 repeats of at least 1 ms); e.g.
+    :class:`~kernels.tuning.measure.LocalRunner` timing 3 repeats of at least 1 ms, its timeout
+    adapting to the candidates' run times: ``adaptive_timeout``); e.g.
     ``builder=autotvm.RayBuilder(), runner=autotvm.RayRunner(gpu_model="H100")`` to build on a Ray
     cluster's CPU workers and time on its H100s."""
     from ..tuning.measure import LocalBuilder, LocalRunner, MeasureInput, measure_option
@@ -124,7 +125,7 @@ def tune_tir(mod: Any, target: Any, config: Optional[TuneConfig] = None, work_di
         log.info("tune_tir: %d earlier records of %s in %s", done, task.workload[1], log_file)
     budget = min(config.max_trials_global, config.max_trials_per_task or config.max_trials_global) - done
     option = measure_option(builder or LocalBuilder(n_parallel=os.cpu_count()),
-                            runner or LocalRunner(number=5, repeat=3, min_repeat_ms=1))
+                            runner or LocalRunner(number=5, repeat=3, min_repeat_ms=1, adaptive_timeout=True))
     if budget > 0:
         from ..tuning.callback import log_to_file
 

@@ -1,10 +1,10 @@
 """The ``c`` backend: C99 compiled by the system compiler into a shared library, called with ctypes.
 
 Libraries are cached by content: the folder ``<cache>/c/<key>/`` holds ``source.c`` and
-``lib.so``, where ``key`` hashes the source, the compiler's path and version and the flags, so a
-rebuild of the same source is a load. Each :class:`~kernels.runtime.spec.KernelSpec` names one
-exported C function, called with buffers as ``void*``, shape variables as ``int32_t`` and scalar
-arguments as their type.
+``lib.so``, where ``key`` hashes the source, the compiler's path and version, the flags and what
+``-march=native`` means on this CPU, so a rebuild of the same source is a load. Each
+:class:`~kernels.runtime.spec.KernelSpec` names one exported C function, called with buffers as
+``void*``, shape variables as ``int32_t`` and scalar arguments as their type.
 """
 
 from __future__ import annotations
@@ -25,9 +25,16 @@ from kernels.runtime.module import Launch, Module
 from kernels.runtime.ndarray import NDArray
 from kernels.runtime.spec import FuncSpec
 
-#: flags of every C build; ``-fopenmp`` is added for specs using OpenMP
-C_FLAGS = ("-O3", "-std=c99", "-shared", "-fPIC")
+#: flags of every C build; ``-fopenmp`` is added for specs using OpenMP. ``-march=native`` lets the
+#: compiler use every instruction of this CPU (AVX2/AVX-512 for vectorized loops); the cache key holds
+#: what it means here (:func:`native_target`), so a library built for another CPU is not reused.
+#: ``-fno-math-errno``: kernels never read ``errno``, so math calls need not set it, which lets loops
+#: calling them vectorize and ``sqrtf`` be one instruction (results are the same functions' results).
+C_FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-std=c99", "-shared", "-fPIC")
 C_LIBS = ("-lm",)
+#: flags of an object saved with ``module.save("x.o")``: it may be linked on another machine, so it is
+#: built for the compiler's default target rather than for this CPU
+OBJECT_FLAGS = ("-O3", "-std=c99", "-fPIC", "-c")
 
 
 @functools.lru_cache(maxsize=None)
@@ -39,6 +46,54 @@ def compiler_version(compiler: str) -> str:
         return f"unknown ({exc})"
     lines = (proc.stdout or proc.stderr).strip().splitlines()
     return lines[0] if lines else "unknown"
+
+
+@functools.lru_cache(maxsize=None)
+def native_target(compiler: str) -> str:
+    """What ``-march=native`` selects for ``compiler`` on this machine: the architecture and every
+    target option it turns on (``cc -march=native -Q --help=target``), part of the cache key. Where
+    the compiler cannot say (clang), the CPU's model and flags from /proc/cpuinfo stand in."""
+    try:
+        proc = subprocess.run([compiler, "-march=native", "-Q", "--help=target"], capture_output=True,
+                              text=True, timeout=60)
+        if proc.returncode == 0 and "-march=" in proc.stdout:
+            return " ".join(line.strip() for line in proc.stdout.splitlines()
+                            if line.strip().startswith("-m"))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        info = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return "unknown"
+    wanted = [line for line in info if line.startswith(("model name", "flags"))][:2]
+    return " ".join(wanted) or "unknown"
+
+
+#: math functions with SIMD variants in glibc's libmvec on x86-64 (since glibc 2.22)
+VECTOR_MATH = ("expf", "logf", "sinf", "cosf", "powf", "exp", "log", "sin", "cos", "pow")
+_VECTOR_MATH_PROBE = """#include <math.h>
+__attribute__((simd("notinbranch"))) float expf(float);
+void f(float* restrict a, int n) { for (int i = 0; i < n; ++i) a[i] = expf(a[i]); }
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def vector_math_flags(compiler: str) -> Tuple[str, ...]:
+    """``("-DKB_VECTOR_MATH", "-lmvec")`` where ``compiler`` builds and links a loop of ``expf``
+    against glibc's vector math library (GCC on x86-64 Linux), else ``()``. With the macro, the C
+    source declares SIMD variants of :data:`VECTOR_MATH`, so loops calling them vectorize."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "probe.c"
+        src.write_text(_VECTOR_MATH_PROBE)
+        cmd = [compiler, *C_FLAGS, str(src), "-o", str(Path(tmp) / "probe.so"), "-lmvec", "-lm"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.SubprocessError):
+            return ()
+        ok = proc.returncode == 0 and "clang" not in compiler_version(compiler).lower()
+    return ("-DKB_VECTOR_MATH", "-lmvec") if ok else ()
 
 
 def compile_c(source: str, openmp: bool = False, flags: Sequence[str] = ()) -> Path:
@@ -66,10 +121,13 @@ def compile_c(source: str, openmp: bool = False, flags: Sequence[str] = ()) -> P
     compiler = find_c_compiler()
     if compiler is None:
         raise BuildError(f"no C compiler: {get_config().cc!r} is not on PATH (set CC to a C compiler)")
-    all_flags = list(C_FLAGS) + (["-fopenmp"] if openmp else []) + list(flags)
+    vmath = vector_math_flags(compiler)
+    all_flags = list(C_FLAGS) + list(vmath[:1]) + (["-fopenmp"] if openmp else []) + list(flags)
+    libs = [*vmath[1:], *C_LIBS]
     library, _ = compile_cached(
-        "c", [compiler, compiler_version(compiler), *all_flags, *C_LIBS], source, "source.c", "lib.so",
-        lambda src, out: [compiler, *all_flags, str(src), "-o", str(out), *C_LIBS], "C compilation")
+        "c", [compiler, compiler_version(compiler), native_target(compiler), *all_flags, *libs], source,
+        "source.c", "lib.so",
+        lambda src, out: [compiler, *all_flags, str(src), "-o", str(out), *libs], "C compilation")
     return library
 
 
@@ -78,7 +136,7 @@ def compile_object(source: str, openmp: bool = False) -> Path:
     compiler = find_c_compiler()
     if compiler is None:
         raise BuildError(f"no C compiler: {get_config().cc!r} is not on PATH (set CC to a C compiler)")
-    flags = ["-O3", "-std=c99", "-fPIC", "-c"] + (["-fopenmp"] if openmp else [])
+    flags = list(OBJECT_FLAGS) + (["-fopenmp"] if openmp else [])
     obj, _ = compile_cached(
         "c-object", [compiler, compiler_version(compiler), *flags], source, "source.c", "out.o",
         lambda src, out: [compiler, *flags, str(src), "-o", str(out)], "C compilation")

@@ -344,6 +344,12 @@ def run_job(job: RunJob) -> Tuple[Tuple[Any, ...], int]:
                           job.timeout, reference)
 
 
+#: an adaptive runner's first candidates get this many times its ``timeout``
+ADAPT_FIRST = 10.0
+#: then this many times the fastest candidate's run time (at least ``timeout``)
+ADAPT_FACTOR = 4.0
+
+
 class LocalRunner:
     """Run built candidates on this machine's device for the task's target, each in a measuring child
     process (:class:`kernels.contrib.isolate.IsolatedWorker`) kept warm across candidates.
@@ -376,11 +382,18 @@ class LocalRunner:
         poisons every later candidate).
     env : mapping, optional
         Environment changes for the child (e.g. ``{"CUDA_VISIBLE_DEVICES": "1"}``).
+    adaptive_timeout : bool
+        Let the timeout follow the candidates (:meth:`timeout_now`): until one has run,
+        ``timeout`` x :data:`ADAPT_FIRST`; then ``timeout`` or :data:`ADAPT_FACTOR` times what the
+        fastest candidate so far took to run, whichever is longer. A slow space (a CPU matmul whose
+        every candidate needs seconds) is measured instead of timing out; a candidate far slower
+        than the best is still cut short.
     """
 
     def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: float = 0, timeout: float = 10,
                  cooldown_interval: float = 0.0, enable_cpu_cache_flush: bool = False,
-                 check_correctness: bool = False, isolate: bool = True, env: Optional[dict] = None):
+                 check_correctness: bool = False, isolate: bool = True, env: Optional[dict] = None,
+                 adaptive_timeout: bool = False):
         if number < 1 or repeat < 1:
             raise ValueError(f"LocalRunner: number and repeat must be >= 1, got {number} and {repeat}")
         if timeout <= 0:
@@ -392,10 +405,25 @@ class LocalRunner:
         self.check_correctness = bool(check_correctness)
         self.isolate = bool(isolate)
         self.env = dict(env or {})
+        self.adaptive_timeout = bool(adaptive_timeout)
+        self._fastest: Optional[float] = None  # seconds the fastest candidate's run took
         self._references: dict = {}  # (workload, target) -> (key, BuildResult) or None
         self._warm: set = set()  # (child generation, reference key) already computed there
         self._worker: Any = None
         self._uid = uuid.uuid4().hex[:12]
+
+    def timeout_now(self) -> float:
+        """Seconds the next candidate may run (``timeout`` unless ``adaptive_timeout``)."""
+        if not self.adaptive_timeout:
+            return self.timeout
+        if self._fastest is None:
+            return self.timeout * ADAPT_FIRST
+        return max(self.timeout, ADAPT_FACTOR * self._fastest)
+
+    def note_run(self, seconds: float) -> None:
+        """Record that a candidate ran successfully in ``seconds`` (the adaptive timeout's input)."""
+        if self._fastest is None or seconds < self._fastest:
+            self._fastest = float(seconds)
 
     # -- the measuring process ------------------------------------------------------------------
 
@@ -439,7 +467,7 @@ class LocalRunner:
         if out.status == "ok":
             return out.value
         if out.status == "timeout":
-            return (f"running took longer than {self.timeout:g} s: {out.error}",), \
+            return (f"running took longer than {timeout - LOAD_GRACE_S:g} s: {out.error}",), \
                 int(MeasureErrorNo.RUN_TIMEOUT)
         if out.status == "crashed":
             return (f"the candidate crashed its measuring process: {out.error}",), \
@@ -512,7 +540,7 @@ class LocalRunner:
     def _run_job(self, inp: MeasureInput, built: BuildResult, reference_key: Optional[str] = None) -> RunJob:
         """The :class:`RunJob` of a built candidate (its module as bytes when isolated)."""
         return RunJob(str(inp.target), arg_infos(built.args), _to_bytes(built) if self.isolate else None,
-                      self.number, self.repeat, self.min_repeat_ms, self.timeout, reference_key,
+                      self.number, self.repeat, self.min_repeat_ms, self.timeout_now(), reference_key,
                       None if self.isolate else built.load())
 
     def run(self, inputs: Sequence[MeasureInput],
@@ -535,7 +563,10 @@ class LocalRunner:
                 costs, error_no = (f"the built module cannot be sent to the measuring process: "
                                    f"{type(exc).__name__}: {exc}",), int(MeasureErrorNo.COMPILE_HOST)
             else:
-                costs, error_no = self._call(fn, *args, timeout=self.timeout + LOAD_GRACE_S)
+                t_run = time.perf_counter()
+                costs, error_no = self._call(fn, *args, timeout=self.timeout_now() + LOAD_GRACE_S)
+                if error_no == MeasureErrorNo.NO_ERROR:
+                    self.note_run(time.perf_counter() - t_run)
             spent = built.time_cost + time.perf_counter() - t0
             out.append(MeasureResult(tuple(costs), int(error_no), spent, time.time()))
             if self.cooldown_interval:

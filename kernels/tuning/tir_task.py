@@ -7,7 +7,11 @@ into blocks x threads x a per-thread tile, the reduction into an outer loop x a 
 accumulated in a ``local`` cache written back by each thread; both inputs staged in ``shared`` memory
 at the outer reduction loop and fetched cooperatively by all the block's threads with vector loads;
 the step loop unrolled or not. The knobs are the tile factors (divisors of the extents), the fetch
-vector width and the unroll. For any other block with spatial loops (and for the other targets)
+vector width and the unroll. For a CPU target and such a block the space is multi-level tiling too
+(``cpu_tile2s1r``): ``i -> i0 x i1 x i2``, ``j -> j0 x j1 x j2``, ``k -> k0 x k1`` in the order
+``i0 j0 i1 j1 k0 k1 i2 j2``, the outer tiles fused into one parallel loop, an ``i2 x j2`` register
+tile accumulated in a ``local`` write cache (written back at ``j1``), ``j2`` vectorized, ``k1``
+unrolled or not. For any other block with spatial loops (and for the other targets)
 the space is: spatial loops fused, split by a number of threads (GPU: bound to blockIdx.x /
 threadIdx.x; CPU: an outer parallel loop and a vectorized inner one).
 
@@ -73,8 +77,8 @@ class TIRTask:
         self.extents = [int(iv.dom.extent) for iv in self.block.iter_vars]
         self.spatial = [k == IterVarType.DataPar for k in kinds]
         gpu = self.target.kind.name in ("cuda", "opencl")
-        self.kind = "tile2s1r" if gpu and kinds == [IterVarType.DataPar, IterVarType.DataPar,
-                                                    IterVarType.CommReduce] else "fuse_split"
+        s2r1 = kinds == [IterVarType.DataPar, IterVarType.DataPar, IterVarType.CommReduce]
+        self.kind = ("tile2s1r" if gpu else "cpu_tile2s1r") if s2r1 else "fuse_split"
         self.gpu = gpu
         text = mod.script() if hasattr(mod, "script") else str(mod)
         self.workload = (f"tir/{task_name}", hashlib.sha1(text.encode()).hexdigest()[:16])
@@ -96,6 +100,14 @@ class TIRTask:
             cfg.define_knob("tile_k", [d for d in _divisors(nk, 32) if d in (4, 8, 16, 32)] or [1])
             cfg.define_knob("vector", [1, 2, 4])
             cfg.define_knob("unroll_k", [0, 1])
+        elif self.kind == "cpu_tile2s1r":
+            ni, nj, nk = self.extents
+            cfg.define_knob("tile_i2", [d for d in (1, 2, 4, 8) if ni % d == 0])
+            cfg.define_knob("tile_j2", [d for d in (8, 16, 32, 64) if nj % d == 0] or [1])
+            cfg.define_knob("tile_i1", [d for d in (1, 2, 4, 8, 16) if ni % d == 0])
+            cfg.define_knob("tile_j1", [d for d in (1, 2, 4, 8) if nj % d == 0])
+            cfg.define_knob("tile_k", [d for d in (1, 4, 8, 16, 32, 64) if nk % d == 0])
+            cfg.define_knob("unroll_k", [0, 1])
         else:
             total = 1
             for e, sp in zip(self.extents, self.spatial):
@@ -111,6 +123,8 @@ class TIRTask:
         sch = Schedule(self.mod)
         if self.kind == "tile2s1r":
             self._tile(sch, values)
+        elif self.kind == "cpu_tile2s1r":
+            self._cpu_tile(sch, values)
         else:
             self._fuse_split(sch, values)
         return sch
@@ -140,6 +154,26 @@ class TIRTask:
         if v["unroll_k"]:
             sch.unroll(k1)
         sch.decompose_reduction(block, k0)
+
+    def _cpu_tile(self, sch, v) -> None:
+        ni, nj, _ = self.extents
+        i2, j2, i1, j1, tk = v["tile_i2"], v["tile_j2"], v["tile_i1"], v["tile_j1"], v["tile_k"]
+        if ni % (i1 * i2) or nj % (j1 * j2):
+            raise TIRTaskError(f"tiles {i1}x{i2} / {j1}x{j2} do not divide {ni} x {nj}")
+        block = sch.get_block(self.block.name_hint, self.func_name)
+        c_local = sch.cache_write(block, 0, "local")
+        i, j, k = sch.get_loops(block)
+        li0, li1, li2 = sch.split(i, [None, i1, i2])
+        lj0, lj1, lj2 = sch.split(j, [None, j1, j2])
+        lk0, lk1 = sch.split(k, [None, tk])
+        sch.reorder(li0, lj0, li1, lj1, lk0, lk1, li2, lj2)
+        sch.reverse_compute_at(c_local, lj1)
+        sch.parallel(sch.fuse(li0, lj0))
+        if j2 > 1:
+            sch.vectorize(lj2)
+        if v["unroll_k"] and tk > 1:
+            sch.unroll(lk1)
+        sch.decompose_reduction(block, lk0)
 
     def _fuse_split(self, sch, v) -> None:
         block = sch.get_block(self.block.name_hint, self.func_name)

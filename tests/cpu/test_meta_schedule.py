@@ -68,3 +68,25 @@ def test_target_tags():
     assert str(ms.target_of_tag("nvidia/tesla-p100")).startswith("cuda") and "sm_60" not in \
         str(ms.target_of_tag("nvidia/tesla-p100"))
     assert str(ms.target_of_tag("opencl")).startswith("opencl")
+
+
+def test_the_cpu_space_is_multi_level_tiling(tmp_path):
+    n = 64
+    mod = notes.matmul_module({"n": n})
+    task = TIRTask(mod, "c")
+    assert task.kind == "cpu_tile2s1r"
+    assert set(task.config_space.space_map) == {"tile_i2", "tile_j2", "tile_i1", "tile_j1", "tile_k",
+                                               "unroll_k"}
+    rng = np.random.default_rng(5)
+    a = rng.uniform(-1, 1, (n, n)).astype("float32")
+    b = rng.uniform(-1, 1, (n, n)).astype("float32")
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    config = {"tile_i2": 4, "tile_j2": 16, "tile_i1": 2, "tile_j1": 2, "tile_k": 8, "unroll_k": 1}
+    f = tvm.build(task.instantiate(config)[0], target="c")
+    src = f.get_source()
+    assert "#pragma omp parallel for" in src and "float C_local[64];" in src and "#pragma GCC ivdep" in src
+    _, _, c = run(f, "c", a, b, np.full((n, n), np.nan, "float32"))
+    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
+    sch = ms.tune_tir(mod, "c", ms.TuneConfig(max_trials_global=3, num_trials_per_iter=3), str(tmp_path))
+    _, _, c = run(tvm.build(sch.mod, target="c"), "c", a, b, np.full((n, n), np.nan, "float32"))
+    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)

@@ -350,3 +350,15 @@ def test_cuda_kernels_run():
     assert len(result.results) == 3 and result.mean > 0
     dev.sync()
     assert dev.max_threads_per_block >= 1024 and dev.warp_size == 32
+
+
+def test_c_libraries_are_built_for_this_cpu_and_keyed_by_it(monkeypatch):
+    import kernels.runtime.c as c_runtime
+
+    assert "-O3" in c_runtime.C_FLAGS and "-march=native" in c_runtime.C_FLAGS
+    source = "void kb_cache_probe(float* a) { a[0] = 1.0f; }\n"
+    here = c_runtime.compile_c(source)
+    assert c_runtime.compile_c(source) == here  # the same build is a load
+    # a library built where -march=native means another CPU is not reused
+    monkeypatch.setattr(c_runtime, "native_target", lambda compiler: "-march= some-other-cpu")
+    assert c_runtime.compile_c(source) != here

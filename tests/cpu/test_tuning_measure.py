@@ -160,3 +160,19 @@ def test_without_isolation_candidates_run_in_this_process():
     runner = autotvm.LocalRunner(number=1, repeat=1, isolate=False)
     (res,) = runner.run(inputs, built)
     assert res.ok and runner._worker is None
+
+
+def test_an_adaptive_runner_timeout_follows_the_fastest_candidate():
+    from kernels.tuning.measure import ADAPT_FACTOR, ADAPT_FIRST, LocalRunner
+
+    fixed = LocalRunner(timeout=2)
+    fixed.note_run(100.0)
+    assert fixed.timeout_now() == 2
+    runner = LocalRunner(timeout=2, adaptive_timeout=True)
+    assert runner.timeout_now() == 2 * ADAPT_FIRST  # nothing has run yet: room for a slow first one
+    runner.note_run(30.0)
+    assert runner.timeout_now() == ADAPT_FACTOR * 30.0
+    runner.note_run(45.0)  # slower than the fastest: no change
+    assert runner.timeout_now() == ADAPT_FACTOR * 30.0
+    runner.note_run(0.01)  # never below the configured timeout
+    assert runner.timeout_now() == 2

@@ -22,7 +22,8 @@ def test_pass_lists_are_named_in_order():
                                         "inject_double_buffer",
                                         "unroll", "simplify"]
     assert [p.name for p in TARGET_PASSES] == ["rewrite_tensor_core", "lower_subbyte",
-                                               "lower_thread_allreduce", "lower_intrinsics", "vectorize",
+                                               "lower_thread_allreduce", "lower_intrinsics",
+                                               "promote_accumulators", "vectorize",
                                                "storage_sync", "loop_partition", "simplify"]
 
 

@@ -35,7 +35,8 @@ def allocs(stmt):
 
 
 def test_passes_are_listed_in_order():
-    assert [n for n, _ in BLOCK_PASSES] == ["lower_init_block", "lower_blocks", "compact_buffers",
+    assert [n for n, _ in BLOCK_PASSES] == ["hoist_reduction_init", "lower_init_block", "lower_blocks",
+                                            "compact_buffers",
                                             "bind_threads", "flatten_buffers", "simplify"]
 
 
