@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Set, Tuple
 
+from ..tir import attr
 from ..tir.block import (
     BlockRealize,
     ExprMutator,
@@ -251,7 +252,7 @@ def _promotable(f: For, skip: Set[int] = frozenset()) -> List[Tuple[Buffer, Tupl
         key = id(buf.data)
         if key in bad:
             return
-        if conditional or buf.scope not in ("global", "local", "") or any(vars_of(i) & bound for i in idx):
+        if conditional or buf.scope not in (attr.GLOBAL, attr.LOCAL, "") or any(vars_of(i) & bound for i in idx):
             bad.add(key)
             return
         seen = index.get(key)
@@ -331,7 +332,7 @@ def promote_accumulators(stmt: Stmt) -> Stmt:
 
     def promote(f: For, found: List[Tuple[Buffer, Tuple[PrimExpr, ...]]],
                 start: Optional[Dict[int, PrimExpr]] = None) -> Stmt:
-        accs = {id(buf.data): Buffer(fresh(buf.name), buf.dtype, (const(1),), "local")
+        accs = {id(buf.data): Buffer(fresh(buf.name), buf.dtype, (const(1),), attr.LOCAL)
                 for buf, _ in found}
         made.update(id(a.data) for a in accs.values())
         zero = (const(0),)

@@ -36,7 +36,6 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from ..errors import LoweringError
 from ..tir import attr
-from .accumulate import hoist_reduction_init
 from ..tir.block import (
     THREAD_BINDING,
     Block,
@@ -84,6 +83,7 @@ from ..tir.stmt import (
     While,
     seq,
 )
+from .accumulate import hoist_reduction_init
 
 ALIGN_KEY = "buffer_dim_align"
 

@@ -498,6 +498,7 @@ def check_accesses(func, points: int = _POINTS, seed: int = 0) -> Optional[str]:
     ones with the extreme corners), and must fall inside the buffer wherever the guards hold.
     Accesses whose index or guard depends on data or on symbolic extents are not checked.
     """
+    from kernels.tir import attr
     from kernels.tir import expr as E
     from kernels.tir import stmt as S
     from kernels.tir.functor import substitute
@@ -601,7 +602,7 @@ def check_accesses(func, points: int = _POINTS, seed: int = 0) -> Optional[str]:
             visit(s.body, r, conds, lets)
         elif isinstance(s, S.AttrStmt):
             r = ranges
-            if s.attr_key == "thread_extent" and isinstance(s.node, S.ThreadIndex):
+            if s.attr_key == attr.THREAD_EXTENT and isinstance(s.node, S.ThreadIndex):
                 ext = const_of(s.value, lets)
                 r = dict(ranges)
                 if ext is not None and ext > 0:
