@@ -19,5 +19,6 @@ import re, sys
 html = open(f"{sys.argv[1]}/report/run1-report.html").read()
 start = html.index("mixed_add: variants side by side")
 table = html[start:html.index("</table>", start)]
-print("side-by-side columns:", re.findall(r"<th>([^<]*)</th>", table))
+heads = re.findall(r"<th[^>]*>(.*?)</th>", table, flags=re.S)  # a column's kind sits in a tag below its name
+print("side-by-side columns:", [" ".join(re.sub(r"<[^>]+>", " ", h).split()) for h in heads])
 PY
