@@ -374,14 +374,27 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
         return _with_sides(config, {n: results.get(n, crashed) for n in names})
 
 
+def import_suite_modules(imports: Sequence[str]) -> None:
+    """Import the suite's ``imports``. A module that fails, for whatever reason (itself missing, or a
+    module it needs), is an ImportError named after the suite's module, so that an executor can tell
+    a worker that cannot load the suite (every case would fail alike: the run fails) from a case
+    that fails."""
+    for mod in imports:
+        try:
+            importlib.import_module(mod)
+        except ImportError as exc:
+            if exc.name == mod:
+                raise
+            raise ImportError(f"cannot import {mod}: {type(exc).__name__}: {exc}", name=mod) from exc
+
+
 def prepare(target: str, imports: Sequence[str] = (), peer_libraries: Sequence[str] = ()) -> None:
     """Pay a worker's one-time costs before its first case: the suite's modules, the device's
     fingerprint and bandwidth peaks (CUDA context included), the statistics' imports and the peer
     libraries (e.g. torch, seconds to import). GPU runners call it as they start, while the CPU
     workers still build; a failure here is left for the first case to report."""
     apply_runtime_defaults()
-    for mod in imports:
-        importlib.import_module(mod)
+    import_suite_modules(imports)
     measure.device_peaks(target, _env(target)[0], flops=False)  # the matmul peak when a case needs it
     # what the first case would otherwise import inside its timeout: the statistics of a timing
     # (scipy.stats, seconds on a busy host) and Ray's runtime context (worker_label)
@@ -418,8 +431,7 @@ def run_cases(cases: Sequence[Case], config: MeasureConfig, imports: Sequence[st
     timed; ``ahead``: builds already started by the caller for these cases and more (the local
     executor starts one for the whole run), left running when this returns."""
     apply_runtime_defaults()
-    for mod in imports:
-        importlib.import_module(mod)
+    import_suite_modules(imports)
     artifacts = artifacts or {}
     side_specs = side_specs or {}
     own = None

@@ -456,10 +456,27 @@ def _ended(proc: subprocess.Popen) -> Optional[str]:
     except ChildProcessError:
         return "reaped"
     if info is None:
-        return None
+        if not _zombie(proc.pid):
+            return None
+        # /proc can show the child dead a moment before waitid reports it: wait for the report
+        deadline = time.monotonic() + 0.5
+        while info is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+            info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        if info is None:
+            return "ended (a zombie process)"
     if info.si_code == os.CLD_EXITED:
         return _describe_exit(info.si_status)
     return _describe_exit(-info.si_status)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has exited and waits to be reaped (Linux /proc; False where unknown)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _describe_exit(code: int) -> str:

@@ -23,6 +23,19 @@ ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "suites" / "examples.toml"
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _forget_the_example_workloads():
+    """Loading the suite registers mixed_add in this process: take it out again afterwards, so that
+    tests of the project's own workloads (the tutorials suite's coverage, error messages listing the
+    known workloads) see only those."""
+    before = set(W.REGISTRY)
+    yield
+    for name in set(W.REGISTRY) - before:
+        W.REGISTRY.pop(name, None)
+    for mod in [m for m in sys.modules if m == "mixed" or m.startswith(("mixed.", "examples.mixed"))]:
+        sys.modules.pop(mod, None)
+
+
 def test_the_suite_has_every_kind_of_variant_side_by_side():
     suite = load_suite(SUITE)
     w = W.get("mixed_add")

@@ -451,11 +451,20 @@ def test_report_prints_the_code_it_exits_with(tmp_path):
 def test_ray_workers_that_cannot_import_the_suite_fail_the_run(tmp_path, short_tmp):
     pytest.importorskip("ray")
     suite, db = slow_suite(tmp_path), tmp_path / "k.db"
-    # the suite's folder is on the driver's path while it reads the suite; not on the workers'
-    env = dict(env_for(tmp_path, 0, short_tmp), PYTHONPATH=str(ROOT))
+    # a module of the suite's that is installed where kbench runs but whose dependency the workers lack
+    # (planted: it fails to import in a Ray worker process); modules next to the suite are shipped
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "team_extras.py").write_text(
+        "import sys\n"
+        "if 'default_worker' in sys.argv[0]:  # a Ray worker: the dependency is not installed there\n"
+        "    raise ModuleNotFoundError(\"No module named 'team_dependency'\")\n")
+    suite.write_text(suite.read_text().replace('imports = ["planted_workloads"]',
+                                               'imports = ["planted_workloads", "team_extras"]'))
+    env = dict(env_for(tmp_path, 0, short_tmp), PYTHONPATH=os.pathsep.join([str(ROOT), str(site)]))
     r = kbench(env, "run", suite, "--db", db)
     assert r.returncode == 4, r.stdout + r.stderr
-    assert "cannot import planted_workloads" in r.stderr and "Traceback" not in r.stderr
+    assert "cannot import team_extras" in r.stderr and "Traceback" not in r.stderr
     run = the_run(db)
     assert run["status"] == "failed" and run["rows"] == [] and run["leases"] == []
 

@@ -29,4 +29,5 @@ def test_not_a_store(tmp_path, capsys):
     db = tmp_path / "k.db"
     db.write_text("hello")
     assert main(["publish", "--db", str(db), "--out", str(tmp_path / "site")]) == ExitCode.USAGE
-    assert "cannot open result store" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "is not a SQLite database, so not a kbench result store" in err and "leaves it as it is" in err
