@@ -119,6 +119,16 @@ def peak_bw_kind(extra: Any) -> Optional[str]:
     ``extra`` (a dict, the pairs of Result.extra, or the JSON text the store keeps); "copy" for a
     result stored before the read peak existed (every percentage was of the copy peak then); None
     when there is nothing to read."""
+    note = _peaks_note(extra)
+    if note is None:
+        readable = _extra_dict(extra)
+        return None if readable is None else "copy"
+    kind = note.get("bandwidth")
+    return kind if kind in PEAK_LABELS else "copy"
+
+
+def _extra_dict(extra: Any) -> Optional[dict]:
+    """A stored result's ``extra`` (dict, pairs or JSON text) as a dict, or None when it is not one."""
     if extra is None or (isinstance(extra, float) and math.isnan(extra)):
         return None
     if isinstance(extra, (bytes, str)):
@@ -131,28 +141,13 @@ def peak_bw_kind(extra: Any) -> Optional[str]:
             extra = dict(extra)
         except (TypeError, ValueError):
             return None
-    if not isinstance(extra, dict):
-        return None
-    note = extra.get("peaks")
-    kind = note.get("bandwidth") if isinstance(note, dict) else None
-    return kind if kind in PEAK_LABELS else "copy"
+    return extra if isinstance(extra, dict) else None
 
 
 def _peaks_note(extra: Any) -> Optional[dict]:
     """The ``peaks`` note of a stored result's ``extra`` (dict, pairs or JSON text), or None."""
-    if extra is None or (isinstance(extra, float) and math.isnan(extra)):
-        return None
-    if isinstance(extra, (bytes, str)):
-        try:
-            extra = json.loads(extra) if extra else {}
-        except ValueError:
-            return None
-    if isinstance(extra, (tuple, list)):
-        try:
-            extra = dict(extra)
-        except (TypeError, ValueError):
-            return None
-    note = extra.get("peaks") if isinstance(extra, dict) else None
+    d = _extra_dict(extra)
+    note = d.get("peaks") if d is not None else None
     return note if isinstance(note, dict) else None
 
 
