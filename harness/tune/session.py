@@ -268,18 +268,8 @@ def _tune_one(st: Store, suite: Suite, request: TuneRequest, s: SessionSummary, 
     emit("session", s)
 
     def store_batch(_tuner: Tuner, batch: Sequence[MeasureInput], measured: Sequence[MeasureResult]) -> None:
-        rows = []
-        for inp, res in zip(batch, measured):
-            st.record_trial(s.session_id, s.measured, config_index=inp.config.index,
-                            knobs=inp.config.to_values(), costs=res.costs, error_no=res.error_no,
-                            all_cost_s=res.all_cost, timestamp=res.timestamp, flop=task.flop)
-            s.counts["ok" if res.ok else _error_name(res.error_no)] += 1
-            if res.ok and (s.session_best_s is None or res.mean < s.session_best_s):
-                s.session_best_s = res.mean
-            rows.append({"trial": s.measured, "knobs": inp.config.to_values(), "ok": res.ok,
-                         "cost_s": res.mean if res.ok else None, "error_no": int(res.error_no),
-                         "error": "" if res.ok else str(res.costs[0])})
-            s.measured += 1
+        rows = [_record_trial(st, s, inp.config.index, inp.config.to_values(), res, task.flop)
+                for inp, res in zip(batch, measured)]
         emit("trials", (s, rows))
 
     status = "failed"
@@ -293,6 +283,21 @@ def _tune_one(st: Store, suite: Suite, request: TuneRequest, s: SessionSummary, 
         st.finish_tuning_session(s.session_id, status)
         s.best = st.best_in_space(case.tuning_key, s.device, space)
         emit("done", s)
+
+
+def _record_trial(st: Store, s: SessionSummary, index: int, knobs: Any, res: MeasureResult,
+                  flop: float) -> dict:
+    """Store one measured configuration as the session's next trial, count it in ``s`` and return the
+    row the progress display shows."""
+    st.record_trial(s.session_id, s.measured, config_index=index, knobs=knobs, costs=res.costs,
+                    error_no=res.error_no, all_cost_s=res.all_cost, timestamp=res.timestamp, flop=flop)
+    s.counts["ok" if res.ok else _error_name(res.error_no)] += 1
+    if res.ok and (s.session_best_s is None or res.mean < s.session_best_s):
+        s.session_best_s = res.mean
+    row = {"trial": s.measured, "knobs": knobs, "ok": res.ok, "cost_s": res.mean if res.ok else None,
+           "error_no": int(res.error_no), "error": "" if res.ok else str(res.costs[0])}
+    s.measured += 1
+    return row
 
 
 def _tune_directly(st: Store, suite: Suite, request: TuneRequest, s: SessionSummary, emit: OnEvent,
@@ -323,16 +328,7 @@ def _tune_directly(st: Store, suite: Suite, request: TuneRequest, s: SessionSumm
     try:
         for index, knobs in todo[:s.planned]:
             res = measure_configuration(case, knobs, suite.measure)
-            st.record_trial(s.session_id, s.measured, config_index=index, knobs=knobs, costs=res.costs,
-                            error_no=res.error_no, all_cost_s=res.all_cost, timestamp=res.timestamp,
-                            flop=flop)
-            s.counts["ok" if res.ok else _error_name(res.error_no)] += 1
-            if res.ok and (s.session_best_s is None or res.mean < s.session_best_s):
-                s.session_best_s = res.mean
-            emit("trials", (s, [{"trial": s.measured, "knobs": knobs, "ok": res.ok,
-                                 "cost_s": res.mean if res.ok else None, "error_no": int(res.error_no),
-                                 "error": "" if res.ok else str(res.costs[0])}]))
-            s.measured += 1
+            emit("trials", (s, [_record_trial(st, s, index, knobs, res, flop)]))
         status = "done"
     except KeyboardInterrupt:
         status = "interrupted"
