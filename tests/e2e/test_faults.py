@@ -450,7 +450,9 @@ def test_report_prints_the_code_it_exits_with(tmp_path):
 @pytest.mark.slow
 def test_ray_workers_that_cannot_import_the_suite_fail_the_run(tmp_path, short_tmp):
     pytest.importorskip("ray")
-    suite, db = slow_suite(tmp_path), tmp_path / "k.db"
+    # one case, so one task fails: with several failing at once, Ray 2.60's driver has aborted on its
+    # own check ("Tried to complete task that was not pending") while the rest were being cancelled
+    suite, db = slow_suite(tmp_path, cases=1), tmp_path / "k.db"
     # a module of the suite's that is installed where kbench runs but whose dependency the workers lack
     # (planted: it fails to import in a Ray worker process); modules next to the suite are shipped
     site = tmp_path / "site"
