@@ -54,7 +54,9 @@ import json
 import math
 import multiprocessing
 import os
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 from collections import Counter
@@ -857,10 +859,13 @@ def _run(sample: dict, w, mod, done) -> dict:
 # -- isolation: warm spawn children -------------------------------------------------------------------
 
 
-def _child(conn, build_only: Union[bool, str]) -> None:
+def _child(conn, build_only: Union[bool, str], workdir: str) -> None:
     import logging
     import warnings
 
+    # what a device compiler leaves in the working directory (PoCL writes a CFG .dot before some of
+    # its aborts) lands in the worker's own folder, removed with the worker
+    os.chdir(workdir)
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
     conn.send("ready")
@@ -880,7 +885,8 @@ def _child(conn, build_only: Union[bool, str]) -> None:
 class _Worker:
     def __init__(self, ctx, build_only: Union[bool, str]):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_child, args=(child, build_only), daemon=True)
+        self.workdir = tempfile.mkdtemp(prefix="kbench-fuzz-")
+        self.proc = ctx.Process(target=_child, args=(child, build_only, self.workdir), daemon=True)
         self.proc.start()
         child.close()
         self.sample: Optional[dict] = None
@@ -900,6 +906,7 @@ class _Worker:
             self.proc.kill()
             self.proc.join(timeout=5)
         self.conn.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def run_isolated(samples: Iterable[dict], jobs: int = 1, timeout: float = 120.0,

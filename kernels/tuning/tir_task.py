@@ -6,10 +6,11 @@ computation, the notes' ``MyModuleMatmul``), the space is multi-level tiling: ea
 into blocks x threads x a per-thread tile, the reduction into an outer loop x a step; the output
 accumulated in a ``local`` cache written back by each thread; both inputs staged in ``shared`` memory
 at the outer reduction loop and fetched cooperatively by all the block's threads with vector loads;
-the step loop unrolled or not. The knobs are the tile factors (divisors of the extents), the fetch
-vector width and the unroll. For a CPU target and such a block the space is multi-level tiling too
+the step loop unrolled or not. The knobs are the tilings (split knobs ``tile_y = [-1, threads,
+per-thread]``, ``tile_x``, ``tile_k = [-1, step]``, whose factors divide the extents, so every point
+builds), the fetch vector width and the unroll. For a CPU target and such a block the space is multi-level tiling too
 (``cpu_tile2s1r``): ``i -> i0 x i1 x i2``, ``j -> j0 x j1 x j2``, ``k -> k0 x k1`` in the order
-``i0 j0 i1 j1 k0 k1 i2 j2``, the outer tiles fused into one parallel loop, an ``i2 x j2`` register
+``i0 j0 i1 j1 k0 k1 i2 j2`` (knobs ``tile_i = [-1, i1, i2]``, ``tile_j``, ``tile_k = [-1, k1]``), the outer tiles fused into one parallel loop, an ``i2 x j2`` register
 tile accumulated in a ``local`` write cache (written back at ``j1``), ``j2`` vectorized, ``k1``
 unrolled or not. For any other block with spatial loops (and for the other targets)
 the space is: spatial loops fused, split by a number of threads (GPU: bound to blockIdx.x /
@@ -91,22 +92,30 @@ class TIRTask:
         self.buffers = [b for _, b in func.buffer_map]
 
     def _define(self, cfg: ConfigSpace) -> None:
+        # every tiling is a split knob whose factors divide the extent (meta_schedule's perfect
+        # tiles): each point of the space is a schedule that builds, none is refused for its shape
         if self.kind == "tile2s1r":
             ni, nj, nk = self.extents
-            cfg.define_knob("tile_y", [d for d in _divisors(ni, 16) if d in (1, 2, 4, 8, 16)])
-            cfg.define_knob("tile_x", [d for d in _divisors(nj, 16) if d in (1, 2, 4, 8, 16)])
-            cfg.define_knob("threads_y", [d for d in _divisors(ni, 32) if d in (4, 8, 16, 32)] or [1])
-            cfg.define_knob("threads_x", [d for d in _divisors(nj, 32) if d in (4, 8, 16, 32)] or [1])
-            cfg.define_knob("tile_k", [d for d in _divisors(nk, 32) if d in (4, 8, 16, 32)] or [1])
+            threads_y = [d for d in (4, 8, 16, 32) if ni % d == 0] or [1]
+            threads_x = [d for d in (4, 8, 16, 32) if nj % d == 0] or [1]
+            steps = [d for d in (4, 8, 16, 32) if nk % d == 0] or [1]
+            per_thread = (1, 2, 4, 8, 16)
+            cfg.define_split("tile_y", ni, num_outputs=3,
+                             filter=lambda e: e.size[1] in threads_y and e.size[2] in per_thread)
+            cfg.define_split("tile_x", nj, num_outputs=3,
+                             filter=lambda e: e.size[1] in threads_x and e.size[2] in per_thread)
+            cfg.define_split("tile_k", nk, num_outputs=2, filter=lambda e: e.size[1] in steps)
             cfg.define_knob("vector", [1, 2, 4])
             cfg.define_knob("unroll_k", [0, 1])
         elif self.kind == "cpu_tile2s1r":
             ni, nj, nk = self.extents
-            cfg.define_knob("tile_i2", [d for d in (1, 2, 4, 8) if ni % d == 0])
-            cfg.define_knob("tile_j2", [d for d in (8, 16, 32, 64) if nj % d == 0] or [1])
-            cfg.define_knob("tile_i1", [d for d in (1, 2, 4, 8, 16) if ni % d == 0])
-            cfg.define_knob("tile_j1", [d for d in (1, 2, 4, 8) if nj % d == 0])
-            cfg.define_knob("tile_k", [d for d in (1, 4, 8, 16, 32, 64) if nk % d == 0])
+            lanes = [d for d in (8, 16, 32, 64) if nj % d == 0] or [1]
+            cfg.define_split("tile_i", ni, num_outputs=3,
+                             filter=lambda e: e.size[1] in (1, 2, 4, 8, 16) and e.size[2] in (1, 2, 4, 8))
+            cfg.define_split("tile_j", nj, num_outputs=3,
+                             filter=lambda e: e.size[1] in (1, 2, 4, 8) and e.size[2] in lanes)
+            cfg.define_split("tile_k", nk, num_outputs=2,
+                             filter=lambda e: e.size[1] in (1, 4, 8, 16, 32, 64))
             cfg.define_knob("unroll_k", [0, 1])
         else:
             total = 1
@@ -131,7 +140,7 @@ class TIRTask:
 
     def _tile(self, sch, v) -> None:
         ni, nj, _ = self.extents
-        ty, tx, ly, lx, tk = v["threads_y"], v["threads_x"], v["tile_y"], v["tile_x"], v["tile_k"]
+        (_, ty, ly), (_, tx, lx), (_, tk) = v["tile_y"], v["tile_x"], v["tile_k"]
         if ni % (ty * ly) or nj % (tx * lx):
             raise TIRTaskError(f"tiles {ty}x{ly} / {tx}x{lx} do not divide {ni} x {nj}")
         if ty * tx > 1024:
@@ -157,7 +166,7 @@ class TIRTask:
 
     def _cpu_tile(self, sch, v) -> None:
         ni, nj, _ = self.extents
-        i2, j2, i1, j1, tk = v["tile_i2"], v["tile_j2"], v["tile_i1"], v["tile_j1"], v["tile_k"]
+        (_, i1, i2), (_, j1, j2), (_, tk) = v["tile_i"], v["tile_j"], v["tile_k"]
         if ni % (i1 * i2) or nj % (j1 * j2):
             raise TIRTaskError(f"tiles {i1}x{i2} / {j1}x{j2} do not divide {ni} x {nj}")
         block = sch.get_block(self.block.name_hint, self.func_name)

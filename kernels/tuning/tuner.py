@@ -512,10 +512,24 @@ class EvolutionaryTuner(ModelTuner):
         k = movable[int(self.rng.integers(len(movable)))]
         d = self.dims[k]
         if self.rng.random() < 0.5:
-            coords[k] = min(d - 1, max(0, coords[k] + (1 if self.rng.random() < 0.5 else -1)))
+            coords[k] = self._step(k, coords[k], 1 if self.rng.random() < 0.5 else -1)
         else:
             coords[k] = int((coords[k] + self.rng.integers(1, d)) % d)
         return self._index(coords)
+
+    def _step(self, k: int, c: int, direction: int) -> int:
+        """One step of knob ``k`` from candidate ``c``: the next or previous value; for a split knob,
+        one factor (a level chosen at random) the next bigger or smaller, the other levels kept."""
+        sp = list(self.space.space_map.values())[k]
+        sizes = [getattr(e, "size", None) for e in sp.entities]
+        if sizes[c] is None or len(sizes[c]) < 2:
+            return min(len(sizes) - 1, max(0, c + direction))
+        here = sizes[c]
+        level = 1 + int(self.rng.integers(len(here) - 1))
+        same = sorted((s[level], j) for j, s in enumerate(sizes)
+                      if all(a == b for m, (a, b) in enumerate(zip(s, here)) if m not in (0, level)))
+        at = next(n for n, (_, j) in enumerate(same) if j == c)
+        return same[min(len(same) - 1, max(0, at + direction))][1]
 
     def _propose(self, want: int) -> List[int]:
         pop = self._seeds(self.population)

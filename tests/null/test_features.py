@@ -195,7 +195,7 @@ def test_tensorir_candidates_multi_level_tiling():
     threads (fused into threadIdx.x), both inputs staged in shared memory per tile_k step."""
     task = TIRTask(notes.matmul_module({"n": 128}), "cuda")
     index = next(i for i in range(len(task.config_space)) if task.config_space.get(i).to_values() == {
-        "tile_y": 4, "tile_x": 2, "threads_y": 4, "threads_x": 4, "tile_k": 4, "vector": 1, "unroll_k": 0})
+        "tile_y": [-1, 4, 4], "tile_x": [-1, 4, 2], "tile_k": [-1, 4], "vector": 1, "unroll_k": 0})
     pf = F.candidate_features(task, index)
     assert pf.threads_per_block == 16
     # a block: 16 rows x 8 columns; 128 / 16 = 8 by 128 / 8 = 16 blocks
@@ -285,7 +285,7 @@ def test_xgb_tuner_feature_types():
     tuner = autotvm.tuner.XGBTuner(task, plan_size=8, seed=0)
     assert tuner.feature_type == "itervar"  # autotvm's default
     x = tuner._features(7)
-    knobs = len(task.config_space.space_map)
+    knobs = 3 + 3 + 2 + 1 + 1  # tile_y, tile_x (3 factors each), tile_k (2), vector, unroll_k
     assert x.shape == (F.feature_length("itervar") + knobs,)
     assert tuner.extractor.extracted == 1
     tuner._features(7)
