@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Scaling check on a 2-GPU machine: the tutorial suite's CUDA cases (CASE_S seconds of measuring each,
+# Scaling check on a 2-GPU machine: the tutorial suite's CUDA cases (SUITES="a.toml b.toml ...": the
+# workloads of those suites in one, e.g. a nightly-size suite of 100+ CUDA cases) (CASE_S seconds of measuring each,
 # default 2; several values allowed: CASE_S="2 6") on one GPU and on two, REPS times each (default 2),
 # in the modes of MODES (default "embedded cluster"):
 #   embedded  kbench starts its own Ray (CUDA_VISIBLE_DEVICES=0 for one GPU)
@@ -18,6 +19,21 @@ mkdir -p "$out"
 results="$out/results.tsv"
 printf 'mode\tgpus\trep\twall_s\tkbench_s\tdispatch_s\tok\tplanned\tnvcc\trc\tcase_s\n' > "$results"
 suite=suites/tutorials.toml
+if [ -n "${SUITES:-}" ]; then
+  # a nightly-size suite: the workloads of several suites in one (the first one's [suite] and
+  # [measure] tables, then every suite's [[workload]] tables)
+  suite="$out/combined.toml"
+  python3 - "$suite" $SUITES <<'PY'
+import sys
+out, files = sys.argv[1], sys.argv[2:]
+parts = []
+for k, f in enumerate(files):
+    text = open(f).read()
+    at = text.index("[[workload]]")
+    parts.append(text if k == 0 else text[at:])
+open(out, "w").write("\n".join(parts).replace('name = "tutorials"', 'name = "nightly-size"', 1))
+PY
+fi
 port=${KBENCH_RAY_PORT:-6390}
 export RAY_USAGE_STATS_ENABLED=0 COLUMNS=250   # no usage-stats calls; rich: no wrapped summary line
 unset RAY_ADDRESS RAY_AUTH_MODE RAY_AUTH_TOKEN RAY_AUTH_TOKEN_PATH
