@@ -22,7 +22,6 @@ __all__ = ["Split", "Fuse", "Rebase", "Singleton", "IterVarAttr", "thread_domina
            "pass_up_index", "iter_flags"]
 
 
-
 @dataclass(frozen=True, eq=False)
 class Split:
     parent: IterVar

@@ -26,8 +26,6 @@ def _starts_at_zero(r: Range) -> bool:
     return isinstance(r.min, IntImm) and r.min.value == 0
 
 
-
-
 # -- stages ---------------------------------------------------------------------------------------
 
 
@@ -46,6 +44,7 @@ class AttachType(str):
         return not self.__eq__(other)
 
     __hash__ = str.__hash__
+
 
 _THREAD_TAGS = {f"{a}.{d}" for a in ("blockIdx", "threadIdx") for d in "xyz"} | {"vthread", "cthread"}
 
