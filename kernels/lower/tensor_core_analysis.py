@@ -10,22 +10,25 @@ expressions evaluated for all lanes at once with numpy, :func:`_warp_arrays`, or
 :func:`_warp_walk`), the tiles' layouts and leading dimensions (:func:`_layouts`), their symbolic
 first addresses and alignment (:func:`_bases`) and the fragment shape (:func:`_choose_fragment`);
 last the output tile's first address (:func:`_output_base`). The result is a :class:`Plan`.
+The index expressions are evaluated by kernels.lower.tensor_core_eval.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..tir import attr
-from ..tir.expr import Add, Buffer, BufferLoad, Call, Cast, FloatImm, IntImm, Mul, PrimExpr, Var, const
+from ..tir.expr import Add, Buffer, BufferLoad, Cast, FloatImm, IntImm, Mul, PrimExpr, Var, const
 from ..tir.functor import collect, substitute
 from ..tir.simplify import simplify
 from ..tir.stmt import Allocate, BufferStore, For, IfThenElse, SeqStmt, Stmt, seq
 from .subbyte import packable
+from .tensor_core_eval import (Evaluator, Reads, TensorCoreMiss, last_of_each, loop_points, loop_ranges,
+                               loops_to)
 
 #: the pragma key (``s[stage].pragma(axis, "tensor_core")``)
 PRAGMA = attr.PRAGMA_TENSOR_CORE
@@ -48,10 +51,6 @@ def _fragment_bytes(dtype: str, rows: int, cols: int) -> int:
     return rows * cols * _INPUTS[dtype][3] // (8 * 32)
 
 
-class TensorCoreMiss(Exception):
-    """Why a pragma'd loop nest stays plain code (logged, never raised to the user)."""
-
-
 def has_pragma(s) -> bool:
     return isinstance(s, For) and any(k == PRAGMA for k, _ in s.annotations)
 
@@ -59,162 +58,8 @@ def has_pragma(s) -> bool:
 # -- reading the loop nest ----------------------------------------------------------------------
 
 
-def _loops_to(root: Stmt, target: Stmt) -> Optional[List[Stmt]]:
-    """The statements from ``root`` down to ``target`` (both included), or None."""
-    if root is target:
-        return [root]
-    kids: List[Stmt] = []
-    if isinstance(root, SeqStmt):
-        kids = list(root.seq)
-    elif isinstance(root, IfThenElse):
-        kids = [root.then_case] + ([root.else_case] if root.else_case is not None else [])
-    elif hasattr(root, "body") and isinstance(getattr(root, "body"), Stmt):
-        kids = [root.body]
-    for k in kids:
-        got = _loops_to(k, target)
-        if got is not None:
-            return [root] + got
-    return None
-
-
-def _loop_ranges(loops: Sequence[For]) -> List[range]:
-    """The values of each of ``loops`` (constant extents from 0)."""
-    ranges = []
-    for f in loops:
-        ext = simplify(f.extent)
-        if not isinstance(ext, IntImm) or not (isinstance(f.min, IntImm) and f.min.value == 0):
-            raise TensorCoreMiss(f"loop {f.loop_var.name} has no constant extent from 0")
-        ranges.append(range(ext.value))
-    return ranges
-
-
-def _loop_points(loops: Sequence[For]):
-    """Every assignment of values to ``loops`` (constant extents), as {var: value}."""
-    for vals in itertools.product(*_loop_ranges(loops)):
-        yield {f.loop_var: v for f, v in zip(loops, vals)}
-
-
-_BINOPS = {"Add": "({} + {})", "Sub": "({} - {})", "Mul": "({} * {})", "FloorDiv": "({} // {})",
-           "FloorMod": "({} % {})", "Min": "min({}, {})", "Max": "max({}, {})"}
-
-
-def _python(e: PrimExpr, names: Dict[Var, str]) -> str:
-    """An integer index expression as Python source; its variables read from ``env`` by name."""
-    if isinstance(e, IntImm):
-        return repr(e.value)
-    if isinstance(e, Var):
-        if e not in names:
-            names[e] = f"v{len(names)}"
-        return f"env[{names[e]}]"
-    fmt = _BINOPS.get(type(e).__name__)
-    if fmt is not None:
-        return fmt.format(_python(e.a, names), _python(e.b, names))
-    if isinstance(e, Cast):
-        return _python(e.value, names)
-    if isinstance(e, Call) and e.op.name == "tir.likely":
-        return _python(e.args[0], names)
-    raise TensorCoreMiss(f"cannot evaluate index {e}")
-
-
-def _combined(*columns: np.ndarray) -> np.ndarray:
-    """One integer per position, equal where every column is equal (mixed radix over the columns'
-    ranges)."""
-    key = np.zeros(len(columns[0]), dtype=np.int64)
-    span_total = 1
-    for col in columns:
-        lo, hi = int(col.min()), int(col.max())
-        span = hi - lo + 1
-        span_total *= span
-        if span_total >= 1 << 62:
-            raise OverflowError("keys too far apart to combine")
-        key = key * span + (col - lo)
-    return key
-
-
-def _last_of_each(*columns: np.ndarray) -> np.ndarray:
-    """Positions of the last occurrence of each distinct tuple of ``columns`` (equal-length integer
-    arrays), by increasing tuple."""
-    key = _combined(*columns)
-    order = np.argsort(key, kind="stable")  # equal keys keep their order: the last is the last met
-    k = key[order]
-    last = np.ones(len(k), dtype=bool)
-    last[:-1] = k[1:] != k[:-1]
-    return order[last]
-
-
-@dataclasses.dataclass(frozen=True)
-class _Reads:
-    """The shared-memory address an operand is read from for each (row, column, k) a warp computes
-    (distinct keys; numpy arrays of equal length)."""
-
-    rows: np.ndarray
-    cols: np.ndarray
-    ks: np.ndarray
-    addr: np.ndarray
-
-    def table(self, origin: int, by_row: bool) -> Optional[Dict[Tuple[int, int], int]]:
-        """{(row - origin, k): address} (``by_row``) or {(k, col - origin): address}; None when one
-        key has two addresses (the operand does not depend on the row / column alone)."""
-        a, b = (self.rows - origin, self.ks) if by_row else (self.ks, self.cols - origin)
-        key = _combined(a, b)
-        order = np.lexsort((self.addr, key))
-        a, b, addr, key = a[order], b[order], self.addr[order], key[order]
-        same = key[1:] == key[:-1]
-        if (same & (addr[1:] != addr[:-1])).any():
-            return None
-        keep = np.concatenate(([True], ~same))
-        return dict(zip(zip(a[keep].tolist(), b[keep].tolist()), addr[keep].tolist()))
-
-
-#: warps analysed with arrays and by the walk since the module was loaded (a profile's counters,
-#: not exact when several threads lower at once)
-WARP_COUNTS = {"arrays": 0, "walk": 0}
-
-
-class _Evaluator:
-    """Integer index expressions evaluated for given loop and thread values (variables looked up by
-    identity): each expression is turned into a Python function once, as the analysis evaluates the
-    same few indices for every lane, element and k of a warp's tile."""
-
-    def __init__(self) -> None:
-        self._fns: Dict[PrimExpr, object] = {}
-        self._arrays: Dict[PrimExpr, object] = {}
-
-    def function(self, e: PrimExpr):
-        """``e`` as a Python function of an environment {Var: int} (KeyError: a variable missing)."""
-        fn = self._fns.get(e)
-        if fn is None:
-            names: Dict[Var, str] = {}
-            src = _python(e, names)
-            ns = {name: var for var, name in names.items()}
-            ns.update(min=min, max=max)
-            fn = self._fns[e] = eval(f"lambda env: {src}", ns)  # noqa: S307 (source built above)
-        return fn
-
-    def array_function(self, e: PrimExpr):
-        """``e`` as a function of an environment {Var: int or numpy integer array} evaluated
-        elementwise (``//`` and ``%`` floor as Python's do; min/max elementwise)."""
-        fn = self._arrays.get(e)
-        if fn is None:
-            names: Dict[Var, str] = {}
-            src = _python(e, names)
-            ns = {name: var for var, name in names.items()}
-            ns.update(min=np.minimum, max=np.maximum)
-            fn = self._arrays[e] = eval(f"lambda env: {src}", ns)  # noqa: S307 (source built above)
-        return fn
-
-    def __call__(self, e: PrimExpr, env: Dict[Var, int]) -> int:
-        fn = self.function(e)
-        try:
-            return fn(env)
-        except KeyError as missing:
-            var = missing.args[0]
-            raise TensorCoreMiss(f"index depends on {getattr(var, 'name', var)}, which varies where it "
-                                 "must not") from None
-
-
-def _fill_map(alloc: Allocate, _ev: "_Evaluator") -> Tuple[Dict[int, Tuple[Dict[Var, int], PrimExpr]], Buffer,
-                                                            List[For]]:
+def _fill_map(alloc: Allocate, _ev: Evaluator) -> Tuple[Dict[int, Tuple[Dict[Var, int], PrimExpr]], Buffer,
+                                                          List[For]]:
     """For a register copy ``X.local[f(i)] = X.shared[g(i)]``: local index -> (loop values, g)."""
     stores = [s for s in collect(alloc.body, lambda n: isinstance(n, BufferStore))
               if s.buffer is alloc.buffer]
@@ -223,12 +68,12 @@ def _fill_map(alloc: Allocate, _ev: "_Evaluator") -> Tuple[Dict[int, Tuple[Dict[
     st = stores[0]
     if not isinstance(st.value, BufferLoad) or st.value.buffer.scope != attr.SHARED:
         raise TensorCoreMiss(f"{alloc.buffer.name} is not a copy of a shared buffer")
-    path = _loops_to(alloc.body, st)
+    path = loops_to(alloc.body, st)
     if path is None or any(isinstance(p, IfThenElse) for p in path):
         raise TensorCoreMiss(f"the copy into {alloc.buffer.name} is guarded")
     loops = [p for p in path if isinstance(p, For)]
     out: Dict[int, Tuple[Dict[Var, int], PrimExpr]] = {}
-    for env in _loop_points(loops):
+    for env in loop_points(loops):
         out[_ev(st.indices[0], env)] = (env, st.value.indices[0])
     return out, st.value.buffer, loops
 
@@ -312,7 +157,7 @@ def analyse(acc_alloc: Allocate, threads: Dict[str, Tuple[Var, int]], vectorize:
     """The WMMA plan of the register accumulator ``acc_alloc`` (its loop nest carries the pragma),
     for a block of ``threads`` (thread tag -> (variable, extent)); ``vectorize``: evaluate the warps'
     index expressions as numpy arrays (False: lane by lane). Raises :class:`TensorCoreMiss`."""
-    ev = _Evaluator()
+    ev = Evaluator()
     nest = _read_nest(acc_alloc)
     block = _Block(threads, nest, ev)
     sites = [_analyse_site(u, block, vectorize) for u in nest.updates]
@@ -376,7 +221,7 @@ def _read_nest(acc_alloc: Allocate) -> _Nest:
     if out_buf.scope != attr.GLOBAL or len(out_buf.shape) != 2:
         raise TensorCoreMiss("the output is not a 2-D global tensor")
     out_cols = int(out_buf.shape[1])
-    store_loops = [p for p in _loops_to(store_part, out_st) if isinstance(p, For)]
+    store_loops = [p for p in loops_to(store_part, out_st) if isinstance(p, For)]
     return _Nest(acc, middle, updates, out_st, out_buf, out_cols, store_loops)
 
 
@@ -387,7 +232,7 @@ class _Block:
     indices of a thread's warp's first lane, symbolically. ``nest`` and ``ev`` are the nest analysed
     and the evaluator of its indices."""
 
-    def __init__(self, threads: Dict[str, Tuple[Var, int]], nest: _Nest, ev: "_Evaluator") -> None:
+    def __init__(self, threads: Dict[str, Tuple[Var, int]], nest: _Nest, ev: Evaluator) -> None:
         self.nest, self.ev = nest, ev
         tvars = self.tvars = {t: threads.get(f"threadIdx.{t}", (None, 1)) for t in "xyz"}
         X, Y, Z = (tvars[t][1] for t in "xyz")
@@ -424,7 +269,7 @@ class _Block:
             nest, ev = self.nest, self.ev
             env = self.lane_env(lane)
             where = self._owners[lane] = {}
-            for pt in _loop_points(nest.store_loops):
+            for pt in loop_points(nest.store_loops):
                 e = {**env, **pt}
                 row, col = divmod(ev(nest.out_st.indices[0], e), nest.out_cols)
                 where[ev(nest.out_st.value.indices[0], e)] = (row, col, pt)
@@ -472,7 +317,7 @@ def _read_operands(upd: BufferStore, block: _Block) -> _Operands:
     """The operands and loops of ``upd``, or a miss (not a product of two register copies of shared
     tiles, a type WMMA lacks, a reduction step not one fragment's k long)."""
     middle, acc, _ev = block.nest.middle, block.nest.acc, block.ev
-    path = _loops_to(middle, upd)
+    path = loops_to(middle, upd)
     if any(isinstance(p, IfThenElse) for p in path):
         raise TensorCoreMiss("the update is guarded")
     lx, ly = _operand_loads(upd.value, acc)
@@ -505,7 +350,7 @@ def _read_operands(upd: BufferStore, block: _Block) -> _Operands:
         raise TensorCoreMiss(f"{dt_in} inputs accumulate in {acc_dtype}, not {acc.dtype}")
     kl_env = {f.loop_var: 0 for f in k_loops}
     loop_vars = [f.loop_var for f in tile_loops + [ki]]
-    ranges = _loop_ranges(tile_loops + [ki])
+    ranges = loop_ranges(tile_loops + [ki])
     f_upd, f_x, f_y = (_ev.function(x.indices[0]) for x in (upd, lx, ly))
     return _Operands(upd, lx, ly, outer_local, k_loops, fx, sx, fy, sy, ki, dt_in, dt_shapes, ldm_mult, bits,
                      K, kl_env, loop_vars, ranges, f_upd, f_x, f_y)
@@ -578,8 +423,8 @@ def _warp_tiles(op: _Operands, block: _Block, vectorize: bool):
 
 def _tile_table(src, by_row: bool, r0: int, c0: int) -> Optional[Dict[Tuple[int, int], int]]:
     """{(row - r0, k): address} (``by_row``) or {(k, col - c0): address} of an operand's reads
-    (:class:`_Reads` or {(row, col, k): address}); None where one key has two addresses."""
-    if isinstance(src, _Reads):
+    (:class:`Reads` or {(row, col, k): address}); None where one key has two addresses."""
+    if isinstance(src, Reads):
         return src.table(r0 if by_row else c0, by_row)
     t = {}
     for (row, col, k), addr in src.items():
@@ -665,10 +510,10 @@ def _warp_arrays(w: int, op: _Operands, block: _Block):
     # what the walk's dictionaries hold: of the entries with the same key, the last one
     rows, cols = rows.ravel(), cols.ravel()
     ks = np.broadcast_to(grid[None, :, -1], shape).ravel()
-    last = _last_of_each(rows, cols, ks)
-    xa = _Reads(rows[last], cols[last], ks[last], addrs[0].ravel()[last])
-    yb = _Reads(rows[last], cols[last], ks[last], addrs[1].ravel()[last])
-    where = _last_of_each(rows, cols).tolist()
+    last = last_of_each(rows, cols, ks)
+    xa = Reads(rows[last], cols[last], ks[last], addrs[0].ravel()[last])
+    yb = Reads(rows[last], cols[last], ks[last], addrs[1].ravel()[last])
+    where = last_of_each(rows, cols).tolist()
     cells = {(int(rows[i]), int(cols[i])): (32 * w + i // n_pts, points[i % n_pts]) for i in where}
     return cells, xa, yb
 
@@ -681,7 +526,7 @@ def _owners_arrays(env: Dict[Var, object], lane_vars, block: _Block):
     nest, _ev = block.nest, block.ev
     store_loops = nest.store_loops
     li = np.arange(32)[:, None]
-    store_pts = list(itertools.product(*_loop_ranges(store_loops)))
+    store_pts = list(itertools.product(*loop_ranges(store_loops)))
     if not store_pts:
         return None
     senv = {v: a for v, a in env.items() if v in lane_vars}
@@ -705,7 +550,7 @@ def _owners_arrays(env: Dict[Var, object], lane_vars, block: _Block):
     return known, row_of, col_of, size
 
 
-def _addresses_arrays(load: BufferLoad, fmap, env: Dict[Var, object], bound, shape, _ev: "_Evaluator"):
+def _addresses_arrays(load: BufferLoad, fmap, env: Dict[Var, object], bound, shape, _ev: Evaluator):
     """The shared address an operand is read from at each lane and loop value (an array of
     ``shape``): the register element ``load`` reads -> the fill loops' values (set in ``env``) -> the
     fill's shared index; None where the fill map is not one index over the same loops, its loops'
