@@ -345,9 +345,6 @@ KERNELS_MODULE_CYCLES = (
     # the T namespace parses (T.prim_func, I.ir_module), and the parser's default names are the T and
     # I namespaces: the parser is to receive its default names from them
     ["kernels.script.ir", "kernels.script.parser", "kernels.script.tir", "kernels.script.tirx"],
-    # schedule.py calls the annotation primitives of annotate.py, which tell a block's handle from a
-    # loop's by schedule.py's BlockRV/LoopRV: the handles are to move to a module of their own
-    ["kernels.tir.schedule.annotate", "kernels.tir.schedule.schedule"],
     # the package's __init__ registers the workloads of its submodules, which import Workload and
     # register from it: the values are to move to a module of their own
     ["kernels.workloads", "kernels.workloads.memory", "kernels.workloads.tensorcore",
