@@ -342,10 +342,6 @@ KERNELS_MODULE_CYCLES = (
     # the T namespace parses (T.prim_func, I.ir_module), and the parser's default names are the T and
     # I namespaces: the parser is to receive its default names from them
     ["kernels.script.ir", "kernels.script.parser", "kernels.script.tir", "kernels.script.tirx"],
-    # the package's __init__ registers the workloads of its submodules, which import Workload and
-    # register from it: the values are to move to a module of their own
-    ["kernels.workloads", "kernels.workloads.memory", "kernels.workloads.tensorcore",
-     "kernels.workloads.tutorial", "kernels.workloads.variants"],
 )
 
 
