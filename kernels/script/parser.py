@@ -80,7 +80,7 @@ from ..tir.stmt import (
     While,
     seq,
 )
-from .tir import INTRINSICS as _INTRINSICS
+from .intrinsics import INTRINSICS as _INTRINSICS
 
 
 class TVMScriptError(TVMError):
@@ -1118,7 +1118,7 @@ class _Parser:
             c = self.eval(node.test)
             if _is_number(c):
                 return self.eval(node.body if c else node.orelse)
-            from .tir import if_then_else
+            from .intrinsics import if_then_else
 
             return if_then_else(self.as_bool(c, node), self.eval(node.body), self.eval(node.orelse))
         raise self.error(node, f"unsupported expression {type(node).__name__}: {ast.unparse(node)}")
@@ -1350,15 +1350,14 @@ _ASSIGN_SYNTAX = {"allocate", "env_thread", "buffer_decl", "buffer_var", "alloc_
 # -- entry points ----------------------------------------------------------------------------------------
 
 
-#: names every script sees beside T and I: ``tvm`` (the package ``kernels`` registers itself when loaded;
-#: the front end does not import the package above it)
+#: the names every script sees, registered by their modules when loaded (the parser imports none of
+#: them): ``T`` (kernels.script.tirx: kernels.script.tir plus TVM 0.2x's names, T.sblock ...), ``I``
+#: (kernels.script.ir) and ``tvm`` (the package ``kernels``, the front end's floor above)
 DEFAULT_NAMES: Dict[str, Any] = {}
 
 
 def _default_env() -> Dict[str, Any]:
-    from . import ir, tirx  # tirx: kernels.script.tir plus TVM 0.2x's names (T.sblock ...)
-
-    return {"T": tirx, "tvm": DEFAULT_NAMES.get("tvm"), "I": ir}
+    return {"T": DEFAULT_NAMES.get("T"), "tvm": DEFAULT_NAMES.get("tvm"), "I": DEFAULT_NAMES.get("I")}
 
 
 def caller_locals(depth: int) -> Dict[str, Any]:

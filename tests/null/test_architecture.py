@@ -339,9 +339,6 @@ KERNELS_MODULE_CYCLES = (
     # (block.py walks and prints its statements with the same functor and printer)
     ["kernels.tir.block", "kernels.tir.expr", "kernels.tir.functor", "kernels.tir.printer",
      "kernels.tir.stmt"],
-    # the T namespace parses (T.prim_func, I.ir_module), and the parser's default names are the T and
-    # I namespaces: the parser is to receive its default names from them
-    ["kernels.script.ir", "kernels.script.parser", "kernels.script.tir", "kernels.script.tirx"],
 )
 
 
