@@ -10,41 +10,30 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Tuple, Union
 
 from ..errors import LoweringError, TVMError
 from ..te import schedule as _te_schedule
 from ..te.schedule import Schedule
 from ..te.tensor import PlaceholderOp, Tensor
 from ..tir import attr
-from ..tir.expr import Buffer, IntImm, Var
+from ..tir.expr import Buffer, Var
 from ..tir.functor import collect
 from ..tir.printer import expr_str, stmt_str
-from ..tir.simplify import Simplifier, const_int_bound
-from ..tir.stmt import (
-    Allocate,
-    AttrStmt,
-    BufferStore,
-    Evaluate,
-    For,
-    IfThenElse,
-    LetStmt,
-    SeqStmt,
-    Stmt,
-    seq,
-)
+from ..tir.stmt import Stmt
 from .accumulate import promote_accumulators
 from .allreduce import lower_thread_allreduce
 from .bound import infer_bound
 from .double_buffer import inject_double_buffer, mark_double_buffer
 from .flatten import row_major_strides, storage_flatten
+from .from_blocks import tir_function
 from .intrin import lower_intrinsics
 from .loop_partition import partition_loops
 from .schedule_ops import check_attachments, inline_bodies, schedule_to_stmt
+from .simplify import simplify_stmt
 from .storage_sync import insert_storage_sync
 from .subbyte import lower_subbyte
 from .tensor_core import rewrite_tensor_core
-from .te_stmt import ThreadAllReduce
 from .unroll import unroll_loops
 from .vectorize import vectorize_loops
 from .virtual_thread import inject_virtual_thread
@@ -122,56 +111,6 @@ class IRModule:
 
 
 # -- passes ----------------------------------------------------------------------------------------
-
-
-def simplify_stmt(stmt: Stmt, ranges: Optional[Dict[Var, tuple]] = None) -> Stmt:
-    """Simplify every expression with the ranges of the enclosing loops; drop proven branches."""
-    ranges = dict(ranges or {})
-
-    def rng(ext) -> tuple:
-        hi = const_int_bound(ext)[1]
-        return (0, None if hi is None else hi - 1)
-
-    def visit(s: Stmt) -> Stmt:
-        simp = Simplifier(ranges)
-        if isinstance(s, SeqStmt):
-            return seq(*[visit(x) for x in s.seq])
-        if isinstance(s, For):
-            ext = simp(s.extent)
-            if isinstance(ext, IntImm) and ext.value <= 0:
-                return seq()
-            ranges[s.loop_var] = rng(ext)
-            body = visit(s.body)
-            del ranges[s.loop_var]
-            return dataclasses.replace(s, min=simp(s.min), extent=ext, body=body)
-        if isinstance(s, AttrStmt):
-            if s.attr_key == attr.THREAD_EXTENT:
-                ext = simp(s.value)
-                ranges[s.node.var] = rng(ext)
-                body = visit(s.body)
-                return dataclasses.replace(s, value=ext, body=body)
-            return dataclasses.replace(s, body=visit(s.body))
-        if isinstance(s, IfThenElse):
-            c = simp(s.condition)
-            if isinstance(c, IntImm):
-                if c.value:
-                    return visit(s.then_case)
-                return visit(s.else_case) if s.else_case is not None else seq()
-            return IfThenElse(c, visit(s.then_case), None if s.else_case is None else visit(s.else_case))
-        if isinstance(s, LetStmt):
-            return LetStmt(s.var, simp(s.value), visit(s.body))
-        if isinstance(s, Allocate):
-            return dataclasses.replace(s, extent=simp(s.extent), body=visit(s.body))
-        if isinstance(s, BufferStore):
-            return BufferStore(s.buffer, simp(s.value), tuple(simp(i) for i in s.indices))
-        if isinstance(s, Evaluate):
-            return Evaluate(simp(s.value))
-        if isinstance(s, ThreadAllReduce):
-            return dataclasses.replace(s, values=tuple(simp(v) for v in s.values),
-                                       condition=simp(s.condition))
-        return s
-
-    return visit(stmt)
 
 
 #: dtypes a scalar argument may have (passed by value to C functions and GPU kernels)
@@ -372,8 +311,6 @@ def lower(sch: Schedule, args=None, name: str = "main", binds=None, simple_mode:
     (an IRModule or PrimFunc from TVMScript, or a ``tir.Schedule``) has its blocks lowered to loops
     first and then goes through the same passes (``args`` is not needed)."""
     if is_tensor_ir(sch):
-        from .from_blocks import tir_function
-
         func = run_passes(tir_function(sch, "", name if name not in ("main", "default_function") else
                                        "default_function"))
         return IRModule({func.name: func})

@@ -84,6 +84,7 @@ from ..tir.stmt import (
     seq,
 )
 from .accumulate import hoist_reduction_init
+from .simplify import simplify_stmt
 
 ALIGN_KEY = "buffer_dim_align"
 
@@ -602,12 +603,6 @@ def flatten_buffers(stmt: Stmt, params: Tuple[Buffer, ...]) -> Stmt:
 # -- the pipeline ---------------------------------------------------------------------------------------
 
 
-def _simplify(stmt: Stmt) -> Stmt:
-    from . import simplify_stmt
-
-    return simplify_stmt(stmt)
-
-
 #: the passes that turn a block-level body into the loop IR, in order
 BLOCK_PASSES: List[Tuple[str, Callable[[Stmt, PrimFunc], Stmt]]] = [
     ("hoist_reduction_init", lambda s, f: hoist_reduction_init(s)),
@@ -616,7 +611,7 @@ BLOCK_PASSES: List[Tuple[str, Callable[[Stmt, PrimFunc], Stmt]]] = [
     ("compact_buffers", lambda s, f: compact_buffers(s)),
     ("bind_threads", lambda s, f: bind_threads(s)),
     ("flatten_buffers", lambda s, f: flatten_buffers(s, f.buffers)),
-    ("simplify", lambda s, f: _simplify(s)),
+    ("simplify", lambda s, f: simplify_stmt(s)),
 ]
 
 

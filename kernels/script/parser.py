@@ -38,8 +38,8 @@ from ..tir.expr import Var, const
 from ..tir.function import IRModule, PrimFunc
 from .parse_base import _DTYPES, TVMScriptError, _BlockCtx, _script_name
 from .parse_block import BlockParser
-from .tir import INTRINSICS as _INTRINSICS
-from .tir import if_then_else as _if_then_else
+from .intrinsics import INTRINSICS as _INTRINSICS
+from .intrinsics import if_then_else as _if_then_else
 
 __all__ = ["DEFAULT_NAMES", "TVMScriptError", "caller_locals", "from_source", "ir_module", "parse_function"]
 
@@ -122,15 +122,14 @@ class _Parser(BlockParser):
 # -- entry points ----------------------------------------------------------------------------------------
 
 
-#: names every script sees beside T and I: ``tvm`` (the package ``kernels`` registers itself when loaded;
-#: the front end does not import the package above it)
+#: the names every script sees, registered by their modules when loaded (the parser imports none of
+#: them): ``T`` (kernels.script.tirx: kernels.script.tir plus TVM 0.2x's names, T.sblock ...), ``I``
+#: (kernels.script.ir) and ``tvm`` (the package ``kernels``, the front end's floor above)
 DEFAULT_NAMES: Dict[str, Any] = {}
 
 
 def _default_env() -> Dict[str, Any]:
-    from . import ir, tirx  # tirx: kernels.script.tir plus TVM 0.2x's names (T.sblock ...)
-
-    return {"T": tirx, "tvm": DEFAULT_NAMES.get("tvm"), "I": ir}
+    return {"T": DEFAULT_NAMES.get("T"), "tvm": DEFAULT_NAMES.get("tvm"), "I": DEFAULT_NAMES.get("I")}
 
 
 def caller_locals(depth: int) -> Dict[str, Any]:
