@@ -30,6 +30,7 @@ from .from_blocks import tir_function
 from .intrin import lower_intrinsics
 from .loop_partition import partition_loops
 from .schedule_ops import check_attachments, inline_bodies, schedule_to_stmt
+from .pipeline import Pass, _body, _target_body
 from .simplify import simplify_stmt
 from .storage_sync import insert_storage_sync
 from .subbyte import lower_subbyte
@@ -248,39 +249,25 @@ def final_simplify_pass(func: PrimFunc, target: str) -> PrimFunc:
     return func.with_body(simplify_stmt(func.body, shape_var_ranges(func)))
 
 
-@dataclasses.dataclass(frozen=True)
-class Pass:
-    """One named step of lowering: ``run(func)`` (``run(func, target)`` for a target pass) returns
-    the rewritten :class:`PrimFunc`. Each pass can be run and tested alone."""
-
-    name: str
-    run: Callable[..., PrimFunc]
-    doc: str
-
-    def __call__(self, func: PrimFunc, *target) -> PrimFunc:
-        return self.run(func, *target)
-
-
-def _body(fn: Callable[[Stmt], Stmt]) -> Callable[[PrimFunc], PrimFunc]:
-    """A pass on the function's body as a pass on the function."""
-    return lambda f: f.with_body(fn(f.body))
-
-
-def _target_body(fn: Callable[[Stmt, str], Stmt]) -> Callable[[PrimFunc, str], PrimFunc]:
-    """A target pass on the function's body as a target pass on the function."""
-    return lambda f, t: f.with_body(fn(f.body, t))
-
+# the passes that other code names (feature extraction leaves some out, reads before another)
+INJECT_VIRTUAL_THREAD = Pass("inject_virtual_thread", _body(inject_virtual_thread),
+                             "virtual-thread loops pushed inwards: shared work done once, dependent "
+                             "buffers sliced per thread")
+UNROLL = Pass("unroll", _body(unroll_loops), "unrolled loops of constant extent -> copies of their body")
+VECTORIZE = Pass("vectorize", _target_body(vectorize_loops),
+                 "vectorized loops -> vector loads/stores and lane-wise code (a plain loop on c)")
+LOOP_PARTITION = Pass("loop_partition", _target_body(lambda s, t: partition_loops(s)),
+                      "loops guarded by a bound check -> a guard-free main loop and a guarded tail")
 
 #: what ``lower`` runs, in order, on the function :func:`schedule_to_primfunc` builds
 PASSES: List[Pass] = [
     Pass("mark_double_buffer", _body(mark_double_buffer),
          "mark the producers of double-buffered stages (attr double_buffer_scope)"),
     Pass("storage_flatten", flatten_pass, "realized tensors -> flat buffers with (aligned) strides"),
-    Pass("inject_virtual_thread", _body(inject_virtual_thread),
-         "virtual-thread loops pushed inwards: shared work done once, dependent buffers sliced per thread"),
+    INJECT_VIRTUAL_THREAD,
     Pass("inject_double_buffer", _body(inject_double_buffer),
          "double the marked buffers; prefetch the next tile while the current one is used"),
-    Pass("unroll", _body(unroll_loops), "unrolled loops of constant extent -> copies of their body"),
+    UNROLL,
     Pass("simplify", simplify_pass, "scoped arithmetic simplification, proven predicates removed"),
 ]
 
@@ -295,12 +282,10 @@ TARGET_PASSES: List[Pass] = [
     Pass("lower_intrinsics", _target_body(lower_intrinsics), "tir.exp & co -> the target's math calls"),
     Pass("promote_accumulators", _target_body(lambda s, t: promote_accumulators(s)),
          "an element a serial loop updates at one index -> a local accumulator written back after it"),
-    Pass("vectorize", _target_body(vectorize_loops),
-         "vectorized loops -> vector loads/stores and lane-wise code (a plain loop on c)"),
+    VECTORIZE,
     Pass("storage_sync", _target_body(insert_storage_sync),
          "barriers where shared memory is written then read, or read then overwritten (GPU targets)"),
-    Pass("loop_partition", _target_body(lambda s, t: partition_loops(s)),
-         "loops guarded by a bound check -> a guard-free main loop and a guarded tail"),
+    LOOP_PARTITION,
     Pass("simplify", final_simplify_pass, "final simplification knowing that sizes are >= 0"),
 ]
 

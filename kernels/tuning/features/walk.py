@@ -71,7 +71,7 @@ from ...tir.stmt import Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenEl
 __all__ = ["SKIPPED_PASSES", "LOOP_KINDS", "Loop", "Access", "ProgramFeatures", "FeatureError",
            "DeviceLimits", "lower_for_features", "analyze"]
 
-#: the passes of :data:`kernels.lower.PASSES` / :data:`TARGET_PASSES` left out (see the docstring)
+#: the passes of :data:`kernels.lower.PASSES` / :data:`TARGET_PASSES` left out (see the docstring), by name
 SKIPPED_PASSES = ("unroll", "vectorize", "loop_partition")
 
 #: loop kinds of a level, as the one-hot part of a loop slot
@@ -244,7 +244,16 @@ def lower_for_features(inputs: Any, args: Optional[Sequence[Any]] = None, target
     """``(function, virtual threads)``: ``inputs`` (a TE schedule with ``args``, or TensorIR) lowered
     for ``target`` by every pass but :data:`SKIPPED_PASSES`; the virtual-thread extent is read
     before the pass that removes the virtual-thread loops."""
-    from ...lower import PASSES, TARGET_PASSES, is_tensor_ir, schedule_to_primfunc
+    from ...lower import (
+        INJECT_VIRTUAL_THREAD,
+        LOOP_PARTITION,
+        PASSES,
+        TARGET_PASSES,
+        UNROLL,
+        VECTORIZE,
+        is_tensor_ir,
+        schedule_to_primfunc,
+    )
 
     kind = _target_kind(target)
     if is_tensor_ir(inputs):
@@ -256,14 +265,15 @@ def lower_for_features(inputs: Any, args: Optional[Sequence[Any]] = None, target
             raise FeatureError("lower_for_features: a TE schedule needs its argument list")
         func = schedule_to_primfunc(inputs, args, "main")
     vthreads = 1
+    skipped = (UNROLL, VECTORIZE, LOOP_PARTITION)  # SKIPPED_PASSES, the objects themselves
     for p in PASSES:
-        if p.name in SKIPPED_PASSES:
+        if p in skipped:
             continue
-        if p.name == "inject_virtual_thread":
+        if p is INJECT_VIRTUAL_THREAD:
             vthreads = _vthread_extent(func.body)
         func = p(func)
     for p in TARGET_PASSES:
-        if p.name not in SKIPPED_PASSES:
+        if p not in skipped:
             func = p(func, kind)
     return func, vthreads
 
