@@ -15,7 +15,18 @@ import pandas as pd
 import pytest
 
 from harness import __version__, env, judge, store
-from harness.model import DEFAULT_THRESHOLD, OUTCOMES, Case, MeasureConfig, Result, Timing
+from harness.model import (
+    DEFAULT_THRESHOLD,
+    OUTCOMES,
+    Case,
+    MeasureConfig,
+    Peaks,
+    Phases,
+    Result,
+    Timeline,
+    Timing,
+    TuningRef,
+)
 from harness.store import DuplicateResult, Store, StoreError, UnknownRun, schema
 from harness.suite import load_suite
 
@@ -41,7 +52,12 @@ def make_result(case: Case, samples=(1.25e-5, 1.2500001e-5, 1.3e-5, 0.1 + 0.2), 
                                ("after", {"temperature_c": 44.0, "clock_event_reasons": ["sw_power_cap"]})))
     return Result(case=case, outcome=outcome, message="", timing=timing, gbps=1234.5678, gflops=None,
                   pct_peak_bw=0.37, pct_peak_flops=None, device="NVIDIA H100 80GB HBM3", env_id=env_id,
-                  worker="node-1/pid-42", build_s=0.75, extra=(("peer", "torch.sum"), ("ratio", 1.02)))
+                  worker="node-1/pid-42", build_s=0.75, inputs_version=2,
+                  phases=Phases(inputs=0.5, reference=0.25, build=0.75, build_wait=0.0, check=0.125,
+                                warmup=0.0625, measure=2.0),
+                  timeline=Timeline(build_start=1.7e9, build_end=1.7e9 + 0.75, start=1.7e9 + 0.5,
+                                    end=1.7e9 + 3.5),
+                  peaks=Peaks(bandwidth="copy", bandwidth_gbps=3336.5, flops=None))
 
 
 def fake_fp(**changes) -> dict:
@@ -467,7 +483,10 @@ def test_load_results_columns_and_filters(db):
     expected = ["result_id", "run_id", "run_started_at", "suite_name", "git_commit", "case_key", "workload",
                 "variant", "params", "knobs", "dtype", "target", "gpu_model", "outcome", "message",
                 "median_s", "ci_low_s", "ci_high_s", "n_samples", "discarded", "gbps", "pct_peak_bw",
-                "device", "worker", "mode", "stop_reason", "build_s", "env_id", "telemetry", "extra",
+                "device", "worker", "mode", "stop_reason", "build_s", "env_id", "telemetry", "variant_kind",
+                "inputs_version", "peak_bw_kind", "peak_bw_gbps", "peak_flops_kind", "tuning_source",
+                "tuning_device", "tuning_session_id", "tuning_trial_id", "tuning_cost_s", "phase_inputs_s",
+                "phase_build_wait_s", "phase_measure_s", "timeline_build_start", "timeline_end",
                 "created_at", "env_gpu_name", "env_host", "env_cpu_model"]
     assert set(expected) <= set(frame.columns)
     env_cols = [c for c in frame.columns if c.startswith("env_") and c != "env_id"]
@@ -634,7 +653,7 @@ def test_v6_store_migrates_to_v8_with_unknown_commits(db, monkeypatch):
         assert s.get_run(old)["kbench_commit"] is None and s.schema_version == store.SCHEMA_VERSION
     assert _sha(db) == before
     with Store.open(db) as s:
-        assert s.schema_version == store.SCHEMA_VERSION == 8
+        assert s.schema_version == store.SCHEMA_VERSION == 9
         assert (s.get_run(old)["kbench_commit"], s.get_run(old)["suite_commit"]) == (None, None)
     assert [r[1] for r in sqlite3.connect(db).execute("PRAGMA table_info(runs)")][-2:] == [
         "kbench_commit", "suite_commit"]
@@ -834,7 +853,8 @@ def test_v3_store_migrates_to_v4_with_typed_columns_filled_from_the_json(db, tmp
     with Store.open(db) as s:
         assert s.schema_version == store.SCHEMA_VERSION  # 4, then 5 (run uuids)
         frame = s.results_frame().set_index("case_key")
-        # typed columns filled from the JSON the rows carried; the JSON itself is untouched
+        # typed columns filled from the JSON the rows carried (version 9 then takes nvcc_calls, held
+        # twice, out of extra; the telemetry is untouched)
         assert frame.loc[make_case().key, "nvcc_calls"] == 3
         sides = s.results_frame([base, head])
         assert sides["side"].tolist() == ["base", "head"]
@@ -857,5 +877,8 @@ def test_v3_store_migrates_to_v4_with_typed_columns_filled_from_the_json(db, tmp
         assert (stored["regression_threshold"], stored["thresholds"]) == (0.07, {"row_sum": 0.09})
     with sqlite3.connect(db) as conn:
         width = len(results_before[0])
-        assert [r[:width] for r in conn.execute("SELECT * FROM results ORDER BY id")] == results_before
+        extra = [d[1] for d in conn.execute("PRAGMA table_info(results)")].index("extra")
+        after = [r[:width] for r in conn.execute("SELECT * FROM results ORDER BY id")]
+        assert after[0][extra] == "{}" and results_before[0][extra] == '{"nvcc_calls": 3}'
+        assert [r[:extra] + r[extra + 1:] for r in after] == [r[:extra] + r[extra + 1:] for r in results_before]
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
