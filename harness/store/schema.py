@@ -407,21 +407,26 @@ def _v9_typed_extra(conn: Connection | sqlite3.Connection) -> None:
     conn = as_connection(conn)
     for statement in _V9_STATEMENTS:
         conn.execute(conn.ddl(statement))
-    rows = conn.execute("SELECT id, extra, nvcc_calls FROM results WHERE extra <> '{}'"
-                        " ORDER BY id").fetchall()
-    for result_id, extra, nvcc_calls in rows:
-        try:
-            pairs = json.loads(extra)
-        except (TypeError, ValueError):
-            continue  # not JSON: left as it is
-        if not isinstance(pairs, dict):
-            continue
-        values, left = _v9_values(pairs, nvcc_calls)
-        if not values and left == pairs:
-            continue
-        sets = "".join(f"{name} = ?, " for name in values)
-        conn.execute(f"UPDATE results SET {sets}extra = ? WHERE id = ?",
-                     (*values.values(), json.dumps(left), result_id))
+    last = -1
+    while True:  # a thousand rows at a time: a store of millions of results is not read at once
+        rows = conn.execute("SELECT id, extra, nvcc_calls FROM results WHERE id > ? AND extra <> '{}'"
+                            " ORDER BY id LIMIT 1000", (last,)).fetchall()
+        if not rows:
+            return
+        for result_id, extra, nvcc_calls in rows:
+            last = result_id
+            try:
+                pairs = json.loads(extra)
+            except (TypeError, ValueError):
+                continue  # not JSON: left as it is
+            if not isinstance(pairs, dict):
+                continue
+            values, left = _v9_values(pairs, nvcc_calls)
+            if not values and left == pairs:
+                continue
+            sets = "".join(f"{name} = ?, " for name in values)
+            conn.execute(f"UPDATE results SET {sets}extra = ? WHERE id = ?",
+                         (*values.values(), json.dumps(left), result_id))
 
 
 def _v9_number(v: object, *, positive: bool = False) -> bool:

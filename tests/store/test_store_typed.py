@@ -245,3 +245,27 @@ def test_readers_read_the_typed_columns_of_a_migrated_store(tmp_path, monkeypatc
                                        " 0.12 s, check 0.03 s, warm-up 0.06 s, measuring 1.50 s]")
     assert phases_text(results[2]).startswith("[inputs 0.25 s, reference 0.01 s, check 0.03 s")
     assert phases_text(results[3]) == ""
+
+
+def test_a_large_v8_store_migrates_every_row(tmp_path, monkeypatch):
+    """The migration reads the results a thousand at a time: every one of 2,500 rows moves."""
+    db = tmp_path / "v8.db"
+    run = v8_store(db, monkeypatch)
+    n = 2500
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:8])
+    with Store.open(db) as st, st._transaction() as conn:
+        (first,) = conn.execute("SELECT MAX(id) FROM results").fetchone()
+        for i in range(n):
+            case = make_case(n=4096 + i, gpu_model=H100)
+            conn.execute("INSERT INTO cases (key, workload, variant, params, knobs, dtype, target, gpu_model,"
+                         " case_json) VALUES (?, 'row_sum', 'split', '{}', '{}', 'float32', 'cuda', ?, ?)",
+                         (case.key, H100, case.to_json()))
+            conn.execute("INSERT INTO results (run_id, case_key, outcome, message, device, worker, extra,"
+                         " case_json, created_at) VALUES (?, ?, 'wrong', '', ?, 'w', ?, ?, '2026-11-01')",
+                         (run, case.key, H100, json.dumps({"inputs_version": 2, "variant_kind": f"k{i}"}),
+                          case.to_json()))
+    monkeypatch.undo()
+    with Store.open(db) as st:
+        rows = st._conn.execute("SELECT inputs_version, variant_kind, extra FROM results WHERE id > ?"
+                                " ORDER BY id", (first,)).fetchall()
+    assert rows == [(2, f"k{i}", "{}") for i in range(n)]
