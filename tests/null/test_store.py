@@ -349,13 +349,22 @@ def test_result_round_trip_with_samples(db):
     fp = fake_fp()
     with Store.open(db) as s:
         run = s.begin_run(FakeSuite(), ["kbench"], "local", MeasureConfig())
-        # the worker's fingerprint travels with the result; nvcc calls, side and group have columns
+        # the worker's fingerprint travels with the result; nvcc calls, side, group and what the worker
+        # noted (phases, timeline, inputs version, variant kind, peaks, tuning) have columns
         result = replace(make_result(case, env_id=env.fingerprint_id(fp)), environment=fp, nvcc_calls=2,
-                         side="head", interleave_group=run)
+                         side="head", interleave_group=run, variant_kind="callable:torch",
+                         tuning=TuningRef("best", "H100", session_id=3, trial_id=9, cost_s=1.5e-5))
         rid = s.record_result(run, result)
         assert s.get_results(run) == [result]  # every field, samples compared exactly
         row = s.results_frame(run).iloc[0]
         assert (row["nvcc_calls"], row["side"], row["interleave_group"]) == (2, "head", run)
+        assert (row["variant_kind"], row["inputs_version"], row["peak_bw_kind"], row["peak_bw_gbps"]) == (
+            "callable:torch", 2, "copy", 3336.5)
+        assert pd.isna(row["peak_flops_kind"]) and row["phase_measure_s"] == 2.0
+        assert (row["tuning_source"], row["tuning_session_id"], row["tuning_trial_id"]) == ("best", 3, 9)
+        assert row["timeline_start"] == 1.7e9 + 0.5
+        (extra,) = s._conn.execute("SELECT extra FROM results WHERE id = ?", (rid,)).fetchone()
+        assert extra == "{}"  # nothing beside the columns
         sf = s.samples_frame([rid])
     assert sf["value_s"].tolist() == list(result.timing.samples)
     assert sf["sm_clock_mhz"].tolist() == list(result.timing.clocks_mhz)
