@@ -7,7 +7,7 @@ import hashlib
 import json
 import math
 import numbers
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from harness.errors import InvalidSetting
@@ -283,6 +283,138 @@ class Timing:
     telemetry: Tuple[Tuple[str, Any], ...] = ()  # before/after temperature, power, clock reasons
 
 
+def _seconds(owner: str, name: str, v: Any, *, optional: bool) -> Optional[float]:
+    """``v`` as a float of seconds (a non-negative finite number; None where ``optional``), else
+    InvalidSetting naming ``owner``'s field ``name``."""
+    if v is None and optional:
+        return None
+    if not _number(v) or v < 0:
+        raise InvalidSetting((name,), f"{name} must be a non-negative number of seconds, got {v!r}",
+                             owner=owner)
+    return float(v)
+
+
+#: the phases of a case's wall time (:class:`Phases`), in the order a run's progress prints them
+PHASE_NAMES = ("inputs", "reference", "build", "build_wait", "check", "warmup", "measure")
+
+
+@dataclass(frozen=True)
+class Phases:
+    """Where a case's wall time went, in seconds per phase (harness.execute.worker): drawing its
+    inputs, the float64 reference, the build (``build_wait``: the part of it the case waited for, a
+    build ahead having run while earlier cases were timed), the check, warm-up and measuring. A
+    phase a case does not have is None (a peer or callable variant is not built by kbench)."""
+
+    inputs: Optional[float] = None
+    reference: Optional[float] = None
+    build: Optional[float] = None
+    build_wait: Optional[float] = None
+    check: Optional[float] = None
+    warmup: Optional[float] = None
+    measure: Optional[float] = None
+
+    def __post_init__(self):
+        for name in PHASE_NAMES:
+            object.__setattr__(self, name, _seconds("Phases", name, getattr(self, name), optional=True))
+
+    def items(self) -> Tuple[Tuple[str, float], ...]:
+        """The phases the case had, ``(name, seconds)`` in :data:`PHASE_NAMES` order."""
+        return tuple((n, getattr(self, n)) for n in PHASE_NAMES if getattr(self, n) is not None)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """When a case's build and the case itself ran, in seconds since the epoch (``time.time()``):
+    a build ahead starts and ends before its case's ``start`` when it ran while earlier cases were
+    timed (harness.execute.ahead)."""
+
+    build_start: float
+    build_end: float
+    start: float
+    end: float
+
+    def __post_init__(self):
+        for name in ("build_start", "build_end", "start", "end"):
+            object.__setattr__(self, name, _seconds("Timeline", name, getattr(self, name), optional=False))
+        for first, last in (("build_start", "build_end"), ("start", "end")):
+            if getattr(self, first) > getattr(self, last):
+                raise InvalidSetting((first, last), f"{first} ({getattr(self, first)}) is after {last} "
+                                     f"({getattr(self, last)})", owner="Timeline")
+
+
+#: the bandwidth peaks a result's ``pct_peak_bw`` may be of (harness.stats.peaks.bandwidth_peak)
+BANDWIDTH_PEAKS = ("read", "copy")
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """Which measured peaks a result's percentages are of (harness.stats.peaks): ``bandwidth``, the
+    peak ``pct_peak_bw`` is of ("read" or "copy"; None where no bandwidth peak was measured) and its
+    ``bandwidth_gbps``; ``flops``, the matmul peak ``pct_peak_flops`` is of (its key among the measured
+    peaks, e.g. ``matmul_fp32_gflops``; None where the case is memory-bound or the peak unknown)."""
+
+    bandwidth: Optional[str] = None
+    bandwidth_gbps: Optional[float] = None
+    flops: Optional[str] = None
+
+    def __post_init__(self):
+        if self.bandwidth is not None and self.bandwidth not in BANDWIDTH_PEAKS:
+            raise InvalidSetting(("bandwidth",), f"bandwidth must be one of {', '.join(BANDWIDTH_PEAKS)} or "
+                                 f"None, got {self.bandwidth!r}", owner="Peaks")
+        gbps = self.bandwidth_gbps
+        if gbps is not None:
+            if not _number(gbps) or gbps <= 0:
+                raise InvalidSetting(("bandwidth_gbps",), f"bandwidth_gbps must be a positive number, got "
+                                     f"{gbps!r}", owner="Peaks")
+            if self.bandwidth is None:
+                raise InvalidSetting(("bandwidth", "bandwidth_gbps"), "bandwidth_gbps is given but not which "
+                                     "peak it is (bandwidth)", owner="Peaks")
+            object.__setattr__(self, "bandwidth_gbps", float(gbps))
+        if self.flops is not None and (not isinstance(self.flops, str) or not self.flops):
+            raise InvalidSetting(("flops",), f"flops must name a measured matmul peak or be None, got "
+                                 f"{self.flops!r}", owner="Peaks")
+
+
+#: where a tuned case's configuration came from (:class:`TuningRef`)
+TUNING_SOURCES = ("best", "untuned")
+
+
+@dataclass(frozen=True)
+class TuningRef:
+    """Which configuration a tuned case ran (harness.plan.TunedPick): ``source`` "best", the stored
+    best of its tuning key on ``device`` (tuning session ``session_id``, trial ``trial_id``, ``cost_s``
+    seconds a launch while tuning; ids of the store the run was made in), or "untuned", none stored:
+    the first configuration of its space (no session, trial or cost)."""
+
+    source: str
+    device: str = ""
+    session_id: Optional[int] = None
+    trial_id: Optional[int] = None
+    cost_s: Optional[float] = None
+
+    def __post_init__(self):
+        if self.source not in TUNING_SOURCES:
+            raise InvalidSetting(("source",), f"source must be one of {', '.join(TUNING_SOURCES)}, got "
+                                 f"{self.source!r}", owner="TuningRef")
+        if not isinstance(self.device, str):
+            raise InvalidSetting(("device",), f"device must be a string, got {self.device!r}",
+                                 owner="TuningRef")
+        refs = ("session_id", "trial_id", "cost_s")
+        if self.source == "untuned":
+            given = [n for n in refs if getattr(self, n) is not None]
+            if given:
+                raise InvalidSetting(tuple(given), f"an untuned configuration has no {', '.join(given)}",
+                                     owner="TuningRef")
+            return
+        for name in ("session_id", "trial_id"):
+            v = getattr(self, name)
+            if not _integer(v) or v < 1:
+                raise InvalidSetting((name,), f"the best configuration needs {name}, a positive integer, got "
+                                     f"{v!r}", owner="TuningRef")
+            object.__setattr__(self, name, int(v))
+        object.__setattr__(self, "cost_s", _seconds("TuningRef", "cost_s", self.cost_s, optional=True))
+
+
 @dataclass(frozen=True)
 class Result:
     """The outcome of one case in one run on one device.
@@ -292,6 +424,10 @@ class Result:
     (whose own fields are the first side's); the driver stores each in its side's run and gives them
     all the ``interleave_group`` that marks them as timed together. A case that failed as a whole
     (a timeout, a crash) has no ``sides``: its one Result stands for every side.
+
+    What the worker notes of a case besides its timing is typed too, and each has columns of its own
+    in the store (schema version 9): its :class:`Phases`, :class:`Timeline`, ``inputs_version``,
+    ``variant_kind``, :class:`Peaks` and, for a tuned case, its :class:`TuningRef`.
     """
 
     case: Case
@@ -311,11 +447,29 @@ class Result:
     side: str = ""  # the interleaved side (Side.name) this result is of; "" when not interleaved
     interleave_group: Optional[int] = None  # set by the driver: results sharing it were timed in one loop
     sides: Tuple["Result", ...] = ()  # the worker's answer for interleaved sides: one Result per side
-    extra: Tuple[Tuple[str, Any], ...] = field(default=())  # free-form pairs, stored as JSON
+    phases: Optional[Phases] = None  # where the case's wall time went
+    timeline: Optional[Timeline] = None  # when its build and the case ran (kbench builds only)
+    inputs_version: Optional[int] = None  # how its inputs were drawn (kernels.workloads.INPUTS_VERSION)
+    variant_kind: str = ""  # "cuda_source", "callable:<library>"; "" for a kbench schedule or a peer
+    peaks: Optional[Peaks] = None  # which measured peaks pct_peak_bw and pct_peak_flops are of
+    tuning: Optional[TuningRef] = None  # the configuration a tuned case ran
 
     def __post_init__(self):
         if self.outcome not in OUTCOMES:
             raise ValueError(f"outcome {self.outcome!r} is not one of {OUTCOMES}")
+        typed = (("phases", Phases), ("timeline", Timeline), ("peaks", Peaks), ("tuning", TuningRef))
+        for name, kind in typed:
+            v = getattr(self, name)
+            if v is not None and not isinstance(v, kind):
+                raise InvalidSetting((name,), f"{self.case.key}: {name} must be a {kind.__name__} or None, "
+                                     f"got {v!r}", owner="Result")
+        v = self.inputs_version
+        if v is not None and (not _integer(v) or v < 1):
+            raise InvalidSetting(("inputs_version",), f"{self.case.key}: inputs_version must be a positive "
+                                 f"integer or None, got {v!r}", owner="Result")
+        if not isinstance(self.variant_kind, str):
+            raise InvalidSetting(("variant_kind",), f"{self.case.key}: variant_kind must be a string, got "
+                                 f"{self.variant_kind!r}", owner="Result")
 
     def for_side(self, name: str) -> "Result":
         """This case's Result for side ``name``: the worker's for that side, else (a case that failed

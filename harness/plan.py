@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from .env import available_host_memory, local_gpu_memory
-from .model import Case
+from .model import Case, TuningRef
 from .suite import Suite, SuiteError
 
 
@@ -188,10 +188,9 @@ class TunedPick:
     trial_id: Optional[int] = None
     cost_s: Optional[float] = None
 
-    def as_extra(self) -> dict[str, Any]:
-        """What a result of the case stores about its configuration (``Result.extra["tuning"]``)."""
-        return {"source": self.source, "device": self.device, "session_id": self.session_id,
-                "trial_id": self.trial_id, "tuned_cost_s": self.cost_s}
+    def as_ref(self) -> TuningRef:
+        """What a result of the case stores about its configuration (``Result.tuning``)."""
+        return TuningRef(self.source, self.device, self.session_id, self.trial_id, self.cost_s)
 
 
 #: ``lookup(tuning_key, device, space)``: the stored best configuration that lies in ``space``, as

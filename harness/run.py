@@ -432,7 +432,7 @@ def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: i
             summary = RunSummary(run_id, Path(db), len(cases), skipped_targets=skipped, side_runs=side_runs,
                                  phases=phases, tuned_picks=[p for p in picks if p.case_key in todo_keys],
                                  resumed=resume is not None)
-            tuning_extra = {p.case_key: p.as_extra() for p in summary.tuned_picks}
+            tuning_refs = {p.case_key: p.as_ref() for p in summary.tuned_picks}
             emit("planned", summary)
 
             def on_result(r: Result) -> None:
@@ -441,10 +441,9 @@ def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: i
                 if heartbeat.lost is not None:
                     raise _Abort(RunFailed(f"run {heartbeat.lost} in {st.path}: another process took over "
                                            "its lease (this one's heartbeat had stopped)"))
-                if r.case.key in tuning_extra:  # which stored configuration a tuned case ran
-                    tuned = (("tuning", tuning_extra[r.case.key]),)
-                    r = replace(r, extra=r.extra + tuned,
-                                sides=tuple(replace(x, extra=x.extra + tuned) for x in r.sides))
+                if r.case.key in tuning_refs:  # which stored configuration a tuned case ran
+                    tuned = tuning_refs[r.case.key]
+                    r = replace(r, tuning=tuned, sides=tuple(replace(x, tuning=tuned) for x in r.sides))
                 stored = ([replace(r.for_side(name), interleave_group=run_id) for name in side_runs]
                           if side_runs else [r])
                 for into, mine in zip(side_runs.values() or (run_id,), stored):

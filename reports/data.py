@@ -146,8 +146,8 @@ def _tuning(store: Store, results: pd.DataFrame) -> pd.DataFrame:
         case = Case.from_json(str(r["case_json"]))
         if not case.tuned:
             continue
-        extra = json.loads(r["extra"]) if isinstance(r.get("extra"), str) else (r.get("extra") or {})
-        device = (extra.get("tuning") or {}).get("device")
+        device = r.get("tuning_device")  # the device its configuration was picked for
+        device = device if isinstance(device, str) else None
         trials = store.trials_frame([case.tuning_key])
         if device:
             trials = trials[trials["device"] == device]
@@ -311,9 +311,9 @@ def case_rows(data: ReportData) -> list[dict[str, Any]]:
             "pct_peak_bw": _opt(r.pct_peak_bw),
             "pct_peak_flops": _opt(r.pct_peak_flops),
             # which bandwidth peak pct_peak_bw is of: "read" or "copy" (harness.stats.peaks)
-            "peak_bw": peak_bw_kind(getattr(r, "extra", None)) or "copy",
+            "peak_bw": peak_bw_kind(getattr(r, "peak_bw_kind", None)),
             # the matmul peak pct_peak_flops is of (matmul_fp32_gflops, matmul_int8_gops, ...; None: unknown)
-            "peak_flops": peak_flops_kind(getattr(r, "extra", None)),
+            "peak_flops": peak_flops_kind(getattr(r, "peak_flops_kind", None)),
             "verdict": v.verdict if v is not None else "",
             "ratio": _opt(ratio),
             "ratio_lo": _opt(lo),
@@ -540,7 +540,7 @@ class VariantMatrix:
     metric: str | None
     columns: list[str]
     rows: list[VariantRow]
-    kinds: dict[str, str] = field(default_factory=dict)  # label -> Result.extra["variant_kind"]
+    kinds: dict[str, str] = field(default_factory=dict)  # label -> Result.variant_kind
 
 
 def variant_matrix(frame: pd.DataFrame, workload: str) -> VariantMatrix:
@@ -571,9 +571,10 @@ def variant_matrix(frame: pd.DataFrame, workload: str) -> VariantMatrix:
     columns = ([x for x in labels if not x.startswith(PEER_PREFIX)]
                + [x for x in labels if x.startswith(PEER_PREFIX)])
     kinds: dict[str, str] = {}
-    for label, extra in zip(df["label"], df["extra"] if "extra" in df.columns else [""] * len(df)):
-        if isinstance(extra, str) and '"variant_kind"' in extra:
-            kinds.setdefault(label, str(json.loads(extra)["variant_kind"]))
+    stored = df["variant_kind"] if "variant_kind" in df.columns else [""] * len(df)
+    for label, kind in zip(df["label"], stored):
+        if isinstance(kind, str) and kind:
+            kinds.setdefault(label, kind)
     rows = []
     for (dev, shape), g in df.groupby(["device_label", "shape_label"], sort=False):
         dtype = str(g["dtype"].iloc[0])

@@ -343,7 +343,7 @@ def _rate_text(rate: float | None, metric: str | None, dtype: str = "") -> str:
     return rate_text(rate, "B/s" if metric == "GB/s" else ops_unit(dtype))
 
 
-#: how the table names the variants that are not kbench schedules (Result.extra["variant_kind"])
+#: how the table names the variants that are not kbench schedules (Result.variant_kind)
 _KINDS = {"cuda_source": "CUDA source", "callable:torch": "callable (torch)",
           "callable:cupy": "callable (cupy)"}
 

@@ -409,15 +409,15 @@ def device_peaks(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
     float|None, "gflops": {dtype: float}}``.
 
     kbench stores ``pct_peak_bw = 100 * gbps / bandwidth peak`` (the copy peak, or the read peak for
-    kernels that only read, as the result's ``extra`` says: harness.stats.peaks) and ``pct_peak_flops
+    kernels that only read, as the result's ``peak_bw_kind`` says: harness.stats.peaks) and ``pct_peak_flops
     = 100 * gflops / matmul_peak(dtype)`` (harness.measure.derived), so the peaks are ``gbps /
     (pct_peak_bw / 100)`` over the results of each kind and ``gflops / (pct_peak_flops / 100)``; the
     median over the device's cases is taken (they agree up to rounding).
     """
     out: dict[str, dict[str, Any]] = {}
     ok = _ok(frame)
-    if "extra" in ok.columns:
-        kinds = ok["extra"].map(lambda e: peak_bw_kind(e) or "copy")
+    if "peak_bw_kind" in ok.columns:
+        kinds = ok["peak_bw_kind"].map(peak_bw_kind)
     else:
         kinds = pd.Series("copy", index=ok.index)
     for dev, g in ok.groupby(ok["device"].fillna(""), sort=True):

@@ -441,9 +441,10 @@ def _metric(r: Any) -> tuple[str, str, float | None]:
     fl = None if pd.isna(fl) else float(fl)
     unit = ops_unit(getattr(r, "dtype", None))
     if fl is not None and (bw is None or fl > bw) and pd.notna(r.gflops):
-        return rate_text(float(r.gflops), unit), peak_share_text(None, fl, getattr(r, "extra", None)), fl
+        share = peak_share_text(None, fl, None, getattr(r, "peak_flops_kind", None))
+        return rate_text(float(r.gflops), unit), share, fl
     if pd.notna(r.gbps):
-        return rate_text(float(r.gbps)), pct_peak_text(bw, getattr(r, "extra", None)), bw
+        return rate_text(float(r.gbps)), pct_peak_text(bw, getattr(r, "peak_bw_kind", None)), bw
     if pd.notna(r.gflops):
         return rate_text(float(r.gflops), unit), "", None
     return "", "", None

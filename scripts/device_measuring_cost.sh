@@ -59,27 +59,31 @@ run_one after "$here"
 
 python3 - "$dest/before.db" "$dest/after.db" "$(cat "$work/before.wall")" "$(cat "$work/after.wall")" \
   <<'PY' | tee "$dest/summary.txt"
-import json, sqlite3, sys
+import sys
+
+import pandas as pd
+
+from harness.model import PHASE_NAMES as order
+from harness.stats.peaks import peak_bw_kind
+from harness.store import Store
 
 before_db, after_db, wb, wa = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 print(f"\nwall time: before {wb:.1f} s, after {wa:.1f} s, ratio {wa / wb:.3f} (goal <= 0.4)")
-order = ("inputs", "reference", "build", "build_wait", "check", "warmup", "measure")
 for label, db in (("before", before_db), ("after", after_db)):
-    con = sqlite3.connect(db)
+    with Store.open(db, readonly=True) as st:  # a store of an older schema is migrated in memory
+        frame = st.results_frame()
     print(f"\n{label}: per-case phases (s) and % of peak")
     print(f"  {'case':70s} {'median':>9s} " + " ".join(f"{k[:9]:>9s}" for k in order) + "  % of peak")
     total = {k: 0.0 for k in order}
-    for key, outcome, med, gbps, pct, extra in con.execute(
-            "select case_key, outcome, median_s, gbps, pct_peak_bw, extra from results order by id"):
-        ex = json.loads(extra or "{}")
-        ph = ex.get("phases_s") or {}
+    for r in frame.itertuples(index=False):
+        ph = {k: getattr(r, f"phase_{k}_s") for k in order if pd.notna(getattr(r, f"phase_{k}_s"))}
         for k in order:
             total[k] += ph.get(k, 0.0)
-        kind = (ex.get("peaks") or {}).get("bandwidth") or "copy"
-        pct_text = "-" if pct is None else f"{pct:.1f} % of {kind} peak"
-        med_text = "-" if med is None else f"{med * 1e3:.4f}ms"
-        print(f"  {key[:70]:70s} {med_text:>9s} " + " ".join(
-            f"{ph[k]:9.3f}" if k in ph else f"{'-':>9s}" for k in order) + f"  {pct_text}  [{outcome}]")
+        pct, med = r.pct_peak_bw, r.median_s
+        pct_text = "-" if pd.isna(pct) else f"{pct:.1f} % of {peak_bw_kind(r.peak_bw_kind)} peak"
+        med_text = "-" if pd.isna(med) else f"{med * 1e3:.4f}ms"
+        print(f"  {r.case_key[:70]:70s} {med_text:>9s} " + " ".join(
+            f"{ph[k]:9.3f}" if k in ph else f"{'-':>9s}" for k in order) + f"  {pct_text}  [{r.outcome}]")
     print(f"  {'sum':70s} {'':>9s} " + " ".join(f"{total[k]:9.3f}" for k in order))
 PY
 

@@ -196,18 +196,16 @@ def fmt_time(s: float | None) -> str:
     return f"{s:.3f} s"
 
 
-#: the phases of a case's wall time (Result.extra "phases_s", harness.execute.worker), in order
-PHASE_LABELS = (("inputs", "inputs"), ("reference", "reference"), ("build", "build"),
-                ("build_wait", "waiting for the build"), ("check", "check"), ("warmup", "warm-up"),
-                ("measure", "measuring"))
+#: how a run's progress names the phases of a case's wall time (harness.model.Phases)
+PHASE_LABELS = {"build_wait": "waiting for the build", "warmup": "warm-up", "measure": "measuring"}
 
 
 def phases_text(result) -> str:
     """``[inputs 0.21 s, reference 0.00 s, ...]`` for a result that carries its phases, else ""."""
-    phases = dict(result.extra).get("phases_s") if result is not None else None
-    if not phases:
+    phases = result.phases if result is not None else None
+    if phases is None or not phases.items():
         return ""
-    return "[" + ", ".join(f"{label} {phases[k]:.2f} s" for k, label in PHASE_LABELS if k in phases) + "]"
+    return "[" + ", ".join(f"{PHASE_LABELS.get(k, k)} {s:.2f} s" for k, s in phases.items()) + "]"
 
 
 def progress_display(title: str = "cases built + checked + measured"):
@@ -299,7 +297,7 @@ def print_run_table(db: Path | str, run_id: int) -> None:
         few = n is not None and need is not None and n < need  # no CI from fewer than min_samples
         ci = "-" if lo is None else (f"- ({int(n)} samples)" if few else f"{fmt_time(lo)} .. {fmt_time(hi)}")
         pct = peak_share_text(_num(r.get("pct_peak_bw")), _num(r.get("pct_peak_flops")),
-                              r.get("extra")) or "-"
+                              r.get("peak_bw_kind"), r.get("peak_flops_kind")) or "-"
         table.add_row(escape(str(r["case_key"])), str(r["outcome"]), fmt_time(med), ci,
                       rate_text(gbps) or "-",
                       rate_text(_num(r.get("gflops")), ops_unit(r.get("dtype"))) or "-",

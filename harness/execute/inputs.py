@@ -14,7 +14,7 @@ peer of a shape is checked and timed on the same data, on every worker and rerun
 
 What identifies a case's inputs: the case key (workload, parameters, dtype, ...), the run's seed
 (stored with the run's MeasureConfig) and the way the workloads draw (kernels.workloads.uniform,
-named by ``kernels.workloads.INPUTS_VERSION``, which each result stores as ``extra.inputs_version``;
+named by ``kernels.workloads.INPUTS_VERSION``, which each result stores as ``Result.inputs_version``;
 results without it were measured on version 1, float64 draws rounded to the dtype). Neither the case
 key nor the environment fingerprint contains the version, so a result is still compared with older
 results of its case: the timed kernels do the same work whatever the values (no data-dependent

@@ -20,7 +20,7 @@ import kernels as tvm
 from harness import measure
 from harness.config import apply_runtime_defaults
 from harness.env import fingerprint, fingerprint_id
-from harness.model import Case, MeasureConfig, Result
+from harness.model import Case, MeasureConfig, Peaks, Phases, Result, Timeline
 from harness.stats.peaks import bandwidth_peak, flops_peak_key, needs_flops_peak
 from kernels.errors import TVMError
 from kernels.runtime import build_module
@@ -84,10 +84,11 @@ def _env(target: str) -> tuple[str, dict]:
     return fingerprint_id(fp), fp
 
 
-def _phases(**seconds: float) -> tuple:
-    """Result.extra's ``phases_s``: where a case's wall time went (inputs, reference, build, check,
-    warm-up, measuring), seconds each; printed by the CLI and stored with the result."""
-    return (("phases_s", {k: round(float(v), 6) for k, v in seconds.items()}),)
+def _phases(**seconds: float) -> Phases:
+    """A result's :class:`~harness.model.Phases`: where a case's wall time went (inputs, reference,
+    build, check, warm-up, measuring), seconds each to the microsecond; printed by the CLI and stored
+    with the result."""
+    return Phases(**{k: round(float(v), 6) for k, v in seconds.items()})
 
 
 def _measure_phases(timing) -> dict:
@@ -97,15 +98,12 @@ def _measure_phases(timing) -> dict:
 
 
 def _ok(case: Case, timing, flops: float, nbytes: float, target: str,
-        traffic: Optional[tuple] = None, extra: tuple = (), **fields) -> Result:
-    """The ``ok`` Result of a timed case, with its derived rates. ``traffic``: the workload's (read,
-    written) bytes, which pick the bandwidth peak; ``extra`` gains ``peaks``: which bandwidth peak
-    ``pct_peak_bw`` is of ("read" or "copy") and its GB/s, and which matmul peak ``pct_peak_flops`` is of
-    (None where the case is memory-bound and its share of the FLOP peak is not worked out, see
-    harness.stats.peaks.needs_flops_peak)."""
-    kind = _variant_kind(case)
-    if kind:
-        extra = tuple(extra) + (("variant_kind", kind),)
+        traffic: Optional[tuple] = None, **fields) -> Result:
+    """The ``ok`` Result of a timed case, with its derived rates, its variant's kind and its
+    ``peaks``. ``traffic``: the workload's (read, written) bytes, which pick the bandwidth peak; the
+    Peaks say which bandwidth peak ``pct_peak_bw`` is of ("read" or "copy") and its GB/s, and which
+    matmul peak ``pct_peak_flops`` is of (None where the case is memory-bound and its share of the
+    FLOP peak is not worked out, see harness.stats.peaks.needs_flops_peak)."""
     want_flops = needs_flops_peak(flops, nbytes)
     peaks = measure.device_peaks(target, _env(target)[0], flops=want_flops)
     if not want_flops:
@@ -113,15 +111,16 @@ def _ok(case: Case, timing, flops: float, nbytes: float, target: str,
     d = measure.derived(timing, flops, nbytes, peaks, dtype=case.dtype, traffic=traffic)
     kind, bw = bandwidth_peak(peaks, *(traffic or (None, None)))
     flops_key = flops_peak_key(case.dtype)
-    note = {"bandwidth": kind if bw else None, "bandwidth_gbps": bw,
-            "flops": flops_key if peaks.get(flops_key) else None}
+    note = Peaks(bandwidth=kind if bw else None, bandwidth_gbps=bw if bw else None,
+                 flops=flops_key if peaks.get(flops_key) else None)
     return Result(case, "ok", timing=timing, gbps=d.get("gbps"), gflops=d.get("gflops"),
                   pct_peak_bw=d.get("pct_peak_bw"), pct_peak_flops=d.get("pct_peak_flops"),
-                  device=_device_name(target), extra=tuple(extra) + (("peaks", note),), **fields)
+                  device=_device_name(target), variant_kind=_variant_kind(case),
+                  peaks=None if note == Peaks() else note, **fields)
 
 
 def _variant_kind(case: Case) -> str:
-    """What ``Result.extra["variant_kind"]`` says of a case: ``"cuda_source"`` or ``"callable:<library>"``
+    """What ``Result.variant_kind`` says of a case: ``"cuda_source"`` or ``"callable:<library>"``
     for those variants (kernels.workloads.cuda_source, device_callable; the report names them), ``""``
     for a kbench schedule or a peer."""
     if case.peer:
@@ -199,7 +198,7 @@ def _run_on_library(case: Case, config: MeasureConfig, worker: str, run) -> Resu
 
         return _with_sides(config, {side: _ok(case, t, flops, nbytes, "cuda", traffic=traffic, env_id=env_id,
                                               worker=worker, environment=fp,
-                                              extra=phases(t) + (("inputs_version", INPUTS_VERSION),))
+                                              phases=phases(t), inputs_version=INPUTS_VERSION)
                                     for side, t in sides})
     except Exception as exc:
         return Result(case, "crashed", message=f"{type(exc).__name__}: {exc}", worker=worker)
@@ -278,10 +277,10 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
     the remaining sides are timed together.
 
     ``ahead``: the builds ahead of the batch (:mod:`harness.execute.ahead`): this checkout's build of
-    the case comes from there. A result's ``extra`` carries ``phases_s`` (where its wall time went;
-    ``build`` is the build's own time, ``build_wait`` the part of it the case waited for, the rest ran
-    while earlier cases were checked and timed) and ``timeline`` (wall-clock times of the build's start
-    and end and of the case's start and end).
+    the case comes from there. A result carries its ``phases`` (where its wall time went; ``build``
+    is the build's own time, ``build_wait`` the part of it the case waited for, the rest ran while
+    earlier cases were checked and timed) and ``timeline`` (wall-clock times of the build's start and
+    end and of the case's start and end).
     """
     worker = worker_label()
     if case.peer:
@@ -344,7 +343,7 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
                 results[n] = Result(case, "wrong", message=msg, worker=worker, build_s=build_s[n],
                                     nvcc_calls=builds[n].calls, environment=fp,
                                     device=_device_name(case.target), env_id=env_id,
-                                    extra=(("inputs_version", INPUTS_VERSION),))
+                                    inputs_version=INPUTS_VERSION)
         check_s = time.perf_counter() - t_check  # device copies, one call per build, the comparison
         timed = [n for n in built if n not in results]
         if timed:
@@ -358,14 +357,13 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
             t_end = time.time()
             for n, timing in sides:
                 b = builds[n]
-                extra = _phases(inputs=data.inputs_s, reference=data.reference_s, build=b.build_s,
-                                build_wait=b.wait_s + quiet_s, check=check_s, **_measure_phases(timing))
-                extra += (("timeline", {"build_start": round(b.started, 6), "build_end": round(b.finished, 6),
-                                        "start": round(t_case, 6), "end": round(t_end, 6)}),
-                          ("inputs_version", INPUTS_VERSION))
+                phases = _phases(inputs=data.inputs_s, reference=data.reference_s, build=b.build_s,
+                                 build_wait=b.wait_s + quiet_s, check=check_s, **_measure_phases(timing))
+                timeline = Timeline(build_start=round(b.started, 6), build_end=round(b.finished, 6),
+                                    start=round(t_case, 6), end=round(t_end, 6))
                 results[n] = _ok(case, timing, flops, nbytes, case.target, env_id=env_id, worker=worker,
-                                 build_s=build_s[n], nvcc_calls=b.calls, environment=fp, extra=extra,
-                                 traffic=traffic)
+                                 build_s=build_s[n], nvcc_calls=b.calls, environment=fp, phases=phases,
+                                 timeline=timeline, inputs_version=INPUTS_VERSION, traffic=traffic)
         return _with_sides(config, results)
     except Exception as exc:
         tb = traceback.format_exc(limit=3)

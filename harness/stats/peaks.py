@@ -19,7 +19,6 @@ Rates are printed for people by :func:`rate_text`: ``362534.72`` GFLOP/s reads `
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any, Dict, Optional, Tuple
 
@@ -114,68 +113,43 @@ def rate_text(giga: Optional[float], unit: str = "B/s") -> str:
     return f"{value * 1e9:.1f} {unit}"
 
 
-def peak_bw_kind(extra: Any) -> Optional[str]:
-    """Which bandwidth peak a stored result's ``pct_peak_bw`` is of: "read" or "copy" from its
-    ``extra`` (a dict, the pairs of Result.extra, or the JSON text the store keeps); "copy" for a
-    result stored before the read peak existed (every percentage was of the copy peak then); None
-    when there is nothing to read."""
-    note = _peaks_note(extra)
-    if note is None:
-        readable = _extra_dict(extra)
-        return None if readable is None else "copy"
-    kind = note.get("bandwidth")
-    return kind if kind in PEAK_LABELS else "copy"
+def peak_bw_kind(kind: Any) -> str:
+    """Which bandwidth peak a stored result's ``pct_peak_bw`` is of, from its ``peak_bw_kind`` column
+    (``Result.peaks.bandwidth``): "read" or "copy"; "copy" where it says nothing (NULL, or NaN in a
+    frame: a result stored before the read peak existed, when every percentage was of the copy peak).
+
+    >>> peak_bw_kind("read"), peak_bw_kind(None)
+    ('read', 'copy')
+    """
+    return kind if isinstance(kind, str) and kind in PEAK_LABELS else "copy"
 
 
-def _extra_dict(extra: Any) -> Optional[dict]:
-    """A stored result's ``extra`` (dict, pairs or JSON text) as a dict, or None when it is not one."""
-    if extra is None or (isinstance(extra, float) and math.isnan(extra)):
-        return None
-    if isinstance(extra, (bytes, str)):
-        try:
-            extra = json.loads(extra) if extra else {}
-        except ValueError:
-            return None
-    if isinstance(extra, (tuple, list)):
-        try:
-            extra = dict(extra)
-        except (TypeError, ValueError):
-            return None
-    return extra if isinstance(extra, dict) else None
-
-
-def _peaks_note(extra: Any) -> Optional[dict]:
-    """The ``peaks`` note of a stored result's ``extra`` (dict, pairs or JSON text), or None."""
-    d = _extra_dict(extra)
-    note = d.get("peaks") if d is not None else None
-    return note if isinstance(note, dict) else None
-
-
-def peak_flops_kind(extra: Any) -> Optional[str]:
+def peak_flops_kind(kind: Any) -> Optional[str]:
     """Which matmul peak a stored result's ``pct_peak_flops`` is of (``matmul_fp32_gflops``,
-    ``matmul_int8_gops``, ...), from its ``extra``; None when it does not say."""
-    note = _peaks_note(extra)
-    kind = note.get("flops") if note is not None else None
-    return kind if isinstance(kind, str) else None
+    ``matmul_int8_gops``, ...), from its ``peak_flops_kind`` column (``Result.peaks.flops``); None
+    when it does not say (NULL, or NaN in a frame)."""
+    return kind if isinstance(kind, str) and kind else None
 
 
-def peak_share_text(pct_bw: Optional[float], pct_flops: Optional[float], extra: Any) -> str:
+def _known(x: Optional[float]) -> bool:
+    return x is not None and not (isinstance(x, float) and math.isnan(x))
+
+
+def peak_share_text(pct_bw: Optional[float], pct_flops: Optional[float], bw_kind: Any = None,
+                    flops_kind: Any = None) -> str:
     """A result's share of its nearest peak, for a table: ``"61.2 % of FLOP peak"`` (``"of int8 matmul
-    peak"`` for an int8 kernel) where the kernel is nearer its FLOP peak than its bandwidth peak, else
-    :func:`pct_peak_text`; "" with neither."""
-    def known(x: Optional[float]) -> bool:
-        return x is not None and not (isinstance(x, float) and math.isnan(x))
-
-    if known(pct_flops) and (not known(pct_bw) or float(pct_flops) > float(pct_bw)):
-        label = FLOP_PEAK_LABELS.get(peak_flops_kind(extra) or "", "of FLOP peak")
+    peak"`` for an int8 kernel, ``flops_kind`` ``matmul_int8_gops``) where the kernel is nearer its
+    FLOP peak than its bandwidth peak, else :func:`pct_peak_text` of ``bw_kind``; "" with neither.
+    ``bw_kind`` and ``flops_kind`` are the result's ``peak_bw_kind`` and ``peak_flops_kind``."""
+    if _known(pct_flops) and (not _known(pct_bw) or float(pct_flops) > float(pct_bw)):
+        label = FLOP_PEAK_LABELS.get(peak_flops_kind(flops_kind) or "", "of FLOP peak")
         return f"{float(pct_flops):.3g} % {label}"
-    return pct_peak_text(pct_bw, extra)
+    return pct_peak_text(pct_bw, bw_kind)
 
 
-def pct_peak_text(pct: Optional[float], extra: Any) -> str:
-    """``"93.1 % of read peak"`` (or copy peak) for a stored result's ``pct_peak_bw``; "" without it."""
-    if pct is None or (isinstance(pct, float) and math.isnan(pct)):
+def pct_peak_text(pct: Optional[float], bw_kind: Any = None) -> str:
+    """``"93.1 % of read peak"`` (or copy peak: :func:`peak_bw_kind` of ``bw_kind``, the result's
+    ``peak_bw_kind``) for a stored result's ``pct_peak_bw``; "" without it."""
+    if not _known(pct):
         return ""
-    return f"{float(pct):.3g} % {PEAK_LABELS[peak_bw_kind(extra) or 'copy']}"
-
-
+    return f"{float(pct):.3g} % {PEAK_LABELS[peak_bw_kind(bw_kind)]}"

@@ -8,8 +8,9 @@ carries a UUID from its creation, so a run is stored once however often it is im
 Conventions:
 
 - The schema is versioned (:mod:`harness.store.schema`): opening an older file migrates it in one
-  transaction; a file written by a newer kbench is refused with :class:`StoreError`. Migrations only
-  add: old rows are never rewritten.
+  transaction; a file written by a newer kbench is refused with :class:`StoreError`. Migrations
+  add: old rows keep every value they stored (version 9 moves what results carried in their JSON
+  ``extra`` into typed columns, :mod:`~harness.store.typed`).
 - Every result is written in ONE transaction (case row, result row, all samples), so a crash or a
   kill leaves either the whole result or none of it. ``UNIQUE(run_id, case_key)`` guarantees a
   resumed run never stores a case twice (:class:`DuplicateResult`); the case key includes the GPU
@@ -28,7 +29,8 @@ Modules: :mod:`~harness.store.schema` (tables, versions, migrations), :mod:`~har
 (the SQLite and PostgreSQL connections), :mod:`~harness.store.database` (:class:`Store`),
 :mod:`~harness.store.leases` (one writer of a run at a time; the announced wait for a SQLite lock),
 :mod:`~harness.store.importing` (runs copied between stores), :mod:`~harness.store.export` (frames and
-files out), :mod:`~harness.store.tuning` (`kbench tune`'s sessions, trials and best configurations).
+files out), :mod:`~harness.store.tuning` (`kbench tune`'s sessions, trials and best configurations),
+:mod:`~harness.store.typed` (a result's typed columns: phases, timeline, peaks, tuning, ...).
 
 The tables of each schema version are listed in :mod:`harness.store.schema`.
 """

@@ -28,6 +28,7 @@ from .frames import FrameQueries, chunks
 from .leases import LEASE_TTL_S, LeaseQueries, RunLeased
 from .schema import RUN_KINDS, migrate, now, open_sqlite, read_version
 from .tuning import TuningQueries
+from .typed import TYPED_COLUMNS, typed_fields, typed_values
 
 __all__ = ["DEFAULT_DB", "LEASE_TTL_S", "RUN_STATUSES", "DuplicateResult", "PathLike", "RunLeased", "Store",
            "UnknownRun"]
@@ -61,7 +62,7 @@ _RESULT_COLUMNS = (
     "run_id", "case_key", "env_id", "outcome", "message", "median_s", "ci_low_s", "ci_high_s",
     "n_samples", "discarded", "gbps", "gflops", "pct_peak_bw", "pct_peak_flops", "device", "worker",
     "mode", "stop_reason", "build_s", "telemetry", "extra", "case_json", "created_at",
-    "nvcc_calls", "side", "interleave_group",
+    "nvcc_calls", "side", "interleave_group", *TYPED_COLUMNS,
 )
 
 
@@ -470,12 +471,13 @@ class Store(FrameQueries, TuningQueries, LeaseQueries):
             "stop_reason": timing.stop_reason if timing else None,
             "build_s": _float(result.build_s),
             "telemetry": _dumps(dict(timing.telemetry), f"{key}: telemetry") if timing else None,
-            "extra": _dumps(dict(result.extra), f"{key}: extra"),
+            "extra": "{}",  # no pairs ride beside the typed columns (schema version 9)
             "case_json": case.to_json(),
             "created_at": now(),
             "nvcc_calls": int(result.nvcc_calls),
             "side": result.side,
             "interleave_group": result.interleave_group,
+            **typed_values(result),
         }
         if env is None:
             env = result.environment
@@ -538,8 +540,9 @@ class Store(FrameQueries, TuningQueries, LeaseQueries):
     def get_results(self, run_id: int) -> list[Result]:
         """The results of run ``run_id`` as :class:`harness.model.Result` objects (in insert order).
 
-        Samples, clocks, telemetry and extra come back as stored; JSON turns tuples inside
-        telemetry/extra values into lists. ``environment`` is the stored fingerprint of ``env_id``.
+        Samples, clocks, telemetry and the typed columns (phases, timeline, peaks, tuning ...) come
+        back as stored; JSON turns tuples inside telemetry values into lists. ``environment`` is the
+        stored fingerprint of ``env_id``.
         """
         conn = self._reader()
         self._check_run(conn, run_id)
@@ -568,7 +571,7 @@ class Store(FrameQueries, TuningQueries, LeaseQueries):
                 pct_peak_flops=r["pct_peak_flops"], device=r["device"], env_id=r["env_id"] or "",
                 worker=r["worker"], build_s=r["build_s"], nvcc_calls=r["nvcc_calls"] or 0,
                 environment=environments.get(r["env_id"]), side=r["side"],
-                interleave_group=r["interleave_group"], extra=tuple(json.loads(r["extra"]).items()),
+                interleave_group=r["interleave_group"], **typed_fields(r),
             ))
         return out
 

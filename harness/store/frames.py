@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from harness import env as _env
 
 from .backend import Connection
+from .typed import FLOAT_COLUMNS, INTEGER_COLUMNS, TYPED_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,15 +56,16 @@ _FRAME_COLUMNS = (
     ("r.interleave_group", "interleave_group"),
     ("r.env_id", "env_id"),
     ("r.telemetry", "telemetry"),
-    ("r.extra", "extra"),
+    *((f"r.{name}", name) for name in TYPED_COLUMNS),
     ("r.case_json", "case_json"),
     ("r.created_at", "created_at"),
     ("ru.measure_config", "run_min_samples"),  # the JSON, read as its min_samples (NA when absent)
 )
 _FLOAT_COLUMNS = ("median_s", "ci_low_s", "ci_high_s", "gbps", "gflops", "pct_peak_bw",
-                  "pct_peak_flops", "build_s")
+                  "pct_peak_flops", "build_s", *FLOAT_COLUMNS)
 # nullable integers (NULL when nothing was timed, when not interleaved, or stored before schema 4)
-_COUNT_COLUMNS = ("n_samples", "discarded", "nvcc_calls", "interleave_group", "run_min_samples")
+_COUNT_COLUMNS = ("n_samples", "discarded", "nvcc_calls", "interleave_group", "run_min_samples",
+                  *INTEGER_COLUMNS)
 
 # results_frame filters: keyword -> SQL column
 _FILTERS = {
@@ -134,7 +136,10 @@ class FrameQueries:
             case_key, workload, variant, params, knobs (JSON text), dtype, target, gpu_model,
             outcome, message, median_s, ci_low_s, ci_high_s, n_samples, discarded, gbps, gflops,
             pct_peak_bw, pct_peak_flops, device, worker, mode, stop_reason, build_s, env_id,
-            telemetry, extra, case_json, created_at, run_min_samples (the run's
+            telemetry, the typed columns of :mod:`harness.store.typed` (variant_kind,
+            inputs_version, peak_bw_kind, peak_bw_gbps, peak_flops_kind, tuning_source,
+            tuning_device, tuning_session_id, tuning_trial_id, tuning_cost_s, phase_<phase>_s,
+            timeline_<time>), case_json, created_at, run_min_samples (the run's
             ``MeasureConfig.min_samples``; NA when it stored none), then ``env_<field>`` for every field of
             harness.env.FIELDS and any other field a stored fingerprint has (None where no
             fingerprint was stored). Ordered by run, then by

@@ -3,15 +3,20 @@
 The schema is versioned: :data:`SCHEMA_VERSION` and an ordered list :data:`MIGRATIONS` where
 ``MIGRATIONS[i]`` turns a version-``i`` database into version ``i + 1`` (version 0 is a database
 without kbench tables). :func:`migrate` brings an older file forward in one transaction and refuses
-a file written by a newer kbench. Migrations only add: old rows are never rewritten (version 5 fills
-the new ``runs.uuid`` of older runs). A read-only command migrates an older file in a copy in memory
+a file written by a newer kbench. Migrations add: old rows keep every value they stored (versions 4
+and 9 fill new columns of older results from the JSON they carried, version 5 the new ``runs.uuid``
+of older runs; version 9 moves those values out of ``results.extra`` into their columns, so that none
+is held twice). A read-only command migrates an older file in a copy in memory
 (:meth:`harness.store.Store.open`), never the file.
 
 The DDL is written in SQLite's dialect; a PostgreSQL store runs the same statements translated by
 :meth:`harness.store.backend.Connection.ddl` (and the one migration SQLite does by rebuilding a
 table, version 3, alters the CHECK constraint in place there).
 
-Schema (version 8)::
+Size: every version's tables and migration live in this one module, in the order they were added,
+so that the schema reads from its first version to its last; a released migration never changes.
+
+Schema (version 9)::
 
     schema_version(version PK, applied_at, kbench_version)       one row per applied migration
     runs(id PK, started_at, ended_at, status, suite_name, suite_path, suite_sha256, git_commit,
@@ -27,7 +32,14 @@ Schema (version 8)::
             ci_high_s, n_samples, discarded, gbps, gflops, pct_peak_bw, pct_peak_flops, device,
             worker, mode, stop_reason, build_s, telemetry JSON, extra JSON, case_json, created_at,
             nvcc_calls NULL, side, interleave_group FK NULL,                      [v4]
+            phase_{inputs,reference,build,build_wait,check,warmup,measure}_s NULL,  [v9]
+            timeline_{build_start,build_end,start,end} NULL, inputs_version NULL,    [v9]
+            variant_kind, peak_bw_kind NULL, peak_bw_gbps NULL, peak_flops_kind NULL, [v9]
+            tuning_source NULL, tuning_device NULL, tuning_session_id NULL,         [v9]
+            tuning_trial_id NULL, tuning_cost_s NULL,                               [v9]
             UNIQUE(run_id, case_key))
+            (extra: since version 9 only pairs stored before it that have no column, which kbench
+            never wrote itself; "{}" for every result stored since)
     samples(result_id FK, idx, value_s, sm_clock_mhz, PK(result_id, idx))
     tuning_sessions(id PK, uuid UNIQUE, started_at, ended_at, status, suite_name, suite_path,   [v6]
          tuning_key, workload, variant, params JSON, dtype, target, device, gpu_model, tuner,
@@ -43,6 +55,7 @@ Schema (version 8)::
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import uuid
 from collections.abc import Callable
@@ -359,6 +372,127 @@ _V8_STATEMENTS = (
 )
 
 
+# Version 9: what results carried as free-form pairs in their JSON ``extra`` gets typed columns
+# (harness.model.Result's phases, timeline, inputs_version, variant_kind, peaks and tuning): where the
+# case's wall time went (seconds per phase), when its build and the case ran (seconds since the epoch),
+# how its inputs were drawn, its variant's kind, which bandwidth peak (and its GB/s) and which matmul
+# peak its percentages are of, and which stored configuration a tuned case ran (the session and trial
+# ids are those of the store the run was made in). NULL where a result has no such value.
+_V9_PHASES = ("inputs", "reference", "build", "build_wait", "check", "warmup", "measure")
+_V9_TIMELINE = ("build_start", "build_end", "start", "end")
+_V9_COLUMNS = (
+    *((f"phase_{p}_s", "REAL") for p in _V9_PHASES),
+    *((f"timeline_{t}", "REAL") for t in _V9_TIMELINE),
+    ("inputs_version", "INTEGER"),
+    ("variant_kind", "TEXT NOT NULL DEFAULT ''"),
+    ("peak_bw_kind", "TEXT"),
+    ("peak_bw_gbps", "REAL"),
+    ("peak_flops_kind", "TEXT"),
+    ("tuning_source", "TEXT"),
+    ("tuning_device", "TEXT"),
+    ("tuning_session_id", "INTEGER"),
+    ("tuning_trial_id", "INTEGER"),
+    ("tuning_cost_s", "REAL"),
+)
+_V9_STATEMENTS = tuple(f"ALTER TABLE results ADD COLUMN {name} {kind}" for name, kind in _V9_COLUMNS)
+
+
+def _v9_typed_extra(conn: Connection | sqlite3.Connection) -> None:
+    """Version 9: the typed columns of :data:`_V9_COLUMNS`, filled for older results from the pairs
+    their ``extra`` JSON held (``phases_s``, ``timeline``, ``inputs_version``, ``variant_kind``,
+    ``peaks``, ``tuning``; and ``nvcc_calls``, which version 4 already copied into its column). Each
+    value moves out of ``extra`` into its columns: ``extra`` keeps only what has no column (pairs
+    kbench never wrote itself, or a value not of the shape kbench wrote, which stays as it was), so
+    that no value is held twice. A row whose ``extra`` holds nothing to move is not touched."""
+    conn = as_connection(conn)
+    for statement in _V9_STATEMENTS:
+        conn.execute(conn.ddl(statement))
+    last = -1
+    while True:  # a thousand rows at a time: a store of millions of results is not read at once
+        rows = conn.execute("SELECT id, extra, nvcc_calls FROM results WHERE id > ? AND extra <> '{}'"
+                            " ORDER BY id LIMIT 1000", (last,)).fetchall()
+        if not rows:
+            return
+        for result_id, extra, nvcc_calls in rows:
+            last = result_id
+            try:
+                pairs = json.loads(extra)
+            except (TypeError, ValueError):
+                continue  # not JSON: left as it is
+            if not isinstance(pairs, dict):
+                continue
+            values, left = _v9_values(pairs, nvcc_calls)
+            if not values and left == pairs:
+                continue
+            sets = "".join(f"{name} = ?, " for name in values)
+            conn.execute(f"UPDATE results SET {sets}extra = ? WHERE id = ?",
+                         (*values.values(), json.dumps(left), result_id))
+
+
+def _v9_number(v: object, *, positive: bool = False) -> bool:
+    """A finite real number (not a bool), non-negative (positive with ``positive``)."""
+    return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            and (v > 0 if positive else v >= 0))
+
+
+def _v9_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def _v9_values(pairs: dict, nvcc_calls: object) -> tuple[dict, dict]:
+    """The columns ``pairs`` (a result's ``extra``) fill, and what stays in ``extra``. A pair moves
+    only when its value has the shape kbench wrote (the rules harness.model's Phases, Timeline,
+    Peaks and TuningRef hold it to, written out here so that this migration never changes)."""
+    values: dict = {}
+    left = dict(pairs)
+    phases = pairs.get("phases_s")
+    if (isinstance(phases, dict) and set(phases) <= set(_V9_PHASES)
+            and all(_v9_number(v) for v in phases.values())):
+        values.update((f"phase_{k}_s", float(v)) for k, v in phases.items())
+        del left["phases_s"]
+    timeline = pairs.get("timeline")
+    if (isinstance(timeline, dict) and set(timeline) == set(_V9_TIMELINE)
+            and all(_v9_number(v) for v in timeline.values())
+            and timeline["build_start"] <= timeline["build_end"] and timeline["start"] <= timeline["end"]):
+        values.update((f"timeline_{k}", float(timeline[k])) for k in _V9_TIMELINE)
+        del left["timeline"]
+    if _v9_int(pairs.get("inputs_version")):
+        values["inputs_version"] = pairs["inputs_version"]
+        del left["inputs_version"]
+    kind = pairs.get("variant_kind")
+    if isinstance(kind, str):
+        values["variant_kind"] = kind
+        del left["variant_kind"]
+    peaks = pairs.get("peaks")
+    if isinstance(peaks, dict) and set(peaks) <= {"bandwidth", "bandwidth_gbps", "flops"}:
+        bw, gbps, flops = peaks.get("bandwidth"), peaks.get("bandwidth_gbps"), peaks.get("flops")
+        gbps_ok = gbps is None or (bw is not None and _v9_number(gbps, positive=True))
+        if bw in (None, "read", "copy") and gbps_ok and (flops is None or (isinstance(flops, str) and flops)):
+            values.update(peak_bw_kind=bw, peak_bw_gbps=None if gbps is None else float(gbps),
+                          peak_flops_kind=flops)
+            del left["peaks"]
+    tuning = pairs.get("tuning")
+    tuning_keys = {"source", "device", "session_id", "trial_id", "tuned_cost_s"}
+    if isinstance(tuning, dict) and set(tuning) <= tuning_keys:
+        source, device = tuning.get("source"), tuning.get("device", "")
+        refs = (tuning.get("session_id"), tuning.get("trial_id"), tuning.get("tuned_cost_s"))
+        best = (source == "best" and _v9_int(refs[0]) and _v9_int(refs[1])
+                and (refs[2] is None or _v9_number(refs[2])))
+        untuned = source == "untuned" and refs == (None, None, None)
+        if isinstance(device, str) and (best or untuned):
+            values.update(tuning_source=source, tuning_device=device, tuning_session_id=refs[0],
+                          tuning_trial_id=refs[1], tuning_cost_s=None if refs[2] is None else float(refs[2]))
+            del left["tuning"]
+    calls = pairs.get("nvcc_calls")
+    if isinstance(calls, int) and not isinstance(calls, bool) and calls >= 0:
+        if nvcc_calls is None:
+            values["nvcc_calls"] = calls
+            del left["nvcc_calls"]
+        elif int(nvcc_calls) == calls:  # version 4 copied it: held twice
+            del left["nvcc_calls"]
+    return values, left
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     _sql(*_V1_STATEMENTS),  # 0 -> 1: the first layout
     _sql(*_V2_STATEMENTS),  # 1 -> 2: run kinds, re-measure parents, named baselines
@@ -368,9 +502,10 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _sql(*_V6_STATEMENTS),  # 5 -> 6: tuning sessions, their trials, the best configuration per device
     _sql(*_V7_STATEMENTS),  # 6 -> 7: the lease of a run (one writer at a time: --resume)
     _sql(*_V8_STATEMENTS),  # 7 -> 8: the commits of kbench and of the suite's repository
+    _v9_typed_extra,  # 8 -> 9: typed columns for what results carried in extra (phases, peaks, ...)
 ]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 assert SCHEMA_VERSION == len(MIGRATIONS), "SCHEMA_VERSION must equal len(MIGRATIONS)"
 assert set(_V1_OUTCOMES) == set(OUTCOMES), (

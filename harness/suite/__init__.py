@@ -26,7 +26,7 @@ Format (docs/SUITES.md has the full reference)::
                                          #   lists are a tuning space (kbench tune), not cases
     targets = ["c", "cuda"]              # overrides [suite].targets
     rtol = 1e-5                          # default: the workload's tolerance for the dtype, else
-    atol = 1e-5                          #   kernels.workloads.tutorial.default_tolerance(dtype)
+    atol = 1e-5                          #   kernels.workloads.base.default_tolerance(dtype)
     regression_threshold = 0.05          # per-workload override of the suite's threshold
     timeout_s = 60                       # per-workload override of the suite's timeout
     peers = ["torch.sum(dim=1)"]         # peers timed alongside (names offered by the workload)

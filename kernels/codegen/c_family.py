@@ -7,7 +7,6 @@ import math
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ..errors import BuildError
-from ..lower.vectorize import NEEDS_ALIGNMENT, VECTOR_LANES, VECTOR_SCOPES
 from ..tir import attr
 from ..tir import dtype as dt
 from ..tir.expr import (
@@ -62,7 +61,7 @@ from ..tir.stmt import (
     SeqStmt,
     Stmt,
 )
-from ..tir.vector import lane_of, load_key, unconditional_loads
+from ..tir.vector import NEEDS_ALIGNMENT, VECTOR_LANES, VECTOR_SCOPES, lane_of, load_key, unconditional_loads
 
 _C_KEYWORDS = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",

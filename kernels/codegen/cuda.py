@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import BuildError
-from ..lower.vectorize import VECTOR_LANES, VECTOR_SCOPES
 from ..tir import attr
-from ..tir.attr import ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT
 from ..tir import dtype as dt
+from ..tir.attr import ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT
 from ..tir.expr import BufferLoad, Call, IntImm, Ramp
 from ..tir.functor import collect
 from ..tir.modular import is_multiple
 from ..tir.simplify import simplify
 from ..tir.stmt import Allocate, AttrStmt, BufferStore
+from ..tir.vector import VECTOR_LANES, VECTOR_SCOPES
 from .c_family import VECTOR_ALIGN_BYTES, CFamilyCodegen
 
 HEADER = """#ifdef _WIN32

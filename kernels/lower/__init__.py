@@ -10,41 +10,31 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Tuple, Union
 
 from ..errors import LoweringError, TVMError
 from ..te import schedule as _te_schedule
 from ..te.schedule import Schedule
 from ..te.tensor import PlaceholderOp, Tensor
 from ..tir import attr
-from ..tir.expr import Buffer, IntImm, Var
+from ..tir.expr import Buffer, Var
 from ..tir.functor import collect
 from ..tir.printer import expr_str, stmt_str
-from ..tir.simplify import Simplifier, const_int_bound
-from ..tir.stmt import (
-    Allocate,
-    AttrStmt,
-    BufferStore,
-    Evaluate,
-    For,
-    IfThenElse,
-    LetStmt,
-    SeqStmt,
-    Stmt,
-    seq,
-)
+from ..tir.stmt import Stmt
 from .accumulate import promote_accumulators
 from .allreduce import lower_thread_allreduce
 from .bound import infer_bound
 from .double_buffer import inject_double_buffer, mark_double_buffer
 from .flatten import row_major_strides, storage_flatten
+from .from_blocks import tir_function
 from .intrin import lower_intrinsics
 from .loop_partition import partition_loops
 from .schedule_ops import check_attachments, inline_bodies, schedule_to_stmt
+from .pipeline import Pass, _body, _target_body
+from .simplify import simplify_stmt
 from .storage_sync import insert_storage_sync
 from .subbyte import lower_subbyte
 from .tensor_core import rewrite_tensor_core
-from .te_stmt import ThreadAllReduce
 from .unroll import unroll_loops
 from .vectorize import vectorize_loops
 from .virtual_thread import inject_virtual_thread
@@ -122,56 +112,6 @@ class IRModule:
 
 
 # -- passes ----------------------------------------------------------------------------------------
-
-
-def simplify_stmt(stmt: Stmt, ranges: Optional[Dict[Var, tuple]] = None) -> Stmt:
-    """Simplify every expression with the ranges of the enclosing loops; drop proven branches."""
-    ranges = dict(ranges or {})
-
-    def rng(ext) -> tuple:
-        hi = const_int_bound(ext)[1]
-        return (0, None if hi is None else hi - 1)
-
-    def visit(s: Stmt) -> Stmt:
-        simp = Simplifier(ranges)
-        if isinstance(s, SeqStmt):
-            return seq(*[visit(x) for x in s.seq])
-        if isinstance(s, For):
-            ext = simp(s.extent)
-            if isinstance(ext, IntImm) and ext.value <= 0:
-                return seq()
-            ranges[s.loop_var] = rng(ext)
-            body = visit(s.body)
-            del ranges[s.loop_var]
-            return dataclasses.replace(s, min=simp(s.min), extent=ext, body=body)
-        if isinstance(s, AttrStmt):
-            if s.attr_key == attr.THREAD_EXTENT:
-                ext = simp(s.value)
-                ranges[s.node.var] = rng(ext)
-                body = visit(s.body)
-                return dataclasses.replace(s, value=ext, body=body)
-            return dataclasses.replace(s, body=visit(s.body))
-        if isinstance(s, IfThenElse):
-            c = simp(s.condition)
-            if isinstance(c, IntImm):
-                if c.value:
-                    return visit(s.then_case)
-                return visit(s.else_case) if s.else_case is not None else seq()
-            return IfThenElse(c, visit(s.then_case), None if s.else_case is None else visit(s.else_case))
-        if isinstance(s, LetStmt):
-            return LetStmt(s.var, simp(s.value), visit(s.body))
-        if isinstance(s, Allocate):
-            return dataclasses.replace(s, extent=simp(s.extent), body=visit(s.body))
-        if isinstance(s, BufferStore):
-            return BufferStore(s.buffer, simp(s.value), tuple(simp(i) for i in s.indices))
-        if isinstance(s, Evaluate):
-            return Evaluate(simp(s.value))
-        if isinstance(s, ThreadAllReduce):
-            return dataclasses.replace(s, values=tuple(simp(v) for v in s.values),
-                                       condition=simp(s.condition))
-        return s
-
-    return visit(stmt)
 
 
 #: dtypes a scalar argument may have (passed by value to C functions and GPU kernels)
@@ -309,39 +249,25 @@ def final_simplify_pass(func: PrimFunc, target: str) -> PrimFunc:
     return func.with_body(simplify_stmt(func.body, shape_var_ranges(func)))
 
 
-@dataclasses.dataclass(frozen=True)
-class Pass:
-    """One named step of lowering: ``run(func)`` (``run(func, target)`` for a target pass) returns
-    the rewritten :class:`PrimFunc`. Each pass can be run and tested alone."""
-
-    name: str
-    run: Callable[..., PrimFunc]
-    doc: str
-
-    def __call__(self, func: PrimFunc, *target) -> PrimFunc:
-        return self.run(func, *target)
-
-
-def _body(fn: Callable[[Stmt], Stmt]) -> Callable[[PrimFunc], PrimFunc]:
-    """A pass on the function's body as a pass on the function."""
-    return lambda f: f.with_body(fn(f.body))
-
-
-def _target_body(fn: Callable[[Stmt, str], Stmt]) -> Callable[[PrimFunc, str], PrimFunc]:
-    """A target pass on the function's body as a target pass on the function."""
-    return lambda f, t: f.with_body(fn(f.body, t))
-
+# the passes that other code names (feature extraction leaves some out, reads before another)
+INJECT_VIRTUAL_THREAD = Pass("inject_virtual_thread", _body(inject_virtual_thread),
+                             "virtual-thread loops pushed inwards: shared work done once, dependent "
+                             "buffers sliced per thread")
+UNROLL = Pass("unroll", _body(unroll_loops), "unrolled loops of constant extent -> copies of their body")
+VECTORIZE = Pass("vectorize", _target_body(vectorize_loops),
+                 "vectorized loops -> vector loads/stores and lane-wise code (a plain loop on c)")
+LOOP_PARTITION = Pass("loop_partition", _target_body(lambda s, t: partition_loops(s)),
+                      "loops guarded by a bound check -> a guard-free main loop and a guarded tail")
 
 #: what ``lower`` runs, in order, on the function :func:`schedule_to_primfunc` builds
 PASSES: List[Pass] = [
     Pass("mark_double_buffer", _body(mark_double_buffer),
          "mark the producers of double-buffered stages (attr double_buffer_scope)"),
     Pass("storage_flatten", flatten_pass, "realized tensors -> flat buffers with (aligned) strides"),
-    Pass("inject_virtual_thread", _body(inject_virtual_thread),
-         "virtual-thread loops pushed inwards: shared work done once, dependent buffers sliced per thread"),
+    INJECT_VIRTUAL_THREAD,
     Pass("inject_double_buffer", _body(inject_double_buffer),
          "double the marked buffers; prefetch the next tile while the current one is used"),
-    Pass("unroll", _body(unroll_loops), "unrolled loops of constant extent -> copies of their body"),
+    UNROLL,
     Pass("simplify", simplify_pass, "scoped arithmetic simplification, proven predicates removed"),
 ]
 
@@ -356,12 +282,10 @@ TARGET_PASSES: List[Pass] = [
     Pass("lower_intrinsics", _target_body(lower_intrinsics), "tir.exp & co -> the target's math calls"),
     Pass("promote_accumulators", _target_body(lambda s, t: promote_accumulators(s)),
          "an element a serial loop updates at one index -> a local accumulator written back after it"),
-    Pass("vectorize", _target_body(vectorize_loops),
-         "vectorized loops -> vector loads/stores and lane-wise code (a plain loop on c)"),
+    VECTORIZE,
     Pass("storage_sync", _target_body(insert_storage_sync),
          "barriers where shared memory is written then read, or read then overwritten (GPU targets)"),
-    Pass("loop_partition", _target_body(lambda s, t: partition_loops(s)),
-         "loops guarded by a bound check -> a guard-free main loop and a guarded tail"),
+    LOOP_PARTITION,
     Pass("simplify", final_simplify_pass, "final simplification knowing that sizes are >= 0"),
 ]
 
@@ -372,8 +296,6 @@ def lower(sch: Schedule, args=None, name: str = "main", binds=None, simple_mode:
     (an IRModule or PrimFunc from TVMScript, or a ``tir.Schedule``) has its blocks lowered to loops
     first and then goes through the same passes (``args`` is not needed)."""
     if is_tensor_ir(sch):
-        from .from_blocks import tir_function
-
         func = run_passes(tir_function(sch, "", name if name not in ("main", "default_function") else
                                        "default_function"))
         return IRModule({func.name: func})

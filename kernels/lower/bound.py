@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from ..errors import LoweringError
-from ..te.schedule import Schedule, Stage, iter_flags, pass_down_domain, pass_up_index
+from ..te.schedule.relations import iter_flags, pass_down_domain, pass_up_index
+from ..te.schedule.schedule import Schedule, Stage
 from ..te.tensor import ComputeOp, IterVar, Range
 from ..tir import attr
 from ..tir.expr import (

@@ -32,7 +32,7 @@ generator handle them (and insert the barriers shared memory needs) as for TE.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ..errors import LoweringError
 from ..tir import attr
@@ -84,6 +84,8 @@ from ..tir.stmt import (
     seq,
 )
 from .accumulate import hoist_reduction_init
+from .pipeline import Pass, _body
+from .simplify import simplify_stmt
 
 ALIGN_KEY = "buffer_dim_align"
 
@@ -602,21 +604,17 @@ def flatten_buffers(stmt: Stmt, params: Tuple[Buffer, ...]) -> Stmt:
 # -- the pipeline ---------------------------------------------------------------------------------------
 
 
-def _simplify(stmt: Stmt) -> Stmt:
-    from . import simplify_stmt
-
-    return simplify_stmt(stmt)
-
-
 #: the passes that turn a block-level body into the loop IR, in order
-BLOCK_PASSES: List[Tuple[str, Callable[[Stmt, PrimFunc], Stmt]]] = [
-    ("hoist_reduction_init", lambda s, f: hoist_reduction_init(s)),
-    ("lower_init_block", lambda s, f: lower_init_block(s)),
-    ("lower_blocks", lambda s, f: lower_blocks(s)),
-    ("compact_buffers", lambda s, f: compact_buffers(s)),
-    ("bind_threads", lambda s, f: bind_threads(s)),
-    ("flatten_buffers", lambda s, f: flatten_buffers(s, f.buffers)),
-    ("simplify", lambda s, f: _simplify(s)),
+BLOCK_PASSES: List[Pass] = [
+    Pass("hoist_reduction_init", _body(hoist_reduction_init),
+         "a reduction's init block hoisted out of the loops that do not reduce"),
+    Pass("lower_init_block", _body(lower_init_block), "init blocks -> a guarded store at the first iteration"),
+    Pass("lower_blocks", _body(lower_blocks), "blocks -> their bodies with the block iterators bound"),
+    Pass("compact_buffers", _body(compact_buffers), "allocations shrunk to the region used"),
+    Pass("bind_threads", _body(bind_threads), "thread-bound loops -> thread_extent attributes"),
+    Pass("flatten_buffers", lambda f: f.with_body(flatten_buffers(f.body, f.buffers)),
+         "multi-dimensional buffers -> flat row-major ones"),
+    Pass("simplify", _body(simplify_stmt), "arithmetic simplification"),
 ]
 
 
@@ -627,10 +625,9 @@ def is_block_level(func) -> bool:
 
 def lower_block_func(func: PrimFunc) -> PrimFunc:
     """Run ``BLOCK_PASSES``: the same function with a loop-IR body (blocks gone, buffers flat)."""
-    body = func.body
-    for _name, fn in BLOCK_PASSES:
-        body = fn(body, func)
-    return func.with_body(body)
+    for p in BLOCK_PASSES:
+        func = p(func)
+    return func
 
 
 def check_for_target(func: PrimFunc, target: str) -> None:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from ..errors import LoweringError
-from ..te.schedule import Schedule, Stage, iter_flags
+from ..te.schedule.relations import iter_flags
+from ..te.schedule.schedule import Schedule, Stage
 from ..te.scan import ScanOp
 from ..te.tensor import ComputeOp, IterVar
 from ..tir import attr
@@ -556,7 +557,8 @@ def check_attachments(sch: Schedule) -> None:
     """Every compute_at target must be a leaf loop of a non-inlined stage. An attach axis split or
     fused after compute_at moves to the axis it became, as TVM's LegalizeInvalidAttach does: the inner
     axis of a split, the fused axis of a fuse."""
-    from ..te.schedule import Fuse, Rebase, Split, check_attachment_rules, resolve_group_attachments
+    from ..te.schedule.relations import Fuse, Rebase, Split
+    from ..te.schedule.schedule import check_attachment_rules, resolve_group_attachments
 
     resolve_group_attachments(sch)
     check_attachment_rules(sch)

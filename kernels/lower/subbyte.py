@@ -1,7 +1,7 @@
 """Sub-byte element types in memory: ``int4``, ``uint4`` and ``int1`` (``uint1``).
 
 Such tensors are stored packed, 32 / bits elements to a 32-bit word with element 0 in the highest
-bits (as the tensor-core tutorial packs them; DESIGN.md section 2). This pass removes every
+bits (as the tensor-core tutorial packs them). This pass removes every
 sub-byte access from the IR before code generation, so that the printers only see 32-bit words:
 
 * a buffer passed as an argument (global memory) is packed: loading element ``i`` of an ``int4``

@@ -83,25 +83,15 @@ from ..tir.stmt import (
     Stmt,
     seq,
 )
-from ..tir.vector import lane_of, load_key, unconditional_loads  # noqa: F401  (re-exported; moved to tir)
+from ..tir.vector import (  # noqa: F401  (re-exported; moved to tir)
+    NEEDS_ALIGNMENT,
+    VECTOR_LANES,
+    VECTOR_SCOPES,
+    lane_of,
+    load_key,
+    unconditional_loads,
+)
 
-_INT_FLOAT = ["float32", "float64", "float16", "int8", "uint8", "int16", "uint16", "int32", "uint32",
-              "int64", "uint64"]
-
-#: lane counts that one memory instruction moves, per target and element type, widest first
-VECTOR_LANES: Dict[str, Dict[str, Tuple[int, ...]]] = {
-    # CUDA's vector types of at most 16 bytes: float4, float2, double2, half2, char4, int4, ...
-    "cuda": {"float32": (4, 2), "float64": (2,), "float16": (2,), "int8": (4, 2), "uint8": (4, 2),
-             "int16": (4, 2), "uint16": (4, 2), "int32": (4, 2), "uint32": (4, 2), "int64": (2,),
-             "uint64": (2,)},
-    # OpenCL's vloadN / vstoreN
-    "opencl": {t: (16, 8, 4, 2) for t in _INT_FLOAT},
-}
-#: whether a vector access must start at a multiple of its lanes (CUDA vector loads and stores
-#: do; OpenCL's vloadN/vstoreN need only the element's alignment)
-NEEDS_ALIGNMENT = {"cuda": True, "opencl": False}
-#: storage scopes accessed with vector instructions (local arrays live in registers: per lane)
-VECTOR_SCOPES = (attr.GLOBAL, attr.SHARED)
 #: calls computed lane by lane (pure); any other call keeps the loop scalar
 LANEWISE_CALLS = {"tir.call_pure_extern", "tir.likely", "tir.if_then_else", "tir.shift_left",
                   "tir.shift_right", "tir.bitwise_and", "tir.bitwise_or"}

@@ -37,7 +37,7 @@ from kernels.runtime.device import (
     vulkan,
     webgpu,
 )
-from kernels.runtime.module import BenchmarkResult, DeviceModule, Function, Module
+from kernels.runtime.module import DeviceModule, Function, Module
 from kernels.runtime.ndarray import NDArray, array, empty
 from kernels.runtime.packed import (
     PackedFunc,
@@ -48,6 +48,7 @@ from kernels.runtime.packed import (
 )
 from kernels.runtime.serialize import load_module
 from kernels.runtime.spec import FuncSpec
+from kernels.runtime.timing import BenchmarkResult
 
 __all__ = [
     "Array",

@@ -21,7 +21,8 @@ from kernels.errors import ArgumentError, BuildError
 from kernels.runtime.cache import compile_cached
 from kernels.runtime.config import find_c_compiler, get_config  # find_c_compiler: also importable here
 from kernels.runtime.device import Device
-from kernels.runtime.module import Launch, Module
+from kernels.runtime.launch import Launch
+from kernels.runtime.module import Module
 from kernels.runtime.ndarray import NDArray
 from kernels.runtime.spec import FuncSpec
 

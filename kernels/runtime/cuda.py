@@ -18,7 +18,8 @@ import numpy as np
 from kernels.contrib.nvcc import DEFAULT_ARCH, compile_cuda, normalize_arch, parse_compute_version
 from kernels.errors import ArgumentError, BuildError, DeviceError
 from kernels.runtime.device import Device, cuda_context, cuda_driver, present_cuda_arch, require
-from kernels.runtime.module import DeviceModule, Launch, Module, launch_dims
+from kernels.runtime.launch import Launch, launch_dims
+from kernels.runtime.module import DeviceModule, Module
 from kernels.runtime.ndarray import NDArray
 from kernels.runtime.spec import FuncSpec
 

@@ -19,7 +19,8 @@ import numpy as np
 
 from kernels.errors import ArgumentError, BuildError, DeviceError
 from kernels.runtime.device import Device, opencl_handle
-from kernels.runtime.module import DeviceModule, Launch, Module, launch_dims
+from kernels.runtime.launch import Launch, launch_dims
+from kernels.runtime.module import DeviceModule, Module
 from kernels.runtime.ndarray import NDArray
 from kernels.runtime.spec import FuncSpec
 

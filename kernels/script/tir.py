@@ -27,6 +27,8 @@ from ..tir.expr import _unify
 from ..tir.expr import cast as _cast
 from ..tir.expr import const as _const
 from ..tir.expr import convert as _convert
+from .intrinsics import INTRINSICS
+from .intrinsics import if_then_else as _if_then_else
 
 
 def _wrap(name: str, f: Callable) -> Callable:
@@ -185,13 +187,7 @@ def Select(condition, true_value, false_value):  # noqa: N802 - TVMScript's name
 Select = _mark("Select", Select)
 
 
-def if_then_else(cond, t, f):
-    """``T.if_then_else(c, a, b)``: only the chosen side is evaluated."""
-    t, f = _unify(t, f)
-    return _Call(t.dtype, _Op.get("tir.if_then_else"), (_convert(cond), t, f))
-
-
-if_then_else = _mark("if_then_else", if_then_else)
+if_then_else = _mark("if_then_else", _if_then_else)
 
 
 def Cast(dtype: str, value):  # noqa: N802
@@ -270,19 +266,6 @@ def type_annotation(dtype: str = "handle"):
 
 
 type_annotation = _mark("type_annotation", type_annotation)
-
-#: TVM's intrinsics that TVMScript writes as ``T.<name>(args..., dtype=...)``; each builds the call
-#: ``tir.<name>`` of that type (``"handle"`` when no dtype is given, as for the tensor-core ones)
-INTRINSICS = ("tvm_access_ptr", "tvm_fill_fragment", "tvm_load_matrix_sync", "tvm_store_matrix_sync",
-              "tvm_mma_sync", "tvm_bmma_sync", "tvm_struct_get", "tvm_struct_set", "tvm_tuple",
-              "tvm_thread_allreduce", "tvm_storage_sync", "tvm_warp_shuffle", "tvm_warp_shuffle_up",
-              "tvm_warp_shuffle_down", "tvm_warp_activemask", "tvm_stack_alloca", "tvm_stack_make_shape",
-              "tvm_stack_make_array", "tvm_call_packed_lowered", "tvm_throw_last_error", "isnullptr",
-              "reinterpret", "shift_left", "shift_right", "bitwise_and", "bitwise_or", "bitwise_xor",
-              "bitwise_not", "popcount", "address_of", "lookup_param", "TVMBackendAllocWorkspace",
-              "TVMBackendFreeWorkspace", "call_llvm_pure_intrin", "call_llvm_intrin", "ptx_mma",
-              "ptx_ldmatrix", "mma_store", "mma_fill")
-
 
 def _intrinsic(name: str) -> Callable:
     def fn(*args, dtype: str = "handle"):

@@ -8,9 +8,11 @@ them alike), plus TVM 0.2x's names: ``T.sblock`` (``T.block``), ``T.sblock_attr`
 from __future__ import annotations
 
 import builtins as _builtins
+import sys as _sys
 from typing import Any
 
 from . import tir as _T
+from .parser import DEFAULT_NAMES as _DEFAULT_NAMES
 from .tir import *  # noqa: F401,F403  (the same objects: the parser knows them by their marks)
 
 sblock = _T.block
@@ -49,3 +51,6 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list:
     return sorted(set(globals()) | set(_builtins.dir(_T)))
+
+
+_DEFAULT_NAMES["T"] = _sys.modules[__name__]  # the T every script sees (the parser imports no namespace)

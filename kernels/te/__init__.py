@@ -64,7 +64,8 @@ from .intrin import (
 )
 from .scan import ScanOp, scan
 from .prim_func import create_prim_func
-from .schedule import Schedule, Stage, create_schedule
+from .schedule.compat import create_schedule
+from .schedule.schedule import Schedule, Stage
 from .tensor import (
     CommReducer,
     ComputeOp,

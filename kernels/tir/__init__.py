@@ -6,6 +6,7 @@ from ..errors import ScheduleError
 from ..errors import TVMError as _TVMError
 from . import dtype as _dt
 from . import ir_builder
+from . import printer  # the nodes print through it: it registers itself in print_hook when loaded
 from .analysis import evaluate
 from .buffer import READ, WRITE, Buffer, address_of, bind_buffers, decl_buffer, type_annotation
 

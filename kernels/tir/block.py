@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import TVMError
+from . import stmt as _stmt
 from .expr import Buffer, BufferLoad, BufferView, IntImm, PrimExpr, Var, const, convert
 from .functor import rewrite
 from .stmt import (
@@ -528,3 +529,10 @@ class Annotations(tuple):
 
     def keys(self):
         return [k for k, _ in self]
+
+
+# TVM keeps the block statements in tir.stmt too (``tir.stmt.Block``): the statements' module does not
+# import this one (it imports the statements), so they are put there
+for _name in ("Block", "BlockRealize", "MatchBufferRegion", "BufferRegion"):
+    setattr(_stmt, _name, globals()[_name])
+del _name

@@ -16,6 +16,7 @@ from typing import Any, Optional, Tuple
 
 from ..errors import TVMError
 from . import dtype as dt
+from . import print_hook as _print_hook
 
 
 class PrimExpr:
@@ -115,9 +116,7 @@ class PrimExpr:
         return cast(self, dtype)
 
     def __repr__(self) -> str:  # pragma: no cover - thin wrapper
-        from .printer import expr_str
-
-        return expr_str(self)
+        return _print_hook.expr_str(self)
 
     __str__ = __repr__
 

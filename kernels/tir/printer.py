@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import List
 
 from . import dtype as dt
-from . import attr
+from . import attr, print_hook
 from .expr import (
     And,
     BinaryOp,
@@ -192,3 +192,7 @@ def stmt_str(s: Stmt, indent: int = 0) -> str:
 def buffer_decl(b: Buffer) -> str:
     shape = ", ".join(expr_str(x) for x in b.shape)
     return f"Buffer({b.name}_1: Pointer({b.dtype}), {b.dtype}, [{shape}], [])"
+
+
+# the nodes print themselves through these (``repr``): they do not import their printer
+print_hook.register(expr_str=expr_str, stmt_str=stmt_str)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Tuple
 
+from . import print_hook as _print_hook
 from .expr import Buffer, PrimExpr, Var
 
 
@@ -16,9 +17,7 @@ class Stmt:
         return self is other
 
     def __repr__(self) -> str:  # pragma: no cover - thin wrapper
-        from .printer import stmt_str
-
-        return stmt_str(self)
+        return _print_hook.stmt_str(self)
 
     __str__ = __repr__
 
@@ -215,10 +214,5 @@ def seq(*stmts: Stmt) -> Stmt:
     return SeqStmt(tuple(out))
 
 
-def __getattr__(name: str):
-    # TVM keeps the block statements in tir.stmt too (``tir.stmt.Block``); they live in tir.block
-    if name in ("Block", "BlockRealize", "MatchBufferRegion", "BufferRegion"):
-        from . import block
-
-        return getattr(block, name)
-    raise AttributeError(f"module 'kernels.tir.stmt' has no attribute {name!r}")
+# Block, BlockRealize, MatchBufferRegion, BufferRegion: TVM keeps the block statements in tir.stmt too
+# (``tir.stmt.Block``); they live in kernels.tir.block, which puts them here when it is loaded

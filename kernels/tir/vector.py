@@ -3,21 +3,42 @@
 The vectorize pass (``kernels.lower.vectorize``) builds vector expressions (``Ramp``, ``Broadcast``,
 loads and stores of several lanes); a printer without a vector type for one prints it lane by lane
 with :func:`lane_of`, loading each vector operand once (:func:`load_key`, :func:`unconditional_loads`).
+Which accesses are vector instructions at all (:data:`VECTOR_LANES`, :data:`NEEDS_ALIGNMENT`,
+:data:`VECTOR_SCOPES`) is a fact both sides read here too.
 They live on the IR's floor so that the code generators do not import the pass
 (docs/ARCHITECTURE.md, "Floors of the compiler core"); ``kernels.lower.vectorize`` re-exports them.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from ..errors import LoweringError
+from . import attr
 from . import dtype as dt
 from .expr import BinaryOp, Broadcast, BufferLoad, Call, Cast, Not, PrimExpr, Ramp, Select, Var, node_kind
 from .printer import expr_str
 from .simplify import simplify, skey
 
-__all__ = ["lane_of", "load_key", "unconditional_loads"]
+__all__ = ["NEEDS_ALIGNMENT", "VECTOR_LANES", "VECTOR_SCOPES", "lane_of", "load_key", "unconditional_loads"]
+
+_INT_FLOAT = ["float32", "float64", "float16", "int8", "uint8", "int16", "uint16", "int32", "uint32",
+              "int64", "uint64"]
+
+#: lane counts that one memory instruction moves, per target and element type, widest first
+VECTOR_LANES: Dict[str, Dict[str, Tuple[int, ...]]] = {
+    # CUDA's vector types of at most 16 bytes: float4, float2, double2, half2, char4, int4, ...
+    "cuda": {"float32": (4, 2), "float64": (2,), "float16": (2,), "int8": (4, 2), "uint8": (4, 2),
+             "int16": (4, 2), "uint16": (4, 2), "int32": (4, 2), "uint32": (4, 2), "int64": (2,),
+             "uint64": (2,)},
+    # OpenCL's vloadN / vstoreN
+    "opencl": {t: (16, 8, 4, 2) for t in _INT_FLOAT},
+}
+#: whether a vector access must start at a multiple of its lanes (CUDA vector loads and stores
+#: do; OpenCL's vloadN/vstoreN need only the element's alignment)
+NEEDS_ALIGNMENT = {"cuda": True, "opencl": False}
+#: storage scopes accessed with vector instructions (local arrays live in registers: per lane)
+VECTOR_SCOPES = (attr.GLOBAL, attr.SHARED)
 
 
 def lane_of(e: PrimExpr, k: int, alias: Optional[Dict] = None) -> PrimExpr:

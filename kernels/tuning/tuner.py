@@ -34,7 +34,8 @@ from typing import Any, Callable, List, Optional, Sequence, Set
 
 import numpy as np
 
-from .features import FEATURE_TYPES, FeatureExtractor
+from .features.encode import FEATURE_TYPES
+from .features.service import FeatureExtractor
 from .measure import MeasureInput, MeasureOption, MeasureResult
 
 __all__ = ["Tuner", "GridSearchTuner", "RandomTuner", "ModelTuner", "XGBTuner", "EvolutionaryTuner"]

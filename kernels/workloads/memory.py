@@ -14,7 +14,7 @@ from typing import List
 import numpy as np
 
 from .. import te
-from . import Variant, Workload, _isize, _poison, register, uniform
+from .base import Variant, Workload, _isize, _poison, register, uniform
 
 GPU = ("cuda", "opencl")
 CPU = ("c",)

@@ -46,7 +46,7 @@ import numpy as np
 
 from .. import autotvm, te
 from ..contrib.packing import pack, per_word, unpack
-from . import Variant, Workload, WorkloadError, _poison, register, storage_bytes
+from .base import Variant, Workload, WorkloadError, _poison, register, storage_bytes
 
 from .tensorcore_schedule import tensorcore_matmul, tensorcore_schedule
 

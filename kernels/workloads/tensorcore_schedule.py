@@ -148,22 +148,9 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
     -------
     (schedule, [A, B, C])
     """
-    if dtype not in _ALIGN:
-        raise TVMError(f"tensorcore_schedule: dtype {dtype!r} is not one of {sorted(_ALIGN)}")
-    if layout not in ("NN", "NT", "TN", "TT"):
-        raise TVMError(f"tensorcore_schedule: layout {layout!r} is not NN, NT, TN or TT")
-    if not isinstance(raster, int) or raster < 0:
-        raise TVMError(f"tensorcore_schedule: knob raster={raster!r} must be a non-negative integer")
-    for name, val in (("bx", bx), ("by", by), ("step_k", step_k), ("v", v), ("ty", ty), ("tx", tx),
-                      ("warp_m", warp_m)):
-        if not isinstance(val, int) or val < 1:
-            raise TVMError(f"tensorcore_schedule: knob {name}={val!r} must be a positive integer")
+    wx = _check_knobs(dtype, layout, bx, by, step_k, v, ty, tx, warp_m, raster)
     factor, offset, warp_k = _ALIGN[dtype]
     tile_x, tile_y = bx * tx, by * ty
-    wx = min(warp_m, tile_x)
-    if wx % tx or tile_x % wx:
-        raise TVMError(f"tensorcore_schedule: knob warp_m={warp_m} must be a multiple of tx={tx} and divide "
-                       f"the block's {tile_x} columns (bx * tx)")
     s = te.create_schedule(C.op)
     y, x = s[C].op.axis
     k = s[C].op.reduce_axis[0]
@@ -176,7 +163,50 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
         s[BB].storage_align(BB.op.axis[0], factor, offset)
     BL = s.cache_read(BB, "local", [C])
     CL = s.cache_write(C, "local")
-    # the output: block, warp strip (z), thread rows (y), thread columns (x), then the thread's tile
+    txo = _tile_output(s, C, y, x, tile_y, ty, tile_x, wx, tx, raster)
+    # the accumulation: k in shared steps (ko), 16-wide register slices (kl), then the slice
+    ko, ki = s[CL].split(k, step_k * warp_k)
+    kl, ki = s[CL].split(ki, warp_k)
+    s[CL].compute_at(s[C], txo)
+    cy, cx = CL.op.axis
+    s[CL].reorder(ko, kl, ki, cy, cx)
+    for XX in (AA, BB):
+        s[XX].compute_at(s[CL], ko)
+        _fetch(s, XX, bx, by, v, tx, wx, tile_x, flat_fetch, double_buffer)
+    s[AL].compute_at(s[CL], kl)
+    s[BL].compute_at(s[CL], kl)
+    if tensor_core:
+        s[CL].pragma(ko, "tensor_core")
+    return s, [A, B, C]
+
+
+def _check_knobs(dtype: str, layout: str, bx: int, by: int, step_k: int, v: int, ty: int, tx: int,
+                 warp_m: int, raster: int) -> int:
+    """The width of a warp's strip of the output (``warp_m``, at most the block's columns), or a
+    TVMError naming the knob that is out of range."""
+    if dtype not in _ALIGN:
+        raise TVMError(f"tensorcore_schedule: dtype {dtype!r} is not one of {sorted(_ALIGN)}")
+    if layout not in ("NN", "NT", "TN", "TT"):
+        raise TVMError(f"tensorcore_schedule: layout {layout!r} is not NN, NT, TN or TT")
+    if not isinstance(raster, int) or raster < 0:
+        raise TVMError(f"tensorcore_schedule: knob raster={raster!r} must be a non-negative integer")
+    for name, val in (("bx", bx), ("by", by), ("step_k", step_k), ("v", v), ("ty", ty), ("tx", tx),
+                      ("warp_m", warp_m)):
+        if not isinstance(val, int) or val < 1:
+            raise TVMError(f"tensorcore_schedule: knob {name}={val!r} must be a positive integer")
+    tile_x = bx * tx
+    wx = min(warp_m, tile_x)
+    if wx % tx or tile_x % wx:
+        raise TVMError(f"tensorcore_schedule: knob warp_m={warp_m} must be a multiple of tx={tx} and divide "
+                       f"the block's {tile_x} columns (bx * tx)")
+    return wx
+
+
+def _tile_output(s: te.Schedule, C: te.Tensor, y, x, tile_y: int, ty: int, tile_x: int, wx: int, tx: int,
+                 raster: int):
+    """Split and bind the output's axes ``y``, ``x``: block, warp strip (z), thread rows (y), thread
+    columns (x), then the thread's tile; the blocks row by row, or ``raster`` block rows at a time.
+    Returns the thread-column axis (where the accumulation is computed)."""
     yo, yt = s[C].split(y, tile_y)
     yt, yi = s[C].split(yt, ty)
     xo, xi = s[C].split(x, tile_x)
@@ -200,38 +230,31 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
     s[C].bind(yt, te.thread_axis("threadIdx.y"))
     s[C].bind(tz, te.thread_axis("threadIdx.z"))
     s[C].bind(txo, te.thread_axis("threadIdx.x"))
-    # the accumulation: k in shared steps (ko), 16-wide register slices (kl), then the slice
-    ko, ki = s[CL].split(k, step_k * warp_k)
-    kl, ki = s[CL].split(ki, warp_k)
-    s[CL].compute_at(s[C], txo)
-    cy, cx = CL.op.axis
-    s[CL].reorder(ko, kl, ki, cy, cx)
-    # cooperative fetches: every thread of the block, v consecutive elements each
-    for XX in (AA, BB):
-        s[XX].compute_at(s[CL], ko)
-        if flat_fetch:
-            # the tile as one run of elements dealt out v at a time to x, then y, then z
-            fused = s[XX].fuse(*s[XX].op.axis)
-            fused, vec = s[XX].split(fused, factor=v)
-            fused, fx = s[XX].split(fused, factor=wx // tx)
-            fused, fy = s[XX].split(fused, factor=by)
-            _, fz = s[XX].split(fused, factor=tile_x // wx)
-        else:
-            fo, fi = s[XX].split(s[XX].op.axis[1], factor=bx * v)
-            fz, fx = s[XX].split(fi, factor=(wx // tx) * v)
-            fx, vec = s[XX].split(fx, factor=v)
-            fused = s[XX].fuse(s[XX].op.axis[0], fo)
-            _, fy = s[XX].split(fused, factor=by)
-        s[XX].bind(fy, te.thread_axis("threadIdx.y"))
-        s[XX].bind(fz, te.thread_axis("threadIdx.z"))
-        s[XX].bind(fx, te.thread_axis("threadIdx.x"))
-        s[XX].vectorize(vec)
-        if double_buffer >= 3:
-            s[XX].multi_buffer(double_buffer)
-        elif double_buffer:
-            s[XX].double_buffer()
-    s[AL].compute_at(s[CL], kl)
-    s[BL].compute_at(s[CL], kl)
-    if tensor_core:
-        s[CL].pragma(ko, "tensor_core")
-    return s, [A, B, C]
+    return txo
+
+
+def _fetch(s: te.Schedule, XX: te.Tensor, bx: int, by: int, v: int, tx: int, wx: int, tile_x: int,
+           flat_fetch: int, double_buffer: int) -> None:
+    """The cooperative fetch of the shared tile ``XX``: every thread of the block, ``v`` consecutive
+    elements each (vectorised), double- or multi-buffered as asked."""
+    if flat_fetch:
+        # the tile as one run of elements dealt out v at a time to x, then y, then z
+        fused = s[XX].fuse(*s[XX].op.axis)
+        fused, vec = s[XX].split(fused, factor=v)
+        fused, fx = s[XX].split(fused, factor=wx // tx)
+        fused, fy = s[XX].split(fused, factor=by)
+        _, fz = s[XX].split(fused, factor=tile_x // wx)
+    else:
+        fo, fi = s[XX].split(s[XX].op.axis[1], factor=bx * v)
+        fz, fx = s[XX].split(fi, factor=(wx // tx) * v)
+        fx, vec = s[XX].split(fx, factor=v)
+        fused = s[XX].fuse(s[XX].op.axis[0], fo)
+        _, fy = s[XX].split(fused, factor=by)
+    s[XX].bind(fy, te.thread_axis("threadIdx.y"))
+    s[XX].bind(fz, te.thread_axis("threadIdx.z"))
+    s[XX].bind(fx, te.thread_axis("threadIdx.x"))
+    s[XX].vectorize(vec)
+    if double_buffer >= 3:
+        s[XX].multi_buffer(double_buffer)
+    elif double_buffer:
+        s[XX].double_buffer()

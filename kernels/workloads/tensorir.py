@@ -22,7 +22,7 @@ from ..script import tir as T
 from ..tir.function import IRModule
 from ..tir.schedule import Schedule
 from ..tuning.tir_task import cache_read_and_coop_fetch  # noqa: F401  (the notes' helper, defined there)
-from . import REGISTRY, Variant, Workload, WorkloadError, _isize, _poison, check_variant, register, uniform
+from .base import REGISTRY, Variant, Workload, WorkloadError, _isize, _poison, check_variant, register, uniform
 
 GPU = ("cuda", "opencl")
 ModuleFactory = Callable[[Dict[str, int], str], IRModule]

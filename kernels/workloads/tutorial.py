@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import List
 
 import numpy as np
 
 from .. import te, tir
-from . import Variant, Workload, _isize, _poison, register, uniform
+from .base import Variant, Workload, _isize, _poison, register, uniform
+from .base import default_tolerance  # noqa: F401  (its public name before it moved to base)
 
 GPU = ("cuda", "opencl")
 CPU = ("c",)
@@ -272,14 +273,3 @@ def _unary(name: str, fn, ref, low: float, peer: str):
 
 _unary("exp", te.exp, np.exp, -3.0, "torch.exp")
 _unary("log", te.log, np.log, 0.1, "torch.log")
-
-
-def default_tolerance(dtype: str) -> Dict[str, float]:
-    """The default checking tolerances: float32 1e-5, float16 inputs 1e-3, integers exact."""
-    if dtype == "float64":
-        return {"rtol": 1e-10, "atol": 1e-10}
-    if dtype == "float16":
-        return {"rtol": 1e-3, "atol": 1e-3}
-    if dtype.startswith(("int", "uint")):
-        return {"rtol": 0.0, "atol": 0.0}
-    return {"rtol": 1e-5, "atol": 1e-5}

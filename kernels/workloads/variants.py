@@ -26,18 +26,13 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..runtime.spec import BufferArg, ConstArg, FuncSpec, KernelSpec, LaunchDims
-
-if TYPE_CHECKING:  # kernels.workloads imports this module at its end
-    from . import Variant
+from .base import ARRAY_KINDS, Variant, WorkloadError
 
 __all__ = ["ARRAY_KINDS", "BoundCall", "CudaKernel", "CudaSource", "DeviceCall", "Scalar", "cuda_source",
            "device_callable", "kernel_parameters", "scalar"]
-
-#: the device arrays a callable variant may take
-ARRAY_KINDS = ("torch", "cupy")
 
 #: scalar types a CUDA kernel parameter may have (kernels.runtime passes them by value)
 SCALAR_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32",
@@ -322,8 +317,6 @@ def cuda_source(name: str, kernel: str, grid: Callable[..., Any], block: Callabl
         The file cannot be read, the kernel is not an ``extern "C" __global__`` function of the
         source, ``args`` does not match its parameters, or a function is not callable.
     """
-    from . import Variant, WorkloadError
-
     where = f"CUDA-source variant {name!r}"
     folder, module = _caller_folder(1)
     if (file is None) == (source is None):
@@ -469,8 +462,6 @@ def device_callable(name: str, fn: Callable[..., Any], arrays: str = "torch",
     kernels.workloads.WorkloadError
         ``fn`` is not callable with ``(args, params, **knobs)``, or ``arrays`` is not known.
     """
-    from . import Variant, WorkloadError
-
     where = f"callable variant {name!r}"
     if arrays not in ARRAY_KINDS:
         raise WorkloadError(f"{where}: `arrays` must be one of {', '.join(ARRAY_KINDS)}, got {arrays!r}")

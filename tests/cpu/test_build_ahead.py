@@ -42,7 +42,8 @@ def _private_cache(tmp_path, monkeypatch):
 
 
 def _timeline(result) -> dict:
-    return dict(result.extra)["timeline"]
+    t = result.timeline
+    return {"build_start": t.build_start, "build_end": t.build_end, "start": t.start, "end": t.end}
 
 
 def test_later_builds_start_before_the_first_case_ends_and_never_overlap_host_timing():
@@ -50,7 +51,7 @@ def test_later_builds_start_before_the_first_case_ends_and_never_overlap_host_ti
     results = list(run_cases(CASES, CONFIG))
     assert [r.outcome for r in results] == ["ok"] * 4, [r.message for r in results]
     lines = [_timeline(r) for r in results]
-    phases = [dict(r.extra)["phases_s"] for r in results]
+    phases = [dict(r.phases.items()) for r in results]
     first_end = lines[0]["end"]
     for line in lines[1:]:
         # built ahead: each later case's build began while the first case was still running
@@ -66,10 +67,10 @@ def test_later_builds_start_before_the_first_case_ends_and_never_overlap_host_ti
     # the later cases' builds were done when their turn came: they waited for nothing
     assert all(ph["build_wait"] < ph["build"] for ph in phases[1:])
     for r in results:  # a row sum only reads: its share is of the read peak, and says so
-        note = dict(r.extra)["peaks"]
-        assert note["bandwidth"] == "read" and note["flops"] is None  # 1 add per 4 bytes: no FLOP share
-        assert r.pct_peak_bw == pytest.approx(100.0 * r.gbps / note["bandwidth_gbps"])
-        assert r.pct_peak_flops is None and dict(r.extra)["inputs_version"] == 2
+        note = r.peaks
+        assert note.bandwidth == "read" and note.flops is None  # 1 add per 4 bytes: no FLOP share
+        assert r.pct_peak_bw == pytest.approx(100.0 * r.gbps / note.bandwidth_gbps)
+        assert r.pct_peak_flops is None and r.inputs_version == 2
 
 
 def test_builds_ahead_and_in_turn_give_the_same_results_and_sources():
@@ -78,7 +79,7 @@ def test_builds_ahead_and_in_turn_give_the_same_results_and_sources():
     in_turn = list(run_cases(CASES[:2], CONFIG, build_ahead=False))
     for a, b in zip(ahead, in_turn):
         assert a.outcome == b.outcome == "ok"
-        assert dict(b.extra)["phases_s"]["build_wait"] == 0.0
+        assert b.phases.build_wait == 0.0
     art = build_artifact(CASES[1])
     assert art.spec is not None and art.library and art.binary is None
     module = load_module(CASES[1], art)  # loads the library built ahead: no second compile

@@ -77,11 +77,11 @@ def test_results_carry_their_phases_and_the_second_variant_reuses_the_data():
         if _opencl() else run_case(_case("default", n=1 << 16), config)
     for r in (first, second):
         assert r.outcome == "ok", r.message
-        ph = dict(r.extra)["phases_s"]
+        ph = dict(r.phases.items())
         assert set(ph) == {"inputs", "reference", "build", "build_wait", "check", "warmup", "measure"}
         assert all(v >= 0 for v in ph.values()) and ph["measure"] > 0
-    assert dict(first.extra)["phases_s"]["inputs"] > 0
-    assert dict(second.extra)["phases_s"]["inputs"] == 0 and dict(second.extra)["phases_s"]["reference"] == 0
+    assert first.phases.inputs > 0
+    assert second.phases.inputs == 0 and second.phases.reference == 0
 
 
 def _opencl() -> bool:

@@ -74,8 +74,8 @@ def test_tune_then_run_uses_the_best_configuration(tmp_path, capsys):
     code, _, err = _kbench("run", suite, "--executor", "local", "--db", db, capsys=capsys)
     assert code == 2  # tile_k = 0 comes first: that configuration does not build
     assert KEY in err and "no tuned configuration stored" in err and "kbench tune" in err
-    (case_json, extra, outcome), = _rows(db, "SELECT case_json, extra, outcome FROM results")
-    assert outcome == "build_error" and json.loads(extra)["tuning"]["source"] == "untuned"
+    (case_json, source, outcome), = _rows(db, "SELECT case_json, tuning_source, outcome FROM results")
+    assert outcome == "build_error" and source == "untuned"
     assert dict(json.loads(case_json)["knobs"])["tile_k"] == 0
 
     code, stdout, _ = _kbench("tune", suite, "--trials", 8, "--tuner", "random", "--executor", "local",
@@ -110,13 +110,13 @@ def test_tune_then_run_uses_the_best_configuration(tmp_path, capsys):
     # the run now measures exactly the stored best, marked tuned
     code, _, err = _kbench("run", suite, "--executor", "local", "--db", db, "--out", out, capsys=capsys)
     assert code == 0 and "the best configuration of tuning session 1" in err
-    (case_json, extra, outcome), = _rows(db, "SELECT case_json, extra, outcome FROM results WHERE run_id = 2")
+    (case_json, outcome, *tuning), = _rows(db, "SELECT case_json, outcome, tuning_source, tuning_device,"
+                                             " tuning_session_id, tuning_trial_id, tuning_cost_s FROM results"
+                                             " WHERE run_id = 2")
     assert outcome == "ok" and json.loads(case_json)["tuned"] is True
     assert dict(json.loads(case_json)["knobs"]) == {**dict(json.loads(case_json)["knobs"]),
                                                     **json.loads(best_knobs)}
-    assert json.loads(extra)["tuning"] == {"source": "best", "device": device, "session_id": 1,
-                                           "trial_id": _rows(db, "SELECT trial_id FROM best_configs")[0][0],
-                                           "tuned_cost_s": best_cost}
+    assert tuning == ["best", device, 1, _rows(db, "SELECT trial_id FROM best_configs")[0][0], best_cost]
     html = (out / "run2-report.html").read_text()
     assert 'id="tuning"' in html and "session 1 (random, cpu:" in html and "best so far" in html
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import json
 import re
 import sqlite3
 import subprocess
@@ -31,8 +30,8 @@ def test_run_local_show_export_resume(tmp_path):
     # each case's line says where its wall time went (not a terminal: one line per case)
     assert (r.stdout + r.stderr).count("[inputs ") == 3, r.stdout + r.stderr
     con = sqlite3.connect(db)
-    phases = [json.loads(x)["phases_s"] for (x,) in con.execute("select extra from results")]
-    assert len(phases) == 3 and all(p["measure"] > 0 and p["inputs"] >= 0 for p in phases)
+    phases = con.execute("select phase_measure_s, phase_inputs_s from results").fetchall()
+    assert len(phases) == 3 and all(measure > 0 and inputs >= 0 for measure, inputs in phases)
     rows = con.execute("select outcome, n_samples, median_s from results").fetchall()
     # the suite's min_samples = 5 wins over its max_time_s = 0.1 (docs/SUITES.md)
     assert len(rows) == 3 and all(o == "ok" and n >= 5 and m > 0 for o, n, m in rows)

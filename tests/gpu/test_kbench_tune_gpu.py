@@ -42,7 +42,8 @@ def test_tune_matmul_on_the_gpu_then_run_the_best(tmp_path):
     assert best_cost == min(c for c, e in trials if e == 0)
     ran = kbench("run", suite, "--executor", "local", "--db", db)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
-    (case_json, extra), = con.execute("SELECT case_json, extra FROM results").fetchall()
+    (case_json, source, tuned_on), = con.execute("SELECT case_json, tuning_source, tuning_device"
+                                                " FROM results").fetchall()
     knobs = dict(json.loads(case_json)["knobs"])
     assert {k: knobs[k] for k in json.loads(best_knobs)} == json.loads(best_knobs)
-    assert json.loads(extra)["tuning"]["source"] == "best" and json.loads(extra)["tuning"]["device"] == device
+    assert source == "best" and tuned_on == device

@@ -345,13 +345,13 @@ def test_a_row_sum_case_reports_its_share_of_the_read_peak(tmp_path, monkeypatch
         reload_config()
     for r in results:
         assert r.outcome == "ok", r.message
-        note = dict(r.extra)["peaks"]
-        print(f"\n{r.case.key}: {r.gbps:.0f} GB/s, {r.pct_peak_bw:.1f} % of {note['bandwidth']} peak "
-              f"({note['bandwidth_gbps']:.0f} GB/s); phases {dict(r.extra)['phases_s']}")
-        assert note["bandwidth"] == "read" and 0 < r.pct_peak_bw < 110
+        note = r.peaks
+        print(f"\n{r.case.key}: {r.gbps:.0f} GB/s, {r.pct_peak_bw:.1f} % of {note.bandwidth} peak "
+              f"({note.bandwidth_gbps:.0f} GB/s); phases {dict(r.phases.items())}")
+        assert note.bandwidth == "read" and 0 < r.pct_peak_bw < 110
         assert r.pct_peak_flops is None  # memory-bound: the matmul peak was not needed
     assert list((tmp_path / "peaks").glob("*.json"))
     # the second case was compiled (nvcc, empty cache) while the first was checked and timed
-    second = dict(results[1].extra)
-    assert results[1].nvcc_calls == 1 and second["phases_s"]["build_wait"] < second["phases_s"]["build"]
-    assert second["timeline"]["build_start"] < dict(results[0].extra)["timeline"]["end"]
+    second = results[1]
+    assert second.nvcc_calls == 1 and second.phases.build_wait < second.phases.build
+    assert second.timeline.build_start < results[0].timeline.end

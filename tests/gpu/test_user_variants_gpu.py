@@ -48,7 +48,7 @@ def _needs(module):
 
 def _ok(result, kind=None):
     assert result.outcome == "ok", result.message
-    assert dict(result.extra).get("variant_kind") == kind  # what the report names under the column
+    assert result.variant_kind == (kind or "")  # what the report names under the column
     t = result.timing
     assert t.mode == "cold" and t.median > 0 and len(t.samples) >= CFG.min_samples
     assert result.gbps and result.gbps > 0
@@ -151,7 +151,7 @@ def test_kbench_tune_searches_the_triton_block_then_run_uses_the_best(tmp_path):
     run = kbench("run", ROOT / "suites" / "examples.toml", "--targets", "cuda", "--executor", "local",
                  "--db", db, cwd=tmp_path, timeout=900)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
-    case_json, extra = con.execute("select case_json, extra from results "
-                                   "where case_key like 'mixed_add/triton[tuned]%'").fetchone()
-    assert json.loads(extra)["tuning"]["source"] == "best"
+    case_json, source = con.execute("select case_json, tuning_source from results "
+                                    "where case_key like 'mixed_add/triton[tuned]%'").fetchone()
+    assert source == "best"
     assert Case.from_json(case_json).knob_dict == json.loads(best)

@@ -10,8 +10,10 @@
 
 The compiler core, kernels/, has floors of its own (:data:`KERNELS_FLOORS`): every module sits on one,
 no import points to a higher floor and there is no cycle between its units, with the exceptions named
-in :data:`KERNELS_EXCEPTIONS`. There an imported name is first resolved to the module that defines it
-(``from .. import build`` is an import of the package ``kernels``, the TVM-compatible surface).
+in :data:`KERNELS_EXCEPTIONS`; nor is there a cycle between its modules, within a unit or across. There
+an imported name is first resolved to the module that defines it (``from .. import build`` is an import
+of the package ``kernels``, the TVM-compatible surface). No function of kernels/ is over
+:data:`KERNELS_MAX_FUNCTION_LINES` lines and no module over :data:`KERNELS_MAX_MODULE_LINES`.
 
 Imports under ``if TYPE_CHECKING:`` count like any other: a type is a dependency too.
 """
@@ -330,42 +332,65 @@ def test_kernels_units_resolve_as_documented(kernels_side):
     assert _defining_module("kernels.tir.expr.Var", kernels_side) == "kernels.tir.expr"
 
 
-#: the import cycles between modules of one unit that kernels/ still has, each to be broken by the
-#: work named beside it; a new cycle fails the test, and so does a cycle of this list once it is broken
-#: (remove it here then). A cycle is the sorted list of its modules (a strongly connected component).
-KERNELS_MODULE_CYCLES = (
-    # the IR's nodes print themselves (expr/stmt -> printer) and the printer prints the nodes: the
-    # printer is to register with the nodes (as kernels.tir.script_printer does for TVMScript)
-    # (block.py walks and prints its statements with the same functor and printer)
-    ["kernels.tir.block", "kernels.tir.expr", "kernels.tir.functor", "kernels.tir.printer",
-     "kernels.tir.stmt"],
-    # the TensorIR lowering calls lower.simplify_stmt, and lower() calls the TensorIR lowering:
-    # simplify_stmt is to move out of the package's __init__
-    ["kernels.lower", "kernels.lower.from_blocks"],
-    # the T namespace parses (T.prim_func, I.ir_module), and the parser's default names are the T and
-    # I namespaces: the parser is to receive its default names from them
-    ["kernels.script.ir", "kernels.script.parser", "kernels.script.tir", "kernels.script.tirx"],
-    # schedule.py calls the annotation primitives of annotate.py, which tell a block's handle from a
-    # loop's by schedule.py's BlockRV/LoopRV: the handles are to move to a module of their own
-    ["kernels.tir.schedule.annotate", "kernels.tir.schedule.schedule"],
-    # the package's __init__ registers the workloads of its submodules, which import Workload and
-    # register from it: the values are to move to a module of their own
-    ["kernels.workloads", "kernels.workloads.memory", "kernels.workloads.tensorcore",
-     "kernels.workloads.tutorial", "kernels.workloads.variants"],
-)
-
-
-def test_kernels_module_cycles_are_the_known_ones(kernels_side):
+def _module_edges(sources: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> the kernels modules it imports (module- and function-level, TYPE_CHECKING alike)."""
     edges: dict[str, set[str]] = defaultdict(set)
-    for module, path in kernels_side.items():
+    for module, path in sources.items():
         for name, _, _ in _imports(module, path):
             if name.split(".")[0] == "kernels":
-                target = _defining_module(name, kernels_side)
+                target = _defining_module(name, sources)
                 if target != module:
                     edges[module].add(target)
-    found = sorted(_cycles(edges))
-    assert found == sorted(KERNELS_MODULE_CYCLES), "\n".join(" <-> ".join(c) for c in found)
+    return edges
 
+
+def test_no_cycle_between_kernels_modules(kernels_side):
+    # also between the modules of one unit: a node does not import its printer, a package's __init__
+    # is not imported by the modules it loads (docs/ARCHITECTURE.md, "Floors of the compiler core")
+    found = sorted(_cycles(_module_edges(kernels_side)))
+    assert found == [], "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_module_cycles_are_found_through_function_level_imports(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    files = {
+        "kernels.pkg": ("pkg/__init__.py", "from .a import f\n"),
+        "kernels.pkg.a": ("pkg/a.py", "from .b import g\n\ndef f():\n    return g()\n"),
+        "kernels.pkg.b": ("pkg/b.py", "def g():\n    from . import a  # late\n    return a\n"),
+        "kernels.pkg.c": ("pkg/c.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                      "    from .d import D\n"),
+        "kernels.pkg.d": ("pkg/d.py", "from .c import C\n"),
+        "kernels.pkg.e": ("pkg/e.py", "from . import a\n"),
+    }
+    sources = {}
+    for module, (rel, text) in files.items():
+        (tmp_path / rel).write_text(text)
+        sources[module] = tmp_path / rel
+    edges = _module_edges(sources)
+    assert edges["kernels.pkg.a"] == {"kernels.pkg.b"} and edges["kernels.pkg.e"] == {"kernels.pkg.a"}
+    assert sorted(_cycles(edges)) == [["kernels.pkg.a", "kernels.pkg.b"], ["kernels.pkg.c", "kernels.pkg.d"]]
+
+
+
+#: the most lines a function (or method) of kernels/ may have, docstring included, and a module
+KERNELS_MAX_FUNCTION_LINES = 150
+KERNELS_MAX_MODULE_LINES = 900
+
+
+def test_kernels_functions_and_modules_are_short(kernels_side):
+    long = []
+    for path in kernels_side.values():
+        rel = str(path.relative_to(ROOT))
+        text = path.read_text()
+        n = len(text.splitlines())
+        if n > KERNELS_MAX_MODULE_LINES:
+            long.append(f"{rel}: {n} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > KERNELS_MAX_FUNCTION_LINES:
+                    long.append(f"{rel}:{node.lineno}: {node.name} is {lines} lines")
+    assert not long, "\n".join(long)
 
 # -- IR attribute keys and storage scopes (kernels/tir/attr.py) ----------------------------------------
 

@@ -104,3 +104,56 @@ def test_case_and_side_settings():
         Side("C", -0.1)
     with pytest.raises(InvalidSetting, match="a side's name must be a non-empty string"):
         Side("")
+
+
+# -- what a result notes besides its timing (typed: schema version 9's columns) --------------------
+
+
+def test_the_noted_values_are_checked_where_they_are_made():
+    from harness.model import Peaks, Phases, Timeline, TuningRef
+
+    ph = Phases(inputs=1, reference=0.5, measure=2.0)
+    assert ph.items() == (("inputs", 1.0), ("reference", 0.5), ("measure", 2.0))
+    assert isinstance(ph.inputs, float) and Phases().items() == ()
+    for bad in ({"inputs": -1.0}, {"build": float("nan")}, {"check": True}, {"warmup": "1"}):
+        with pytest.raises(InvalidSetting, match=f"Phases: {next(iter(bad))} must be a non-negative number"):
+            Phases(**bad)
+    with pytest.raises(TypeError):  # a phase kbench does not know
+        Phases(sleeping=1.0)
+    t = Timeline(build_start=10, build_end=11, start=10.5, end=12)
+    assert (t.build_start, t.end) == (10.0, 12.0)
+    with pytest.raises(InvalidSetting, match=r"Timeline: start \(13.0\) is after end \(12.0\)") as e:
+        Timeline(build_start=10, build_end=11, start=13, end=12)
+    assert e.value.settings == ("start", "end")
+    with pytest.raises(InvalidSetting, match="Timeline: build_end must be a non-negative number"):
+        Timeline(build_start=10, build_end=None, start=11, end=12)
+    assert Peaks("read", 3000, None).bandwidth_gbps == 3000.0 and Peaks() == Peaks(None, None, None)
+    with pytest.raises(InvalidSetting, match="Peaks: bandwidth must be one of read, copy or None, got 'side"):
+        Peaks("sideways")
+    with pytest.raises(InvalidSetting, match=r"bandwidth_gbps is given but not which peak it is"):
+        Peaks(bandwidth_gbps=3000.0)
+    with pytest.raises(InvalidSetting, match="Peaks: bandwidth_gbps must be a positive number, got -1"):
+        Peaks("copy", -1)
+    with pytest.raises(InvalidSetting, match="Peaks: flops must name a measured matmul peak"):
+        Peaks("copy", 1.0, "")
+    assert TuningRef("best", "H100", 2, 4, 2e-5).cost_s == 2e-5
+    assert TuningRef("untuned", "A100").session_id is None
+    with pytest.raises(InvalidSetting, match="TuningRef: source must be one of best, untuned, got 'guessed'"):
+        TuningRef("guessed")
+    with pytest.raises(InvalidSetting, match="TuningRef: the best configuration needs session_id"):
+        TuningRef("best", "H100")
+    with pytest.raises(InvalidSetting, match="TuningRef: an untuned configuration has no session_id, cost_s"):
+        TuningRef("untuned", "A100", session_id=3, cost_s=1e-5)
+
+
+def test_a_result_takes_only_typed_notes():
+    case = _case()
+    with pytest.raises(InvalidSetting, match=r"Result: row_sum/rfactor.*: phases must be a Phases or None"):
+        Result(case, "ok", phases={"inputs": 1.0})
+    with pytest.raises(InvalidSetting, match="tuning must be a TuningRef or None"):
+        Result(case, "ok", tuning={"source": "best"})
+    with pytest.raises(InvalidSetting, match="inputs_version must be a positive integer or None, got 0"):
+        Result(case, "ok", inputs_version=0)
+    with pytest.raises(InvalidSetting, match="variant_kind must be a string, got None"):
+        Result(case, "ok", variant_kind=None)
+    assert not hasattr(Result(case, "ok"), "extra")  # nothing rides beside the typed fields

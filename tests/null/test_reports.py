@@ -111,7 +111,7 @@ def result(rng, spec, device: str, factor: float, outcome: str = "ok", message: 
     return Result(case=case, outcome="ok", timing=timing, gbps=gbps, gflops=gflops,
                   pct_peak_bw=100 * gbps / bw, pct_peak_flops=100 * gflops / fl, device=device,
                   env_id=env.fingerprint_id(ENVS[device]), worker="node-1/pid-7", build_s=0.5,
-                  extra=(("nvcc_calls", 1),))
+                  nvcc_calls=1)
 
 
 def factor(spec, device: str, run: int) -> float:

@@ -22,17 +22,18 @@ def test_generation_and_case_id():
     assert case_id("x/v[]/n=4/float32/cuda@A100", "H100") == "x/v[]/n=4/float32/cuda@A100"
 
 
-def _row(variant, gen, median, outcome="ok", gbps=100.0, pct_bw=50.0, gflops=None, pct_fl=None, extra="{}"):
+def _row(variant, gen, median, outcome="ok", gbps=100.0, pct_bw=50.0, gflops=None, pct_fl=None, bw_kind=None):
     return {"case_id": f"w/{variant}", "variant": variant, "knobs": "{}", "target": "cuda", "gen": gen,
             "outcome": outcome, "median_s": median, "gbps": gbps, "pct_peak_bw": pct_bw, "gflops": gflops,
-            "pct_peak_flops": pct_fl, "run_id": 1, "message": "", "extra": extra}
+            "pct_peak_flops": pct_fl, "run_id": 1, "message": "", "peak_bw_kind": bw_kind,
+            "peak_flops_kind": None}
 
 
 def test_matrix_ranks_skip_peers_and_failures():
     f = pd.DataFrame([
         _row("a", "A100", 3e-3), _row("b", "A100", 2e-3), _row("c", "A100", None, outcome="wrong"),
         _row("peer:torch.sum", "A100", 1e-3),
-        _row("a", "H100", 1e-3), _row("b", "H100", 1.5e-3, extra='{"peaks": {"bandwidth": "read"}}'),
+        _row("a", "H100", 1e-3), _row("b", "H100", 1.5e-3, bw_kind="read"),
         _row("c", "H100", 0.5e-3, gflops=900.0, pct_fl=90.0),
         _row("peer:torch.sum", "H100", 0.1e-3),
     ])

@@ -3,8 +3,6 @@ workloads' read/write split of their bytes; harness.measure.derived with a traff
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from harness.measure.peaks import derived
@@ -83,21 +81,18 @@ def test_the_flop_peak_is_worked_out_from_one_operation_per_byte():
 
 
 def test_stored_results_say_which_peak():
-    read = {"peaks": {"bandwidth": "read", "bandwidth_gbps": 3000.0, "flops": None}}
-    assert peak_bw_kind(read) == "read"
-    assert peak_bw_kind(json.dumps(read)) == "read"  # as the store keeps it
-    assert peak_bw_kind(tuple(read.items())) == "read"  # as Result.extra holds it
-    assert peak_bw_kind("{}") == "copy"  # stored before the read peak: every % was of the copy peak
-    assert peak_bw_kind(None) is None and peak_bw_kind(float("nan")) is None
-    assert peak_bw_kind("not json") is None
-    assert pct_peak_text(93.14, json.dumps(read)) == "93.1 % of read peak"
-    assert pct_peak_text(120.0, "{}") == "120 % of copy peak"
-    assert pct_peak_text(None, read) == "" and pct_peak_text(float("nan"), read) == ""
+    # the peak_bw_kind column (Result.peaks.bandwidth); NULL (NaN in a frame): stored before the read
+    # peak existed, when every percentage was of the copy peak
+    assert peak_bw_kind("read") == "read" and peak_bw_kind("copy") == "copy"
+    assert peak_bw_kind(None) == "copy" and peak_bw_kind(float("nan")) == "copy"
+    assert pct_peak_text(93.14, "read") == "93.1 % of read peak"
+    assert pct_peak_text(120.0, None) == "120 % of copy peak"
+    assert pct_peak_text(None, "read") == "" and pct_peak_text(float("nan"), "read") == ""
     # a table shows the nearer peak: FLOP where the kernel is nearer it
-    assert peak_share_text(0.58, 61.24, "{}") == "61.2 % of FLOP peak"
-    assert peak_share_text(93.14, 0.5, json.dumps(read)) == "93.1 % of read peak"
-    assert peak_share_text(None, None, read) == ""
-    assert peak_share_text(float("nan"), 3.0, "{}") == "3 % of FLOP peak"
+    assert peak_share_text(0.58, 61.24) == "61.2 % of FLOP peak"
+    assert peak_share_text(93.14, 0.5, "read") == "93.1 % of read peak"
+    assert peak_share_text(None, None, "read") == ""
+    assert peak_share_text(float("nan"), 3.0) == "3 % of FLOP peak"
 
 
 # -- peaks per dtype class ------------------------------------------------------------------------
@@ -132,10 +127,10 @@ def test_an_integer_matmul_is_never_a_share_of_the_copy_peak():
 
 
 def test_a_stored_int8_share_is_labelled_with_its_peak():
-    note = json.dumps({"peaks": {"bandwidth": "copy", "bandwidth_gbps": 3000.0, "flops": "matmul_int8_gops"}})
-    assert peak_flops_kind(note) == "matmul_int8_gops" and peak_flops_kind("{}") is None
-    assert peak_share_text(4.2, 34.36, note) == "34.4 % of int8 matmul peak"
-    assert peak_share_text(4.2, 34.36, "{}") == "34.4 % of FLOP peak"
+    assert peak_flops_kind("matmul_int8_gops") == "matmul_int8_gops"
+    assert peak_flops_kind(None) is None and peak_flops_kind(float("nan")) is None
+    assert peak_share_text(4.2, 34.36, "copy", "matmul_int8_gops") == "34.4 % of int8 matmul peak"
+    assert peak_share_text(4.2, 34.36, "copy", None) == "34.4 % of FLOP peak"
 
 
 def test_rates_are_scaled_for_people():

@@ -15,7 +15,18 @@ import pandas as pd
 import pytest
 
 from harness import __version__, env, judge, store
-from harness.model import DEFAULT_THRESHOLD, OUTCOMES, Case, MeasureConfig, Result, Timing
+from harness.model import (
+    DEFAULT_THRESHOLD,
+    OUTCOMES,
+    Case,
+    MeasureConfig,
+    Peaks,
+    Phases,
+    Result,
+    Timeline,
+    Timing,
+    TuningRef,
+)
 from harness.store import DuplicateResult, Store, StoreError, UnknownRun, schema
 from harness.suite import load_suite
 
@@ -41,7 +52,12 @@ def make_result(case: Case, samples=(1.25e-5, 1.2500001e-5, 1.3e-5, 0.1 + 0.2), 
                                ("after", {"temperature_c": 44.0, "clock_event_reasons": ["sw_power_cap"]})))
     return Result(case=case, outcome=outcome, message="", timing=timing, gbps=1234.5678, gflops=None,
                   pct_peak_bw=0.37, pct_peak_flops=None, device="NVIDIA H100 80GB HBM3", env_id=env_id,
-                  worker="node-1/pid-42", build_s=0.75, extra=(("peer", "torch.sum"), ("ratio", 1.02)))
+                  worker="node-1/pid-42", build_s=0.75, inputs_version=2,
+                  phases=Phases(inputs=0.5, reference=0.25, build=0.75, build_wait=0.0, check=0.125,
+                                warmup=0.0625, measure=2.0),
+                  timeline=Timeline(build_start=1.7e9, build_end=1.7e9 + 0.75, start=1.7e9 + 0.5,
+                                    end=1.7e9 + 3.5),
+                  peaks=Peaks(bandwidth="copy", bandwidth_gbps=3336.5, flops=None))
 
 
 def fake_fp(**changes) -> dict:
@@ -333,13 +349,22 @@ def test_result_round_trip_with_samples(db):
     fp = fake_fp()
     with Store.open(db) as s:
         run = s.begin_run(FakeSuite(), ["kbench"], "local", MeasureConfig())
-        # the worker's fingerprint travels with the result; nvcc calls, side and group have columns
+        # the worker's fingerprint travels with the result; nvcc calls, side, group and what the worker
+        # noted (phases, timeline, inputs version, variant kind, peaks, tuning) have columns
         result = replace(make_result(case, env_id=env.fingerprint_id(fp)), environment=fp, nvcc_calls=2,
-                         side="head", interleave_group=run)
+                         side="head", interleave_group=run, variant_kind="callable:torch",
+                         tuning=TuningRef("best", "H100", session_id=3, trial_id=9, cost_s=1.5e-5))
         rid = s.record_result(run, result)
         assert s.get_results(run) == [result]  # every field, samples compared exactly
         row = s.results_frame(run).iloc[0]
         assert (row["nvcc_calls"], row["side"], row["interleave_group"]) == (2, "head", run)
+        assert (row["variant_kind"], row["inputs_version"], row["peak_bw_kind"], row["peak_bw_gbps"]) == (
+            "callable:torch", 2, "copy", 3336.5)
+        assert pd.isna(row["peak_flops_kind"]) and row["phase_measure_s"] == 2.0
+        assert (row["tuning_source"], row["tuning_session_id"], row["tuning_trial_id"]) == ("best", 3, 9)
+        assert row["timeline_start"] == 1.7e9 + 0.5
+        (extra,) = s._conn.execute("SELECT extra FROM results WHERE id = ?", (rid,)).fetchone()
+        assert extra == "{}"  # nothing beside the columns
         sf = s.samples_frame([rid])
     assert sf["value_s"].tolist() == list(result.timing.samples)
     assert sf["sm_clock_mhz"].tolist() == list(result.timing.clocks_mhz)
@@ -467,7 +492,10 @@ def test_load_results_columns_and_filters(db):
     expected = ["result_id", "run_id", "run_started_at", "suite_name", "git_commit", "case_key", "workload",
                 "variant", "params", "knobs", "dtype", "target", "gpu_model", "outcome", "message",
                 "median_s", "ci_low_s", "ci_high_s", "n_samples", "discarded", "gbps", "pct_peak_bw",
-                "device", "worker", "mode", "stop_reason", "build_s", "env_id", "telemetry", "extra",
+                "device", "worker", "mode", "stop_reason", "build_s", "env_id", "telemetry", "variant_kind",
+                "inputs_version", "peak_bw_kind", "peak_bw_gbps", "peak_flops_kind", "tuning_source",
+                "tuning_device", "tuning_session_id", "tuning_trial_id", "tuning_cost_s", "phase_inputs_s",
+                "phase_build_wait_s", "phase_measure_s", "timeline_build_start", "timeline_end",
                 "created_at", "env_gpu_name", "env_host", "env_cpu_model"]
     assert set(expected) <= set(frame.columns)
     env_cols = [c for c in frame.columns if c.startswith("env_") and c != "env_id"]
@@ -634,7 +662,7 @@ def test_v6_store_migrates_to_v8_with_unknown_commits(db, monkeypatch):
         assert s.get_run(old)["kbench_commit"] is None and s.schema_version == store.SCHEMA_VERSION
     assert _sha(db) == before
     with Store.open(db) as s:
-        assert s.schema_version == store.SCHEMA_VERSION == 8
+        assert s.schema_version == store.SCHEMA_VERSION == 9
         assert (s.get_run(old)["kbench_commit"], s.get_run(old)["suite_commit"]) == (None, None)
     assert [r[1] for r in sqlite3.connect(db).execute("PRAGMA table_info(runs)")][-2:] == [
         "kbench_commit", "suite_commit"]
@@ -834,7 +862,8 @@ def test_v3_store_migrates_to_v4_with_typed_columns_filled_from_the_json(db, tmp
     with Store.open(db) as s:
         assert s.schema_version == store.SCHEMA_VERSION  # 4, then 5 (run uuids)
         frame = s.results_frame().set_index("case_key")
-        # typed columns filled from the JSON the rows carried; the JSON itself is untouched
+        # typed columns filled from the JSON the rows carried (version 9 then takes nvcc_calls, held
+        # twice, out of extra; the telemetry is untouched)
         assert frame.loc[make_case().key, "nvcc_calls"] == 3
         sides = s.results_frame([base, head])
         assert sides["side"].tolist() == ["base", "head"]
@@ -857,5 +886,8 @@ def test_v3_store_migrates_to_v4_with_typed_columns_filled_from_the_json(db, tmp
         assert (stored["regression_threshold"], stored["thresholds"]) == (0.07, {"row_sum": 0.09})
     with sqlite3.connect(db) as conn:
         width = len(results_before[0])
-        assert [r[:width] for r in conn.execute("SELECT * FROM results ORDER BY id")] == results_before
+        extra = [d[1] for d in conn.execute("PRAGMA table_info(results)")].index("extra")
+        after = [r[:width] for r in conn.execute("SELECT * FROM results ORDER BY id")]
+        assert after[0][extra] == "{}" and results_before[0][extra] == '{"nvcc_calls": 3}'
+        assert [r[:extra] + r[extra + 1:] for r in after] == [r[:extra] + r[extra + 1:] for r in results_before]
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []

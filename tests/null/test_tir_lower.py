@@ -35,7 +35,7 @@ def allocs(stmt):
 
 
 def test_passes_are_listed_in_order():
-    assert [n for n, _ in BLOCK_PASSES] == ["hoist_reduction_init", "lower_init_block", "lower_blocks",
+    assert [p.name for p in BLOCK_PASSES] == ["hoist_reduction_init", "lower_init_block", "lower_blocks",
                                             "compact_buffers",
                                             "bind_threads", "flatten_buffers", "simplify"]
 

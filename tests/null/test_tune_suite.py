@@ -17,7 +17,7 @@ from store_data import TUNING_SPACE, fill_tuning, tuned_case  # noqa: E402
 
 from harness import plan as planmod  # noqa: E402
 from harness.errors import ConfigError  # noqa: E402
-from harness.model import Case  # noqa: E402
+from harness.model import Case, TuningRef  # noqa: E402
 from harness.store import SCHEMA_VERSION, Store, StoreError, in_space, schema  # noqa: E402
 from harness.suite import SuiteError, parse_suite  # noqa: E402
 
@@ -103,8 +103,8 @@ def test_pick_tuned_uses_the_stored_best_per_gpu_model_and_says_where_none_is():
     assert h100.knob_dict == best and by_key[h100.key].source == "best" and by_key[h100.key].session_id == 7
     a100 = next(c for c in tuned if c.key == first.key + "@A100")
     assert a100.knobs == first.knobs and by_key[a100.key].source == "untuned"
-    assert by_key[a100.key].as_extra() == {"source": "untuned", "device": "A100", "session_id": None,
-                                           "trial_id": None, "tuned_cost_s": None}
+    assert by_key[a100.key].as_ref() == TuningRef("untuned", "A100")
+    assert by_key[h100.key].as_ref() == TuningRef("best", "H100", session_id=7, trial_id=70, cost_s=1e-5)
     assert [c for c in picked if not c.tuned] == [c for c in cases if not c.tuned]
 
 
@@ -130,7 +130,7 @@ def test_a_v5_store_migrates_to_v6_keeping_its_runs(tmp_path, monkeypatch):
                                " VALUES ('t', 'done', 'tutorials', 'v', '[]', 'local', '{}', 'u')", ())
     monkeypatch.undo()
     with Store.open(db) as new:
-        assert new.schema_version == SCHEMA_VERSION == 8
+        assert new.schema_version == SCHEMA_VERSION == 9
         assert new.get_run(run)["status"] == "done" and new.tuning_sessions() == []
         assert new.best_config("x", "H100") is None
     with sqlite3.connect(db) as raw:

@@ -106,11 +106,11 @@ def test_rates_in_the_table_read_tflops_or_tops():
 
 
 def test_columns_of_cuda_source_and_callable_variants_name_their_kind():
-    """A result of a CUDA-source or callable variant carries its kind (Result.extra["variant_kind"]);
+    """A result of a CUDA-source or callable variant carries its kind (Result.variant_kind);
     the side-by-side table names it under the column, next to the schedules and the peer."""
     def row(variant, median, kind=None):
         r = _row(variant, {}, "NN", H100, median, dtype="float32")
-        r["extra"] = json.dumps({"variant_kind": kind} if kind else {"inputs_version": 2})
+        r["variant_kind"] = kind or ""
         return r
 
     frame = pd.DataFrame([row("te_bind", 2e-3), row("cuda_source", 1.5e-3, "cuda_source"),

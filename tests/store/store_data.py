@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from harness import __version__, env
-from harness.model import Case, MeasureConfig, Result, Timing
+from harness.model import Case, MeasureConfig, Peaks, Phases, Result, Timeline, Timing, TuningRef
 from harness.store import Store
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -40,9 +40,18 @@ def fake_fp(gpu_name: str = H100, **changes) -> dict:
     return fp
 
 
+#: what a worker notes of a timed case besides its timing (schema version 9's typed columns)
+PHASES = Phases(inputs=0.25, reference=0.0125, build=0.5, build_wait=0.125, check=0.03125, warmup=0.0625,
+                measure=1.5)
+TIMELINE = Timeline(build_start=1.7e9, build_end=1.7e9 + 0.5, start=1.7e9 + 0.25, end=1.7e9 + 2.5)
+PEAKS = Peaks(bandwidth="read", bandwidth_gbps=3000.0, flops=None)
+
+
 def timed_result(case: Case, samples, *, clocks=(), fp: dict | None = None, device: str = H100,
                  **fields) -> Result:
-    """An ``ok`` result of ``case`` with these raw samples (median and CI taken from them)."""
+    """An ``ok`` result of ``case`` with these raw samples (median and CI taken from them), its
+    phases, timeline, inputs version and peaks as a worker notes them."""
+    fields = {"phases": PHASES, "timeline": TIMELINE, "inputs_version": 2, "peaks": PEAKS, **fields}
     samples = tuple(float(x) for x in samples)
     med = float(np.median(samples))
     timing = Timing(samples=samples, discarded=1, clocks_mhz=tuple(clocks), median=med,
@@ -52,7 +61,7 @@ def timed_result(case: Case, samples, *, clocks=(), fp: dict | None = None, devi
     return Result(case=case, outcome="ok", message="", timing=timing, gbps=512.0 / med * 1e-9,
                   gflops=None, pct_peak_bw=0.37, pct_peak_flops=None, device=device,
                   env_id=env.fingerprint_id(fp) if fp else "", environment=fp, worker="node-1/pid-42",
-                  build_s=0.5, extra=(("peer", "torch.sum"),), **fields)
+                  build_s=0.5, **fields)
 
 
 def fill(store: Store, seed: int = 0) -> list[int]:
@@ -65,10 +74,15 @@ def fill(store: Store, seed: int = 0) -> list[int]:
     for i, variant in enumerate(("split", "bind", "vec")):
         samples = 1e-4 * (1 + i) * rng.lognormal(0.0, 0.01, 40)
         clocks = [1980.0] * 39 + [math.nan]  # one clock unknown: stored NULL, read back NaN
+        # the third as a tuned CUDA-source variant nearer its FLOP peak, without a timeline
+        noted = {} if i < 2 else dict(variant_kind="cuda_source", timeline=None,
+                                      peaks=Peaks("copy", 2600.0, "matmul_fp32_gflops"),
+                                      tuning=TuningRef("best", "H100", 1, 3, 2.5e-5))
         store.record_result(base, timed_result(make_case(variant=variant, gpu_model=H100), samples,
-                                               clocks=clocks, fp=fp, nvcc_calls=i))
+                                               clocks=clocks, fp=fp, nvcc_calls=i, **noted))
     store.record_result(base, Result(case=make_case(variant="broken", gpu_model=H100), outcome="build_error",
-                                     message="nvcc: error: boom\nsecond line"))
+                                     message="nvcc: error: boom\nsecond line",
+                                     tuning=TuningRef("untuned", "H100"), inputs_version=2))
     store.finish_run(base, "done")
     store.set_baseline("nightly", base, note="first")
     remeasure = store.begin_run(FakeSuite(), ["kbench"], "local", {"max_time_s": 2.0}, kind="remeasure",

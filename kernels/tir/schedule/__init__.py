@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from .schedule import BlockRV, ExprRV, LoopRV, Schedule
+from .handles import BlockRV, ExprRV, LoopRV
+from .schedule import Schedule
 from .sref import BlockScope, Dependency, DepKind, StmtSRef
 from .sref import ModuleState as ScheduleState
 from .trace import Instruction, InstructionKind, Trace

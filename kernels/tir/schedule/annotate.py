@@ -10,6 +10,7 @@ from ..block import Block, BlockToken, ExprMutator, as_annotations, with_loop
 from ..expr import Buffer, PrimExpr
 from ..region import row_major_strides
 from .cache import SCOPES
+from .handles import BlockRV, LoopRV
 from .state import ScheduleState, alloc_owner, is_output_buffer
 
 ALIGN_KEY = "buffer_dim_align"
@@ -67,8 +68,6 @@ def set_scope(st: ScheduleState, token: BlockToken, name: str, index: int, scope
 
 
 def _target(st: ScheduleState, rv, prim: str):
-    from .schedule import BlockRV, LoopRV
-
     if isinstance(rv, BlockRV):
         return st.realize(rv.token, prim, rv.name).block
     if isinstance(rv, LoopRV):

@@ -20,10 +20,11 @@ Where the covering region may run past the block variable's domain, the moved bl
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Dict, List, Optional
 
 from ...errors import ScheduleError
-from ..block import BlockRealize, BlockToken, IterVarType, loop_thread, make_for
+from ..block import BlockRealize, BlockToken, IterVarType, loop_thread, make_for, replace_stmt
 from ..expr import And, IntImm, PrimExpr, Var, const
 from ..functor import vars_of
 from ..printer import expr_str
@@ -80,6 +81,34 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
     blk = r.block
     lp = st.loop(var, prim)
     idx = st.index
+    prods, cons = _check_movable(prim, st, r, lp, reverse)
+    required = prods if reverse else cons
+    items = body_items(lp.body)
+    pos = _position(prim, st, r, lp, items, prods, cons, index)
+    _check_order(prim, st, r, lp, items, pos, prods if reverse else [])
+    want = _wanted_intervals(prim, st, blk, lp, required, reverse)
+    ranges = loop_ranges(idx.all_loops_above(lp) + [lp])
+    values, new_loops, pred = _cover(blk, want, ranges, preserve_unit_loops, reverse)
+    if is_reduction(blk):
+        _check_reduction_not_shared(prim, blk, values, idx.all_loops_above(lp) + [lp])
+    moved: object = BlockRealize(tuple(values), pred, blk)
+    for lv, ext in reversed(new_loops):
+        moved = make_for(lv, const(0, lv.dtype), ext, ForKind.SERIAL, moved)
+    new_items = items[:pos] + [moved] + items[pos:]
+    new_lp = dataclasses.replace(lp, body=seq(*new_items))
+    new_lp = simplify_bindings(new_lp, idx.all_loops_above(lp))
+    body = remove_realize(st.func.body, idx, r)
+    body = replace_stmt(body, lp, new_lp)
+    st.set_body(body)
+
+
+def _check_movable(prim: str, st: ScheduleState, r: BlockRealize, lp: For, reverse: bool):
+    """(producers, consumers) of the block of ``r`` in its scope, once it is checked that it may move
+    under ``lp``: not the root, in the same scope, not under ``lp`` already, not an output block
+    (compute_at), its consumers (producers) all under ``lp``, its loop nest of compact dataflow and
+    (reverse_compute_at) no loop above ``lp`` running a producer's reduction."""
+    blk = r.block
+    idx = st.index
     scope = idx.scope_block(r)
     if scope is None:
         raise ScheduleError(f"{prim}: block {blk.name_hint} is the root block")
@@ -125,7 +154,14 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
                                         f"variable {iv.var.name} of producer {pname}; what {pname} writes is "
                                         f"complete only after that loop, so block {blk.name_hint} cannot go "
                                         f"under loop {lp.loop_var.name}")
-    items = body_items(lp.body)
+    return prods, cons
+
+
+def _position(prim: str, st: ScheduleState, r: BlockRealize, lp: For, items, prods, cons, index: int) -> int:
+    """Where among ``items`` (the statements of ``lp``'s body) the block goes: before its first
+    consumer (``index`` -1), after its last producer (-2), or at ``index`` between the two."""
+    idx = st.index
+    blk = r.block
 
     def positions(rs) -> List[int]:
         return [k for k, it in enumerate(items) if any(q is it or idx.is_ancestor(it, q) for q in rs)]
@@ -145,7 +181,14 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
         raise ScheduleError(f"{prim}: index {index} for block {blk.name_hint} under loop "
                             f"{lp.loop_var.name} must "
                             f"be -1, -2 or in [{last_prod + 1}, {first_cons}]")
-    _check_order(prim, st, r, lp, items, pos, prods if reverse else [])
+    return pos
+
+
+def _wanted_intervals(prim: str, st: ScheduleState, blk, lp: For, required, reverse: bool
+                      ) -> Dict[int, List[Optional[Interval]]]:
+    """For each block variable of ``blk`` (by id), the intervals of it that the ``required`` blocks
+    (its consumers, or producers for reverse_compute_at) access under ``lp`` in one iteration of it
+    (None: unbounded)."""
     provided = blk.reads if reverse else blk.writes
     ivars = {id(iv.var): iv for iv in blk.iter_vars}
     want: Dict[int, List[Optional[Interval]]] = {}
@@ -184,8 +227,13 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
                 raise ScheduleError(f"{prim}: block {blk.name_hint} accesses {reg.buffer.name} at "
                                     f"{expr_str(m)} in dimension {d}; the moved block must access each "
                                     "element at its block variables (X[v0, v1])")
-    outer_loops = idx.all_loops_above(lp) + [lp]
-    ranges = loop_ranges(outer_loops)
+    return want
+
+
+def _cover(blk, want: Dict[int, List[Optional[Interval]]], ranges, preserve_unit_loops: bool, reverse: bool):
+    """(values, new_loops, pred): the moved block's bindings, the new loops (variable, extent) over
+    the ``want``-ed intervals (a variable's whole domain where none is known), and the predicate that
+    keeps each binding inside its domain where that is not proven under ``ranges``."""
     values: List[PrimExpr] = []
     new_loops: List[tuple] = []
     preds: List[PrimExpr] = []
@@ -220,21 +268,7 @@ def compute_at(st: ScheduleState, token: BlockToken, name: str, var: Var, preser
     pred: PrimExpr = const(True)
     for p in preds:
         pred = p if isinstance(pred, IntImm) else And(pred, p)
-    if is_reduction(blk):
-        _check_reduction_not_shared(prim, blk, values, idx.all_loops_above(lp) + [lp])
-    moved: object = BlockRealize(tuple(values), pred, blk)
-    for lv, ext in reversed(new_loops):
-        moved = make_for(lv, const(0, lv.dtype), ext, ForKind.SERIAL, moved)
-    new_items = items[:pos] + [moved] + items[pos:]
-    import dataclasses
-
-    new_lp = dataclasses.replace(lp, body=seq(*new_items))
-    new_lp = simplify_bindings(new_lp, idx.all_loops_above(lp))
-    body = remove_realize(st.func.body, idx, r)
-    from ..block import replace_stmt
-
-    body = replace_stmt(body, lp, new_lp)
-    st.set_body(body)
+    return values, new_loops, pred
 
 
 def _check_order(prim: str, st: ScheduleState, r: BlockRealize, lp: For, items, pos: int,

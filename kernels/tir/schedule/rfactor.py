@@ -156,8 +156,39 @@ def _loop_vars_of(e: PrimExpr, loop_ids: Set[int]) -> List[Var]:
 
 def rfactor(st: ScheduleState, var: Var, factor_axis: int) -> Tuple[Block, Block]:
     """See the module docstring; returns the rfactor block and the write-back block."""
-    idx = st.index
     rf_loop = st.loop(var, "rfactor")
+    r, scope, loops, reduce_ = _check_rfactor(st, rf_loop)
+    blk = r.block
+    op, rhs, update = _match_reducer(blk)
+    out_buf = update.buffer
+    factor_axis = _factor_axis(blk, out_buf, factor_axis)
+    rf_buf = _rfactor_buffer(st, out_buf, rf_loop, factor_axis)
+    combine = _REDUCERS[op]
+    ident = _identity(op, out_buf.dtype)
+    loop_of = {id(lp.loop_var): lp for lp in loops}
+    rf_dom = Range(rf_loop.min, rf_loop.extent)
+    rf_block, add_iv, vals, rf_idx_t = _rfactor_block(r, rf_loop, rf_dom, loop_of, update, rhs, rf_buf,
+                                                      factor_axis, combine, ident)
+    wb_block, wb_realize, keep_ids = _write_back(st, r, rf_loop, rf_dom, loops, reduce_, add_iv, update,
+                                                 rf_buf, rf_idx_t, combine, ident)
+    # the loops of the rfactor block: copies of the block's loops
+    new_vars = {lp.loop_var: Var(lp.loop_var.name, lp.loop_var.dtype) for lp in loops}
+    rf_stmt: Stmt = BlockRealize(tuple(simplify(substitute(v, new_vars)) for v in vals),
+                                 substitute(r.predicate, new_vars), rf_block)
+    for lp in reversed(loops):
+        rf_stmt = with_loop(lp, loop_var=new_vars[lp.loop_var], body=rf_stmt)
+    _replace_nest(st, scope, r, loops, loop_of, keep_ids, rf_stmt, wb_realize, rf_buf)
+    return rf_block, wb_block
+
+
+def _check_rfactor(st: ScheduleState, rf_loop: For) -> Tuple[BlockRealize, Block, List[For], Set[int]]:
+    """(the block under ``rf_loop``, its scope block, its loops, the ids of the loop variables its
+    reduction variables use), once it is checked that rfactor applies: one reduction block of affine
+    bindings and compact dataflow under a serial loop of its reduction, in a stage pipeline, first
+    under its outermost loop, no loop used by both kinds of variable, none of the reduction's loops
+    shared with another block and no loop used by no variable under a reduction loop (unless of
+    extent 1)."""
+    idx = st.index
     rs = child_realizes(rf_loop)
     if len(rs) != 1:
         names = ", ".join(r.block.name_hint for r in rs) or "none"
@@ -190,6 +221,15 @@ def rfactor(st: ScheduleState, var: Var, factor_axis: int) -> Tuple[Block, Block
         raise ScheduleError(f"rfactor: the first block under the outermost loop {loops[0].loop_var.name} of "
                             f"block {blk.name_hint} is {first[0].block.name_hint}; it must be "
                             f"{blk.name_hint}")
+    _check_loop_kinds(blk, loops, rf_loop, data_par, reduce_)
+    return r, scope, loops, reduce_
+
+
+def _check_loop_kinds(blk: Block, loops: List[For], rf_loop: For, data_par: Set[int],
+                      reduce_: Set[int]) -> None:
+    """Each of ``loops`` is used by spatial variables (``data_par``) or reduction ones (``reduce_``), not
+    both; ``rf_loop`` by reduction ones; the outermost reduction loop holds only ``blk``; a loop used by
+    none is of extent 1 if it lies under a reduction loop."""
     met_reduction = False
     for lp in loops:
         name = lp.loop_var.name
@@ -214,16 +254,22 @@ def rfactor(st: ScheduleState, var: Var, factor_axis: int) -> Tuple[Block, Block
         if met_reduction and not (isinstance(lp.extent, IntImm) and lp.extent.value == 1):
             raise ScheduleError(f"rfactor: loop {name} (extent {expr_str(lp.extent)}) is used by no variable "
                                 f"of block {blk.name_hint} but lies under a reduction loop")
-    op, rhs, update = _match_reducer(blk)
-    out_buf = update.buffer
+
+
+def _factor_axis(blk: Block, out_buf: Buffer, factor_axis: int) -> int:
+    """``factor_axis`` in [0, ndim] (negative: from the end), or a ScheduleError."""
     ndim = len(out_buf.shape)
     if not isinstance(factor_axis, int) or not -(ndim + 1) <= factor_axis <= ndim:
         raise ScheduleError(f"rfactor: factor_axis {factor_axis!r} is out of range [{-(ndim + 1)}, {ndim}] "
                             f"for buffer {out_buf.name} of {ndim} dimension(s) (block {blk.name_hint})")
     if factor_axis < 0:
         factor_axis += ndim + 1
+    return factor_axis
 
-    # the rfactor buffer
+
+def _rfactor_buffer(st: ScheduleState, out_buf: Buffer, rf_loop: For, factor_axis: int) -> Buffer:
+    """The rfactor buffer: ``out_buf`` with the rfactor loop's extent inserted at ``factor_axis``,
+    named ``<out>_rf`` (``_rf_1``, ... where the name is taken)."""
     shape = list(out_buf.shape)
     shape.insert(factor_axis, rf_loop.extent)
     names = {b.name for s in _blocks(st.func.body) for b in s.alloc_buffers} | \
@@ -231,14 +277,15 @@ def rfactor(st: ScheduleState, var: Var, factor_axis: int) -> Tuple[Block, Block
     rf_name, k = f"{out_buf.name}_rf", 1
     while rf_name in names:
         rf_name, k = f"{out_buf.name}_rf_{k}", k + 1
-    rf_buf = Buffer(rf_name, out_buf.dtype, tuple(shape), out_buf.scope, row_major_strides(tuple(shape)))
-    combine = _REDUCERS[op]
-    ident = _identity(op, out_buf.dtype)
+    return Buffer(rf_name, out_buf.dtype, tuple(shape), out_buf.scope, row_major_strides(tuple(shape)))
 
-    # the rfactor block: a spatial variable for the rfactor loop, a reduction variable per other loop of
-    # the reduction variables that use the rfactor loop
-    loop_of = {id(lp.loop_var): lp for lp in loops}
-    rf_dom = Range(rf_loop.min, rf_loop.extent)
+
+def _rfactor_block(r: BlockRealize, rf_loop: For, rf_dom: Range, loop_of: Dict[int, For], update: BufferStore,
+                   rhs: PrimExpr, rf_buf: Buffer, factor_axis: int, combine, ident: PrimExpr):
+    """(rf_block, add_iv, vals, rf_idx): the rfactor block, its spatial variable for the rfactor loop,
+    its bindings and the index of the rfactor buffer it updates. A reduction variable per other loop
+    of the reduction variables that use the rfactor loop."""
+    blk = r.block
     add_iv = IterVar(rf_dom, Var("v" + rf_loop.loop_var.name, rf_loop.loop_var.dtype), IterVarType.DataPar)
     binding: Dict[int, Var] = {id(rf_loop.loop_var): add_iv.var}
     ivs, vals = [add_iv], [rf_loop.loop_var]
@@ -262,9 +309,17 @@ def rfactor(st: ScheduleState, var: Var, factor_axis: int) -> Tuple[Block, Block
     rf_body = BufferStore(rf_buf, combine(BufferLoad(rf_buf, rf_idx_t), rhs), rf_idx_t)
     rf_block = Block(tuple(ivs), (), (), blk.name_hint + "_rf",
                      _subst_stmt(rf_body, vmap), _subst_stmt(BufferStore(rf_buf, ident, rf_idx_t), vmap))
-    rf_block = with_inferred_regions(rf_block)
+    return with_inferred_regions(rf_block), add_iv, vals, rf_idx_t
 
-    # the write-back block: a reduction variable for the rfactor loop and copies of the spatial ones
+
+def _write_back(st: ScheduleState, r: BlockRealize, rf_loop: For, rf_dom: Range, loops: List[For],
+                reduce_: Set[int], add_iv: IterVar, update: BufferStore, rf_buf: Buffer, rf_idx_t, combine,
+                ident: PrimExpr):
+    """(wb_block, wb_realize, keep_ids): the write-back block (a reduction variable for the rfactor loop
+    and copies of the spatial ones), its realize, and the ids of the loops the nest keeps (the
+    rfactor loop and those the reduction does not use)."""
+    blk = r.block
+    out_buf = update.buffer
     wb_rf = IterVar(rf_dom, Var("v" + rf_loop.loop_var.name, rf_loop.loop_var.dtype), IterVarType.CommReduce)
     wmap: Dict[Var, PrimExpr] = {add_iv.var: wb_rf.var}
     wivs, wvals = [wb_rf], [rf_loop.loop_var]
@@ -283,19 +338,16 @@ def rfactor(st: ScheduleState, var: Var, factor_axis: int) -> Tuple[Block, Block
     wb_block = with_inferred_regions(wb_block)
     keep_ids = {id(lp.loop_var) for lp in loops if lp is rf_loop or id(lp.loop_var) not in reduce_}
     removed = [lp for lp in loops if id(lp.loop_var) not in keep_ids]
-    wb_pred = _write_back_predicate(blk.name_hint, r.predicate, removed, loop_ranges(idx.all_loops_above(r)))
-    wb_realize = BlockRealize(tuple(wvals), wb_pred, wb_block)
+    ranges = loop_ranges(st.index.all_loops_above(r))
+    wb_pred = _write_back_predicate(blk.name_hint, r.predicate, removed, ranges)
+    return wb_block, BlockRealize(tuple(wvals), wb_pred, wb_block), keep_ids
 
-    # the loops of the rfactor block: copies of the block's loops
-    new_vars = {lp.loop_var: Var(lp.loop_var.name, lp.loop_var.dtype) for lp in loops}
-    rf_stmt: Stmt = BlockRealize(tuple(simplify(substitute(v, new_vars)) for v in vals),
-                                 substitute(r.predicate, new_vars), rf_block)
-    for lp in reversed(loops):
-        rf_stmt = with_loop(lp, loop_var=new_vars[lp.loop_var], body=rf_stmt)
 
-    # the original nest: the write-back block in place of the block, without the loops only the
-    # reduction used (the rfactor loop stays), the rfactor nest right before it
-    keep = keep_ids
+def _replace_nest(st: ScheduleState, scope: Block, r: BlockRealize, loops: List[For], loop_of: Dict[int, For],
+                  keep: Set[int], rf_stmt: Stmt, wb_realize: BlockRealize, rf_buf: Buffer) -> None:
+    """The original nest: the write-back block in place of the block, without the loops only the
+    reduction used (the rfactor loop stays), the rfactor nest right before it; ``rf_buf`` allocated
+    in the block ``scope``."""
 
     class _Replace(StmtMutator):
         def visit_For(self, f: For) -> Stmt:
@@ -315,7 +367,6 @@ def rfactor(st: ScheduleState, var: Var, factor_axis: int) -> Tuple[Block, Block
     new_scope_body = _replace_in(scope.body, loops[0], new_outer)
     new_scope = dataclasses.replace(scope, body=new_scope_body, alloc_buffers=scope.alloc_buffers + (rf_buf,))
     st.replace(scope, new_scope)
-    return rf_block, wb_block
 
 
 def _conjuncts(e: PrimExpr) -> List[PrimExpr]:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from ...errors import ScheduleError
 from ..block import Block, BlockToken
-from ..expr import IntImm, PrimExpr, Var, const
+from ..expr import IntImm, PrimExpr, const
 from ..function import IRModule, PrimFunc, as_module
 from ..stmt import For, ForKind
 from . import annotate as _ann
@@ -26,56 +26,10 @@ from . import loops as _loops
 from . import reduction as _red
 from . import rfactor as _rf
 from .analysis import consumers, producers
+from .handles import BlockRV, ExprRV, LoopRV
 from .sref import ModuleState, StmtSRef
 from .state import ScheduleState, child_realizes
 from .trace import Instruction, InstructionKind, Trace
-
-
-class BlockRV:
-    """A handle to a block; it follows the block through the primitives that keep it."""
-
-    __slots__ = ("func", "token", "name")
-
-    def __init__(self, func: Optional[str] = None, token: Optional[BlockToken] = None,
-                 name: Optional[str] = None):
-        self.func = func
-        self.token = token
-        self.name = name
-
-    def same_as(self, other: Any) -> bool:
-        return self is other
-
-    def __repr__(self) -> str:
-        return f"BlockRV({self.name})"
-
-
-class LoopRV:
-    """A handle to a loop (its loop variable)."""
-
-    __slots__ = ("func", "var")
-
-    def __init__(self, func: Optional[str] = None, var: Optional[Var] = None):
-        self.func = func
-        self.var = var
-
-    def same_as(self, other: Any) -> bool:
-        return self is other
-
-    def __repr__(self) -> str:
-        return f"LoopRV({self.var.name})"
-
-
-class ExprRV:
-    """A handle to a sampled integer (``sample_categorical``, ``sample_perfect_tile``); ``sch.get(rv)``
-    gives its value and primitives such as ``split`` take it as a factor."""
-
-    __slots__ = ()
-
-    def same_as(self, other: Any) -> bool:
-        return self is other
-
-    def __repr__(self) -> str:
-        return "ExprRV"
 
 
 def _traced(kind: str, list_output: bool = False):

@@ -1,201 +1,29 @@
-"""Schedules: stages, their iteration-variable relations and the schedule primitives.
+"""Schedules: stages and the schedule primitives.
 
 A :class:`Schedule` holds one :class:`Stage` per operation. Primitives edit a stage's leaf
-iteration variables (``split``, ``fuse``, ``reorder``...), annotate them (``bind``, ``vectorize``...)
-or move the stage (``compute_at``, ``compute_inline``). ``rfactor`` rewrites the computation.
+iteration variables (``split``, ``fuse``, ``reorder``...; the relations they record are in
+:mod:`.relations`), annotate them (``bind``, ``vectorize``...) or move the stage (``compute_at``,
+``compute_inline``). ``rfactor`` rewrites the computation.
 Errors are :class:`~kernels.errors.ScheduleError` naming the stage, the axis and the rule broken.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from ..errors import ScheduleError
-from ..tir import likely
-from ..tir.expr import IntImm, PrimExpr, ProducerLoad, Reduce, Var, const, convert
-from ..tir.functor import rewrite, substitute, vars_of
-from ..tir.simplify import can_prove, simplify
-from .scan import ScanOp, storage_aliases
-from .tensor import CommReducer, ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor, compute
-
-# -- relations -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class Split:
-    parent: IterVar
-    outer: IterVar
-    inner: IterVar
-    factor: Optional[PrimExpr]
-    nparts: Optional[PrimExpr]
-
-
-@dataclass(frozen=True, eq=False)
-class Fuse:
-    outer: IterVar
-    inner: IterVar
-    fused: IterVar
-
-
-@dataclass(frozen=True, eq=False)
-class Rebase:
-    parent: IterVar
-    rebased: IterVar
-
-
-@dataclass(frozen=True, eq=False)
-class Singleton:
-    """The relation ``fuse()`` of no axes adds: a new axis of extent 1 (for a 0-d stage)."""
-
-    iter: IterVar
-
-
-_KIND_CODE = {"serial": IterVar.DataPar, "unrolled": IterVar.Unrolled, "vectorized": IterVar.Vectorized,
-              "parallel": IterVar.Parallelized, "tensorized": IterVar.Tensorized}
-
-
-@dataclass
-class IterVarAttr:
-    bind_thread: Optional[IterVar] = None
-    kind: str = "serial"  # serial | vectorized | unrolled | parallel | tensorized
-    pragmas: List[Tuple[str, object]] = field(default_factory=list)
-    tensor_intrin: object = None
-
-    @property
-    def iter_type(self) -> int:
-        """TVM's code of the annotation (``IterVar.Unrolled``, ``IterVar.Vectorized``...)."""
-        return _KIND_CODE[self.kind]
-
-    @property
-    def pragma_keys(self) -> list:
-        from ..tir.expr import StringImm
-
-        return [StringImm(k) for k, _ in self.pragmas]
-
-    @property
-    def pragma_values(self) -> list:
-        return [v for _, v in self.pragmas]
+from ...errors import ScheduleError
+from ...tir import likely
+from ...tir.expr import IntImm, PrimExpr, ProducerLoad, Reduce, Var, const, convert
+from ...tir.functor import rewrite, substitute, vars_of
+from ...tir.simplify import can_prove, simplify
+from ..scan import ScanOp, storage_aliases
+from ..tensor import CommReducer, ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor, compute
+from .relations import (Fuse, IterVarAttr, Rebase, Singleton, Split, iter_flags, pass_down_domain,
+                        pass_up_index)
 
 
 def _starts_at_zero(r: Range) -> bool:
     return isinstance(r.min, IntImm) and r.min.value == 0
-
-
-def _ceildiv(a: PrimExpr, b: PrimExpr) -> PrimExpr:
-    return simplify((a + b - 1) // b)
-
-
-def _at_most(part: PrimExpr, extent: PrimExpr) -> PrimExpr:
-    """``extent`` where it provably does not exceed ``part``, else ``part``."""
-    return simplify(extent) if can_prove(extent <= part, {}) else part
-
-
-def thread_dominated(stage: "Stage") -> set:
-    """Ids of the iteration variables of ``stage`` from which a leaf bound to a thread derives (TVM's
-    PassUpThreadBinding): a split of such a variable keeps its factor (or nparts) as the part's
-    extent, since that is the number of threads launched for it."""
-    out = set()
-    for iv in stage.leaf_iter_vars:
-        a = stage.iter_var_attrs.get(iv)
-        if a is not None and a.bind_thread is not None:
-            out.add(id(iv))
-    for rel in reversed(stage.relations):
-        if isinstance(rel, Split):
-            if id(rel.inner) in out or id(rel.outer) in out:
-                out.add(id(rel.parent))
-        elif isinstance(rel, Fuse):
-            if id(rel.fused) in out:
-                out.update((id(rel.outer), id(rel.inner)))
-        elif isinstance(rel, Rebase):
-            if id(rel.rebased) in out:
-                out.add(id(rel.parent))
-    return out
-
-
-def pass_down_domain(stage: "Stage", root: Dict[IterVar, Range], exact_threads: bool = False
-                     ) -> Dict[IterVar, Range]:
-    """Ranges of every iteration variable of ``stage`` from the ranges of its root variables.
-
-    A split part never runs longer than the axis it splits (8 split by 32 gives an inner loop of 8,
-    not 32 iterations under a bound check), except, with ``exact_threads`` (bound inference), a part
-    from which a thread-bound leaf derives: as in TVM it keeps the factor (or nparts), the number of
-    threads the schedule asked for, and the lowering guards the threads past the axis's end.
-    """
-    dom = dict(root)
-    threaded = thread_dominated(stage) if exact_threads else set()
-    for rel in stage.relations:
-        if isinstance(rel, Split):
-            p = dom[rel.parent]
-            if rel.factor is not None:
-                dom[rel.outer] = Range(const(0), _ceildiv(p.extent, rel.factor))
-                dom[rel.inner] = Range(const(0), rel.factor if id(rel.inner) in threaded
-                                       else _at_most(rel.factor, p.extent))
-            else:
-                dom[rel.outer] = Range(const(0), rel.nparts if id(rel.outer) in threaded
-                                       else _at_most(rel.nparts, p.extent))
-                dom[rel.inner] = Range(const(0), _ceildiv(p.extent, rel.nparts))
-        elif isinstance(rel, Fuse):
-            dom[rel.fused] = Range(const(0), simplify(dom[rel.outer].extent * dom[rel.inner].extent))
-        elif isinstance(rel, Rebase):
-            dom[rel.rebased] = Range(const(0), dom[rel.parent].extent)
-        elif isinstance(rel, Singleton):
-            dom[rel.iter] = Range(const(0), const(1))
-    return dom
-
-
-def pass_up_index(stage: "Stage", dom: Dict[IterVar, Range], values: Dict[IterVar, PrimExpr]
-                  ) -> Dict[IterVar, PrimExpr]:
-    """Values of the parent variables given the values of the leaf variables."""
-    v = dict(values)
-    for rel in reversed(stage.relations):
-        if isinstance(rel, Split):
-            if rel.outer not in v or rel.inner not in v:
-                continue
-            factor = dom[rel.inner].extent
-            val = v[rel.outer] * factor + v[rel.inner]
-            pmin = dom[rel.parent].min
-            if not (isinstance(pmin, IntImm) and pmin.value == 0):
-                val = val + pmin
-            v[rel.parent] = val
-        elif isinstance(rel, Fuse):
-            if rel.fused not in v:
-                continue
-            f = v[rel.fused]
-            inner_ext = dom[rel.inner].extent
-            o = f // inner_ext
-            i = f % inner_ext
-            if not (isinstance(dom[rel.outer].min, IntImm) and dom[rel.outer].min.value == 0):
-                o = o + dom[rel.outer].min
-            if not (isinstance(dom[rel.inner].min, IntImm) and dom[rel.inner].min.value == 0):
-                i = i + dom[rel.inner].min
-            v[rel.outer], v[rel.inner] = o, i
-        elif isinstance(rel, Rebase):
-            if rel.rebased not in v:
-                continue
-            pmin = dom[rel.parent].min
-            v[rel.parent] = v[rel.rebased] + pmin
-    return v
-
-
-def iter_flags(stage: "Stage") -> Dict[IterVar, int]:
-    """1 for variables derived from data-parallel axes, 2 for reduction axes, 3 for both."""
-    flags: Dict[IterVar, int] = {}
-    op = stage.op
-    for iv in getattr(op, "axis", []):
-        flags[iv] = 1
-    for iv in getattr(op, "reduce_axis", []):
-        flags[iv] = 2
-    for rel in stage.relations:
-        if isinstance(rel, Split):
-            flags[rel.outer] = flags[rel.inner] = flags[rel.parent]
-        elif isinstance(rel, Fuse):
-            flags[rel.fused] = flags[rel.outer] | flags[rel.inner]
-        elif isinstance(rel, Rebase):
-            flags[rel.rebased] = flags[rel.parent]
-        elif isinstance(rel, Singleton):
-            flags[rel.iter] = 1
-    return flags
 
 
 # -- stages ---------------------------------------------------------------------------------------
@@ -216,6 +44,7 @@ class AttachType(str):
         return not self.__eq__(other)
 
     __hash__ = str.__hash__
+
 
 _THREAD_TAGS = {f"{a}.{d}" for a in ("blockIdx", "threadIdx") for d in "xyz"} | {"vthread", "cthread"}
 
@@ -824,7 +653,7 @@ class Schedule:
         rv_dom = Range(const(0), dom[axis].extent)
 
         def body(*idx):
-            from .tensor import reduce_axis as _ra
+            from ..tensor import reduce_axis as _ra
 
             rv = _ra(rv_dom, axis.var.name + ".v")
             loads = []
@@ -967,117 +796,3 @@ def _replace_inputs(op: ComputeOp, rmap: Dict[Tensor, Tensor]) -> ComputeOp:
 
 
 #: what InferBound and ScheduleOps call of the lowering (``infer_bound``, ``check_attachments``,
-#: ``inline_bodies``, ``schedule_to_stmt``): lowering is built on top of te, so kernels.lower registers
-#: them here when it is loaded, as TVM registers its schedule passes
-LOWERING: Dict[str, object] = {}
-
-
-def _lowering(*names: str) -> tuple:
-    missing = [n for n in names if n not in LOWERING]
-    if missing:
-        raise ScheduleError(f"the lowering is not loaded (import kernels.lower): {', '.join(missing)}")
-    return tuple(LOWERING[n] for n in names)
-
-
-def InferBound(sch: Schedule):  # noqa: N802 - TVM's name
-    """The range of every iteration variable of every stage (``tvm.te.schedule.InferBound``).
-
-    Returns a :class:`~kernels.container.Map` from IterVar to Range: the root axes of stages
-    computed at another stage cover the region their readers need there; split and fused axes
-    follow from their parents.
-    """
-    from ..container import Map
-
-    infer_bound, check_attachments, inline_bodies = _lowering("infer_bound", "check_attachments",
-                                                              "inline_bodies")
-
-    if not isinstance(sch, Schedule):
-        raise ScheduleError(f"InferBound expects a schedule, got {sch!r}")
-    check_attachments(sch)
-    return Map(infer_bound(sch, inline_bodies(sch)).dom)
-
-
-def ScheduleOps(sch: Schedule, bounds=None, debug_keep_trivial_loop: bool = False):  # noqa: N802
-    """The schedule's loop nests as one statement, before storage flattening (TVM's
-    ``tvm.te.schedule.ScheduleOps``): every computed stage is realized where it is computed.
-    ``bounds`` (from InferBound) is accepted for compatibility; bounds are inferred again."""
-    infer_bound, check_attachments, inline_bodies, schedule_to_stmt = _lowering(
-        "infer_bound", "check_attachments", "inline_bodies", "schedule_to_stmt")
-
-    if not isinstance(sch, Schedule):
-        raise ScheduleError(f"ScheduleOps expects a schedule, got {sch!r}")
-    check_attachments(sch)
-    bodies = inline_bodies(sch)
-    return schedule_to_stmt(sch, infer_bound(sch, bodies), bodies, [])
-
-
-def _is_injective(op) -> bool:
-    return isinstance(op, ComputeOp) and not isinstance(op, ScanOp) and not op.reduce_axis
-
-
-def _loads_of(op) -> list:
-    from ..tir.functor import collect
-
-    return [n for b in op.body for n in collect(b, lambda x: isinstance(x, ProducerLoad))]
-
-
-def _is_elemwise(op) -> bool:
-    """Every input is read at exactly the op's own indices."""
-    axis = [iv.var for iv in op.axis]
-    for ld in _loads_of(op):
-        if len(ld.indices) != len(axis) or any(i is not v for i, v in zip(ld.indices, axis)):
-            return False
-    return True
-
-
-def _is_broadcast(op) -> bool:
-    """Every input is read at a subsequence of the op's indices (tag "broadcast" also counts)."""
-    if op.tag == "broadcast":
-        return True
-    axis = [iv.var for iv in op.axis]
-    for ld in _loads_of(op):
-        pos = 0
-        for i in ld.indices:
-            while pos < len(axis) and axis[pos] is not i:
-                pos += 1
-            if pos == len(axis):
-                return False
-            pos += 1
-    return True
-
-
-def _auto_inline(sch: Schedule, accept) -> None:
-    for st in sch.stages:
-        if not st.is_output and _is_injective(st.op) and st.attach_type == "root" and accept(st.op):
-            st.compute_inline()
-
-
-def AutoInlineElemWise(sch: Schedule) -> None:  # noqa: N802 - TVM's names
-    """Inline every non-output stage that reads its inputs at exactly its own indices."""
-    _auto_inline(sch, _is_elemwise)
-
-
-def AutoInlineBroadcast(sch: Schedule) -> None:  # noqa: N802
-    """Inline every non-output stage that reads its inputs at subsets of its indices."""
-    _auto_inline(sch, lambda op: _is_elemwise(op) or _is_broadcast(op))
-
-
-def AutoInlineInjective(sch: Schedule) -> None:  # noqa: N802
-    """Inline every non-output stage without a reduction."""
-    _auto_inline(sch, lambda op: True)
-
-
-def create_schedule(ops) -> Schedule:
-    """Create the default schedule (every stage at root, loops in declaration order)."""
-    if isinstance(ops, (Operation, Tensor)):
-        ops = [ops]
-    out = []
-    for o in ops:
-        if isinstance(o, Tensor):
-            o = o.op
-        if not isinstance(o, Operation):
-            raise ScheduleError(f"create_schedule expects operations (T.op), got {o!r}")
-        if isinstance(o, PlaceholderOp):
-            raise ScheduleError(f"create_schedule: {o.name} is a placeholder; schedule a computed tensor")
-        out.append(o)
-    return Schedule(out)

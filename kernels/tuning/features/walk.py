@@ -1,10 +1,10 @@
-"""Loop and memory features of a candidate's lowered code: what the tuning engine's cost model learns.
+"""The loop and memory analysis of a candidate's lowered code: what the cost model's features are made of.
 
-A candidate (a task under one configuration) is instantiated and lowered to the loop IR as ``build``
-would lower it, without the native compiler and with three passes left out so that the loop
-structure stays visible: unrolled loops stay loops (``unroll``), vectorized loops stay loops
-(``vectorize``) and guarded loops are not split in two (``loop_partition``). Barriers
-(``storage_sync``) and tensor-core fragments (``rewrite_tensor_core``, CUDA) are in the IR analysed.
+A candidate (a task under one configuration) is lowered to the loop IR as ``build`` would lower it,
+without the native compiler and with three passes left out so that the loop structure stays
+visible: unrolled loops stay loops (``unroll``), vectorized loops stay loops (``vectorize``) and
+guarded loops are not split in two (``loop_partition``). Barriers (``storage_sync``) and
+tensor-core fragments (``rewrite_tensor_core``, CUDA) are in the IR analysed (:func:`lower_for_features`).
 :func:`analyze` walks it and gives a :class:`ProgramFeatures` of plain numbers:
 
 - the launch: ``blockIdx``/``threadIdx`` extents, virtual threads, threads per block, blocks;
@@ -23,36 +23,20 @@ structure stays visible: unrolled loops stay loops (``unroll``), vectorized loop
   ``mma_sync`` per thread, and occupancy proxies (resident blocks a multiprocessor given its thread,
   shared-memory and register limits).
 
-:func:`feature_vector` turns it into a fixed-length float vector (the same length for every
-configuration of every task, zero where a slot is empty), each count scaled as ``log2(1 + x)``:
-
-- ``"itervar"`` (TVM autotvm's default): the launch and kernel summary, one slot per loop level of
-  the main store (:data:`LOOP_SLOTS`, outermost first) and one slot per argument buffer
-  (:data:`ARG_SLOTS`, in argument order) and per scope, each with its access features;
-- ``"curve"``: the launch and kernel summary, and per scope the footprint and the access count of
-  the loops of the main nest, from the innermost level outwards (:data:`CURVE_SAMPLES` samples): how
-  fast the working set grows with the nest, TVM's buffer-reuse curves in another form.
-
-:class:`FeatureExtractor` caches one vector per configuration index; an extraction that fails gives
-the zero vector and a logged reason (a search never stops on it), and many at once are extracted
-in a pool of worker processes (each lowering is pure Python).
+:mod:`.encode` turns a :class:`ProgramFeatures` into a vector; :mod:`.service` extracts the features
+of many candidates.
 """
 
 from __future__ import annotations
 
-import logging
 import math
-import os
-import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
-
-from ..tir import attr
-from ..errors import TVMError
-from ..tir import dtype as dt
-from ..tir.expr import (
+from ...tir import attr
+from ...errors import TVMError
+from ...tir import dtype as dt
+from ...tir.expr import (
     EQ,
     GE,
     GT,
@@ -82,35 +66,21 @@ from ..tir.expr import (
     Sub,
     Var,
 )
-from ..tir.stmt import Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt, SeqStmt, Stmt
+from ...tir.stmt import Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt, SeqStmt, Stmt
 
-__all__ = ["FEATURE_TYPES", "LOOP_SLOTS", "ARG_SLOTS", "SCOPES", "CURVE_SAMPLES", "LOOP_KINDS",
-           "SKIPPED_PASSES", "Loop", "Access", "ProgramFeatures", "FeatureError", "DeviceLimits",
-           "lower_for_features", "analyze", "feature_vector", "feature_names", "feature_length",
-           "candidate_features", "FeatureExtractor"]
+__all__ = ["SKIPPED_PASSES", "LOOP_KINDS", "Loop", "Access", "ProgramFeatures", "FeatureError",
+           "DeviceLimits", "lower_for_features", "analyze"]
 
-logger = logging.getLogger("autotvm")
-
-#: the loop-feature kinds (``"knob"``, the knob values, lives with the tuners)
-FEATURE_TYPES = ("itervar", "curve")
-#: loop levels of the main store described one by one (outermost first; deeper ones are dropped)
-LOOP_SLOTS = 12
-#: argument buffers described one by one (in argument order; the others count in their scope)
-ARG_SLOTS = 4
-#: scopes described as a whole ("fragment": the tensor-core wmma.* scopes)
-SCOPES = ("global", "shared", "local", "fragment")
-#: samples of each scope's curve, from the innermost level of the main nest outwards
-CURVE_SAMPLES = 8
-#: the passes of :data:`kernels.lower.PASSES` / :data:`TARGET_PASSES` left out (see the docstring)
+#: the passes of :data:`kernels.lower.PASSES` / :data:`TARGET_PASSES` left out (see the docstring), by name
 SKIPPED_PASSES = ("unroll", "vectorize", "loop_partition")
 
 #: loop kinds of a level, as the one-hot part of a loop slot
 LOOP_KINDS = ("serial", "unrolled", "vectorized", "parallel", "block", "thread")
+#: the thread indices of a launch, in the order the summary lists them
 _THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
+#: the kinds of arithmetic counted per thread
 _ARITH = ("float_addsub", "float_mul", "float_divmod", "float_minmax", "float_math", "int_arith",
           "int_divmod", "compare", "select")
-_ACCESS_FEATURES = ("loads", "stores", "bytes_thread", "bytes_block", "reuse", "stride_inner", "stride_tx",
-                    "vector_lanes", "contiguous_share", "irregular")
 
 
 class FeatureError(TVMError):
@@ -265,7 +235,7 @@ class ProgramFeatures:
 
 
 def _target_kind(target: Any) -> str:
-    from ..build_module import resolve_target
+    from ...build_module import resolve_target
 
     return str(resolve_target(target).kind)
 
@@ -274,11 +244,20 @@ def lower_for_features(inputs: Any, args: Optional[Sequence[Any]] = None, target
     """``(function, virtual threads)``: ``inputs`` (a TE schedule with ``args``, or TensorIR) lowered
     for ``target`` by every pass but :data:`SKIPPED_PASSES`; the virtual-thread extent is read
     before the pass that removes the virtual-thread loops."""
-    from ..lower import PASSES, TARGET_PASSES, is_tensor_ir, schedule_to_primfunc
+    from ...lower import (
+        INJECT_VIRTUAL_THREAD,
+        LOOP_PARTITION,
+        PASSES,
+        TARGET_PASSES,
+        UNROLL,
+        VECTORIZE,
+        is_tensor_ir,
+        schedule_to_primfunc,
+    )
 
     kind = _target_kind(target)
     if is_tensor_ir(inputs):
-        from ..lower.from_blocks import tir_function
+        from ...lower.from_blocks import tir_function
 
         func = tir_function(inputs, kind, "main")
     else:
@@ -286,14 +265,15 @@ def lower_for_features(inputs: Any, args: Optional[Sequence[Any]] = None, target
             raise FeatureError("lower_for_features: a TE schedule needs its argument list")
         func = schedule_to_primfunc(inputs, args, "main")
     vthreads = 1
+    skipped = (UNROLL, VECTORIZE, LOOP_PARTITION)  # SKIPPED_PASSES, the objects themselves
     for p in PASSES:
-        if p.name in SKIPPED_PASSES:
+        if p in skipped:
             continue
-        if p.name == "inject_virtual_thread":
+        if p is INJECT_VIRTUAL_THREAD:
             vthreads = _vthread_extent(func.body)
         func = p(func)
     for p in TARGET_PASSES:
-        if p.name not in SKIPPED_PASSES:
+        if p not in skipped:
             func = p(func, kind)
     return func, vthreads
 
@@ -318,7 +298,7 @@ def _vthread_extent(stmt: Stmt) -> int:
 def _const_extent(e: PrimExpr) -> int:
     if isinstance(e, IntImm):
         return max(0, e.value)
-    from ..tir.simplify import const_int_bound
+    from ...tir.simplify import const_int_bound
 
     hi = const_int_bound(e)[1]
     return max(1, hi) if hi is not None else 1  # a symbolic extent without a bound counts once
@@ -481,7 +461,7 @@ class _Walker:
         elif isinstance(s, AttrStmt):
             self.stmt(s.body)
         else:  # any other statement (a cross-thread reduction on a CPU target...): its children
-            from ..tir.functor import children
+            from ...tir.functor import children
 
             for c in children(s):
                 if isinstance(c, Stmt):
@@ -560,7 +540,7 @@ class _Walker:
 
 
 def _var_ids(e: PrimExpr) -> set:
-    from ..tir.functor import collect
+    from ...tir.functor import collect
 
     return {id(v) for v in collect(e, lambda n: isinstance(n, Var))}
 
@@ -568,7 +548,7 @@ def _var_ids(e: PrimExpr) -> set:
 def _stride(index: PrimExpr, level: _Level) -> Optional[int]:
     """The coefficient of the level's variable in ``index`` (0 when it does not occur), or None when
     ``index`` is not affine in it."""
-    from ..tir.simplify import to_linear
+    from ...tir.simplify import to_linear
 
     if isinstance(index, Ramp):
         base = _stride(index.base, level)
@@ -593,8 +573,8 @@ def _stride_at_origin(index: PrimExpr, level: _Level) -> Optional[int]:
     """The step of a non-affine index (``floordiv``/``floormod`` of a fused thread index...) when the
     level's variable goes from 0 to 1 with every other variable at 0; None where the index cannot
     be evaluated (it loads from memory)."""
-    from ..tir.analysis import evaluate
-    from ..tir.functor import collect
+    from ...tir.analysis import evaluate
+    from ...tir.functor import collect
 
     variables = collect(index, lambda n: isinstance(n, Var))
     env0 = {v.name: 0 for v in variables}
@@ -608,8 +588,8 @@ def _stride_at_origin(index: PrimExpr, level: _Level) -> Optional[int]:
 
 def analyze(func: Any, vthreads: int = 1, limits: Optional[DeviceLimits] = None) -> ProgramFeatures:
     """The features of a lowered function (see the module docstring)."""
-    from ..tir.functor import substitute
-    from ..tir.simplify import skey
+    from ...tir.functor import substitute
+    from ...tir.simplify import skey
 
     w = _Walker()
     w.stmt(func.body)
@@ -684,328 +664,3 @@ def analyze(func: Any, vthreads: int = 1, limits: Optional[DeviceLimits] = None)
         main_count=main[0].weight if main is not None else 0.0, arguments=arguments,
         limits=limits or DeviceLimits())
 
-
-# -- vectors -------------------------------------------------------------------------------------
-
-
-def _log(x: float) -> float:
-    return math.log2(1.0 + x) if x > 0 else 0.0
-
-
-def _slog(x: Optional[int]) -> float:
-    if x is None:
-        return 0.0
-    return math.copysign(math.log2(1.0 + abs(x)), x)
-
-
-_SUMMARY = (["blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z",
-             "vthreads", "blocks", "threads_per_block", "warps_per_block", "shared_bytes", "local_bytes",
-             "global_scratch_bytes", "fragments", "fragment_bytes", "barriers", "static_barriers", "mma",
-             "main_count", "loops", "unrolled_loops", "vectorized_loops", "max_vector", "max_unroll",
-             "blocks_per_sm", "occupancy", "registers_per_block", "float_ops", "global_bytes_thread",
-             "arith_intensity"] + [f"arith.{k}" for k in _ARITH])
-
-
-def _summary(pf: ProgramFeatures) -> List[float]:
-    tpb = pf.threads_per_block
-    loops = pf.loops
-    unrolled = [lp.extent for lp in loops if lp.kind == "unrolled"]
-    vectorized = [lp.extent for lp in loops if lp.kind == "vectorized"]
-    global_bytes = sum(_buffer_bytes(pf, name, "thread") for name in
-                       {a.buffer for a in pf.accesses if a.scope == "global"})
-    flops = pf.float_ops
-    raw = [pf.extent(t) for t in _THREAD_TAGS] + [
-        pf.vthreads, pf.blocks, tpb, math.ceil(tpb / pf.limits.warp), pf.shared_bytes, pf.local_bytes,
-        pf.global_scratch_bytes, pf.fragments, pf.fragment_bytes, pf.barriers, pf.static_barriers, pf.mma,
-        pf.main_count, len(loops), len(unrolled), len(vectorized), max(vectorized, default=0),
-        max(unrolled, default=0), pf.blocks_per_sm]
-    out = [_log(x) for x in raw]
-    out.append(pf.occupancy)  # a fraction, kept as is
-    out += [_log(pf.local_bytes / 4 * tpb), _log(flops), _log(global_bytes),
-            _log(flops / global_bytes) if global_bytes else 0.0]
-    out += [_log(pf.arith_count(k)) for k in _ARITH]
-    return out
-
-
-def _buffer_bytes(pf: ProgramFeatures, name: str, per: str) -> float:
-    """Bytes of buffer ``name`` one thread (``per="thread"``) or one block touches: accesses with
-    the same index touch the same elements (a load and the store of an accumulation), different
-    indices add up (overlaps count twice), at most the buffer's size."""
-    accs = pf.buffer_accesses(name)
-    if not accs:
-        return 0.0
-    key = "touch_thread" if per == "thread" else "touch_block"
-    by_index: Dict[int, float] = {}
-    for a in accs:
-        by_index[a.pattern] = max(by_index.get(a.pattern, 0.0), getattr(a, key))
-    total = sum(by_index.values())
-    if accs[0].buffer_elements is not None:
-        total = min(total, accs[0].buffer_elements)
-    return total * accs[0].element_bytes
-
-
-def _access_slot(pf: ProgramFeatures, accs: List[Access]) -> List[float]:
-    """The features of a group of accesses (one buffer, or every buffer of a scope)."""
-    if not accs:
-        return [0.0] * len(_ACCESS_FEATURES)
-    names = sorted({a.buffer for a in accs})
-    bytes_t = sum(_buffer_bytes(pf, n, "thread") for n in names)
-    bytes_b = sum(_buffer_bytes(pf, n, "block") for n in names)
-    loads = sum(a.count for a in accs if not a.store)
-    stores = sum(a.count for a in accs if a.store)
-    elems = sum(_buffer_bytes(pf, n, "thread") / pf.buffer_accesses(n)[0].element_bytes for n in names)
-    hot = max(accs, key=lambda a: (a.count, not a.store))
-    total = loads + stores
-    contiguous = sum(a.count for a in accs if a.stride_inner in (0, 1) or a.vector_lanes > 1)
-    irregular = sum(a.count for a in accs if a.stride_inner is None or a.stride_tx is None)
-    return [_log(loads), _log(stores), _log(bytes_t), _log(bytes_b), _log(total / elems if elems else 0.0),
-            _slog(hot.stride_inner), _slog(hot.stride_tx), _log(hot.vector_lanes),
-            contiguous / total if total else 0.0, irregular / total if total else 0.0]
-
-
-def _loop_slots(pf: ProgramFeatures) -> List[float]:
-    out: List[float] = []
-    loops = pf.loops[:LOOP_SLOTS]
-    extents = [max(1, lp.extent) for lp in pf.loops]
-    for k in range(LOOP_SLOTS):
-        if k >= len(loops):
-            out += [0.0] * (3 + len(LOOP_KINDS))
-            continue
-        lp = loops[k]
-        top = float(np.prod(extents[:k + 1]))
-        bottom = float(np.prod(extents[k:]))
-        out += [_log(lp.extent)] + [1.0 if lp.category == c else 0.0 for c in LOOP_KINDS] + \
-            [_log(top), _log(bottom)]
-    return out
-
-
-def _itervar(pf: ProgramFeatures) -> List[float]:
-    out = _summary(pf) + _loop_slots(pf)
-    for k in range(ARG_SLOTS):
-        name = pf.arguments[k] if k < len(pf.arguments) else None
-        out += _access_slot(pf, pf.buffer_accesses(name) if name is not None else [])
-    for scope in SCOPES:
-        out += _access_slot(pf, [a for a in pf.accesses if a.scope == scope])
-    return out
-
-
-def _curve(pf: ProgramFeatures) -> List[float]:
-    out = _summary(pf)
-    depth = len(pf.loops)
-    for scope in SCOPES:
-        accs = [a for a in pf.accesses if a.scope == scope and a.curve]
-        samples = []
-        for s in range(CURVE_SAMPLES):
-            k = max(0, depth - 1 - s)  # innermost level first; past the outermost, the outermost again
-            if depth == 0 or not accs:
-                samples += [0.0, 0.0, 0.0]
-                continue
-            # per buffer, the most its accesses touch inside the level; accesses add up
-            by_buf: Dict[str, float] = {}
-            count = 0.0
-            for a in accs:
-                touched, n = a.curve[k]
-                by_buf[a.buffer] = max(by_buf.get(a.buffer, 0.0), touched * a.element_bytes)
-                count += n
-            nbytes = sum(by_buf.values())
-            samples += [_log(nbytes), _log(count), _log(count / nbytes) if nbytes else 0.0]
-        out += samples
-    return out
-
-
-def feature_names(feature_type: str = "itervar") -> List[str]:
-    """The name of each element of :func:`feature_vector`'s vector."""
-    _check_type(feature_type)
-    names = list(_SUMMARY)
-    if feature_type == "itervar":
-        for k in range(LOOP_SLOTS):
-            names += [f"loop{k}.{x}" for x in ["extent"] + [f"is_{c}" for c in LOOP_KINDS] +
-                      ["topdown", "bottomup"]]
-        for k in range(ARG_SLOTS):
-            names += [f"arg{k}.{x}" for x in _ACCESS_FEATURES]
-        for scope in SCOPES:
-            names += [f"{scope}.{x}" for x in _ACCESS_FEATURES]
-    else:
-        for scope in SCOPES:
-            for s in range(CURVE_SAMPLES):
-                names += [f"curve.{scope}.{s}.{x}" for x in ("bytes", "accesses", "reuse")]
-    return names
-
-
-def _check_type(feature_type: str) -> None:
-    if feature_type not in FEATURE_TYPES:
-        raise FeatureError(f"feature_type {feature_type!r} is not a loop-feature type; use one of "
-                           f"{', '.join(FEATURE_TYPES)}")
-
-
-def feature_vector(pf: ProgramFeatures, feature_type: str = "itervar") -> np.ndarray:
-    """The fixed-length vector of ``pf`` (see the module docstring and :func:`feature_names`)."""
-    _check_type(feature_type)
-    vals = _itervar(pf) if feature_type == "itervar" else _curve(pf)
-    return np.asarray(vals, dtype=np.float32)
-
-
-def feature_length(feature_type: str = "itervar") -> int:
-    """The length of every ``feature_type`` vector."""
-    return len(feature_names(feature_type))
-
-
-# -- candidates ----------------------------------------------------------------------------------
-
-
-def candidate_features(task: Any, config: Any) -> ProgramFeatures:
-    """The :class:`ProgramFeatures` of ``task`` under ``config`` (a configuration or its index):
-    instantiated and lowered for the task's target (see :func:`lower_for_features`)."""
-    from ..lower import is_tensor_ir
-
-    if isinstance(config, (int, np.integer)):
-        config = task.config_space.get(int(config))
-    target = task.target
-    try:
-        if target is not None and hasattr(target, "__enter__"):
-            with target:
-                sch, args = task.instantiate(config)
-        else:
-            sch, args = task.instantiate(config)
-    except Exception as exc:
-        raise FeatureError(f"configuration {getattr(config, 'index', config)}: the template refuses it: "
-                           f"{type(exc).__name__}: {exc}") from exc
-    try:
-        func, vthreads = lower_for_features(sch, None if is_tensor_ir(sch) else args, target)
-        return analyze(func, vthreads, DeviceLimits.of_target(target))
-    except FeatureError:
-        raise
-    except Exception as exc:
-        raise FeatureError(f"configuration {getattr(config, 'index', config)}: lowering for features "
-                           f"failed: {type(exc).__name__}: {exc}") from exc
-
-
-# a task handed to forked workers (set before the pool starts; the children inherit it)
-_POOL_TASK: Any = None
-_POOL_TYPE = "itervar"
-
-
-def _pool_extract(index: int) -> Tuple[int, Optional[np.ndarray], str]:
-    try:
-        return index, feature_vector(candidate_features(_POOL_TASK, index), _POOL_TYPE), ""
-    except Exception as exc:
-        return index, None, f"{type(exc).__name__}: {exc}"
-
-
-class FeatureExtractor:
-    """Feature vectors of a task's configurations, by index, cached (see the module docstring).
-
-    Parameters
-    ----------
-    task : Task or TIRTask
-        What to instantiate (``config_space``, ``instantiate``, ``target``).
-    feature_type : str
-        ``"itervar"`` or ``"curve"``.
-    n_workers : int, optional
-        Worker processes (forked) for batches of at least :attr:`pool_min` missing vectors
-        (default: the machine's cores but one, at most 16; 1 extracts in this process, as does a
-        process connected to Ray).
-    """
-
-    #: fewer missing vectors than this are extracted in this process
-    pool_min = 16
-
-    def __init__(self, task: Any, feature_type: str = "itervar", n_workers: Optional[int] = None):
-        _check_type(feature_type)
-        self.task, self.feature_type = task, feature_type
-        if n_workers is None:  # one core stays with the tuner (and with the builder's compilers)
-            n_workers = max(1, min(16, (os.cpu_count() or 1) - 1))
-        self.n_workers = int(n_workers)
-        self.length = feature_length(feature_type)
-        self.cache: Dict[int, np.ndarray] = {}
-        self.failures: Dict[int, str] = {}
-        self.seconds = 0.0  # time spent extracting (wall), and how many were extracted
-        self.extracted = 0
-
-    def __len__(self) -> int:
-        return self.length
-
-    def get(self, index: int) -> np.ndarray:
-        """The vector of configuration ``index`` (the zero vector when extraction fails)."""
-        got = self.cache.get(index)
-        if got is None:
-            self.get_many([index])
-            got = self.cache[index]
-        return got
-
-    def get_many(self, indices: Iterable[int]) -> np.ndarray:
-        """The vectors of ``indices`` as rows of one array; missing ones are extracted first."""
-        indices = [int(i) for i in indices]
-        missing = list(dict.fromkeys(i for i in indices if i not in self.cache))
-        if missing:
-            t0 = time.perf_counter()
-            if self.n_workers > 1 and len(missing) >= self.pool_min:
-                self._extract_pool(missing)
-            else:
-                for i in missing:
-                    self._store(*_extract_here(self.task, i, self.feature_type))
-            self.seconds += time.perf_counter() - t0
-            self.extracted += len(missing)
-        if not indices:
-            return np.zeros((0, self.length), dtype=np.float32)
-        return np.stack([self.cache[i] for i in indices])
-
-    @property
-    def seconds_per_candidate(self) -> float:
-        return self.seconds / self.extracted if self.extracted else 0.0
-
-    def _store(self, index: int, vec: Optional[np.ndarray], error: str) -> None:
-        if vec is None:
-            self.failures[index] = error
-            logger.info("features of configuration %d: extraction failed, using zeros: %s", index, error)
-            vec = np.zeros(self.length, dtype=np.float32)
-        self.cache[index] = vec
-
-    def _extract_pool(self, missing: List[int]) -> None:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
-        global _POOL_TASK, _POOL_TYPE
-        try:
-            ctx = mp.get_context("fork")
-        except ValueError:  # no fork on this platform: in this process
-            ctx = None
-        if ctx is not None and _ray_connected():
-            # a Ray driver's client threads do not survive a fork: extract in this process
-            ctx = None
-        if ctx is None:
-            for i in missing:
-                self._store(*_extract_here(self.task, i, self.feature_type))
-            return
-        _POOL_TASK, _POOL_TYPE = self.task, self.feature_type
-        workers = min(self.n_workers, len(missing))
-        try:
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                chunk = max(1, len(missing) // (4 * workers))
-                for index, vec, error in pool.map(_pool_extract, missing, chunksize=chunk):
-                    self._store(index, vec, error)
-        except Exception as exc:  # a broken pool: the rest in this process
-            logger.info("feature extraction pool failed (%s: %s); extracting in this process",
-                        type(exc).__name__, exc)
-            for i in missing:
-                if i not in self.cache:
-                    self._store(*_extract_here(self.task, i, self.feature_type))
-        finally:
-            _POOL_TASK = None
-
-
-def _ray_connected() -> bool:
-    import sys
-
-    ray = sys.modules.get("ray")
-    try:
-        return bool(ray is not None and ray.is_initialized())
-    except Exception:  # a partial or broken Ray import
-        return False
-
-
-def _extract_here(task: Any, index: int, feature_type: str) -> Tuple[int, Optional[np.ndarray], str]:
-    try:
-        return index, feature_vector(candidate_features(task, index), feature_type), ""
-    except Exception as exc:
-        return index, None, f"{type(exc).__name__}: {exc}"
