@@ -10,6 +10,12 @@ spread (min-max) and the ratio kbench / TVM (below 1: kbench is faster) are prin
 
     python scripts/cpu_vs_tvm.py                                    # kbench only
     python scripts/cpu_vs_tvm.py --tvm-python /work/tvmvenv/bin/python --rounds 9
+    python scripts/cpu_vs_tvm.py --tune 64 --only matmul_1024 ...   # tune_tir on both sides first
+
+With ``--tune TRIALS`` each side first tunes the workload with its ``meta_schedule.tune_tir``
+(kbench: ``kernels.meta_schedule``, its CPU design space; TVM: ``tvm.s_tir.meta_schedule`` in a
+subprocess of its own, so that a crash there is reported, not fatal) and then builds, checks and times
+the tuned schedule; a side whose tuning fails is timed untuned and says so.
 """
 
 from __future__ import annotations
@@ -101,7 +107,10 @@ TVM_SERVER = textwrap.dedent('''
         cmd = json.loads(line)
         if cmd["op"] == "build":
             func = parse(cmd["text"], extra_vars={"T": T}, check_well_formed=False)
-            lib = tvm.compile(tvm.IRModule({"main": func}), target=target).jit()
+            mod = tvm.IRModule({"main": func})
+            if cmd.get("tuned"):  # a tuned schedule's module, saved by the tuning subprocess
+                mod = tvm.ir.load_json(open(cmd["tuned"]).read())
+            lib = tvm.compile(mod, target=target).jit()
             arrays, ref, out = make_inputs(cmd["name"])
             nd = [tvm.runtime.tensor(a, dev) for a in arrays]
             lib["main"](*nd)
@@ -148,12 +157,67 @@ class TVMSide:
         self.proc.wait()
 
 
-def kbench_side(name: str, text: str):
-    import kernels as tvm
+# TVM's tune_tir, in a subprocess of its own: writes the tuned module as JSON to argv[3]
+TVM_TUNE = textwrap.dedent('''
+    import json, sys, tempfile
+    import tvm
+    from tvm.script import tirx as T
+    from tvm.script.parser import parse
+    from tvm.s_tir import meta_schedule as ms
+
+    text, trials, out, spec = sys.argv[1], int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
+    if spec.get("mcpu") == "native":
+        spec["mcpu"] = tvm.target.codegen.llvm_get_system_cpu()
+    spec.setdefault("num-cores", 2)
+    target = tvm.target.Target(spec)
+    mod = tvm.IRModule({"main": parse(text, extra_vars={"T": T}, check_well_formed=False)})
+    with tempfile.TemporaryDirectory() as wd:
+        db = ms.tune_tir(mod=mod, target=target, work_dir=wd, max_trials_global=trials,
+                         num_trials_per_iter=min(trials, 32))
+        sch = ms.tir_integration.compile_tir(db, mod, target)
+    open(out, "w").write(tvm.ir.save_json(sch.mod))
+''')
+
+
+def tvm_tune(python: str, target: str, text: str, trials: int, out: str):
+    """TVM's tuned module (a JSON file) or the reason there is none."""
+    import time
+
+    t0 = time.perf_counter()
+    r = subprocess.run([python, "-c", TVM_TUNE, text, str(trials), out, target], capture_output=True, text=True)
+    took = time.perf_counter() - t0
+    if r.returncode != 0:
+        tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or [""]
+        why = f"signal {-r.returncode}" if r.returncode < 0 else f"exit {r.returncode}"
+        return None, f"TVM's tune_tir failed ({why}) after {took:.0f} s: {tail[0][:200]}"
+    return out, f"TVM's tune_tir: {trials} trials in {took:.0f} s"
+
+
+def kbench_tune(text: str, trials: int):
+    """kbench's tune_tir: the tuned module and a line saying what it found."""
+    import tempfile
+    import time
+
+    from kernels import meta_schedule as ms
     from kernels.script import from_source
     from kernels.script import tirx as T
 
     func = from_source(text, {"T": T})
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as wd:
+        sch = ms.tune_tir(func, "c", ms.TuneConfig(max_trials_global=trials, num_trials_per_iter=min(trials, 16)),
+                          wd, seed=0)
+    took = time.perf_counter() - t0
+    steps = len(getattr(sch, "trace", None).insts) if getattr(sch, "trace", None) is not None else "?"
+    return sch.mod, f"kbench's tune_tir: {trials} trials in {took:.0f} s ({steps} schedule steps in the best)"
+
+
+def kbench_side(name: str, text: str, tuned=None):
+    import kernels as tvm
+    from kernels.script import from_source
+    from kernels.script import tirx as T
+
+    func = tuned if tuned is not None else from_source(text, {"T": T})
     f = tvm.build(func, target="c")
     arrays, ref, out = make_inputs(name)
     dev = tvm.cpu(0)
@@ -181,6 +245,8 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=7, help="timed rounds per side (default: %(default)s)")
     ap.add_argument("--number", type=int, default=5, help="calls per round (default: %(default)s)")
     ap.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), help="workloads to run (default: all)")
+    ap.add_argument("--tune", type=int, default=0, metavar="TRIALS",
+                    help="tune each workload with tune_tir for TRIALS trials on both sides first")
     args = ap.parse_args(argv)
     peer = TVMSide(args.tvm_python, args.tvm_target) if args.tvm_python else None
     print(f"CPU: {cpu_name()}; rounds {args.rounds} x number {args.number}, interleaved"
@@ -189,11 +255,21 @@ def main(argv=None) -> None:
     try:
         for name in args.only or WORKLOADS:
             text = WORKLOADS[name]
-            f, nd, dev, err = kbench_side(name, text)
+            tuned = tuned_tvm = None
+            if args.tune:
+                tuned, line = kbench_tune(text, args.tune)
+                print(f"{name}: {line}", flush=True)
+                if peer is not None:
+                    import tempfile
+
+                    out = str(Path(tempfile.mkdtemp()) / "tuned.json")
+                    tuned_tvm, line = tvm_tune(args.tvm_python, args.tvm_target, text, args.tune, out)
+                    print(f"{name}: {line}", flush=True)
+            f, nd, dev, err = kbench_side(name, text, tuned)
             if err > 1e-4:
                 raise SystemExit(f"{name}: kbench's result is off by {err:.3g}")
             if peer is not None:
-                got = peer.ask(op="build", name=name, text=text)
+                got = peer.ask(op="build", name=name, text=text, tuned=tuned_tvm)
                 if got["err"] > 1e-4:
                     raise SystemExit(f"{name}: TVM's result is off by {got['err']:.3g}")
             timer = f.time_evaluator(f.entry_name, dev, number=args.number, repeat=1)
