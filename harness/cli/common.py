@@ -350,3 +350,27 @@ def write_outputs(db: Path | str, run_id: int, judgement, out_dir: Path) -> None
     paths = reports.write_all(data, Path(out_dir))
     for kind, path in paths.items():
         out.print(f"{kind}: {path}")
+
+
+#: the phases of a run's summary line, in order, with their labels
+PHASES = (("executor", "executor start"), ("store_lock", "waiting for the store lock"), ("plan", "planning"),
+          ("first_result", "first result after"),
+          ("runners_ready", "GPU runners ready after"), ("runner_prepare", "runner warm-up"),
+          ("close", "executor close"))
+
+
+def print_run_summary(db, summary, *, retry_failed: bool = False) -> None:
+    """What ``kbench run`` prints once the run ended: the results table, the counts, where the time
+    went and where the results are (``kbench tune --then-run`` prints the same)."""
+    print_run_table(db, summary.run_id)
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing to do"
+    out.print(f"run {summary.run_id}: {counts}; nvcc calls {summary.nvcc_calls}; {summary.seconds:.1f} s "
+              f"({summary.dispatch_s:.1f} s dispatching)")
+    kept = {o: n for o, n in summary.stored.items() if o in ("crashed", "timeout")}
+    if summary.resumed and kept and not retry_failed:
+        out.print(f"run {summary.run_id} keeps {', '.join(f'{n} {o}' for o, n in sorted(kept.items()))} "
+                  "case(s) of an earlier attempt (--resume --retry-failed runs them again)")
+    ph = summary.phases
+    if ph:
+        out.print("time: " + ", ".join(f"{label} {ph[k]:.1f} s" for k, label in PHASES if k in ph))
+    out.print(f"results: {store_label(db)} (kbench show {summary.run_id} --db {db})")

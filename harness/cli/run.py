@@ -12,21 +12,13 @@ from .common import (
     err,
     execution,
     execution_args,
-    out,
     print_exit_code,
-    print_run_table,
+    print_run_summary,
     print_verdicts,
     progress_display,
-    store_label,
     verdict_args,
     write_outputs,
 )
-
-#: the phases of a run's summary line, in order, with their labels
-PHASES = (("executor", "executor start"), ("store_lock", "waiting for the store lock"), ("plan", "planning"),
-          ("first_result", "first result after"),
-          ("runners_ready", "GPU runners ready after"), ("runner_prepare", "runner warm-up"),
-          ("close", "executor close"))
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -62,18 +54,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     progress, on_event = progress_display()
     with progress:
         summary = run_suite(request, on_event=on_event, resume=args.resume, retry_failed=args.retry_failed)
-    print_run_table(args.db, summary.run_id)
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing to do"
-    out.print(f"run {summary.run_id}: {counts}; nvcc calls {summary.nvcc_calls}; {summary.seconds:.1f} s "
-              f"({summary.dispatch_s:.1f} s dispatching)")
-    kept = {o: n for o, n in summary.stored.items() if o in ("crashed", "timeout")}
-    if summary.resumed and kept and not args.retry_failed:
-        out.print(f"run {summary.run_id} keeps {', '.join(f'{n} {o}' for o, n in sorted(kept.items()))} "
-                  "case(s) of an earlier attempt (--resume --retry-failed runs them again)")
-    ph = summary.phases
-    if ph:
-        out.print("time: " + ", ".join(f"{label} {ph[k]:.1f} s" for k, label in PHASES if k in ph))
-    out.print(f"results: {store_label(args.db)} (kbench show {summary.run_id} --db {args.db})")
+    print_run_summary(args.db, summary, retry_failed=args.retry_failed)
     judgement = None
     if args.baseline:
         judgement = judge.judge_runs(args.db, [summary.run_id], args.baseline, fail_on=args.fail_on)

@@ -12,7 +12,16 @@ from rich.table import Table
 
 from harness.errors import ExitCode
 
-from .common import db_arg, err, fmt_time, out, store_label
+from .common import (
+    db_arg,
+    err,
+    fmt_time,
+    out,
+    print_exit_code,
+    print_run_summary,
+    progress_display,
+    store_label,
+)
 
 #: ``--tuner`` choices (harness.tune.session.TUNERS, repeated here so `kbench --help` loads no tuner)
 TUNER_CHOICES = ("xgb", "random", "grid")
@@ -60,6 +69,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=_non_negative, default=None, metavar="S",
                    help="seconds per candidate to build and to run (default: the case's timeout)")
     p.add_argument("--seed", type=int, default=None, help="seed of the random and xgb tuners")
+    p.add_argument("--then-run", action="store_true",
+                   help="then run the suite (as `kbench run` with the same --executor, --address and "
+                        "--targets; tuned variants at their best configurations) on the same executor: "
+                        "one cluster start for both; the exit code is the run's")
     db_arg(p)
     p.set_defaults(handler=main)
 
@@ -143,7 +156,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     # the pipeline (compiler, tuners, xgboost, Ray) loads when the command runs: `kbench --help` stays quick
     from harness.suite import load_suite
     from harness.tune.runner import RunnerSettings
-    from harness.tune.session import TuneRequest, tune_suite
+    from harness.tune.session import TuneRequest
 
     targets = tuple(t.strip() for t in args.targets.split(",")) if args.targets else None
     suite = load_suite(args.suite)  # a malformed suite is reported before anything starts
@@ -152,11 +165,40 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     request = TuneRequest(args.suite, args.db, tuner=args.tuner, n_trial=args.trials,
                           executor_kind=args.executor, address=args.address, gpu_model=args.gpu_model,
                           targets=targets, settings=settings, seed=args.seed, argv=tuple(argv))
+    if not args.then_run:
+        _tune(request, None)
+        return int(ExitCode.OK)
+    from harness.errors import compose_exit_code
+    from harness.execute import make_executor
+    from harness.run import RunRequest, run_suite
+
+    executor = make_executor(args.executor, address=args.address, imports=tuple(suite.imports),
+                             module_folders=suite.import_folders)
+    try:
+        _tune(request, executor)
+        run_request = RunRequest(args.suite, args.db, args.executor, args.address, targets=targets,
+                                 argv=tuple(argv))
+        progress, on_event = progress_display()
+        with progress:
+            summary = run_suite(run_request, on_event=on_event, executor=executor)
+    finally:
+        executor.close()
+    print_run_summary(args.db, summary)
+    code = compose_exit_code(outcomes=summary.stored.elements(), verdicts=(), incomplete=False, gated=False,
+                             fail_ambiguous=False)
+    print_exit_code(code)
+    return int(code)
+
+
+def _tune(request, executor):
+    """Tune, showing progress, then print the sessions' table and the totals."""
+    from harness.tune.session import tune_suite
+
     progress, on_event = _progress()
     with progress:
-        summary = tune_suite(request, on_event=on_event)
+        summary = tune_suite(request, on_event=on_event, executor=executor)
     print_summary(summary)
     measured = sum(s.measured for s in summary.sessions)
     out.print(f"tuned {len(summary.sessions)} case(s) x device(s): {measured} trials in "
-              f"{summary.seconds:.1f} s; results: {store_label(args.db)}")
-    return int(ExitCode.OK)
+              f"{summary.seconds:.1f} s; results: {store_label(request.db)}")
+    return summary

@@ -193,9 +193,13 @@ def plan_sessions(suite: Suite, gpu_models: Sequence[str], gpu_model: str, cpu: 
     return out, sorted(skipped)
 
 
-def tune_suite(request: TuneRequest, *, on_event: OnEvent | None = None) -> TuneSummary:
+def tune_suite(request: TuneRequest, *, on_event: OnEvent | None = None, executor: Any = None) -> TuneSummary:
     """Tune every tuned case of ``request``'s suite on every device it can run on here and store the
     sessions, trials and best configurations (see the module docstring).
+
+    ``executor``: an already started executor of ``request.executor_kind`` to plan on and, for
+    ``ray``, whose cluster the builders and runners use (``kbench tune --then-run`` then runs the suite
+    on it: one cluster start for both); it is not closed here. By default one is made and closed.
 
     Raises
     ------
@@ -212,8 +216,10 @@ def tune_suite(request: TuneRequest, *, on_event: OnEvent | None = None) -> Tune
     emit = on_event or (lambda kind, payload: None)
     t0 = time.time()
     suite = load_suite(request.suite_path)
-    executor = make_executor(request.executor_kind, address=request.address, imports=tuple(suite.imports),
-                             module_folders=suite.import_folders)
+    own = executor is None
+    if own:
+        executor = make_executor(request.executor_kind, address=request.address, imports=tuple(suite.imports),
+                                 module_folders=suite.import_folders)
     try:
         cluster = executor.cluster_summary()
         plan, skipped = plan_sessions(suite, executor.gpu_models(), request.gpu_model,
@@ -225,7 +231,8 @@ def tune_suite(request: TuneRequest, *, on_event: OnEvent | None = None) -> Tune
             for s in summary.sessions:
                 _tune_one(st, suite, request, s, emit)
     finally:
-        executor.close()
+        if own:
+            executor.close()
     summary.seconds = time.time() - t0
     return summary
 

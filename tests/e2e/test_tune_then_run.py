@@ -1,0 +1,68 @@
+"""`kbench tune --then-run`: the suite tuned, then run on the same executor (one embedded Ray start for
+both), the tuned variant run at the best configuration the tuning stored; the exit code is the run's."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.slow, pytest.mark.opencl]
+
+#: one tuned OpenCL matmul, 2 x 2 x 2 x 2 = 16 configurations, all of which build
+SUITE = """\
+[suite]
+name = "tune-then-run"
+targets = ["opencl"]
+
+[measure]
+min_time_s = 0.01
+max_time_s = 0.2
+min_samples = 5
+
+[[workload]]
+name = "matmul"
+params = { n = [64], m = [64], k = [64] }
+variants = [{ name = "shared_blocked", tuned = true, knobs = { tile_k = [4, 8], local_y = [2, 4], local_x = [2, 4], block_y = [4, 8] } }]
+"""
+
+
+def kbench(*args, cwd, timeout=600):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("RAY_ADDRESS", None)
+    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, env=env, timeout=timeout)
+
+
+@pytest.mark.parametrize("executor", ["ray", "local"])
+def test_tune_then_run_on_one_executor(tmp_path, executor):
+    from kbtest import opencl_available
+
+    if not opencl_available():
+        pytest.skip("no OpenCL device")
+    suite, db = tmp_path / "s.toml", tmp_path / "k.db"
+    suite.write_text(SUITE)
+    r = kbench("tune", suite, "--executor", executor, "--then-run", "--trials", 4, "--tuner", "random",
+               "--seed", 1, "--db", db, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "tuned 1 case(s)" in r.stdout and "run 1: ok 1" in r.stdout and "exit code 0" in r.stdout
+    # the run reused the tuning's executor: no executor of its own was started or closed
+    (time_line,) = [line for line in r.stdout.splitlines() if line.startswith("time: ")]
+    start = float(re.search(r"executor start ([\d.]+) s", time_line).group(1))
+    assert start < 1.0 and "executor close" not in time_line, time_line
+    con = sqlite3.connect(db)
+    assert con.execute("select count(*) from tuning_trials").fetchone()[0] == 4
+    (best,) = con.execute("select knobs from best_configs").fetchone()
+    (status,) = con.execute("select status from runs").fetchone()
+    (case_json, source, outcome), = con.execute("select case_json, tuning_source, outcome from results")
+    knobs = dict(json.loads(case_json)["knobs"])
+    assert status == "done" and outcome == "ok" and source == "best"
+    assert {k: knobs[k] for k in json.loads(best)} == json.loads(best)
