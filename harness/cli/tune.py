@@ -168,6 +168,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     if not args.then_run:
         _tune(request, None)
         return int(ExitCode.OK)
+    # the run's pipeline (executor, Ray) loads only when --then-run asks for it
     from harness.errors import compose_exit_code
     from harness.execute import make_executor
     from harness.run import RunRequest, run_suite
@@ -192,6 +193,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _tune(request, executor):
     """Tune, showing progress, then print the sessions' table and the totals."""
+    # the tuning pipeline (compiler, tuners, xgboost) loads when the command runs
     from harness.tune.session import tune_suite
 
     progress, on_event = _progress()
