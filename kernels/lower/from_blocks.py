@@ -269,17 +269,6 @@ def _check_cross_thread(blk: Block, r: BlockRealize, loops: List[For]) -> None:
 # -- 3. buffer placement and compaction -----------------------------------------------------------------
 
 
-def _shares_thread(scope: str, tag: str) -> bool:
-    """Whether threads of ``tag`` share memory of ``scope`` (so an allocation covers all of them)."""
-    if scope == attr.GLOBAL:
-        return True
-    if scope in (attr.SHARED, attr.SHARED_DYN):
-        return tag.startswith("threadIdx") or tag.startswith("vthread")
-    if scope == attr.WARP:
-        return tag == "threadIdx.x"
-    return False
-
-
 class _Access:
     __slots__ = ("indices", "path")
 
@@ -407,7 +396,7 @@ def _plan(buf: Buffer, acc: List[_Access]) -> Tuple[Buffer, Tuple[PrimExpr, ...]
         for x in a.path:
             if isinstance(x, For):
                 tag = loop_thread(x)
-                if id(x) not in outer or (tag and _shares_thread(buf.scope, tag)):
+                if id(x) not in outer or (tag and attr.threads_share(buf.scope, tag)):
                     dom[x.loop_var] = loop_dom(x)
             elif isinstance(x, LetStmt):
                 dom[x.var] = (None, None)

@@ -55,3 +55,17 @@ WMMA_ACCUMULATOR = "wmma.accumulator"
 
 #: the kind of a virtual-thread loop until the pass that injects virtual threads removes it
 VTHREAD = "vthread"
+
+
+def threads_share(scope: str, thread_tag: str) -> bool:
+    """Whether the threads of a loop bound to ``thread_tag`` share memory of storage ``scope`` (so that
+    one allocation, or one region of it, serves all of them): every thread shares global memory, a
+    block's threads and virtual threads share shared memory, a warp's lanes (threadIdx.x) share warp
+    memory; local memory is each thread's own."""
+    if scope == GLOBAL:
+        return True
+    if scope in (SHARED, SHARED_DYN):
+        return thread_tag.startswith("threadIdx") or thread_tag.startswith(VTHREAD)
+    if scope == WARP:
+        return thread_tag == "threadIdx.x"
+    return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import List, Optional, Set
 
 from ...errors import ScheduleError
+from .. import attr
 from ..block import Block, BlockRealize, IterVarType
 from ..expr import Add, FloorDiv, FloorMod, IntImm, Mul, PrimExpr, Sub, Var
 from ..functor import vars_of
@@ -121,17 +122,6 @@ def compact_dataflow_violation(scope: Block, r: BlockRealize) -> Optional[str]:
     return None
 
 
-def _shares(scope: str, tag: str) -> bool:
-    """Whether threads bound to ``tag`` share memory of storage ``scope``."""
-    if scope == "global":
-        return True
-    if scope in ("shared", "shared.dyn"):
-        return tag.startswith("threadIdx") or tag.startswith("vthread")
-    if scope == "warp":
-        return tag == "threadIdx.x"
-    return False
-
-
 def _relaxed(st, r: BlockRealize, reg, upto) -> List[Optional[tuple]]:
     """The region ``reg`` of block ``r`` over the loops between ``r`` and ``upto`` (exclusive) and the
     thread loops above that share the buffer's memory, per dimension as inclusive symbolic bounds
@@ -148,7 +138,7 @@ def _relaxed(st, r: BlockRealize, reg, upto) -> List[Optional[tuple]]:
     for a in st.index.ancestors(r):
         if a is upto:
             above = True
-        if isinstance(a, For) and (not above or (loop_thread(a) and _shares(reg.buffer.scope,
+        if isinstance(a, For) and (not above or (loop_thread(a) and attr.threads_share(reg.buffer.scope,
                                                                              loop_thread(a)))):
             dom[a.loop_var] = loop_dom(a)
     out = []

@@ -24,6 +24,7 @@ import dataclasses
 from typing import Dict, List, Optional
 
 from ...errors import ScheduleError
+from .. import attr
 from ..block import BlockRealize, BlockToken, IterVarType, loop_thread, make_for, replace_stmt
 from ..expr import And, IntImm, PrimExpr, Var, const
 from ..functor import vars_of
@@ -50,16 +51,6 @@ from .state import (
 )
 
 
-def _shares(scope: str, tag: str) -> bool:
-    if scope == "global":
-        return True
-    if scope in ("shared", "shared.dyn"):
-        return tag.startswith("threadIdx") or tag.startswith("vthread")
-    if scope == "warp":
-        return tag == "threadIdx.x"
-    return False
-
-
 def _relax_dom(st: ScheduleState, q: BlockRealize, lp: For, scope: Optional[str]) -> Dict[Var, Interval]:
     dom: Dict[Var, Interval] = {}
     for a in st.index.ancestors(q):
@@ -69,7 +60,7 @@ def _relax_dom(st: ScheduleState, q: BlockRealize, lp: For, scope: Optional[str]
             dom[a.loop_var] = loop_dom(a)
     if scope is not None:
         for a in [lp] + st.index.ancestors(lp):
-            if isinstance(a, For) and loop_thread(a) and _shares(scope, loop_thread(a)):
+            if isinstance(a, For) and loop_thread(a) and attr.threads_share(scope, loop_thread(a)):
                 dom[a.loop_var] = loop_dom(a)
     return dom
 
@@ -349,7 +340,7 @@ def _check_reduction_not_shared(prim: str, blk, values: List[PrimExpr], outer: L
     def shared_by(lp: For) -> bool:
         tag = loop_thread(lp)
         if tag:
-            return any(_shares(sc, tag) for sc in scopes)
+            return any(attr.threads_share(sc, tag) for sc in scopes)
         return lp.kind not in (ForKind.SERIAL, ForKind.UNROLLED) and scopes != {"local"}
 
     par = [lp for lp in outer if shared_by(lp)]
