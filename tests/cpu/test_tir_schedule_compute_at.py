@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kbtir import input_overwritten, output_read_between, window3
 
 import kernels as tvm
 from kernels.script import tir as T
@@ -129,50 +130,6 @@ def test_compute_at_where_the_consumer_reads_past_the_producer():
                                rtol=1e-6)
 
 
-@T.prim_func
-def input_overwritten(x: T.handle, c: T.handle) -> None:
-    X = T.match_buffer(x, (16,), "float32")
-    C = T.match_buffer(c, (16,), "float32")
-    A = T.alloc_buffer((16,), "float32")
-    B = T.alloc_buffer((16,), "float32")
-    for i in T.serial(16):
-        with T.block("X"):
-            vi = T.axis.spatial(16, i)
-            A[vi] = X[vi]
-    for i in T.serial(16):
-        with T.block("B"):
-            vi = T.axis.spatial(16, i)
-            B[vi] = A[vi] * 2.0
-    for i in T.serial(16):
-        with T.block("Y"):
-            vi = T.axis.spatial(16, i)
-            A[vi] = 100.0
-    for i in T.serial(16):
-        with T.block("C"):
-            vi = T.axis.spatial(16, i)
-            C[vi] = B[vi] + A[vi]
-
-
-@T.prim_func
-def output_read_between(x: T.handle, d: T.handle, e: T.handle) -> None:
-    X = T.match_buffer(x, (16,), "float32")
-    D = T.match_buffer(d, (16,), "float32")
-    E = T.match_buffer(e, (16,), "float32")
-    B = T.alloc_buffer((16,), "float32")
-    for i in T.serial(16):
-        with T.block("B"):
-            vi = T.axis.spatial(16, i)
-            B[vi] = X[vi] * 2.0
-    for i in T.serial(16):
-        with T.block("E"):
-            vi = T.axis.spatial(16, i)
-            E[vi] = D[vi]
-    for i in T.serial(16):
-        with T.block("D"):
-            vi = T.axis.spatial(16, i)
-            D[vi] = B[vi] + 1.0
-
-
 def test_compute_at_past_a_write_of_its_input_is_refused():
     s = tvm.tir.Schedule(input_overwritten)
     (i,) = s.get_loops(s.get_block("C"))
@@ -192,21 +149,6 @@ def test_reverse_compute_at_before_a_reader_of_its_output_is_refused():
     with pytest.raises(tvm.tir.ScheduleError, match=r"reverse_compute_at: block E writes or reads D, which "
                                                     r"block D accesses too"):
         s.reverse_compute_at(s.get_block("D"), i)
-
-
-@T.prim_func
-def window3(a: T.handle, c: T.handle) -> None:
-    A = T.match_buffer(a, (14,), "float32")
-    C = T.match_buffer(c, (12,), "float32")
-    B = T.alloc_buffer((14,), "float32")
-    for i in T.serial(14):
-        with T.block("B"):
-            vi = T.axis.spatial(14, i)
-            B[vi] = A[vi] + 1.0
-    for i in T.serial(12):
-        with T.block("C"):
-            vi = T.axis.spatial(12, i)
-            C[vi] = B[vi] + B[vi + 1] + B[vi + 2]
 
 
 def test_window_consumer_is_not_moved_before_its_window_is_produced():

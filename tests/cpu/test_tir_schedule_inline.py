@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kbtir import input_overwritten, output_read_between
 
 import kernels as tvm
 from kernels.script import tir as T
@@ -91,52 +92,8 @@ def test_only_consumer_is_folded_and_runs():
     np.testing.assert_allclose(c.numpy(), (a.astype(np.float64) * 2 + 1).T, rtol=1e-6)
 
 
-@T.prim_func
-def overwritten_input(x: T.handle, c: T.handle) -> None:
-    X = T.match_buffer(x, (16,), "float32")
-    C = T.match_buffer(c, (16,), "float32")
-    A = T.alloc_buffer((16,), "float32")
-    B = T.alloc_buffer((16,), "float32")
-    for i in T.serial(16):
-        with T.block("X"):
-            vi = T.axis.spatial(16, i)
-            A[vi] = X[vi]
-    for i in T.serial(16):
-        with T.block("B"):
-            vi = T.axis.spatial(16, i)
-            B[vi] = A[vi] * 2.0
-    for i in T.serial(16):
-        with T.block("Y"):
-            vi = T.axis.spatial(16, i)
-            A[vi] = 100.0
-    for i in T.serial(16):
-        with T.block("C"):
-            vi = T.axis.spatial(16, i)
-            C[vi] = B[vi] + A[vi]
-
-
-@T.prim_func
-def read_between(x: T.handle, d: T.handle, e: T.handle) -> None:
-    X = T.match_buffer(x, (16,), "float32")
-    D = T.match_buffer(d, (16,), "float32")
-    E = T.match_buffer(e, (16,), "float32")
-    B = T.alloc_buffer((16,), "float32")
-    for i in T.serial(16):
-        with T.block("B"):
-            vi = T.axis.spatial(16, i)
-            B[vi] = X[vi] * 2.0
-    for i in T.serial(16):
-        with T.block("E"):
-            vi = T.axis.spatial(16, i)
-            E[vi] = D[vi]
-    for i in T.serial(16):
-        with T.block("D"):
-            vi = T.axis.spatial(16, i)
-            D[vi] = B[vi] + 1.0
-
-
 def test_inlining_past_a_write_of_the_input_is_refused():
-    s = tvm.tir.Schedule(overwritten_input)
+    s = tvm.tir.Schedule(input_overwritten)
     with pytest.raises(tvm.tir.ScheduleError, match="block Y writes A after block B reads it"):
         s.compute_inline(s.get_block("B"))
     x = np.random.default_rng(1).uniform(-1, 1, 16).astype("float32")
@@ -147,6 +104,6 @@ def test_inlining_past_a_write_of_the_input_is_refused():
 
 
 def test_reverse_inlining_before_a_reader_of_the_output_is_refused():
-    s = tvm.tir.Schedule(read_between)
+    s = tvm.tir.Schedule(output_read_between)
     with pytest.raises(tvm.tir.ScheduleError, match="block E between producer B and block D accesses D"):
         s.reverse_compute_inline(s.get_block("D"))

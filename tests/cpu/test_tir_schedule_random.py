@@ -11,6 +11,7 @@ from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 import pytest
+from kbtir import window3
 
 import kernels as tvm
 from kernels.script import tir as T
@@ -43,21 +44,6 @@ def matmul(a: T.handle, b: T.handle, c: T.handle) -> None:
             with T.init():
                 C[vi, vj] = 0.0
             C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-
-
-@T.prim_func
-def window(a: T.handle, c: T.handle) -> None:
-    A = T.match_buffer(a, (14,), "float32")
-    C = T.match_buffer(c, (12,), "float32")
-    B = T.alloc_buffer((14,), "float32")
-    for i in T.serial(14):
-        with T.block("B"):
-            vi = T.axis.spatial(14, i)
-            B[vi] = A[vi] + 1.0
-    for i in T.serial(12):
-        with T.block("C"):
-            vi = T.axis.spatial(12, i)
-            C[vi] = B[vi] + B[vi + 1] + B[vi + 2]
 
 
 @T.prim_func
@@ -109,7 +95,7 @@ def _window_ref(x: List[np.ndarray]) -> np.ndarray:
 CASES: Dict[str, Tuple[object, List[tuple], Callable[[List[np.ndarray]], np.ndarray]]] = {
     "chain": (chain, [(12, 10), (12, 10)], lambda x: x[0] * 2 + 1),
     "matmul": (matmul, [(12, 9), (9, 10), (12, 10)], lambda x: x[0] @ x[1]),
-    "window": (window, [(14,), (12,)], _window_ref),
+    "window": (window3, [(14,), (12,)], _window_ref),
     "shared_loop": (shared_loop, [(24,), (24,), (24,)], lambda x: x[0] * 6 + 1),
     "two_reductions": (two_reductions, [(6, 8, 5), (6,)], lambda x: x[0].sum(axis=(1, 2)) * 2),
 }
