@@ -41,7 +41,7 @@ from . import plan as planmod
 from .config import apply_runtime_defaults, settings
 from .env import fingerprint, git_commit
 from .errors import ExitCode, Interrupted, KbenchError, StoreError, UsageError, compose_exit_code
-from .execute import Executor, make_executor
+from .execute import Executor, executor_for
 from .execute.peers import applies_to
 from .model import Case, MeasureConfig, Result
 from .store import LEASE_TTL_S, Store, cpu_device
@@ -370,8 +370,7 @@ def run_suite(request: RunRequest, *, on_event: OnEvent | None = None, resume: i
         st.on_lock_wait = lambda what: emit("waiting", what)
         own = executor is None
         if own:
-            executor = make_executor(request.executor_kind, address=request.address,
-                                     imports=tuple(suite.imports), module_folders=suite.import_folders)
+            executor = executor_for(suite, request.executor_kind, request.address)
         handlers.install()  # again: starting Ray installs a SIGTERM handler of its own
         outer_hook = getattr(executor, "poll_hook", None)  # a caller's (kbench ab's), put back at the end
         if hasattr(executor, "poll_hook"):  # the Ray executor raises a held-back signal after each wait

@@ -173,7 +173,7 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
     # the pipeline (the compiler, Ray) loads only when the command runs: `kbench --help` stays quick
     from harness import judge
     from harness.config import apply_runtime_defaults
-    from harness.execute import make_executor
+    from harness.execute import executor_for
     from harness.execute.portable import check_base_tree, export_base
     from harness.run import RunRequest, SignalHandlers, rerun_keys, run_suite
     from harness.stats import FailOn
@@ -192,8 +192,7 @@ def ab(suite_path: str, base_tree: str | os.PathLike, db: Path, executor_kind: s
     handlers = SignalHandlers()
     handlers.install()
     try:
-        executor = make_executor(executor_kind, address=address, imports=tuple(suite.imports),
-                                 module_folders=suite.import_folders)
+        executor = executor_for(suite, executor_kind, address)
     except BaseException:
         handlers.restore()
         raise

@@ -193,7 +193,7 @@ def calibrate(suite_path: str, db: Path, *, trials: int = 3, slowdown: float = 0
     # the pipeline (the compiler, Ray) loads only when the command runs: `kbench --help` stays quick
     from harness import judge
     from harness.config import apply_runtime_defaults
-    from harness.execute import make_executor
+    from harness.execute import executor_for
     from harness.run import RunRequest, run_suite
     from harness.store import Store
     from harness.suite import load_suite
@@ -220,8 +220,7 @@ def calibrate(suite_path: str, db: Path, *, trials: int = 3, slowdown: float = 0
     request = RunRequest(suite_path, store_location(str(db)), executor_kind, address,
                          targets=tuple(targets) if targets else None, argv=tuple(argv), kind="calibration")
     apply_runtime_defaults()
-    executor = make_executor(executor_kind, address=address, imports=tuple(suite.imports),
-                             module_folders=suite.import_folders)
+    executor = executor_for(suite, executor_kind, address)
     try:
         def one(label: str, names: str, **kw: Any) -> dict[str, list[int]]:
             """The sides ``names`` timed once, interleaved as asked: side -> its run ids."""

@@ -170,11 +170,10 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         return int(ExitCode.OK)
     # the run's pipeline (executor, Ray) loads only when --then-run asks for it
     from harness.errors import compose_exit_code
-    from harness.execute import make_executor
+    from harness.execute import executor_for
     from harness.run import RunRequest, run_suite
 
-    executor = make_executor(args.executor, address=args.address, imports=tuple(suite.imports),
-                             module_folders=suite.import_folders)
+    executor = executor_for(suite, args.executor, args.address)
     try:
         _tune(request, executor)
         run_request = RunRequest(args.suite, args.db, args.executor, args.address, targets=targets,

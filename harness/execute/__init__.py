@@ -58,4 +58,10 @@ def make_executor(kind: str = "ray", address: str | None = None, **kw: Any) -> E
     raise DispatchError(f"unknown executor {kind!r}; executors: ray, local, inproc")
 
 
-__all__ = ["DispatchError", "Executor", "make_executor"]
+def executor_for(suite: Any, kind: str = "ray", address: str | None = None) -> Executor:
+    """:func:`make_executor` for ``suite`` (a loaded :class:`harness.suite.Suite`): its workers import
+    the suite's modules (``imports``), shipped from the suite's folders (``import_folders``)."""
+    return make_executor(kind, address=address, imports=tuple(suite.imports), module_folders=suite.import_folders)
+
+
+__all__ = ["DispatchError", "Executor", "executor_for", "make_executor"]

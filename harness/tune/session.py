@@ -23,7 +23,7 @@ from typing import Any
 from harness.config import apply_runtime_defaults
 from harness.env import fingerprint, git_commit
 from harness.errors import ConfigError, InvalidSetting, UsageError
-from harness.execute import make_executor
+from harness.execute import executor_for
 from harness.model import Case
 from harness.store import Store, cpu_device
 from harness.suite import Suite, load_suite
@@ -218,8 +218,7 @@ def tune_suite(request: TuneRequest, *, on_event: OnEvent | None = None, executo
     suite = load_suite(request.suite_path)
     own = executor is None
     if own:
-        executor = make_executor(request.executor_kind, address=request.address, imports=tuple(suite.imports),
-                                 module_folders=suite.import_folders)
+        executor = executor_for(suite, request.executor_kind, request.address)
     try:
         cluster = executor.cluster_summary()
         plan, skipped = plan_sessions(suite, executor.gpu_models(), request.gpu_model,
