@@ -502,6 +502,8 @@ class EvolutionaryTuner(ModelTuner):
                              f"(>= 1) and mutate_prob {mutate_prob} (0..1) out of range")
         self.population, self.generations = int(population), int(generations)
         self.mutate_prob = float(mutate_prob)
+        # per knob, each candidate's factors (a split knob) or None: what _step compares
+        self._sizes = [[getattr(e, "size", None) for e in sp.entities] for sp in self.space.space_map.values()]
 
     def _mutate(self, index: int) -> int:
         """Another value of one knob: the next or previous one half the time (a tile size one step
@@ -521,8 +523,7 @@ class EvolutionaryTuner(ModelTuner):
     def _step(self, k: int, c: int, direction: int) -> int:
         """One step of knob ``k`` from candidate ``c``: the next or previous value; for a split knob,
         one factor (a level chosen at random) the next bigger or smaller, the other levels kept."""
-        sp = list(self.space.space_map.values())[k]
-        sizes = [getattr(e, "size", None) for e in sp.entities]
+        sizes = self._sizes[k]
         if sizes[c] is None or len(sizes[c]) < 2:
             return min(len(sizes) - 1, max(0, c + direction))
         here = sizes[c]
