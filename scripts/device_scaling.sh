@@ -9,6 +9,9 @@
 # One line per run (mode, GPUs, wall seconds, kbench's dispatch seconds, cases ok, nvcc calls), then the
 # 2-vs-1 ratios. Run after `source .whl/setup.sh`; logs, stores and results.tsv go under $OUT.
 #   source .whl/setup.sh && bash scripts/device_scaling.sh
+# GPU_COUNTS="2" (or "1") runs only those counts (default "1 2"); WARMUP=0 skips the warm-up run (a
+# second call on a warm machine whose build cache the first one filled); a summary needs both counts
+# in one results.tsv, so with split calls compare the RESULT lines.
 # About 6-7 minutes. `ray stop --force` (between and after the cluster runs, and on exit) stops every
 # Ray of this user on the machine: run it on a machine of its own.
 set -uo pipefail
@@ -100,19 +103,22 @@ echo "== $(date -u +%FT%TZ) $(python3 -c 'import ray; print("ray", ray.__version
 nvidia-smi -L 2>/dev/null || echo "(no nvidia-smi)"
 
 # warm-up: fills the build cache and, on both GPUs, the peaks cache (short measuring)
+if [ "${WARMUP:-1}" != 0 ]; then
 echo "== warm-up (embedded Ray, 2 GPUs)"
 t0=$(now)
 python3 -m harness.cli run "$suite" --targets cuda --min-time 0.1 --max-time 0.1 --db "$out/warmup.db" \
   > "$out/warmup.log" 2>&1
 echo "warm-up rc=$? in $(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s: $(grep -E '^run [0-9]+: .*nvcc' "$out/warmup.log" | tail -1)"
+fi
+counts=${GPU_COUNTS:-1 2}
 
 reps=${REPS:-2}
 for case_s in ${CASE_S:-2}; do
 if [[ " ${MODES:-embedded cluster} " == *" embedded "* ]]; then
 echo "== embedded Ray, $case_s s per case"
 for rep in $(seq "$reps"); do
-  CUDA_VISIBLE_DEVICES=0 run embedded 1 "$rep"
-  run embedded 2 "$rep"
+  [[ " $counts " == *" 1 "* ]] && CUDA_VISIBLE_DEVICES=0 run embedded 1 "$rep"
+  [[ " $counts " == *" 2 "* ]] && run embedded 2 "$rep"
 done
 fi
 
@@ -120,7 +126,7 @@ if [[ " ${MODES:-embedded cluster} " == *" cluster "* ]]; then
 echo "== existing Ray cluster (ray start --head, kbench --address 127.0.0.1:$port), $case_s s per case"
 python3 -c 'import secrets; print(secrets.token_hex(32))' > "$authdir/auth_token"
 chmod 600 "$authdir/auth_token"
-for gpus in 1 2; do
+for gpus in $counts; do
   if [ "$gpus" = 1 ]; then vis=0; else vis=0,1; fi
   ray_cli stop --force >/dev/null 2>&1
   if ! CUDA_VISIBLE_DEVICES=$vis RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="$authdir/auth_token" \

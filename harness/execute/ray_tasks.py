@@ -1,82 +1,117 @@
-"""What runs inside Ray's worker processes for :class:`harness.execute.ray_executor.RayExecutor`: the
-body of a CPU batch task, the GPU runner actor that keeps one GPU for a whole run, and the CPU-side
-CUDA builds (GPUs hidden) whose cubins the runners receive.
+"""What runs inside Ray's worker processes for :class:`harness.execute.ray_executor.RayExecutor`, as the
+work pool's (:mod:`kernels.contrib.workpool`) payloads: the GPU runner's worker, which keeps one GPU for
+the executor's life and runs one case a call, and the CPU items (a CPU case; the CPU-side CUDA build of
+a GPU case, GPUs hidden, whose cubin the runner receives).
 
-These functions are made remote by the executor (``ray.remote(...)(fn)``); they import nothing of Ray
-at module level so that this module loads without Ray.
+Nothing of Ray is imported at module level, so that this module loads without Ray.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
-import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
-from harness.model import Case, MeasureConfig
+from harness.model import Case, MeasureConfig, Result
 from kernels.workloads import get as get_workload
 
 from . import peers, worker
-from .build import build_artifact, is_callable
+from .build import Artifact, build_artifact, is_callable
 
-__all__ = ["GpuRunner", "build_task", "peer_libraries", "run_batch_task"]
+__all__ = ["CaseRunner", "build_payload", "case_payload", "cpu_item", "peer_libraries"]
 
 log = logging.getLogger(__name__)
 
 
-def run_batch_task(cases: list[Case], config: MeasureConfig, imports: tuple[str, ...], hide_gpus: bool,
-                    artifacts: dict | None = None,
-                    side_specs: dict | None = None) -> Iterator[tuple[str, Any]]:
-    """The body of one batch task (a Ray streaming generator): a start marker, then one
-    ``("result", Result)`` per case in order."""
-    if hide_gpus:
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    import ray
-
-    yield ("start", {"node": ray.get_runtime_context().get_node_id(), "worker": worker.worker_label()})
-    for result in worker.run_cases(cases, config, imports, artifacts=artifacts or None,
-                                   side_specs=side_specs):
-        yield ("result", result)
+def case_payload(case: Case, config: MeasureConfig, imports: tuple[str, ...], artifact: Artifact | None = None,
+                 sides: dict | None = None) -> tuple:
+    """What a worker needs to run one case (a CPU item's or a GPU runner's payload)."""
+    return ("case", case, config, imports, artifact, sides)
 
 
-class GpuRunner:
-    """A GPU worker process kept for a whole run: a Ray actor holding one GPU (``num_gpus=1``) that runs
-    batch after batch, so the imports, the CUDA context, the fingerprint and the peaks are paid once per
-    GPU. An actor keeps the GPU Ray gave it, and the ``CUDA_VISIBLE_DEVICES`` Ray set for it, for its
-    whole life; a reused *task* worker would not (see the module docstring)."""
+def build_payload(case: Case, arch: str) -> tuple:
+    """A CPU item building one CUDA case for ``arch`` (its value: the Artifact, or None)."""
+    return ("build", case, arch)
 
-    def __init__(self, imports: tuple[str, ...] = (), peer_libraries: tuple[str, ...] = ()) -> None:
-        # the process's one-time costs now, while the CPU workers still build the first batch:
-        # imports, CUDA context, fingerprint, peaks, peer libraries (harness.execute.worker.prepare)
+
+def _run_one(payload: tuple) -> Result:
+    _, case, config, imports, artifact, sides = payload
+    artifacts = {case.key: artifact} if artifact is not None else None
+    side_specs = {case.key: sides} if sides else None
+    return next(iter(worker.run_cases([case], config, imports, artifacts=artifacts, side_specs=side_specs,
+                                      build_ahead=False)))
+
+
+def cpu_item(payload: tuple) -> Any:
+    """The body of a CPU item (the work pool hides the GPUs before it runs): a ``case`` payload is run
+    (its Result), a ``build`` payload compiled (its Artifact; None when the build failed: the GPU
+    worker then rebuilds the case and records the compiler's error)."""
+    if payload[0] == "build":
+        _, case, arch = payload
+        try:
+            return build_artifact(case, arch)
+        except Exception as exc:
+            log.info("kbench: prebuild of %s failed (%s); the GPU worker rebuilds it", case.key, exc)
+            return None
+    return _run_one(payload)
+
+
+class CaseRunner:
+    """The worker of a GPU runner (a work-pool runner actor holding one GPU for the executor's life):
+    the process's one-time costs (imports, CUDA context, fingerprint, peaks) as it starts, then one case
+    a call. An actor keeps the GPU Ray gave it, and the ``CUDA_VISIBLE_DEVICES`` Ray set for it, for its
+    whole life; a reused Ray *task* worker may be handed another GPU while its CUDA context stays on
+    the first (Ray only rewrites the variable, which CUDA reads once)."""
+
+    def __init__(self, imports: tuple[str, ...] = ()) -> None:
         self.born = time.time()
         try:
-            worker.prepare("cuda", imports, peer_libraries)
-        except Exception as exc:  # the first batch reports it
+            worker.prepare("cuda", imports)
+        except Exception as exc:  # the first case reports it
             log.debug("kbench: runner warm-up: %s", exc)
         self.ready = time.time()
+        self.libraries: set[str] = set()
 
-    def run(self, cases: list[Case], config: MeasureConfig, imports: tuple[str, ...],
-            artifacts: dict | None = None, side_specs: dict | None = None) -> Iterator[tuple[str, Any]]:
-        """One batch, as :func:`run_batch_task` (called as a streaming generator). Afterwards torch's
-        caching allocator (peer cases) gives the GPU memory it keeps back, so that later batches of
-        this process do not find the GPU fuller than a fresh process would."""
-        for kind, payload in run_batch_task(cases, config, imports, False, artifacts, side_specs):
-            if kind == "start":  # when this process started and was ready (the driver's timeline)
-                payload = {**payload, "runner_born": self.born, "runner_ready": self.ready}
-            yield kind, payload
+    def where(self) -> dict:
+        """This runner's label (node:pid) and when it started and was ready (the driver's timeline)."""
+        return {"worker": worker.worker_label(), "runner_born": self.born, "runner_ready": self.ready}
+
+    def needs_prepare(self, payload: tuple) -> bool:
+        """Whether the case needs a peer library (torch, cupy: seconds to import) not loaded yet."""
+        try:
+            worker.import_suite_modules(payload[3])
+            return bool(set(peer_libraries([payload[1]])) - self.libraries)
+        except Exception:  # the case itself reports what cannot be imported
+            return False
+
+    def prepare(self, payload: tuple) -> None:
+        """Import the case's peer libraries (timed by the pool's startup clock, not the case's)."""
+        for lib in peer_libraries([payload[1]]):
+            try:
+                importlib.import_module(lib)
+            except ImportError as exc:  # the case itself reports it
+                log.debug("kbench: runner: import %s: %s", lib, exc)
+            self.libraries.add(lib)
+
+    def __call__(self, payload: tuple) -> Result:
+        """One case. After a case of a peer library, torch's caching allocator gives back the GPU memory
+        it keeps, so that later cases do not find the GPU fuller than a fresh process would."""
+        result = _run_one(payload)
         torch = sys.modules.get("torch")
         try:
             if torch is not None and torch.cuda.is_initialized():
                 torch.cuda.empty_cache()
         except Exception as exc:
             log.debug("kbench: torch.cuda.empty_cache: %s", exc)
+        return result
 
 
 def peer_libraries(cases: Iterable[Case]) -> tuple[str, ...]:
     """The libraries (torch, cupy) of the peer cases and callable variants among ``cases``, for a
-    runner to import early."""
+    runner to import before their first case is timed."""
     cases = list(cases)
     names = {c.peer for c in cases if c.peer}
     libs = []
@@ -91,18 +126,3 @@ def peer_libraries(cases: Iterable[Case]) -> tuple[str, ...]:
         except Exception:  # an unknown peer is the case's own error to report
             continue
     return tuple(dict.fromkeys(libs))
-
-
-def build_task(cases: list[Case], arch: str) -> dict:
-    """CPU-side CUDA builds (GPUs hidden): {case key: Artifact} for the cases that built. A case that
-    fails here is rebuilt, and its build error recorded, by the GPU worker."""
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    out = {}
-    for case in cases:
-        try:
-            out[case.key] = build_artifact(case, arch)
-        except Exception as exc:
-            log.info("kbench: prebuild of %s failed (%s); the GPU worker rebuilds it", case.key, exc)
-    return out
-
-

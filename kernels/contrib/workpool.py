@@ -27,6 +27,15 @@ place that kills Ray workers, cancels Ray tasks or decides when a failed item is
   flight, and reports every item without an outcome as ``cancelled``.
 * **Exactly once.** An item has one outcome: a result arriving from a runner the pool already gave
   up on is dropped.
+* **Failures no item causes.** A client's ``fatal`` classifier names the failures every item would hit
+  (a runtime environment that cannot be set up, a module the workers cannot import): the first one
+  cancels the pool and :meth:`WorkPool.results` raises :class:`PoolError` with its message.
+* **Placement that goes away.** Items of a slot no alive node can take wait ``unplaceable_s`` for a
+  node to come (back), then are given up (``crashed``). With ``lend_idle_s``, a runner that has waited
+  that long for its GPU makes the idle runners of slots with nothing to do end, so that one GPU
+  reachable through two placements (a label and an accelerator type) serves both in turn.
+* **Long-lived.** A pool outlives one batch of items: submit more after :meth:`WorkPool.results` ran
+  dry and the same runners take them (keys stay unique for the pool's life).
 """
 
 from __future__ import annotations
@@ -42,8 +51,8 @@ from typing import Any
 
 from kernels.contrib.ray_cluster import RayCluster, Slot
 
-__all__ = ["MAX_NODE_LOSSES", "MAX_REQUEUES", "FailurePolicy", "Item", "Outcome", "WorkPool", "cancel_task",
-           "is_node_loss", "kill_actor"]
+__all__ = ["MAX_NODE_LOSSES", "MAX_REQUEUES", "FailurePolicy", "Item", "Outcome", "PoolError", "WorkPool",
+           "cancel_task", "is_node_loss", "kill_actor"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +60,10 @@ log = logging.getLogger(__name__)
 MAX_NODE_LOSSES = 5
 #: how often an item may be set back by failures it did not cause before it is given up itself
 MAX_REQUEUES = 3
+
+
+class PoolError(RuntimeError):
+    """A failure no item causes (the client's ``fatal`` classifier said so): the pool was cancelled."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,10 +168,16 @@ def _where() -> dict:
 
 
 class PoolRunner:
-    """A runner actor holding one GPU: builds the client's worker once, then runs item after item."""
+    """A runner actor holding one GPU: builds the client's worker once, then runs item after item.
+    ``runner_factory`` may be a dict of named factories (clients sharing the runners: the harness's
+    cases and the tuning engine's candidates): the first is built as the runner starts, the others
+    when an item first names them (:attr:`Item.worker`), in that item's setup step."""
 
-    def __init__(self, runner_factory: Callable[[], Callable[[Any], Any]]) -> None:
-        self.work = runner_factory()
+    def __init__(self, runner_factory: Callable[[], Callable[[Any], Any]] | dict) -> None:
+        self.factories = dict(runner_factory) if isinstance(runner_factory, dict) else {None: runner_factory}
+        first = next(iter(self.factories))
+        self.work = self.factories[first]()
+        self.workers = {first: self.work}
         where = getattr(self.work, "where", None)
         self.info = {**_where(), **(where() if where is not None else {})}
 
@@ -167,16 +186,21 @@ class PoolRunner:
         once the worker is built."""
         return dict(self.info)
 
-    def run(self, key: Any, payload: Any) -> Iterator[tuple]:
-        """One item (a streaming generator): ``("setup", where)`` and the worker's ``prepare(payload)``
-        when its ``needs_prepare(payload)`` says so (a step timed by the pool's ``startup_timeout``),
-        then ``("start", where)`` and ``("result", value)``."""
-        needs = getattr(self.work, "needs_prepare", None)
+    def run(self, key: Any, payload: Any, worker: Any = None) -> Iterator[tuple]:
+        """One item (a streaming generator): ``("setup", where)`` while the named ``worker`` is built
+        (the first time) and the worker's ``prepare(payload)`` runs when its ``needs_prepare(payload)``
+        says so (steps timed by the pool's ``startup_timeout``), then ``("start", where)`` and
+        ``("result", value)``."""
+        work = self.workers.get(worker) if worker is not None else self.work
+        if work is None:
+            yield ("setup", self.info)
+            work = self.workers[worker] = self.factories[worker]()
+        needs = getattr(work, "needs_prepare", None)
         if needs is not None and needs(payload):
             yield ("setup", self.info)
-            self.work.prepare(payload)
+            work.prepare(payload)
         yield ("start", self.info)
-        yield ("result", self.work(payload))
+        yield ("result", work(payload))
 
 
 def _cpu_item(cpu_fn: Callable[[Any], Any], key: Any, payload: Any) -> Iterator[tuple]:
@@ -196,12 +220,15 @@ def _cpu_item(cpu_fn: Callable[[Any], Any], key: Any, payload: Any) -> Iterator[
 @dataclass
 class Item:
     """One unit of work: ``key`` (unique in a pool), ``payload`` (what the worker gets), ``slot``
-    (``(needs_gpu, gpu_model)``) and ``timeout_s`` (the longest one run of it may take)."""
+    (``(needs_gpu, gpu_model)``), ``timeout_s`` (the longest one run of it may take) and ``group``
+    (GPU items: an affinity, e.g. the shape whose inputs and reference a worker caches)."""
 
     key: Hashable
     payload: Any
     slot: Slot = (True, "")
     timeout_s: float = 60.0
+    group: Hashable | None = None  # GPU items of one group go to the runner that ran the group before
+    worker: Hashable | None = None  # GPU items: which of the pool's named factories runs it (None: the first)
 
 
 @dataclass
@@ -234,6 +261,7 @@ class _Runner:
     info: dict = field(default_factory=dict)
     calls: list = field(default_factory=list)  # of _Call, in the actor's order
     restarts: int = 0  # the runners of its GPU before it
+    born: float = field(default_factory=time.monotonic)
 
 
 @dataclass(eq=False)
@@ -255,8 +283,10 @@ class WorkPool:
     ----------
     cluster : RayCluster
         The connection and what its nodes offer (placement, capacity).
-    runner_factory : callable, optional
-        Called once in each GPU runner; returns the function that runs one GPU item's payload.
+    runner_factory : callable or dict, optional
+        Called once in each GPU runner; returns the function that runs one GPU item's payload. A dict
+        of named factories serves several clients on the same runners (an item names its factory:
+        :attr:`Item.worker`; None runs the first).
     cpu_fn : callable, optional
         Runs one CPU item's payload (in a task whose GPUs are hidden).
     policy : FailurePolicy, optional
@@ -275,13 +305,23 @@ class WorkPool:
         The most CPU items at once (default: the CPUs of the alive nodes).
     max_runners : int, optional
         The most runners of one slot (default: one per GPU its placement selects).
+    fatal : callable, optional
+        ``fatal(exc)`` of a failed item or a runner that could not start: a message when the failure
+        is one no item causes (then :meth:`results` cancels everything and raises :class:`PoolError`),
+        else "".
+    unplaceable_s : float
+        How long items whose slot no alive node can take wait for one before they are given up.
+    lend_idle_s : float, optional
+        A runner waiting this long for its GPU ends the idle runners of slots with nothing queued
+        (None: never).
     """
 
     def __init__(self, cluster: RayCluster, runner_factory: Callable[[], Callable[[Any], Any]] | None = None,
                  cpu_fn: Callable[[Any], Any] | None = None, *, policy: FailurePolicy | None = None,
                  in_flight: int = 1, poll_s: float = 0.1, startup_timeout: float = 120.0,
                  runtime_env: dict | None = None, cpu_slots: int | None = None,
-                 max_runners: int | None = None):
+                 max_runners: int | None = None, fatal: Callable[[BaseException], str] | None = None,
+                 unplaceable_s: float = 0.0, lend_idle_s: float | None = None):
         if in_flight < 1:
             raise ValueError(f"in_flight must be >= 1, got {in_flight}")
         self.cluster = cluster
@@ -305,9 +345,18 @@ class WorkPool:
         self._waiting_since: dict[Slot, float] = {}
         self._runs: dict = {}  # key -> how often it was handed to a worker
         self._max_runners = max_runners
+        self._owner: dict[tuple, _Runner] = {}  # (slot, group) -> the runner that took the group
         self._dropped: dict[Slot, int] = {}  # GPUs given up after too many replacements
         self._last_failure: dict[Slot, str] = {}
         self.runners_started = 0
+        self._fatal = fatal
+        self._fatal_message = ""
+        self.unplaceable_s = float(unplaceable_s)
+        self._unplaceable_since: dict[Slot, float] = {}
+        self.lend_idle_s = lend_idle_s
+        #: called after every wait for progress (a client raises a signal held back while Ray's
+        #: compiled code ran there: an exception raised in a signal handler cannot pass through it)
+        self.poll_hook: Callable[[], None] | None = None
 
     # -- the client's side ------------------------------------------------------------------------
 
@@ -319,6 +368,10 @@ class WorkPool:
                 raise ValueError(f"item {item.key!r} already has an outcome in this pool")
             if item.slot[0] and self._factory is None:
                 raise ValueError("a GPU item needs a pool with a runner_factory")
+            if item.slot[0] and item.worker is not None and (
+                    not isinstance(self._factory, dict) or item.worker not in self._factory):
+                raise ValueError(f"item {item.key!r} names worker {item.worker!r}, which this pool's "
+                                 "runner_factory does not have")
             if not item.slot[0] and self._cpu_fn is None:
                 raise ValueError("a CPU item needs a pool with a cpu_fn")
             self._queue.append(item)
@@ -366,6 +419,11 @@ class WorkPool:
         """The outcomes of the submitted items as they complete, until every item has one."""
         try:
             while self._queue or self._calls or self._out:
+                if self._fatal_message:
+                    message, self._fatal_message = self._fatal_message, ""
+                    self._cancel_all()
+                    self._out.clear()
+                    raise PoolError(message)
                 if self._cancelled.is_set():
                     self._cancel_all()
                     self._cancelled.clear()  # what is submitted later runs again
@@ -467,26 +525,63 @@ class WorkPool:
             if not runners and not self._dropped.get(item.slot):
                 nodes = nodes if nodes is not None else self.cluster.nodes()
                 if self.cluster.placement(item.slot, nodes) is None:
+                    since = self._unplaceable_since.setdefault(item.slot, time.monotonic())
+                    waited = time.monotonic() - since
+                    if waited < self.unplaceable_s:
+                        kept.append(item)
+                        continue
                     self._give_up(item, "crashed", "no alive node of the Ray cluster can run it (needs "
-                                                   f"{RayCluster.slot_text(item.slot)})")
+                                                   f"{RayCluster.slot_text(item.slot)})"
+                                                   + (f" for {waited:.0f} s" if self.unplaceable_s else ""))
                     continue
+                self._unplaceable_since.pop(item.slot, None)
             if not runners and self._dropped.get(item.slot):
                 self._give_up(item, "crashed", (
                     "no runner is left: every runner died or timed out and was replaced "
                     f"{self.policy.replacements} time(s); the last failure: "
                     f"{self._last_failure.get(item.slot)}"))
                 continue
-            free = [r for r in runners if r.ready and len(r.calls) < self.in_flight]
-            if not free:
+            runner = self._pick(item, [r for r in runners if r.ready and len(r.calls) < self.in_flight])
+            if runner is None:
                 kept.append(item)
                 continue
-            runner = min(free, key=lambda r: len(r.calls))
-            gen = runner.handle.run.options(num_returns="streaming").remote(item.key, item.payload)
-            call = _Call(item, gen, runner)
-            runner.calls.append(call)
-            self._calls.append(call)
-            self._runs[item.key] = self._runs.get(item.key, 0) + 1
-        self._queue = kept
+            self._hand(item, runner)
+        self._queue = self._steal(kept)
+
+    def _pick(self, item: Item, free: list[_Runner]) -> _Runner | None:
+        """The runner for a GPU item among the ``free`` ones: its group's runner while that one is
+        alive (None while it is busy: the item waits for it), else the least loaded one, which then
+        takes the group."""
+        if not free:
+            return None
+        if item.group is None:
+            return min(free, key=lambda r: len(r.calls))
+        owner = self._owner.get((item.slot, item.group))
+        if owner is not None and owner in self._runners.get(item.slot, ()):
+            return owner if owner in free else None
+        runner = min(free, key=lambda r: len(r.calls))
+        self._owner[(item.slot, item.group)] = runner
+        return runner
+
+    def _steal(self, kept: deque[Item]) -> deque[Item]:
+        """A ready runner with nothing to do takes the first waiting item of its slot whatever its
+        group (no GPU idles while its slot has work)."""
+        for runners in list(self._runners.values()):
+            for runner in runners:
+                if not runner.ready or runner.calls:
+                    continue
+                item = next((i for i in kept if i.slot == runner.slot), None)
+                if item is not None:
+                    kept.remove(item)
+                    self._hand(item, runner)
+        return kept
+
+    def _hand(self, item: Item, runner: _Runner) -> None:
+        gen = runner.handle.run.options(num_returns="streaming").remote(item.key, item.payload, item.worker)
+        call = _Call(item, gen, runner)
+        runner.calls.append(call)
+        self._calls.append(call)
+        self._runs[item.key] = self._runs.get(item.key, 0) + 1
 
     def _wait(self) -> None:
         """Wait for progress (at most ``poll_s``), take it, then check hangs and runners that never
@@ -498,6 +593,8 @@ class WorkPool:
             ray.wait(refs, num_returns=1, timeout=self.poll_s, fetch_local=True)
         else:
             time.sleep(self.poll_s)
+        if self.poll_hook is not None:
+            self.poll_hook()
         self._take_ready()
         for call in list(self._calls):
             self._advance(call)
@@ -507,6 +604,24 @@ class WorkPool:
             if call in self._calls and call.started is not None and now - call.started > limit:
                 self._timed_out(call)
         self._check_startup(now)
+        if self.lend_idle_s is not None:
+            self._lend_idle(now)
+
+    def _lend_idle(self, now: float) -> None:
+        """A runner waiting for its GPU past ``lend_idle_s`` while items of its slot wait: the idle
+        runners of slots with nothing queued end (their GPU may be the one it waits for)."""
+        queued = {i.slot for i in self._queue}
+        waiting = [r for rs in self._runners.values() for r in rs
+                   if not r.ready and r.slot in queued and now - r.born > self.lend_idle_s]
+        if not waiting:
+            return
+        for slot, runners in list(self._runners.items()):
+            if slot in queued:
+                continue
+            for runner in [r for r in runners if r.ready and not r.calls]:
+                log.info("workpool: an idle runner of %s ends: a runner of %s waits for a GPU",
+                         RayCluster.slot_text(slot), RayCluster.slot_text(waiting[0].slot))
+                self._retire(runner)
 
     def _take_ready(self) -> None:
         for runners in list(self._runners.values()):
@@ -521,6 +636,7 @@ class WorkPool:
                 except Exception as exc:  # it could not start: end it, a fresh one is started on demand
                     log.info("workpool: a runner did not start: %s", exc)
                     self._retire(runner)
+                    self._classify(exc)
 
     def _advance(self, call: _Call) -> None:
         ray = self.ray
@@ -586,6 +702,8 @@ class WorkPool:
         """Blame the running item (a runner's first call: it runs its calls in order), replace its
         runner, requeue the items behind it. An item in its setup step is requeued unblamed."""
         why = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        if self._classify(exc):
+            return
         behind: list[_Call] = []
         if call.runner is not None:
             calls = list(call.runner.calls) or [call]
@@ -606,6 +724,14 @@ class WorkPool:
             else:
                 self._queue.appendleft(item)
         self._requeue(behind, why)
+
+    def _classify(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is a failure no item causes (the client's ``fatal`` says): then the pool
+        stops at the next turn of :meth:`results`."""
+        if self._fatal is None or self._fatal_message:
+            return bool(self._fatal_message)
+        self._fatal_message = self._fatal(exc) or ""
+        return bool(self._fatal_message)
 
     def _timed_out(self, call: _Call) -> None:
         """Kill the worker of an item that overran: the item is ``timeout`` (in its setup step:

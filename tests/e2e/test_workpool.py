@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernels.contrib.ray_cluster import RayCluster
-from kernels.contrib.workpool import FailurePolicy, Item, WorkPool
+from kernels.contrib.workpool import FailurePolicy, Item, PoolError, WorkPool
 
 ray = pytest.importorskip("ray", reason="the work pool tests need ray (pip install 'kbench[test]')")
 from ray import cloudpickle  # noqa: E402  (after the importorskip above)
@@ -189,3 +189,39 @@ def test_cpu_items_run_as_tasks_with_the_gpus_hidden(conn):
 def _all(pool: WorkPool, its: list[Item]):
     pool.submit(its)
     return list(pool.results())
+
+
+def test_items_of_a_group_stay_on_the_runner_that_took_the_group_unless_a_gpu_would_idle(conn, tmp_path):
+    # two GPUs, four groups of four 0.15 s items submitted group after group: each group runs on one
+    # runner (its worker caches the group's data), both runners work, and no runner waits while
+    # another's group still has items (the last group's items are stolen by the runner that is done)
+    log = tmp_path / "runs.log"
+    its = items(log, 16, seconds=0.15)
+    for i, item in enumerate(its):
+        item.group = f"g{i // 4}"
+    with WorkPool(conn, fake_kernel, in_flight=2) as pool:
+        assert pool.start_runners(GPU, wait_s=60) == 2
+        pool.submit(its)
+        outs = {o.key: o for o in pool.results()}
+    assert all(o.status == "ok" for o in outs.values())
+    ran_on: dict[str, set] = {}
+    for i in range(16):
+        ran_on.setdefault(f"g{i // 4}", set()).add(outs[f"k{i}"].value)
+    assert len({pid for pids in ran_on.values() for pid in pids}) == 2  # both GPUs worked
+    split = [g for g, pids in ran_on.items() if len(pids) > 1]
+    assert len(split) <= 1, ran_on  # at most the last group, stolen at the end by an idle runner
+
+
+def test_a_failure_no_item_causes_stops_the_pool_with_the_clients_message(conn, tmp_path):
+    def refuse_import(p: dict) -> None:
+        raise ModuleNotFoundError("No module named 'team_dependency'", name="team_dependency")
+
+    def fatal(exc: BaseException) -> str:
+        cause = getattr(exc, "cause", None) or exc
+        return f"cannot import {cause.name}" if isinstance(cause, ImportError) else ""
+
+    with WorkPool(conn, cpu_fn=refuse_import, fatal=fatal) as pool:
+        pool.submit([Item(f"c{i}", {}, CPU, 30.0) for i in range(3)])
+        with pytest.raises(PoolError, match="cannot import team_dependency"):
+            list(pool.results())
+        assert pool.stats()["in_flight"] == 0 and pool.stats()["queued"] == 0
