@@ -130,7 +130,7 @@ def test_a_v5_store_migrates_to_v6_keeping_its_runs(tmp_path, monkeypatch):
                                " VALUES ('t', 'done', 'tutorials', 'v', '[]', 'local', '{}', 'u')", ())
     monkeypatch.undo()
     with Store.open(db) as new:
-        assert new.schema_version == SCHEMA_VERSION == 9
+        assert new.schema_version == SCHEMA_VERSION == 10
         assert new.get_run(run)["status"] == "done" and new.tuning_sessions() == []
         assert new.best_config("x", "H100") is None
     with sqlite3.connect(db) as raw:
