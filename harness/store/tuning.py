@@ -8,7 +8,7 @@ costs, seconds: on the harness's clock the one cost is the median of its samples
 ``clock``) or its error number (:class:`kernels.tuning.MeasureErrorNo`) and message, its
 index in the session, when it was measured and on which device. Each trial is written in its own
 transaction together with ``best_configs``, which keeps the fastest successful trial of the tuning
-key on the device over every session: an interrupted session leaves what it measured, and a later
+key on the device over every session of one clock (the session's ``clock``, schema version 10): an interrupted session leaves what it measured, and a later
 session only replaces the best when it beats it.
 """
 
@@ -100,7 +100,8 @@ class TuningQueries:
                 "INSERT INTO tuning_sessions (uuid, started_at, status, suite_name, suite_path, tuning_key,"
                 " workload, variant, params, dtype, target, device, gpu_model, tuner, n_trial, executor,"
                 f" space, git_commit, kbench_version, argv{extra[0]})"
-                f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?{extra[1]})", row + extra[2])
+                f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?{extra[1]})",
+                row + extra[2])
 
     def finish_tuning_session(self, session_id: int, status: str) -> None:
         """Mark a session "done", "failed" or "interrupted" and stamp its end."""
@@ -211,7 +212,8 @@ class TuningQueries:
     def tuning_trials(self, tuning_key: str | None = None, *, device: str | None = None,
                       session_id: int | None = None, ok_only: bool = False,
                       order: str = "id") -> list[dict[str, Any]]:
-        """Trials (``knobs`` and ``costs`` decoded) with their session's ``tuning_key``, ``tuner`` and ``clock``,
+        """Trials (``knobs`` and ``costs`` decoded) with their session's ``tuning_key``, ``tuner`` and
+        ``clock``,
         in ``order`` ("id": as stored; "cost_s": fastest first)."""
         if order not in ("id", "cost_s"):
             raise StoreError(f"tuning_trials: order {order!r} is not 'id' or 'cost_s'")
@@ -228,17 +230,17 @@ class TuningQueries:
 
     def trials_frame(self, tuning_keys: Sequence[str] | None = None) -> pd.DataFrame:
         """One row per trial of ``tuning_keys`` (all with None): the session's tuning key, device,
-        tuner and start, and the trial's index, cost, GFLOP/s, error number and best-so-far cost and
-        GFLOP/s within its session (what the report's curves draw)."""
+        tuner, clock (None: not recorded) and start, and the trial's index, cost, GFLOP/s, error
+        number and best-so-far cost and GFLOP/s within its session (what the report's curves draw)."""
         rows: list[dict[str, Any]] = []
         for key in (tuning_keys if tuning_keys is not None else [None]):
             where, args = _where(**{"s.tuning_key": key})
             rows += self._dicts(
-                "SELECT s.id AS session_id, s.tuning_key, s.device, s.tuner, s.started_at, t.trial,"
-                " t.cost_s, t.gflops, t.error_no FROM tuning_trials t JOIN tuning_sessions s"
+                "SELECT s.id AS session_id, s.tuning_key, s.device, s.tuner, s.clock, s.started_at,"
+                " t.trial, t.cost_s, t.gflops, t.error_no FROM tuning_trials t JOIN tuning_sessions s"
                 f" ON s.id = t.session_id {where} ORDER BY s.id, t.trial", args)
-        df = pd.DataFrame(rows, columns=["session_id", "tuning_key", "device", "tuner", "started_at", "trial",
-                                         "cost_s", "gflops", "error_no"])
+        df = pd.DataFrame(rows, columns=["session_id", "tuning_key", "device", "tuner", "clock", "started_at",
+                                         "trial", "cost_s", "gflops", "error_no"])
         if df.empty:
             return df.assign(best_cost_s=pd.Series(dtype=float), best_gflops=pd.Series(dtype=float))
         # a failed trial keeps the best before it (none yet: NaN)
