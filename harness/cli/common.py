@@ -288,12 +288,9 @@ def print_run_table(db: Path | str, run_id: int) -> None:
 
     df = load_results(db, run_id=run_id)
     table = Table(title=f"run {run_id}")
-    # a tuned case ran its stored best: the cost the tuning measured for it, and the run's median over it
-    tuned = "tuning_cost_s" in df.columns and bool(df["tuning_cost_s"].notna().any())
-    cols = ("case", "outcome", "median", "95% CI", *(("tuned cost (run/tune)",) if tuned else ()),
-            "bandwidth", "compute", "% of peak", "device")
-    for col in cols:
-        table.add_column(col, justify="left" if col in ("case", "outcome", "95% CI", "device") else "right")
+    for col in ("case", "outcome", "median", "95% CI", "bandwidth", "compute", "% of peak", "device"):
+        table.add_column(col, justify="right" if col in ("median", "bandwidth", "compute", "% of peak")
+                         else "left")
     for _, r in df.iterrows():
         lo, hi, med, gbps = (_num(r.get(k)) for k in ("ci_low_s", "ci_high_s", "median_s", "gbps"))
         n, need = _count(r.get("n_samples")), _count(r.get("run_min_samples"))
@@ -301,21 +298,25 @@ def print_run_table(db: Path | str, run_id: int) -> None:
         ci = "-" if lo is None else (f"- ({int(n)} samples)" if few else f"{fmt_time(lo)} .. {fmt_time(hi)}")
         pct = peak_share_text(_num(r.get("pct_peak_bw")), _num(r.get("pct_peak_flops")),
                               r.get("peak_bw_kind"), r.get("peak_flops_kind")) or "-"
-        cost = (_tuned_text(med, _num(r.get("tuning_cost_s"))),) if tuned else ()
-        table.add_row(escape(str(r["case_key"])), str(r["outcome"]), fmt_time(med), ci, *cost,
+        table.add_row(escape(str(r["case_key"])), str(r["outcome"]), fmt_time(med), ci,
                       rate_text(gbps) or "-",
                       rate_text(_num(r.get("gflops")), ops_unit(r.get("dtype"))) or "-",
                       pct, escape(str(r.get("device") or "")))
     out.print(table)
+    # a tuned case ran its stored best: the cost the tuning measured for it, and the run's median over it
+    for _, r in df.iterrows():
+        cost = _num(r.get("tuning_cost_s")) if "tuning_cost_s" in df.columns else None
+        if cost is not None:
+            out.print(f"tuned {escape(str(r['case_key']))}: {_tuned_text(_num(r.get('median_s')), cost)}",
+                      highlight=False, soft_wrap=True)
 
 
-def _tuned_text(median_s: float | None, cost_s: float | None) -> str:
-    """The tuning's cost of a tuned case's configuration and the run's median over it: ``"63.6 us
-    (1.02x)"``; "-" for a case that ran no stored best."""
-    if cost_s is None:
-        return "-"
-    ratio = f" ({median_s / cost_s:.2f}x)" if median_s is not None and cost_s > 0 else ""
-    return f"{fmt_time(cost_s)}{ratio}"
+def _tuned_text(median_s: float | None, cost_s: float) -> str:
+    """The tuning's cost of a tuned case's configuration and the run's median over it: ``"tuning
+    63.6 us, run 64.8 us, run/tune 1.02x"``."""
+    if median_s is None or not cost_s > 0:
+        return f"tuning {fmt_time(cost_s)}"
+    return f"tuning {fmt_time(cost_s)}, run {fmt_time(median_s)}, run/tune {median_s / cost_s:.2f}x"
 
 
 def _pct(x) -> str:

@@ -97,6 +97,9 @@ def test_the_tuned_best_costs_what_the_run_then_measures(tmp_path):
     (run_s, ref_cost, ref_trial), = con.execute(
         "select median_s, tuning_cost_s, tuning_trial_id from results").fetchall()
     assert (ref_cost, ref_trial) == (tuned_s, trial_id)  # the run ran (and names) the stored best
+    # the run's table is followed by the tuned case's two numbers and their ratio
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("tuned matmul/shared_blocked[tuned]")]
+    assert f"run/tune {run_s / tuned_s:.2f}x" in line, line
     if abs(run_s / tuned_s - 1.0) > AGREEMENT:
         # a burst of load on a shared host is passing, a second clock is not: the run once more
         r = kbench("run", suite, "--executor", "local", "--db", db, cwd=tmp_path)
