@@ -47,7 +47,8 @@ from kernels.tuning import (
 )
 from kernels.tuning.measure import BuildResult, MeasureOption, RunJob, run_job
 
-__all__ = ["CLOCKS", "CheckedRunner", "RunnerSettings", "check_and_time", "measure_checked", "measure_option_for"]
+__all__ = ["CLOCKS", "CheckedRunner", "RunnerSettings", "check_and_time", "measure_checked",
+           "measure_option_for", "ray_measure_fn"]
 
 
 #: the clocks a tuning session can measure with (RunnerSettings.clock; stored with the session)

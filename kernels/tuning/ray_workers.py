@@ -1,7 +1,8 @@
 """What runs inside Ray's worker processes for :mod:`kernels.tuning.ray_measure`: a candidate's build
 (:func:`build_item`, a work-pool CPU item; the module sent back as bytes), the reference build, and
 :class:`RunnerActor`, the worker a work-pool runner holding one GPU builds once and that checks and
-times the candidates sent to it (the runtime's ``time_evaluator``, or the runner's ``measure_fn``). Also both ends of a task's journey: :func:`task_bytes` (the driver
+times the candidates sent to it (the runtime's ``time_evaluator``, or the runner's
+``measure_fn``). Also both ends of a task's journey: :func:`task_bytes` (the driver
 pickles a task once) and :func:`restore_task` (a worker rebuilds it once and keeps it). Progress
 (which candidate started) is the work pool's (:mod:`kernels.contrib.workpool`). Nothing here imports
 Ray at module level.
