@@ -222,5 +222,6 @@ def _tune(request, executor):
     print_summary(summary)
     measured = sum(s.measured for s in summary.sessions)
     out.print(f"tuned {len(summary.sessions)} case(s) x device(s): {measured} trials in "
-              f"{summary.seconds:.1f} s; results: {store_label(request.db)}")
+              f"{summary.seconds:.1f} s on the {request.settings.clock} clock; "
+              f"results: {store_label(request.db)}")
     return summary
