@@ -279,7 +279,8 @@ def case_rows(data: ReportData) -> list[dict[str, Any]]:
     pct_peak_flops, peak_bw ("read" or "copy": the peak pct_peak_bw is of), peak_flops (the matmul peak
     pct_peak_flops is of, or None), verdict ("" when none),
     ratio, ratio_lo, ratio_hi, delta_pct, p_value, q_value, threshold, base_median_s, samples, clocks,
-    result_id, verdict_message.
+    result_id, verdict_message, tuning_cost_s (the tuning's cost of the stored best a tuned case ran,
+    else None).
     """
     vmap = data.verdict_by_key()
     rows = []
@@ -327,6 +328,8 @@ def case_rows(data: ReportData) -> list[dict[str, Any]]:
             "samples": _list(r.samples) if "samples" in data.results.columns else [],
             "clocks": _list(r.sm_clocks_mhz) if "sm_clocks_mhz" in data.results.columns else [],
             "result_id": int(r.result_id),
+            # a tuned case that ran its stored best: the cost the tuning measured for it
+            "tuning_cost_s": _opt(getattr(r, "tuning_cost_s", None)),
         })
     rows.sort(key=lambda d: (d["workload"], d["variant"], d["case_key"]))
     return rows

@@ -295,7 +295,17 @@ def _row_view(r: dict[str, Any]) -> dict[str, Any]:
         "pq": f"{fmt_p(r['p_value'])} / {fmt_p(r['q_value'])}" if r["p_value"] is not None else "—",
         "pq_sort": num(r["q_value"] if r["q_value"] is not None else r["p_value"]),
         "n": r["n_samples"] or 0,
+        # a tuned case: the tuning's cost of its configuration and the run's median over it
+        "tuned": _tuned_text(r["median_s"], r.get("tuning_cost_s")),
     }
+
+
+def _tuned_text(median_s: float | None, cost_s: float | None) -> str:
+    """``"tuned 63.6 µs · run/tune 1.02x"``; "" for a case that ran no stored best."""
+    if cost_s is None:
+        return ""
+    ratio = f" · run/tune {median_s / cost_s:.2f}x" if median_s is not None and cost_s > 0 else ""
+    return f"tuned {fmt_time(cost_s)}{ratio}"
 
 
 def _ci_text(lo: float | None, hi: float | None) -> str:
@@ -454,8 +464,12 @@ def _tuning_charts(data: ReportData, rows: list[dict[str, Any]]) -> list[dict[st
         svg = tuning_plots.best_so_far_chart(trials, title=title, subtitle=sub, chart_id=f"tuning-{i}")
         sessions = trials["session_id"].nunique()
         failed = int((trials["error_no"] != 0).sum())
+        clocks = sorted({c if isinstance(c, str) else "an unrecorded clock"
+                         for c in (trials["clock"] if "clock" in trials.columns else ())})
         out.append({"row": _row_view(r) if r is not None else None, "case_key": key, "svg": Markup(svg),
-                    "sessions": sessions, "trials": len(trials), "failed": failed})
+                    "sessions": sessions, "trials": len(trials), "failed": failed,
+                    "clocks": [f"the {c} clock" if c in ("harness", "time_evaluator") else c
+                               for c in clocks]})
     return out
 
 

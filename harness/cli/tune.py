@@ -25,6 +25,8 @@ from .common import (
 
 #: ``--tuner`` choices (harness.tune.session.TUNERS, repeated here so `kbench --help` loads no tuner)
 TUNER_CHOICES = ("xgb", "random", "grid")
+#: ``--clock`` choices (harness.tune.runner.CLOCKS, repeated for the same reason)
+CLOCK_CHOICES = ("harness", "time_evaluator")
 
 
 def _positive_int(text: str) -> int:
@@ -47,6 +49,13 @@ def _non_negative(text: str) -> float:
     return v
 
 
+def _positive(text: str) -> float:
+    v = _non_negative(text)
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return v
+
+
 def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("tune",
                             help="tune the variants a suite marks tuned; store the best configurations")
@@ -62,10 +71,20 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu-model", default="", metavar="M",
                    help="tune on this GPU model of the cluster only (default: every model, one session each)")
     p.add_argument("--targets", help="comma-separated subset of targets (c,opencl,cuda)")
-    p.add_argument("--number", type=_positive_int, default=4, help="launches per repeat (default 4)")
-    p.add_argument("--repeat", type=_positive_int, default=3, help="costs per candidate (default 3)")
+    p.add_argument("--clock", choices=CLOCK_CHOICES, default="harness",
+                   help="harness (default): time each candidate as `kbench run` times a case (its timer, "
+                        "cache flush, warm-up and stopping rule, capped by --max-time; the cost is the "
+                        "median); time_evaluator: means of back-to-back launches, caches warm (autotvm's)")
+    p.add_argument("--max-time", type=_positive, default=1.0, metavar="S",
+                   help="harness clock: seconds of measuring per candidate at most (default 1; the suite's "
+                        "[measure] max_time_s when smaller)")
+    p.add_argument("--number", type=_positive_int, default=4,
+                   help="time_evaluator clock: launches per repeat (default 4)")
+    p.add_argument("--repeat", type=_positive_int, default=3,
+                   help="time_evaluator clock: costs per candidate (default 3)")
     p.add_argument("--min-repeat-ms", type=_non_negative, default=None, metavar="MS",
-                   help="raise --number until a repeat takes this long (default 100 for cuda, 0 otherwise)")
+                   help="time_evaluator clock: raise --number until a repeat takes this long (default 100 "
+                        "for cuda, 0 otherwise)")
     p.add_argument("--timeout", type=_non_negative, default=None, metavar="S",
                    help="seconds per candidate to build and to run (default: the case's timeout)")
     p.add_argument("--seed", type=int, default=None, help="seed of the random and xgb tuners")
@@ -161,7 +180,9 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     targets = tuple(t.strip() for t in args.targets.split(",")) if args.targets else None
     suite = load_suite(args.suite)  # a malformed suite is reported before anything starts
     settings = RunnerSettings(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
-                              timeout_s=args.timeout or None, seed=int(suite.measure.seed))
+                              timeout_s=args.timeout or None, seed=int(suite.measure.seed), clock=args.clock,
+                              max_time_s=args.max_time,
+                              min_time_s=min(RunnerSettings.min_time_s, args.max_time))
     request = TuneRequest(args.suite, args.db, tuner=args.tuner, n_trial=args.trials,
                           executor_kind=args.executor, address=args.address, gpu_model=args.gpu_model,
                           targets=targets, settings=settings, seed=args.seed, argv=tuple(argv))
@@ -201,5 +222,6 @@ def _tune(request, executor):
     print_summary(summary)
     measured = sum(s.measured for s in summary.sessions)
     out.print(f"tuned {len(summary.sessions)} case(s) x device(s): {measured} trials in "
-              f"{summary.seconds:.1f} s; results: {store_label(request.db)}")
+              f"{summary.seconds:.1f} s on the {request.settings.clock} clock; "
+              f"results: {store_label(request.db)}")
     return summary

@@ -54,7 +54,11 @@ def _device(target: str):
     return {"c": tvm.cpu(0), "opencl": tvm.opencl(0), "cuda": tvm.cuda(0)}[target]
 
 
-def _timer(target: str, device):
+def timer_for(target: str, device):
+    """The timer ``kbench run`` times a case of ``target`` with on ``device`` (its settings, cold or
+    hot mode and the flush, come from the MeasureConfig the loop is given): CUDA events with the L2
+    flush for cuda, the OpenCL queue for opencl, the host clock for c. ``kbench tune`` times its
+    candidates with the same timer (harness.tune.runner)."""
     if target == "cuda":
         return measure.CudaTimer(device.index)
     if target == "opencl":
@@ -349,7 +353,7 @@ def run_case(case: Case, config: MeasureConfig, artifact: Optional[Artifact] = N
         if timed:
             quiet_s = ahead.quiet() if ahead is not None and case.target in HOST_TIMED else 0.0
             launches = {n: builds[n].module.launcher(*nd)[0] for n in timed}
-            sides = measure.measure_sides(lambda: _timer(case.target, dev), launches[timed[0]], config,
+            sides = measure.measure_sides(lambda: timer_for(case.target, dev), launches[timed[0]], config,
                                           side_launches=launches, skip=set(names) - set(timed),
                                           limit_s=measure_limit_s(case, time.time() - t_case))
             flops, nbytes = w.flops(params), w.bytes(params, case.dtype)

@@ -16,7 +16,7 @@ table, version 3, alters the CHECK constraint in place there).
 Size: every version's tables and migration live in this one module, in the order they were added,
 so that the schema reads from its first version to its last; a released migration never changes.
 
-Schema (version 9)::
+Schema (version 10)::
 
     schema_version(version PK, applied_at, kbench_version)       one row per applied migration
     runs(id PK, started_at, ended_at, status, suite_name, suite_path, suite_sha256, git_commit,
@@ -43,7 +43,8 @@ Schema (version 9)::
     samples(result_id FK, idx, value_s, sm_clock_mhz, PK(result_id, idx))
     tuning_sessions(id PK, uuid UNIQUE, started_at, ended_at, status, suite_name, suite_path,   [v6]
          tuning_key, workload, variant, params JSON, dtype, target, device, gpu_model, tuner,
-         n_trial, executor, space JSON, git_commit, kbench_version, argv JSON)
+         n_trial, executor, space JSON, git_commit, kbench_version, argv JSON,
+         clock NULL)                                                               [v10]
     tuning_trials(id PK, session_id FK, trial, config_index, knobs JSON, cost_s NULL, costs JSON, [v6]
          error_no, error, gflops NULL, all_cost_s, timestamp, device, gpu_model,
          UNIQUE(session_id, trial))
@@ -493,6 +494,13 @@ def _v9_values(pairs: dict, nvcc_calls: object) -> tuple[dict, dict]:
     return values, left
 
 
+# Version 10: a tuning session keeps the clock its trials were timed with (harness.tune.runner.CLOCKS:
+# "harness", the timers and loop of `kbench run`, or "time_evaluator", the runtime's means of
+# back-to-back launches). Older sessions have NULL: they did not record it (engine-tuned variants were
+# timed with time_evaluator then, CUDA-source and callable variants with the harness's clock).
+_V10_STATEMENTS = ("ALTER TABLE tuning_sessions ADD COLUMN clock TEXT",)
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     _sql(*_V1_STATEMENTS),  # 0 -> 1: the first layout
     _sql(*_V2_STATEMENTS),  # 1 -> 2: run kinds, re-measure parents, named baselines
@@ -503,9 +511,10 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _sql(*_V7_STATEMENTS),  # 6 -> 7: the lease of a run (one writer at a time: --resume)
     _sql(*_V8_STATEMENTS),  # 7 -> 8: the commits of kbench and of the suite's repository
     _v9_typed_extra,  # 8 -> 9: typed columns for what results carried in extra (phases, peaks, ...)
+    _sql(*_V10_STATEMENTS),  # 9 -> 10: the clock a tuning session measured with
 ]
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 assert SCHEMA_VERSION == len(MIGRATIONS), "SCHEMA_VERSION must equal len(MIGRATIONS)"
 assert set(_V1_OUTCOMES) == set(OUTCOMES), (

@@ -1,13 +1,14 @@
-"""Tuning results in the store (schema version 6): sessions of `kbench tune`, every trial they
-measured, and the best configuration per (tuning key, device).
+"""Tuning results in the store (schema version 6; the session's clock since version 10): sessions of
+`kbench tune`, every trial they measured, and the best configuration per (tuning key, device).
 
 A *session* tunes one tuned case (:attr:`harness.model.Case.tuning_key`) on one *device*: the GPU
 model for cuda cases (``"H100"``), :func:`cpu_device` of the host for the c and opencl targets. A
 *trial* is one measured candidate: its knobs and index in the space, its cost (the mean of its
-repeats, seconds) or its error number (:class:`kernels.tuning.MeasureErrorNo`) and message, its
+costs, seconds: on the harness's clock the one cost is the median of its samples, see the session's
+``clock``) or its error number (:class:`kernels.tuning.MeasureErrorNo`) and message, its
 index in the session, when it was measured and on which device. Each trial is written in its own
 transaction together with ``best_configs``, which keeps the fastest successful trial of the tuning
-key on the device over every session: an interrupted session leaves what it measured, and a later
+key on the device over every session of one clock (the session's ``clock``, schema version 10): an interrupted session leaves what it measured, and a later
 session only replaces the best when it beats it.
 """
 
@@ -57,7 +58,8 @@ class TuningQueries:
 
     def begin_tuning_session(self, case: Case, *, device: str, tuner: str, n_trial: int, executor: str,
                              space: Sequence[tuple[str, Sequence[Any]]], suite: Any = None,
-                             argv: Sequence[str] = (), git_commit: str | None = None) -> int:
+                             argv: Sequence[str] = (), git_commit: str | None = None,
+                             clock: str | None = None) -> int:
         """Record a new tuning session of the tuned ``case`` on ``device`` (state "running").
 
         Parameters
@@ -74,6 +76,9 @@ class TuningQueries:
             The tuning space (``Suite.space_for(case)``).
         suite
             An object with ``name`` and ``path`` (a :class:`harness.suite.Suite`), or None.
+        clock : str, optional
+            What timed the trials (``harness.tune.runner.CLOCKS``: "harness" or "time_evaluator");
+            None: not known.
 
         Returns
         -------
@@ -88,12 +93,15 @@ class TuningQueries:
                str(device), case.gpu_model, str(tuner), int(n_trial), str(executor),
                json.dumps([[k, list(v)] for k, v in space]), git_commit, __version__,
                json.dumps(list(argv)))
+        # the clock only where known (the column is NULL otherwise, as in sessions older than it)
+        extra = ("", "", ()) if clock is None else (", clock", ", ?", (str(clock),))
         with self._write("begin a tuning session") as conn:
             return conn.insert(
                 "INSERT INTO tuning_sessions (uuid, started_at, status, suite_name, suite_path, tuning_key,"
                 " workload, variant, params, dtype, target, device, gpu_model, tuner, n_trial, executor,"
-                " space, git_commit, kbench_version, argv)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                f" space, git_commit, kbench_version, argv{extra[0]})"
+                f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?{extra[1]})",
+                row + extra[2])
 
     def finish_tuning_session(self, session_id: int, status: str) -> None:
         """Mark a session "done", "failed" or "interrupted" and stamp its end."""
@@ -114,7 +122,9 @@ class TuningQueries:
         ``costs`` are the candidate's costs in seconds (``error_no`` 0), or its error message as the
         only element (autotvm's record layout). A successful trial faster than the stored best of
         the session's tuning key on its device becomes the best, in the same transaction.
-        ``flop`` (the case's arithmetic operations) gives the trial's GFLOP/s.
+        ``flop`` (the case's arithmetic operations) gives the trial's GFLOP/s. A best measured on
+        another clock than the session's (its session's ``clock``) is replaced by the session's first
+        successful trial: costs of two clocks are not compared.
         """
         ok = int(error_no) == 0
         cost = float(sum(float(c) for c in costs) / len(costs)) if ok and costs else None
@@ -125,11 +135,10 @@ class TuningQueries:
         gflops = flop / cost / 1e9 if cost and flop else None
         knobs_json = json.dumps(dict(knobs), sort_keys=True)
         with self._write(f"record trial {trial} of tuning session {session_id}") as conn:
-            sess = conn.execute("SELECT tuning_key, device, gpu_model FROM tuning_sessions WHERE id = ?",
-                                (int(session_id),)).fetchone()
+            sess = _session(conn, session_id)
             if sess is None:
                 raise StoreError(f"no tuning session {session_id} in {self.path}")
-            key, device, gpu_model = sess
+            key, device, gpu_model, clock = (sess[k] for k in ("tuning_key", "device", "gpu_model", "clock"))
             trial_id = conn.insert(
                 "INSERT INTO tuning_trials (session_id, trial, config_index, knobs, cost_s, costs, error_no,"
                 " error, gflops, all_cost_s, timestamp, device, gpu_model)"
@@ -138,15 +147,17 @@ class TuningQueries:
                  json.dumps([float(c) for c in costs] if ok else [str(c) for c in costs]), int(error_no),
                  error, gflops, float(all_cost_s), float(timestamp), device, gpu_model))
             if cost is not None:
-                best = conn.execute("SELECT cost_s FROM best_configs WHERE tuning_key = ? AND device = ?",
-                                    (key, device)).fetchone()
+                best = conn.execute("SELECT cost_s, session_id FROM best_configs WHERE tuning_key = ?"
+                                    " AND device = ?", (key, device)).fetchone()
+                if best is not None:
+                    best = (best[0], (_session(conn, best[1]) or {}).get("clock"))
                 if best is None:
                     conn.execute(
                         "INSERT INTO best_configs (tuning_key, device, knobs, config_index, cost_s, gflops,"
                         " session_id, trial_id, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (key, device, knobs_json, int(config_index), cost, gflops, int(session_id),
                          trial_id, now()))
-                elif cost < best[0]:
+                elif cost < best[0] or best[1] != clock:  # another clock's best: not comparable
                     conn.execute(
                         "UPDATE best_configs SET knobs = ?, config_index = ?, cost_s = ?, gflops = ?,"
                         " session_id = ?, trial_id = ?, updated_at = ? WHERE tuning_key = ? AND device = ?",
@@ -201,7 +212,8 @@ class TuningQueries:
     def tuning_trials(self, tuning_key: str | None = None, *, device: str | None = None,
                       session_id: int | None = None, ok_only: bool = False,
                       order: str = "id") -> list[dict[str, Any]]:
-        """Trials (``knobs`` and ``costs`` decoded) with their session's ``tuning_key`` and ``tuner``,
+        """Trials (``knobs`` and ``costs`` decoded) with their session's ``tuning_key``, ``tuner`` and
+        ``clock``,
         in ``order`` ("id": as stored; "cost_s": fastest first)."""
         if order not in ("id", "cost_s"):
             raise StoreError(f"tuning_trials: order {order!r} is not 'id' or 'cost_s'")
@@ -209,7 +221,7 @@ class TuningQueries:
         if ok_only:
             where += (" AND " if where else "WHERE ") + "t.error_no = 0"
         rows = self._dicts(
-            "SELECT t.*, s.tuning_key, s.tuner FROM tuning_trials t JOIN tuning_sessions s"
+            "SELECT t.*, s.tuning_key, s.tuner, s.clock FROM tuning_trials t JOIN tuning_sessions s"
             f" ON s.id = t.session_id {where} ORDER BY t.{order}, t.id", args)
         for r in rows:
             r["knobs"] = json.loads(r["knobs"])
@@ -218,17 +230,17 @@ class TuningQueries:
 
     def trials_frame(self, tuning_keys: Sequence[str] | None = None) -> pd.DataFrame:
         """One row per trial of ``tuning_keys`` (all with None): the session's tuning key, device,
-        tuner and start, and the trial's index, cost, GFLOP/s, error number and best-so-far cost and
-        GFLOP/s within its session (what the report's curves draw)."""
+        tuner, clock (None: not recorded) and start, and the trial's index, cost, GFLOP/s, error
+        number and best-so-far cost and GFLOP/s within its session (what the report's curves draw)."""
         rows: list[dict[str, Any]] = []
         for key in (tuning_keys if tuning_keys is not None else [None]):
             where, args = _where(**{"s.tuning_key": key})
             rows += self._dicts(
-                "SELECT s.id AS session_id, s.tuning_key, s.device, s.tuner, s.started_at, t.trial,"
-                " t.cost_s, t.gflops, t.error_no FROM tuning_trials t JOIN tuning_sessions s"
+                "SELECT s.id AS session_id, s.tuning_key, s.device, s.tuner, s.clock, s.started_at,"
+                " t.trial, t.cost_s, t.gflops, t.error_no FROM tuning_trials t JOIN tuning_sessions s"
                 f" ON s.id = t.session_id {where} ORDER BY s.id, t.trial", args)
-        df = pd.DataFrame(rows, columns=["session_id", "tuning_key", "device", "tuner", "started_at", "trial",
-                                         "cost_s", "gflops", "error_no"])
+        df = pd.DataFrame(rows, columns=["session_id", "tuning_key", "device", "tuner", "clock", "started_at",
+                                         "trial", "cost_s", "gflops", "error_no"])
         if df.empty:
             return df.assign(best_cost_s=pd.Series(dtype=float), best_gflops=pd.Series(dtype=float))
         # a failed trial keeps the best before it (none yet: NaN)
@@ -238,6 +250,16 @@ class TuningQueries:
         df["best_gflops"] = by["gflops"].cummax()
         df["best_gflops"] = df.groupby("session_id", sort=False)["best_gflops"].ffill()
         return df
+
+
+def _session(conn: Connection, session_id: int) -> dict[str, Any] | None:
+    """The row of tuning session ``session_id`` by column name (None: no such session); ``clock``
+    None where the store's sessions do not have it (written before version 10, as tests do)."""
+    cur = conn.execute("SELECT * FROM tuning_sessions WHERE id = ?", (int(session_id),))
+    row = cur.fetchone()
+    if row is None:
+        return None
+    return {"clock": None, **dict(zip([d[0] for d in cur.description], row))}
 
 
 def in_space(knobs: Mapping[str, Any], space: Sequence[tuple[str, Sequence[Any]]]) -> bool:

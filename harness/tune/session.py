@@ -8,6 +8,8 @@ harness.tune.runner, and stores every trial as its batch is measured (the best c
 tuning key and device follows in the same transaction). Trials stored by earlier sessions on the
 same device count as history: the tuner starts from their best, the cost model learns from them and
 they are not measured again, so a second ``kbench tune`` explores further instead of repeating.
+Only trials of the session's clock count (harness.tune.runner.CLOCKS, stored with each session):
+costs of two clocks are not compared.
 """
 
 from __future__ import annotations
@@ -250,6 +252,8 @@ def _tune_one(st: Store, suite: Suite, request: TuneRequest, s: SessionSummary, 
     tuner = _make_tuner(request.tuner, task, request.seed, request.n_trial)
     inputs, results = [], []
     for t in st.tuning_trials(case.tuning_key, device=s.device):
+        if (t["clock"] or "time_evaluator") != request.settings.clock:  # costs of another clock
+            continue  # do not compare (NULL: a session from before the clock was recorded)
         config = config_of(task, t["knobs"])
         if config is None or config.index in tuner.visited:
             continue
@@ -267,10 +271,10 @@ def _tune_one(st: Store, suite: Suite, request: TuneRequest, s: SessionSummary, 
         return
     # before the session is stored: a builder or runner that cannot be made leaves nothing behind
     option = measure_option_for(request.executor_kind, case, request.settings, gpu_model=case.gpu_model,
-                                address=request.address, imports=tuple(suite.imports))
+                                address=request.address, imports=tuple(suite.imports), measure=suite.measure)
     s.session_id = st.begin_tuning_session(
         case, device=s.device, tuner=request.tuner, n_trial=s.planned, executor=request.executor_kind,
-        space=space, suite=suite, argv=request.argv, git_commit=git_commit())
+        space=space, suite=suite, argv=request.argv, git_commit=git_commit(), clock=request.settings.clock)
     emit("session", s)
 
     def store_batch(_tuner: Tuner, batch: Sequence[MeasureInput], measured: Sequence[MeasureResult]) -> None:
@@ -327,7 +331,7 @@ def _tune_directly(st: Store, suite: Suite, request: TuneRequest, s: SessionSumm
         return
     s.session_id = st.begin_tuning_session(
         case, device=s.device, tuner="grid", n_trial=s.planned, executor=request.executor_kind,
-        space=space, suite=suite, argv=request.argv, git_commit=git_commit())
+        space=space, suite=suite, argv=request.argv, git_commit=git_commit(), clock="harness")
     emit("session", s)
     flop = float(workloads.get(case.workload).flops(case.param_dict))
     status = "failed"

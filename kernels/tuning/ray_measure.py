@@ -24,8 +24,9 @@ kills, cancels and gives up; this module turns candidates into pool items and ou
   driver between them. Each runner (:class:`~kernels.tuning.ray_workers.RunnerActor`) checks a
   candidate against the reference configuration's outputs when asked (computed once per task and
   runner, a setup step timed by ``startup_timeout``) and times it with the runtime's
-  ``time_evaluator``, exactly as the local runner does
-  (:func:`kernels.tuning.measure.time_candidate`). The targets ``opencl`` and ``c`` run there as well
+  ``time_evaluator``, exactly as the local runner does (:func:`kernels.tuning.measure.run_job`), or
+  calls the runner's ``measure_fn`` instead (a client's own check and clock: ``kbench tune`` times
+  with the harness's timers this way). The targets ``opencl`` and ``c`` run there as well
   (the runner still holds its GPU), which is how the runner is tested on machines without GPUs.
 * **The task travels once.** A candidate's task (an autotvm template with its arguments, or a
   TensorIR task) is pickled once per batch and put in Ray's object store; a worker process rebuilds
@@ -62,13 +63,13 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..contrib.workpool import FailurePolicy, Item, Outcome, WorkPool
 from ..errors import TVMError
-from .measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, arg_infos
+from .measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, RunJob, arg_infos
 from .ray_workers import TASK_CACHE_SIZE, RunnerActor, build_item, build_reference, task_bytes
 
 __all__ = ["RayBuilder", "RayRunner", "RayMeasureError", "shutdown"]
@@ -346,13 +347,27 @@ class RayRunner:
     startup_timeout : float
         Seconds an actor may take to start (placement, imports) and to compute a task's reference
         outputs before it counts as failed.
+    measure_fn : callable, optional
+        What the runner's worker calls to check and time each candidate: ``measure_fn(job) ->
+        (costs, error_no)`` with the candidate as a :class:`~kernels.tuning.measure.RunJob` (its
+        module as bytes, its arguments' shapes and dtypes, the target, ``number``, ``repeat``,
+        ``min_repeat_ms``, ``timeout`` and, with ``check_correctness``, the key of the reference
+        outputs), as :func:`~kernels.tuning.measure.run_job` (the default: the runtime's
+        ``time_evaluator``) is called. It travels to the workers with every candidate, so it must be
+        picklable: a module-level function importable there, or a ``functools.partial`` of one
+        (``kbench tune`` passes ``harness.tune.runner.check_and_time`` with its case: the harness's
+        float64 check and clock).
     """
 
     def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: float = 0, timeout: float = 10,
                  gpu_model: str | None = None, check_correctness: bool = False, address: str | None = None,
                  n_parallel: int | None = None, max_restarts: int = 2, cooldown_interval: float = 0.0,
-                 runtime_env: dict | None = None, poll_s: float = 0.1, startup_timeout: float = 120.0):
+                 runtime_env: dict | None = None, poll_s: float = 0.1, startup_timeout: float = 120.0,
+                 measure_fn: Callable[[RunJob], tuple] | None = None):
         who = "RayRunner"
+        if measure_fn is not None and not callable(measure_fn):
+            raise RayMeasureError(f"{who}: measure_fn must be callable, got {type(measure_fn).__name__}")
+        self.measure_fn = measure_fn
         self.number = _positive(number, "number", who, integer=True)
         self.repeat = _positive(repeat, "repeat", who, integer=True)
         self.timeout = _positive(timeout, "timeout", who)
@@ -399,7 +414,8 @@ class RayRunner:
 
     @property
     def _how(self) -> tuple:
-        return (self.number, self.repeat, self.min_repeat_ms, self.timeout, self.cooldown_interval)
+        return (self.number, self.repeat, self.min_repeat_ms, self.timeout, self.cooldown_interval,
+                self.measure_fn)
 
     def _choose_model(self, gpu_model: str | None) -> str:
         if gpu_model is not None:

@@ -1,7 +1,8 @@
 """What runs inside Ray's worker processes for :mod:`kernels.tuning.ray_measure`: a candidate's build
 (:func:`build_item`, a work-pool CPU item; the module sent back as bytes), the reference build, and
 :class:`RunnerActor`, the worker a work-pool runner holding one GPU builds once and that checks and
-times the candidates sent to it. Also both ends of a task's journey: :func:`task_bytes` (the driver
+times the candidates sent to it (the runtime's ``time_evaluator``, or the runner's
+``measure_fn``). Also both ends of a task's journey: :func:`task_bytes` (the driver
 pickles a task once) and :func:`restore_task` (a worker rebuilds it once and keeps it). Progress
 (which candidate started) is the work pool's (:mod:`kernels.contrib.workpool`). Nothing here imports
 Ray at module level.
@@ -16,13 +17,15 @@ from collections import OrderedDict
 from typing import Any
 
 from .measure import (
+    _REFERENCES,
     BuildResult,
     LocalBuilder,
     MeasureErrorNo,
     MeasureInput,
+    RunJob,
     arg_infos,
     reference_outputs,
-    time_candidate,
+    run_job,
     with_cuda_arch,
 )
 
@@ -166,25 +169,28 @@ class RunnerActor:
 
     def __call__(self, payload: tuple) -> tuple:
         """Check and time one candidate: ``payload`` is (target, built, reference key or None,
-        reference holder, how); how = (number, repeat, min_repeat_ms, timeout, cooldown_interval) of
-        the runner asking (the actors of a GPU model serve every runner of the driver's process).
+        reference holder, how); how = (number, repeat, min_repeat_ms, timeout, cooldown_interval,
+        measure_fn) of the runner asking (the actors of a GPU model serve every runner of the
+        driver's process). The candidate becomes a :class:`~kernels.tuning.measure.RunJob` and goes
+        to ``measure_fn`` (None: :func:`~kernels.tuning.measure.run_job`, the runtime's
+        ``time_evaluator``), with the reference outputs known here under its ``reference_key``.
         Returns (costs, error_no, seconds)."""
         target, built, ref_key, _, how = payload
-        number, repeat, min_repeat_ms, timeout, cooldown_interval = how
+        number, repeat, min_repeat_ms, timeout, cooldown_interval, measure_fn = how
         reference = self.references.get(ref_key) if ref_key is not None else None
+        if reference is not None:  # where run_job (and a measure_fn calling it) finds them
+            _REFERENCES[ref_key] = reference
+        job = RunJob(target, tuple(built.args), built.artifact, number, repeat, min_repeat_ms, timeout,
+                     ref_key if reference is not None else None)
         t0 = time.perf_counter()
         try:
-            module = built.load()
-        except Exception as exc:
-            costs, error_no = (f"loading the module failed: {type(exc).__name__}: {exc}",), \
-                int(MeasureErrorNo.RUNTIME_DEVICE)
-        else:
-            costs, error_no = time_candidate(module, built.args, target, number, repeat,
-                                             min_repeat_ms, timeout, reference)
+            costs, error_no = (measure_fn or run_job)(job)
+        except Exception as exc:  # a client's measure_fn that raises: the candidate's error
+            costs, error_no = (f"{type(exc).__name__}: {exc}",), int(MeasureErrorNo.RUNTIME_DEVICE)
         seconds = time.perf_counter() - t0
         if cooldown_interval:
             time.sleep(cooldown_interval)
-        return costs, error_no, seconds
+        return tuple(costs), int(error_no), seconds
 
     @staticmethod
     def _reference(ref: Any, target: str) -> Any:

@@ -125,3 +125,88 @@ def test_the_checked_runner_measures_in_its_child_and_can_run_here_for_debugging
     here = CheckedRunner(case, settings, isolate=False)
     (res,) = here.run(inputs[:1], built[:1])
     assert res.ok and here._worker is None
+
+
+# -- the harness's clock (harness.tune.runner.measure_checked, check_and_time) ---------------------
+
+
+def _row_sum_job(n: int = 512, m: int = 512, factor: int = 16):
+    """A tuned c row sum, one configuration built here, as the RunJob the runner sends its child."""
+    from harness.execute.inputs import case_data
+    from harness.tune.task import make_task
+    from kernels.tuning.measure import RunJob, arg_infos
+
+    case = Case("clock", "row_sum", "split", (("n", n), ("m", m)), (), "float32", "c", tuned=True,
+                timeout_s=30)
+    task = make_task(case, [("factor", [factor]), ("rows", [32])], "")
+    (built,) = LocalBuilder().build([MeasureInput(task.target, task, task.config_space.get(0))])
+    assert built.ok, built.error
+    # the arguments' shapes as the case's inputs have them (the template's are symbolic)
+    args = arg_infos(case_data(workloads.get("row_sum"), case, 0).args)
+    return case, RunJob("c", args, None, 1, 1, 0.0, 30.0, module=built.module)
+
+
+def test_check_and_time_measures_with_the_harness_timer_and_loop():
+    """measure_checked times a checked candidate with the timer `kbench run` picks for c (CpuTimer,
+    the LLC-sized flush before every sample) in the harness loop under the config given (warm-up,
+    min_samples, the cap), and check_and_time's one cost is a median of that loop: with injected
+    work of once the launch's own time inside every timed sample (MeasureConfig.slowdown, which only
+    the harness timers do), the cost doubles."""
+    from harness.measure.timers import _llc_bytes, host_flush_bytes
+    from harness.model import MeasureConfig
+    from harness.tune.runner import check_and_time, measure_checked
+
+    case, job = _row_sum_job()
+    config = MeasureConfig(min_samples=7, min_time_s=0.0, max_time_s=3.0, warmup_min=4, max_rel_ci=0.5)
+    timing, error_no = measure_checked(case, 0, job, config)
+    assert error_no == 0, timing
+    tel = dict(timing.telemetry)
+    assert tel["kind"] == "cpu" and tel["timer"] == "perf_counter" and timing.mode == "cold"
+    assert tel["flush_bytes"] == host_flush_bytes(_llc_bytes()) > 0  # flushed before each sample
+    assert tel["warmup_launches"] >= 4 and len(timing.samples) >= 7 and timing.stop_reason
+    assert timing.ci_low <= timing.median <= timing.ci_high
+    plain = MeasureConfig(min_samples=15, min_time_s=0.05, max_time_s=1.0, max_rel_ci=0.05)
+    slower = MeasureConfig(min_samples=15, min_time_s=0.05, max_time_s=1.0, max_rel_ci=0.05, slowdown=1.0)
+    (base,), e1 = check_and_time(case, 0, job, plain)
+    (doubled,), e2 = check_and_time(case, 0, job, slower)
+    assert e1 == e2 == 0
+    # 2x asked; the spin is sized from the warm-up's median, so a shared host's noise widens it
+    assert 1.5 < doubled / base < 2.7, (base, doubled)
+
+
+def test_check_and_time_checks_before_it_times_on_either_clock():
+    """A wrong candidate is WRONG_ANSWER on the harness clock and on time_evaluator alike (the float64
+    check comes first); the time_evaluator clock gives its ``repeat`` costs, the harness clock one."""
+    from harness.model import MeasureConfig
+    from harness.tune.runner import check_and_time
+
+    case, job = _row_sum_job(n=64, m=64)
+    config = MeasureConfig(min_samples=3, min_time_s=0.0, max_time_s=0.2, max_rel_ci=0.5)
+    costs, error_no = check_and_time(case, 0, job, config)
+    assert error_no == 0 and len(costs) == 1 and costs[0] > 0
+    from dataclasses import replace
+
+    costs, error_no = check_and_time(case, 0, replace(job, repeat=3))
+    assert error_no == 0 and len(costs) == 3 and min(costs) > 0
+    wrong = replace(case, rtol=0.0, atol=0.0)  # float32 sums against float64, exactly: never equal
+    for cfg in (config, None):
+        costs, error_no = check_and_time(wrong, 0, job, cfg)
+        assert error_no == MeasureErrorNo.WRONG_ANSWER and "output 0" in costs[0], costs
+
+
+def test_runner_settings_of_the_harness_clock_are_checked_and_never_dearer_than_the_suite():
+    from harness.errors import InvalidSetting
+    from harness.model import MeasureConfig
+
+    for bad in (dict(clock="wall"), dict(max_time_s=0), dict(min_samples=0), dict(max_rel_ci=1.5),
+                dict(min_time_s=2.0, max_time_s=1.0)):
+        with pytest.raises(InvalidSetting, match="RunnerSettings"):
+            RunnerSettings(**bad)
+    suite = MeasureConfig(min_samples=20, min_time_s=0.5, max_time_s=15.0, max_rel_ci=0.005, mode="cold",
+                          warmup_min=5, clock_floor=0.8, stopping="median-ci")
+    got = RunnerSettings(max_time_s=1.0, min_time_s=0.1, min_samples=5, max_rel_ci=0.02).measure_config(suite)
+    assert (got.max_time_s, got.min_time_s, got.min_samples, got.max_rel_ci) == (1.0, 0.1, 5, 0.02)
+    assert (got.warmup_min, got.clock_floor, got.stopping, got.mode) == (5, 0.8, "median-ci", "cold")
+    cheap = MeasureConfig(min_samples=3, min_time_s=0.01, max_time_s=0.2, max_rel_ci=0.05)
+    got = RunnerSettings().measure_config(cheap)  # a suite cheaper than the defaults stays as it is
+    assert (got.max_time_s, got.min_time_s, got.min_samples, got.max_rel_ci) == (0.2, 0.01, 3, 0.05)

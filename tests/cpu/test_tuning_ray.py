@@ -13,6 +13,7 @@ its own first.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -261,6 +262,65 @@ def test_tune_tir_with_ray_builder_and_runner(cluster, builder, tmp_path):
     a, b = rng.uniform(-1, 1, (n, n)).astype("float32"), rng.uniform(-1, 1, (n, n)).astype("float32")
     _, _, c = run(f, "opencl", a, b, np.full((n, n), np.nan, "float32"))
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+# -- a client's clock: RayRunner(measure_fn=...) -------------------------------------------------
+
+
+def _probe_measure(scale, job):
+    """A client's measure_fn (sent by value with this module): says what the worker handed it."""
+    module = job.load()
+    return (scale * len(job.args), float(os.getpid()), float(callable(module))), 0
+
+
+def test_a_measure_fn_checks_and_times_each_candidate_in_the_runner_worker(cluster, builder):
+    """The worker calls the runner's measure_fn with each candidate as a RunJob (its module loaded
+    from the bytes the builder sent, its arguments' shapes): in the runner's process, not here."""
+    import functools
+
+    task = autotvm.task.create("test/ray_scale", args=(64,), target="c")
+    with autotvm.RayRunner(number=1, repeat=1, gpu_model="H100", timeout=60,
+                           measure_fn=functools.partial(_probe_measure, 1e-3)) as runner:
+        got = runner.run(*_built(builder, task, [0, 2]))
+        (worker,) = runner.workers()
+    assert [r.error_no for r in got] == [0, 0]
+    assert all(r.costs == (2e-3, float(worker["pid"]), 1.0) for r in got), got  # A and B: 2 arguments
+    assert worker["pid"] != DRIVER_PID
+    with pytest.raises(ray_measure.RayMeasureError, match="measure_fn must be callable"):
+        autotvm.RayRunner(gpu_model="H100", measure_fn="harness")
+
+
+@needs_opencl
+def test_kbench_tunes_clock_runs_in_the_ray_runner(cluster, builder):
+    """harness.tune.runner's measure_fn on the Ray runner: each candidate of a tuned OpenCL matmul is
+    checked against the float64 reference (a zero tolerance makes it WRONG_ANSWER) and timed in the
+    harness's loop, one median as its cost; injected work of once the launch's time inside every
+    timed sample (MeasureConfig.slowdown, which only the harness's timers do) doubles that cost."""
+    import functools
+
+    from harness.model import Case, MeasureConfig
+    from harness.tune.runner import RunnerSettings, check_and_time, ray_measure_fn
+    from harness.tune.task import make_task
+
+    case = Case("clock", "matmul", "shared_blocked", (("n", 64), ("m", 64), ("k", 64)), (), "float32",
+                "opencl", tuned=True, timeout_s=60)
+    task = make_task(case, [("tile_k", [4, 8]), ("local_y", [2]), ("local_x", [4]), ("block_y", [4])], "")
+    inputs, built = _built(builder, task, [0, 1])
+    assert all(b.ok for b in built), built
+    cheap = MeasureConfig(min_samples=15, min_time_s=0.05, max_time_s=1.0, max_rel_ci=0.05)
+    settings = RunnerSettings(max_time_s=1.0, min_samples=15, min_time_s=0.05, max_rel_ci=0.05)
+    fns = {"tuning": ray_measure_fn(case, settings, measure=cheap),
+           "wrong": ray_measure_fn(dataclasses.replace(case, rtol=0.0, atol=0.0), settings, measure=cheap),
+           "slower": functools.partial(check_and_time, case, 0,
+                                       config=dataclasses.replace(cheap, slowdown=1.0))}
+    got = {}
+    for name, fn in fns.items():
+        with autotvm.RayRunner(number=1, repeat=1, gpu_model="H100", timeout=60, measure_fn=fn) as runner:
+            got[name] = runner.run(inputs, built)
+    assert all(r.error_no == 0 and len(r.costs) == 1 and r.costs[0] > 0 for r in got["tuning"]), got
+    assert all(r.error_no == MeasureErrorNo.WRONG_ANSWER and "output 0" in r.costs[0] for r in got["wrong"])
+    ratios = [s.costs[0] / t.costs[0] for s, t in zip(got["slower"], got["tuning"])]
+    assert all(1.5 < x < 2.7 for x in ratios), ratios
 
 
 # -- failures become records ----------------------------------------------------------------------

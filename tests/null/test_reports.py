@@ -672,3 +672,32 @@ def test_no_ci_of_a_median_from_fewer_samples_than_the_run_asked_for(tmp_path):
     assert rows["split"]["ci_low_s"] == pytest.approx(1e-4)
     assert rows["split"]["ci_high_s"] == pytest.approx(1.04e-4)
     assert list(data.results["run_min_samples"]) == [5, 5]
+
+
+def test_a_tuned_case_shows_the_tunings_cost_next_to_the_runs_median(tmp_path):
+    """The report's row of a tuned case that ran its stored best carries the cost the tuning stored
+    for it and run/tune (here 2.04e-5 / 2e-5 = 1.02); the tuning section names the sessions' clock
+    (fill_tuning's sessions recorded none)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+    try:
+        from store_data import fill_tuning, tuned_case
+    finally:
+        sys.path.pop(0)
+    from harness.model import TuningRef
+
+    with Store.open(tmp_path / "k.db") as store:
+        fill_tuning(store)
+        case = tuned_case()
+        best = store.best_config(case.tuning_key, "H100")
+        run = store.begin_run(FakeSuite(), [], "local", MeasureConfig(min_samples=3))
+        samples = (2.03e-5, 2.04e-5, 2.05e-5)
+        timing = Timing(samples=samples, median=2.04e-5, ci_low=2.03e-5, ci_high=2.05e-5)
+        ref = TuningRef("best", "H100", best["session_id"], best["trial_id"], best["cost_s"])
+        store.record_result(run, Result(case, "ok", timing=timing, device="H100", tuning=ref))
+        store.finish_run(run, "done")
+        data = collect(store, run)
+    (row,) = case_rows(data)
+    assert row["tuning_cost_s"] == pytest.approx(2e-5) and best["cost_s"] == pytest.approx(2e-5)
+    page = report_html.render_html(data)
+    assert page.count("run/tune 1.02x") == 2  # in the case's row and in its tuning section
+    assert "timed with an unrecorded clock" in page

@@ -662,7 +662,7 @@ def test_v6_store_migrates_to_v8_with_unknown_commits(db, monkeypatch):
         assert s.get_run(old)["kbench_commit"] is None and s.schema_version == store.SCHEMA_VERSION
     assert _sha(db) == before
     with Store.open(db) as s:
-        assert s.schema_version == store.SCHEMA_VERSION == 9
+        assert s.schema_version == store.SCHEMA_VERSION == 10
         assert (s.get_run(old)["kbench_commit"], s.get_run(old)["suite_commit"]) == (None, None)
     assert [r[1] for r in sqlite3.connect(db).execute("PRAGMA table_info(runs)")][-2:] == [
         "kbench_commit", "suite_commit"]

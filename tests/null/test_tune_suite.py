@@ -130,7 +130,7 @@ def test_a_v5_store_migrates_to_v6_keeping_its_runs(tmp_path, monkeypatch):
                                " VALUES ('t', 'done', 'tutorials', 'v', '[]', 'local', '{}', 'u')", ())
     monkeypatch.undo()
     with Store.open(db) as new:
-        assert new.schema_version == SCHEMA_VERSION == 9
+        assert new.schema_version == SCHEMA_VERSION == 10
         assert new.get_run(run)["status"] == "done" and new.tuning_sessions() == []
         assert new.best_config("x", "H100") is None
     with sqlite3.connect(db) as raw:
@@ -205,3 +205,35 @@ def test_sessions_are_planned_per_gpu_model_of_the_cluster():
     # no GPU: cuda is skipped, and with nothing left that is an error naming the suite
     with pytest.raises(ConfigError, match="no tuned case of suite 'tiny' can run here .*cuda"):
         plan_sessions(s, [], "", "cpu:X", ("cuda",), gpus=0)
+
+
+def test_a_session_records_its_clock_and_costs_of_two_clocks_are_never_compared(tmp_path):
+    """Schema 10: the session's clock is stored and read back with its trials; a best stored by a
+    session of another clock (time_evaluator: warm caches, lower costs) is replaced by the first
+    successful trial of a harness-clock session even though that costs more, and from then on the
+    harness-clock trials compete among themselves only."""
+    from harness.cli.tune import CLOCK_CHOICES, TUNER_CHOICES
+    from harness.tune.runner import CLOCKS
+    from harness.tune.session import TUNERS
+
+    assert CLOCK_CHOICES == CLOCKS and TUNER_CHOICES == TUNERS  # the CLI's copies of the names
+    case, key = tuned_case(), tuned_case().tuning_key
+    with Store.open(tmp_path / "k.db") as st:
+        old, new = (st.begin_tuning_session(case, device="H100", tuner="grid", n_trial=2,
+                                            executor="local", space=TUNING_SPACE, clock=c)
+                    for c in ("time_evaluator", "harness"))
+
+        def trial(session, n, knobs, cost):
+            st.record_trial(session, n, config_index=0, knobs=knobs, costs=[cost], error_no=0,
+                            all_cost_s=0.1, flop=1e6, timestamp=1.0)
+            return st.best_config(key, "H100")
+
+        assert trial(old, 0, {"tile_k": 4, "vector": 1}, 3e-5)["session_id"] == old
+        best = trial(new, 0, {"tile_k": 8, "vector": 1}, 6e-5)  # dearer, but of the other clock
+        assert (best["session_id"], best["cost_s"]) == (new, 6e-5)
+        assert trial(new, 1, {"tile_k": 8, "vector": 4}, 7e-5)["cost_s"] == 6e-5  # same clock: compared
+        assert trial(new, 2, {"tile_k": 4, "vector": 4}, 5e-5)["knobs"] == {"tile_k": 4, "vector": 4}
+        clocks = {t["session_id"]: t["clock"] for t in st.tuning_trials(key)}
+        assert clocks == {old: "time_evaluator", new: "harness"}
+        assert [s["clock"] for s in st.tuning_sessions(key)] == ["time_evaluator", "harness"]
+        assert st.trials_frame([key])["clock"].tolist() == ["time_evaluator"] + ["harness"] * 3

@@ -94,7 +94,7 @@ def test_tuning_round_trip_on_postgres_equals_sqlite(tmp_path, pg_url):
 
 def test_schema_on_postgres(pg_url):
     with Store.open(pg_url) as pg:
-        assert pg.schema_version == SCHEMA_VERSION == 9
+        assert pg.schema_version == SCHEMA_VERSION == 10
         run = pg.begin_run(FakeSuite(), [], "local", MeasureConfig(), kind="ab")  # the v3 CHECK took "ab"
         assert uuid.UUID(pg.get_run(run)["uuid"]).version == 4
         assert pg.run_by_uuid(pg.get_run(run)["uuid"]) == run

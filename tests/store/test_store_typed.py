@@ -130,7 +130,7 @@ def _columns(st: Store) -> list[str]:
 def _check_migrated(st: Store, run: int, before: list[tuple], before_columns: list[str]) -> None:
     """The run's results read back with the typed values of :data:`EXPECTED`, the moved pairs gone
     from extra, and every other value the rows held as it was."""
-    assert st.schema_version == SCHEMA_VERSION == 9
+    assert st.schema_version == SCHEMA_VERSION == 10
     results = st.get_results(run)
     assert [r.case.key for r in results] == [c.key for c, *_ in V8_ROWS]
     for r, (fields, _) in zip(results, EXPECTED):
@@ -162,7 +162,7 @@ def test_a_v8_sqlite_store_migrates_its_extras_into_the_typed_columns(tmp_path, 
     with Store.open(db) as st:  # a command that writes migrates the file
         _check_migrated(st, run, before, columns)
         versions = [v for (v,) in st._conn.execute("SELECT version FROM schema_version ORDER BY version")]
-        assert versions == list(range(1, 10))
+        assert versions == list(range(1, SCHEMA_VERSION + 1))
     with Store.open(db) as st:  # and reopening moves nothing again
         _check_migrated(st, run, before, columns)
 
