@@ -4,6 +4,8 @@
 # xgb tuner, TRIALS trials (default 96), `--executor ray` (embedded Ray: CPU workers build, one runner
 # per GPU times), once with CUDA_VISIBLE_DEVICES=0 and once with every GPU (GPU_COUNTS="1 2" default).
 # One RESULT line per run: wall seconds, trials, trials a minute; logs and stores under $OUT.
+# LIMIT_S (default none) stops each run after that many seconds: the rate is then the trials stored
+# in that time (start-up included, as in a full run).
 #   source .whl/setup.sh && bash scripts/device_tune_scaling.sh
 set -uo pipefail
 out=${OUT:-kbench-out/device-tune-scaling}
@@ -20,7 +22,7 @@ for gpus in ${GPU_COUNTS:-1 2}; do
   db="$out/tune-${gpus}gpu.db"
   rm -f "$db"
   t0=$(date +%s.%N)
-  CUDA_VISIBLE_DEVICES=$vis python3 -m harness.cli tune "$suite" --tuner xgb --trials "$trials" --executor ray \
+  CUDA_VISIBLE_DEVICES=$vis ${LIMIT_S:+timeout -s INT $LIMIT_S} python3 -m harness.cli tune "$suite" --tuner xgb --trials "$trials" --executor ray \
     --db "$db" > "$out/tune-${gpus}gpu.log" 2>&1
   rc=$?
   t1=$(date +%s.%N)

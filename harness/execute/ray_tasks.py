@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from harness.model import Case, MeasureConfig, Result
+from kernels.tuning.ray_workers import RunnerActor
 from kernels.workloads import get as get_workload
 
 from . import peers, worker
@@ -74,10 +75,14 @@ class CaseRunner:
             log.debug("kbench: runner warm-up: %s", exc)
         self.ready = time.time()
         self.libraries: set[str] = set()
+        # what the tuning engine's RayRunner asks of a runner it shares (the GPU's architecture)
+        self.arch = RunnerActor.cuda_arch()
 
     def where(self) -> dict:
-        """This runner's label (node:pid) and when it started and was ready (the driver's timeline)."""
-        return {"worker": worker.worker_label(), "runner_born": self.born, "runner_ready": self.ready}
+        """This runner's label (node:pid), when it started and was ready (the driver's timeline) and
+        its GPU's CUDA architecture."""
+        return {"worker": worker.worker_label(), "runner_born": self.born, "runner_ready": self.ready,
+                "cuda_arch": self.arch}
 
     def needs_prepare(self, payload: tuple) -> bool:
         """Whether the case needs a peer library (torch, cupy: seconds to import) not loaded yet."""

@@ -259,7 +259,7 @@ def check_and_time(case: Case, seed: int, job: RunJob, config: MeasureConfig | N
 
 def measure_option_for(executor: str, case: Case, settings: RunnerSettings, *, gpu_model: str = "",
                        address: str | None = None, imports: Sequence[str] = (),
-                       measure: MeasureConfig | None = None) -> MeasureOption:
+                       measure: MeasureConfig | None = None, pool: Any = None) -> MeasureOption:
     """The builder and runner of a session of ``case`` on ``executor`` ("local" or "ray"; the Ray
     runner is placed on GPUs of ``gpu_model``). Cases of the c and opencl targets are measured on
     this host whatever the executor (their device key is this host's CPU), in the local runner's
@@ -267,7 +267,8 @@ def measure_option_for(executor: str, case: Case, settings: RunnerSettings, *, g
     each candidate with the harness's float64 check and times it on ``settings.clock``; ``measure``
     is the suite's ``[measure]`` the harness clock's settings are cut down from
     (:meth:`RunnerSettings.measure_config`). On Ray, :func:`check_and_time` is the runner's
-    ``measure_fn``, run by the GPU workers.
+    ``measure_fn``, run by the GPU workers; ``pool`` (the Ray executor's work pool) gives the runner
+    that executor's runners, one per GPU for the tuning and the run after it.
 
     Raises
     ------
@@ -282,6 +283,7 @@ def measure_option_for(executor: str, case: Case, settings: RunnerSettings, *, g
                               runner=CheckedRunner(case, settings, imports, measure=measure))
     try:
         # imported when used: it needs Ray and a cluster, which the local executor does without
+        from harness.execute.ray_executor import CANDIDATE_WORKER
         from kernels.tuning.ray_measure import RayBuilder, RayRunner
     except ImportError as exc:
         raise ConfigError(f"--executor ray: the Ray builder and runner (kernels.tuning.ray_measure) cannot "
@@ -289,7 +291,8 @@ def measure_option_for(executor: str, case: Case, settings: RunnerSettings, *, g
     builder = RayBuilder(timeout=settings.timeout_s, n_parallel=None, address=address)
     runner = RayRunner(number=settings.number, repeat=settings.repeat, min_repeat_ms=settings.min_repeat_ms,
                        timeout=settings.timeout_s, gpu_model=gpu_model or None,
-                       measure_fn=ray_measure_fn(case, settings, imports, measure))
+                       measure_fn=ray_measure_fn(case, settings, imports, measure), pool=pool,
+                       worker=CANDIDATE_WORKER if pool is not None else None)
     return measure_option(builder=builder, runner=runner)
 
 

@@ -230,7 +230,9 @@ def tune_suite(request: TuneRequest, *, on_event: OnEvent | None = None, executo
         with Store.open(request.db) as st:
             emit("planned", summary)
             for s in summary.sessions:
-                _tune_one(st, suite, request, s, emit)
+                # the Ray executor's work pool: its runners time the candidates (and, with --then-run,
+                # the run's cases after them)
+                _tune_one(st, suite, request, s, emit, getattr(executor, "pool", None))
     finally:
         if own:
             executor.close()
@@ -238,7 +240,8 @@ def tune_suite(request: TuneRequest, *, on_event: OnEvent | None = None, executo
     return summary
 
 
-def _tune_one(st: Store, suite: Suite, request: TuneRequest, s: SessionSummary, emit: OnEvent) -> None:
+def _tune_one(st: Store, suite: Suite, request: TuneRequest, s: SessionSummary, emit: OnEvent,
+              pool: Any = None) -> None:
     """One session: history from the store, the tuner's trials stored batch by batch."""
     case, space = s.case, suite.space_for(s.case)
     kind = workloads.get(case.workload).variant(case.variant).kind
@@ -271,7 +274,8 @@ def _tune_one(st: Store, suite: Suite, request: TuneRequest, s: SessionSummary, 
         return
     # before the session is stored: a builder or runner that cannot be made leaves nothing behind
     option = measure_option_for(request.executor_kind, case, request.settings, gpu_model=case.gpu_model,
-                                address=request.address, imports=tuple(suite.imports), measure=suite.measure)
+                                address=request.address, imports=tuple(suite.imports), measure=suite.measure,
+                                pool=pool)
     s.session_id = st.begin_tuning_session(
         case, device=s.device, tuner=request.tuner, n_trial=s.planned, executor=request.executor_kind,
         space=space, suite=suite, argv=request.argv, git_commit=git_commit(), clock=request.settings.clock)

@@ -65,7 +65,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Hashable
 
 from ..contrib.workpool import FailurePolicy, Item, Outcome, WorkPool
 from ..errors import TVMError
@@ -357,14 +357,24 @@ class RayRunner:
         picklable: a module-level function importable there, or a ``functools.partial`` of one
         (``kbench tune`` passes ``harness.tune.runner.check_and_time`` with its case: the harness's
         float64 check and clock).
+    pool : WorkPool, optional
+        A work pool of the client's whose runners also hold this runner's worker (a named factory
+        ``worker`` of the pool making :class:`~kernels.tuning.ray_workers.RunnerActor`): the
+        candidates run on those runners (``kbench tune`` on its executor's pool, so that tuning and
+        the run after it share one runner per GPU); the pool stays open when this runner closes.
+    worker : hashable, optional
+        The name of that factory in ``pool``.
     """
 
     def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: float = 0, timeout: float = 10,
                  gpu_model: str | None = None, check_correctness: bool = False, address: str | None = None,
                  n_parallel: int | None = None, max_restarts: int = 2, cooldown_interval: float = 0.0,
                  runtime_env: dict | None = None, poll_s: float = 0.1, startup_timeout: float = 120.0,
-                 measure_fn: Callable[[RunJob], tuple] | None = None):
+                 measure_fn: Callable[[RunJob], tuple] | None = None, pool: WorkPool | None = None,
+                 worker: Hashable | None = None):
         who = "RayRunner"
+        if pool is not None and worker is None:
+            raise RayMeasureError(f"{who}: a pool needs the name of its factory of this runner's worker (worker=)")
         if measure_fn is not None and not callable(measure_fn):
             raise RayMeasureError(f"{who}: measure_fn must be callable, got {type(measure_fn).__name__}")
         self.measure_fn = measure_fn
@@ -380,8 +390,9 @@ class RayRunner:
         if runtime_env is not None and not isinstance(runtime_env, dict):
             raise RayMeasureError(f"{who}: runtime_env must be a dict, got {type(runtime_env).__name__}")
         self.runtime_env = copy.deepcopy(runtime_env) if runtime_env else None
-        self.cluster = _cluster(address, who)
+        self.cluster = pool.cluster if pool is not None else _cluster(address, who)
         self.ray = self.cluster.ray
+        self.worker = worker
         self.gpu_model = self._choose_model(gpu_model)
         nodes = self.cluster.nodes()
         self._placement = self.cluster.placement((True, self.gpu_model), nodes)
@@ -397,6 +408,12 @@ class RayRunner:
         self._references: dict[str, Any] = {}  # task key -> object reference of its reference build
         key = (self.gpu_model, repr(sorted((self.runtime_env or {}).items())))
         self._slot = (True, self.gpu_model)
+        self._key = key
+        self._closed = False
+        if pool is not None:  # the client's: not shared through _POOLS, left open by close()
+            self._shared, self._own_pool = _Shared(pool, users=1), False
+            return
+        self._own_pool = True
         with _POOLS_LOCK:
             shared = _POOLS.get(key)
             if shared is None:
@@ -409,8 +426,6 @@ class RayRunner:
                     startup_timeout=self.startup_timeout, runtime_env=self.runtime_env, max_runners=n))
             shared.users += 1
         self._shared = shared
-        self._key = key
-        self._closed = False
 
     @property
     def _how(self) -> tuple:
@@ -472,6 +487,8 @@ class RayRunner:
         if self._closed:
             return
         self._closed = True
+        if not self._own_pool:
+            return
         with _POOLS_LOCK:
             shared = self._shared
             shared.users -= 1
@@ -538,7 +555,7 @@ class RayRunner:
                                    "outputs are not checked", type(exc).__name__, _short(exc))
             payload = (str(inp.target), built, ref_key, ref_holder, self._how)
             # the runner's own check is ``timeout``; the pool's, a second later, catches hangs
-            items.append(Item((next(_KEYS), pos), payload, self._slot, self.timeout + 1.0))
+            items.append(Item((next(_KEYS), pos), payload, self._slot, self.timeout + 1.0, worker=self.worker))
         pool = self._shared.pool
         pool.submit(items)
         for o in pool.results():

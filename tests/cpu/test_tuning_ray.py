@@ -437,3 +437,30 @@ def test_a_gpu_whose_runner_died_too_often_is_dropped(cluster, builder):
     assert [r.error_no for r in got] == [MeasureErrorNo.RUNTIME_DEVICE] * 3
     assert "runner process died" in got[0].costs[0]
     assert all(r.costs[0].startswith("no runner is left") and "died" in r.costs[0] for r in got[1:])
+
+
+def test_tuning_then_running_share_the_executors_runner(cluster, builder):
+    """kbench tune --then-run's sharing: a RayRunner given the Ray executor's work pool times its
+    candidates on the executor's runner of the GPU model, and the executor's run then measures its
+    case in the same process (one runner per GPU for both)."""
+    from harness.execute.ray_executor import CANDIDATE_WORKER, RayExecutor
+    from harness.model import Case, MeasureConfig
+
+    ex = RayExecutor()  # this process's connection (the module's cluster), left open by close()
+    try:
+        with autotvm.RayRunner(number=1, repeat=1, gpu_model="H100", pool=ex.pool,
+                               worker=CANDIDATE_WORKER) as runner:
+            task = autotvm.task.create("test/ray_scale", args=(64,), target="c")
+            got = runner.run(*_built(builder, task, [0, 2]))
+            workers = runner.workers()
+        assert [r.error_no for r in got] == [0, 0], got
+        assert len(workers) == 1 and workers[0]["node"] == cluster["H100"]
+        case = Case("share", "row_sum", "default", (("m", 64), ("n", 64)), (), "float32", "c", gpu_model="H100")
+        results = []
+        ex.run([[case]], MeasureConfig(max_time_s=0.05, min_time_s=0.0, min_samples=3), results.append)
+        assert [r.outcome for r in results] == ["ok"], [r.message for r in results]
+        assert results[0].worker.split(":")[1] == str(workers[0]["pid"])  # the runner that tuned
+    finally:
+        ex.close()
+    with pytest.raises(ray_measure.RayMeasureError, match="worker="):
+        autotvm.RayRunner(gpu_model="H100", pool=object())
