@@ -54,6 +54,22 @@ def task_bytes(task: Any) -> bytes:
     return cloudpickle.dumps(payload)
 
 
+def task_from_bytes(blob: bytes) -> Any:
+    """The task :func:`task_bytes` pickled, rebuilt in this process (an autotvm template registered
+    again under its name when this process does not know it)."""
+    from ray import cloudpickle
+
+    payload = cloudpickle.loads(blob)
+    if payload["kind"] != "template":
+        return payload["task"]
+    from .task import TEMPLATES, Task, template
+
+    known = TEMPLATES.get(payload["name"])
+    if known is None or getattr(known, "fcompute", None) is not payload["fcompute"]:
+        template(payload["name"], payload["fcompute"])
+    return Task(payload["name"], payload["args"], payload["target"], payload["target_host"])
+
+
 _WORKER_TASKS: OrderedDict = OrderedDict()  # in a worker: task key -> rebuilt task
 
 
@@ -65,18 +81,8 @@ def restore_task(key: str, holder: list) -> Any:
         _WORKER_TASKS.move_to_end(key)
         return got
     import ray
-    from ray import cloudpickle
 
-    payload = cloudpickle.loads(ray.get(holder[0]))
-    if payload["kind"] == "template":
-        from .task import TEMPLATES, Task, template
-
-        known = TEMPLATES.get(payload["name"])
-        if known is None or getattr(known, "fcompute", None) is not payload["fcompute"]:
-            template(payload["name"], payload["fcompute"])
-        got = Task(payload["name"], payload["args"], payload["target"], payload["target_host"])
-    else:
-        got = payload["task"]
+    got = task_from_bytes(ray.get(holder[0]))
     _WORKER_TASKS[key] = got
     while len(_WORKER_TASKS) > TASK_CACHE_SIZE:
         _WORKER_TASKS.popitem(last=False)

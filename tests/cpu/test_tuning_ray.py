@@ -320,7 +320,9 @@ def test_kbench_tunes_clock_runs_in_the_ray_runner(cluster, builder):
     assert all(r.error_no == 0 and len(r.costs) == 1 and r.costs[0] > 0 for r in got["tuning"]), got
     assert all(r.error_no == MeasureErrorNo.WRONG_ANSWER and "output 0" in r.costs[0] for r in got["wrong"])
     ratios = [s.costs[0] / t.costs[0] for s, t in zip(got["slower"], got["tuning"])]
-    assert all(1.5 < x < 2.7 for x in ratios), ratios
+    # the harness clock adds the injected work (time_evaluator would give about 1); wide bounds: a busy
+    # host shifts both timings
+    assert all(1.3 < x < 4.0 for x in ratios), ratios
 
 
 # -- failures become records ----------------------------------------------------------------------
@@ -464,3 +466,26 @@ def test_tuning_then_running_share_the_executors_runner(cluster, builder):
         ex.close()
     with pytest.raises(ray_measure.RayMeasureError, match="worker="):
         autotvm.RayRunner(gpu_model="H100", pool=object())
+
+
+def test_loop_features_are_extracted_in_spawned_processes_while_connected_to_ray(cluster):
+    """A process connected to Ray cannot fork its extraction workers (Ray's client threads do not
+    survive a fork): the extractor spawns its own, sends them the task once, and their vectors are
+    those this process extracts itself."""
+    from kernels.tuning.features import FeatureExtractor
+    from kernels.tuning.features.service import _extract_here
+
+    task = autotvm.task.create("test/ray_scale", args=(96,), target="c")
+    ext = FeatureExtractor(task, "itervar", n_workers=2)
+    ext.pool_min = 2
+    try:
+        got = ext.get_many(range(len(task.config_space)))
+        assert ext.pool_kind == "spawn" and not ext.failures, ext.failures
+        again = ext.get_many([3, 1])  # cached: nothing extracted again
+        assert ext.extracted == len(task.config_space)
+    finally:
+        ext.close()
+    here = np.stack([_extract_here(task, i, "itervar")[1] for i in range(len(task.config_space))])
+    np.testing.assert_array_equal(got, here)
+    np.testing.assert_array_equal(again, here[[3, 1]])
+    assert len({row.tobytes() for row in here}) > 1  # the configurations differ in their features

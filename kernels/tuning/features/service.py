@@ -2,15 +2,19 @@
 (:func:`candidate_features`), and :class:`FeatureExtractor`, which caches one vector per
 configuration index. An extraction that fails gives the zero vector and a logged reason (a search
 never stops on it), and many at once are extracted in a pool of worker processes (each lowering is
-pure Python; a process connected to Ray extracts in itself, as its client threads do not survive a fork).
+pure Python): forked ones, or, in a process connected to Ray (whose client threads do not survive a
+fork: ``kbench tune --executor ray``), spawned ones kept for the extractor's life, the task sent to
+each once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+import weakref
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -90,6 +94,8 @@ class FeatureExtractor:
         self.failures: Dict[int, str] = {}
         self.seconds = 0.0  # time spent extracting (wall), and how many were extracted
         self.extracted = 0
+        self._spawned: Any = None  # the spawned worker processes (a process connected to Ray)
+        self.pool_kind = ""  # how the last batch was extracted: "fork", "spawn" or "here"
 
     def __len__(self) -> int:
         return self.length
@@ -140,12 +146,16 @@ class FeatureExtractor:
         except ValueError:  # no fork on this platform: in this process
             ctx = None
         if ctx is not None and _ray_connected():
-            # a Ray driver's client threads do not survive a fork: extract in this process
+            # a Ray driver's client threads do not survive a fork: spawned workers instead
+            if self._extract_spawned(missing):
+                return
             ctx = None
         if ctx is None:
+            self.pool_kind = "here"
             for i in missing:
                 self._store(*_extract_here(self.task, i, self.feature_type))
             return
+        self.pool_kind = "fork"
         _POOL_TASK, _POOL_TYPE = self.task, self.feature_type
         workers = min(self.n_workers, len(missing))
         try:
@@ -161,6 +171,81 @@ class FeatureExtractor:
                     self._store(*_extract_here(self.task, i, self.feature_type))
         finally:
             _POOL_TASK = None
+
+
+    def _extract_spawned(self, missing: List[int]) -> bool:
+        """Extract ``missing`` in the spawned worker processes (started the first time, the task sent
+        to each once); False when they cannot be had (the task does not pickle, the pool broke)."""
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = self._spawned
+        if pool is None:
+            try:
+                # function-level: the task pickled as the Ray workers get it (Ray's cloudpickle)
+                from ..ray_workers import task_bytes
+
+                blob = task_bytes(self.task)
+            except Exception as exc:
+                logger.info("features: the task cannot be sent to worker processes (%s: %s); extracting "
+                            "in this process", type(exc).__name__, exc)
+                return False
+            pool = self._spawned = ProcessPoolExecutor(
+                max_workers=self.n_workers, mp_context=mp.get_context("spawn"), initializer=_spawned_init,
+                initargs=(blob, self.feature_type))
+            weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
+        try:
+            chunk = max(1, len(missing) // (4 * self.n_workers))
+            with _main_module_hidden():  # processes start as the items are submitted
+                results = pool.map(_pool_extract, missing, chunksize=chunk)
+            for index, vec, error in results:
+                self._store(index, vec, error)
+        except Exception as exc:  # a broken pool: the rest in this process, no pool from now on
+            logger.info("features: the worker processes failed (%s: %s); extracting in this process",
+                        type(exc).__name__, exc)
+            self._spawned = None
+            pool.shutdown(wait=False, cancel_futures=True)
+            rest = [i for i in missing if i not in self.cache]
+            for i in rest:
+                self._store(*_extract_here(self.task, i, self.feature_type))
+        self.pool_kind = "spawn"
+        return True
+
+    def close(self) -> None:
+        """End the spawned worker processes, if any (they also end with the extractor)."""
+        pool, self._spawned = self._spawned, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+@contextlib.contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """While worker processes are spawned: the main module is not named to them, so they do not run
+    the script that started the tuning again (spawned children import the parent's ``__main__``
+    unless it has no ``__spec__`` name and no ``__file__``; the task reaches them pickled by value)."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__[k] for k in ("__spec__", "__file__") if main is not None and k in main.__dict__}
+    try:
+        if main is not None:
+            main.__dict__.pop("__file__", None)
+            main.__dict__["__spec__"] = None
+        yield
+    finally:
+        if main is not None:
+            main.__dict__.pop("__spec__", None)
+            main.__dict__.update(saved)
+
+
+def _spawned_init(blob: bytes, feature_type: str) -> None:
+    """A spawned extraction worker: no GPU, the task rebuilt once."""
+    global _POOL_TASK, _POOL_TYPE
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    # function-level: rebuilding a pickled task is the Ray workers' code (kernels.tuning.ray_workers)
+    from ..ray_workers import task_from_bytes
+
+    _POOL_TASK, _POOL_TYPE = task_from_bytes(blob), feature_type
 
 
 def _ray_connected() -> bool:
