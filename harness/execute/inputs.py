@@ -35,7 +35,8 @@ import numpy as np
 
 import kernels as tvm
 
-__all__ = ["CACHE_BYTES", "CaseData", "case_data", "clear", "data_key", "device_array", "stats"]
+__all__ = ["CACHE_BYTES", "CaseData", "ShapeData", "cached", "case_data", "clear", "data_key", "device_array", "prime",
+           "shape_data", "stats"]
 
 
 def _default_cache_bytes() -> int:
@@ -93,6 +94,70 @@ def _evict(room: int) -> None:
         total -= old.nbytes
 
 
+@dataclass
+class ShapeData:
+    """A shape's host arrays made in one process for another (the Ray executor's CPU workers make
+    them ahead of the shape's cases, the GPU runner that times them takes them: :func:`prime`), with
+    what making them cost there."""
+
+    key: str
+    args: List[np.ndarray]
+    outputs: Tuple[int, ...]
+    reference: List[np.ndarray]
+    inputs_s: float
+    reference_s: float
+
+
+def _make(workload: Any, case: Any, seed: int, key: str) -> Tuple[_Entry, float, float]:
+    t0 = time.perf_counter()
+    args = workload.make_args(case.param_dict, case.dtype, np.random.default_rng(_seed(key, seed)))
+    outputs = tuple(workload.outputs)
+    for i, a in enumerate(args):
+        if i not in outputs:
+            a.setflags(write=False)
+    inputs_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    reference = [np.asarray(r) for r in workload.reference_of(args, case.param_dict, case.dtype)]
+    for r in reference:
+        r.setflags(write=False)
+    reference_s = time.perf_counter() - t0
+    entry = _Entry(args=args, outputs=outputs, reference=reference,
+                   nbytes=sum(a.nbytes for a in args) + sum(r.nbytes for r in reference))
+    return entry, inputs_s, reference_s
+
+
+def shape_data(workload: Any, case: Any, seed: int) -> ShapeData:
+    """The host arrays of ``case``'s shape for the run's ``seed``, made here (not cached here) to be
+    sent to the process that runs the shape's cases."""
+    key = data_key(case.workload, case.params, case.dtype, seed)
+    entry, inputs_s, reference_s = _make(workload, case, seed, key)
+    return ShapeData(key, entry.args, entry.outputs, entry.reference, inputs_s, reference_s)
+
+
+def cached(key: str) -> bool:
+    """Whether this process keeps the shape ``key`` (:func:`data_key`)."""
+    return key in _CACHE
+
+
+def prime(data: ShapeData) -> bool:
+    """Keep a shape's arrays made elsewhere (:func:`shape_data`) as this process's cache entry of it,
+    so that its cases here neither draw nor compute them; False when the entry was there already.
+    Every input and the reference are made read-only (arrays from Ray's object store are already)."""
+    if data.key in _CACHE:
+        return False
+    for i, a in enumerate(data.args):
+        if i not in data.outputs and a.flags.writeable:
+            a.setflags(write=False)
+    for r in data.reference:
+        if r.flags.writeable:
+            r.setflags(write=False)
+    entry = _Entry(args=list(data.args), outputs=tuple(data.outputs), reference=list(data.reference),
+                   nbytes=sum(a.nbytes for a in data.args) + sum(r.nbytes for r in data.reference))
+    _evict(entry.nbytes)
+    _CACHE[data.key] = entry
+    return True
+
+
 def case_data(workload: Any, case: Any, seed: int) -> CaseData:
     """The host data of ``case`` (a harness Case of ``workload``) for the run's ``seed``.
 
@@ -108,20 +173,7 @@ def case_data(workload: Any, case: Any, seed: int) -> CaseData:
     out = CaseData(args=[], reference=[])
     if entry is None:
         _STATS["misses"] += 1
-        t0 = time.perf_counter()
-        args = workload.make_args(case.param_dict, case.dtype, np.random.default_rng(_seed(key, seed)))
-        outputs = tuple(workload.outputs)
-        for i, a in enumerate(args):
-            if i not in outputs:
-                a.setflags(write=False)
-        out.inputs_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        reference = [np.asarray(r) for r in workload.reference_of(args, case.param_dict, case.dtype)]
-        for r in reference:
-            r.setflags(write=False)
-        out.reference_s = time.perf_counter() - t0
-        entry = _Entry(args=args, outputs=outputs, reference=reference,
-                       nbytes=sum(a.nbytes for a in args) + sum(r.nbytes for r in reference))
+        entry, out.inputs_s, out.reference_s = _make(workload, case, seed, key)
         _evict(entry.nbytes)
         _CACHE[key] = entry
     else:

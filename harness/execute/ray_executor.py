@@ -26,6 +26,12 @@ workers is :mod:`harness.execute.ray_tasks`.
   build finishes, so the GPUs time from the first build on while the rest compile. A case whose
   prebuild fails is rebuilt on the GPU worker, which records the ``build_error`` with the compiler
   output.
+* **Data ahead** (``data_ahead``, default). A shape's inputs and float64 reference (seconds of numpy
+  for a large matmul) are made by a CPU item before its GPU cases are queued, two shapes a GPU ahead;
+  the item's result stays in Ray's object store, and the runner that times the shape's cases takes the
+  arrays from there (:func:`harness.execute.inputs.prime`) instead of making them while its GPU
+  waits. A shape's data goes when all of its cases have an outcome; a data item that fails leaves the
+  runner to make them.
 * **Placement** (:meth:`harness.execute.cluster.RayCluster.placement`). A placement no alive node can
   satisfy is a :class:`~harness.execute.common.DispatchError` before anything is submitted; cases
   whose placement goes away mid-run (its last node left) are recorded ``crashed`` after
@@ -56,7 +62,7 @@ from kernels.tuning.ray_workers import RunnerActor
 from .build import is_callable
 from .cluster import RayCluster, shipped_modules
 from .common import DispatchError, Emitter, OnResult, clean_message, describe, homogeneous, slot_of
-from .ray_tasks import CaseRunner, build_payload, case_payload, cpu_item
+from .ray_tasks import CaseRunner, build_payload, case_payload, cpu_item, data_payload
 
 __all__ = ["CANDIDATE_WORKER", "CASE_WORKER", "MAX_NODE_LOSSES", "RayExecutor"]
 
@@ -98,6 +104,9 @@ class RayExecutor:
         Extra ``ray.init`` arguments for the embedded cluster (e.g. ``num_cpus``).
     in_flight : int
         Cases handed to one GPU runner at once (the next waits in the actor, not in the driver).
+    data_ahead : bool
+        Make each shape's inputs and float64 reference on a CPU worker before its GPU cases are
+        queued (two shapes a GPU ahead); the runner takes them from Ray's object store.
     """
 
     kind = "ray"
@@ -105,7 +114,7 @@ class RayExecutor:
     def __init__(self, address: str | None = None, *, max_retries: int = 2, poll_s: float = 0.2,
                  imports: Sequence[str] = (), runtime_env: dict | None = None, prebuild: bool = True,
                  unplaceable_s: float = 60.0, init_kwargs: dict | None = None,
-                 module_folders: Sequence[str] = (), in_flight: int = 2):
+                 module_folders: Sequence[str] = (), in_flight: int = 2, data_ahead: bool = True):
         if max_retries < 0:
             raise DispatchError(f"the Ray executor's max_retries must be >= 0, got {max_retries}")
         self.cluster = RayCluster(address, runtime_env=runtime_env, init_kwargs=init_kwargs,
@@ -115,6 +124,7 @@ class RayExecutor:
         self.poll_s = float(poll_s)
         self.imports = tuple(imports)
         self.prebuild = prebuild
+        self.data_ahead = bool(data_ahead)
         self.unplaceable_s = float(unplaceable_s)
         strikes = self.max_retries + 1
         # a case behind one that crashes is set back once per crash of it: never given up for that
@@ -199,7 +209,11 @@ class RayExecutor:
             raise DispatchError(f"no node of the Ray cluster can run cases needing {', '.join(missing)}; "
                                 f"GPU models in the cluster: {', '.join(models) or 'none'}")
         self._runs += 1
-        run = _Run(self._runs, config, self.imports, Emitter(on_result), side_specs or {})
+        ahead = 0
+        if self.data_ahead:  # two shapes a GPU, so that the next shape's data is there when a GPU is free
+            gpus = sum(self.cluster.capacity(s, nodes) for s in {slot_of(b[0]) for b in todo if slot_of(b[0])[0]})
+            ahead = max(2, 2 * gpus)
+        run = _Run(self._runs, config, self.imports, Emitter(on_result), side_specs or {}, ahead)
         items: list[Item] = []
         gpu_slots = []
         for batch in todo:
@@ -213,7 +227,8 @@ class RayExecutor:
             arch = arch_of_model(slot[1]) if self.prebuild else ""
             for case in batch:
                 prebuilt = arch and case.target == "cuda" and not is_callable(case) and case.key not in run.sides
-                items.append(run.build_item(case, arch) if prebuilt else run.case_item(case))
+                items += run.gpu_case(case, arch if prebuilt else "")
+        items += run.next_shapes()
         t_start = time.time()
         pool = self.pool
         pool.poll_hook = self.poll_hook
@@ -249,34 +264,102 @@ class RayExecutor:
 
 class _Run:
     """One :meth:`RayExecutor.run`: its items' keys (unique for the pool's life: the run's number, the
-    kind, the case key), its CPU batches' remaining cases, and what each outcome becomes."""
+    kind, the case key or shape), its CPU batches' remaining cases, the GPU cases waiting for their
+    build or their shape's data, and what each outcome becomes."""
 
     def __init__(self, number: int, config: MeasureConfig, imports: tuple[str, ...], emit: Emitter,
-                 sides: dict) -> None:
+                 sides: dict, ahead: int = 0) -> None:
         self.number, self.config, self.imports, self.emit, self.sides = number, config, imports, emit, sides
         self.cases: dict[str, Case] = {}
         self.chains: dict[str, deque] = {}  # first case key of a CPU batch -> the cases after it
         self.chain_of: dict[str, str] = {}  # case key -> its CPU batch's first case key
+        # GPU cases not queued yet: case key -> [built (bool), artifact, shape (None: no data ahead)]
+        self.pending: dict[str, list] = {}
+        self.ahead = ahead  # the most shapes whose data is made or held at once (0: none ahead)
+        self.shape_cases: dict[tuple, list[str]] = {}  # shape -> its GPU cases (data ahead)
+        self.shape_refs: dict[tuple, Any] = {}  # shape -> its data's object (None: the runner makes it)
+        self.shape_left: dict[tuple, int] = {}  # shape -> its cases without an outcome
+        self.shapes_todo: deque = deque()  # shapes whose data item is not submitted yet
+        self.shape_ids: dict[int, tuple] = {}
+        self.open_shapes = 0
 
-    def case_item(self, case: Case, artifact: Any = None) -> Item:
+    @staticmethod
+    def shape_of(case: Case) -> tuple:
+        return (case.workload, case.params, case.dtype)
+
+    def case_item(self, case: Case, artifact: Any = None, data: Any = None) -> Item:
         self.cases[case.key] = case
         if not slot_of(case)[0]:
             self.chain_of.setdefault(case.key, case.key)
         # a shape's cases to one GPU worker where possible: it caches the inputs and float64 reference
         return Item((self.number, "case", case.key),
-                    case_payload(case, self.config, self.imports, artifact, self.sides.get(case.key)),
-                    slot_of(case), case.timeout_s, group=(case.workload, case.params, case.dtype))
+                    case_payload(case, self.config, self.imports, artifact, self.sides.get(case.key), data),
+                    slot_of(case), case.timeout_s, group=self.shape_of(case))
 
-    def build_item(self, case: Case, arch: str) -> Item:
+    def gpu_case(self, case: Case, arch: str) -> list[Item]:
+        """A GPU case: its build item (``arch``: prebuilt), its shape noted for a data item (data
+        ahead), or, with neither, its item at once."""
         self.cases[case.key] = case
-        return Item((self.number, "build", case.key), build_payload(case, arch), (False, ""), case.timeout_s)
+        shape = self.shape_of(case) if self.ahead else None
+        if shape is not None:
+            if shape not in self.shape_cases:
+                self.shape_cases[shape] = []
+                self.shape_left[shape] = 0
+                self.shapes_todo.append(shape)
+            self.shape_cases[shape].append(case.key)
+            self.shape_left[shape] += 1
+        self.pending[case.key] = [not arch, None, shape]
+        if arch:
+            return [Item((self.number, "build", case.key), build_payload(case, arch), (False, ""), case.timeout_s)]
+        return self._ready(case.key)
+
+    def next_shapes(self) -> list[Item]:
+        """Data items for the next shapes, while fewer than ``ahead`` shapes are open."""
+        items = []
+        while self.shapes_todo and self.open_shapes < self.ahead:
+            shape = self.shapes_todo.popleft()
+            self.open_shapes += 1
+            first = self.cases[self.shape_cases[shape][0]]
+            timeout = max(self.cases[k].timeout_s for k in self.shape_cases[shape])
+            self.shape_ids[len(self.shape_ids)] = shape
+            items.append(Item((self.number, "data", len(self.shape_ids) - 1),
+                              data_payload(first, self.config.seed, self.imports), (False, ""), timeout,
+                              keep_ref=True))
+        return items
+
+    def _ready(self, key: str) -> list[Item]:
+        """The item of a GPU case whose build and shape data are in (else nothing yet)."""
+        built, artifact, shape = self.pending[key]
+        if not built or (shape is not None and shape not in self.shape_refs):
+            return []
+        del self.pending[key]
+        data = self.shape_refs.get(shape) if shape is not None else None
+        return [self.case_item(self.cases[key], artifact, data)]
+
+    def _case_done(self, case: Case) -> list[Item]:
+        """A GPU case has its outcome: its shape's data goes once every case of the shape has one."""
+        shape = self.shape_of(case) if self.ahead else None
+        if shape is None or shape not in self.shape_left:
+            return []
+        self.shape_left[shape] -= 1
+        if self.shape_left[shape] > 0:
+            return []
+        self.shape_refs.pop(shape, None)  # the object store lets the arrays go
+        self.open_shapes -= 1
+        return self.next_shapes()
 
     def take(self, o: Outcome) -> list[Item]:
-        """Pass an outcome on; returns the items it makes ready (a prebuilt case, a CPU batch's next)."""
+        """Pass an outcome on; returns the items it makes ready (a prebuilt case, a shape's cases, a
+        CPU batch's next case, the next shapes' data)."""
         _, kind, key = o.key
+        if kind == "data":  # the shape's cases follow with it (None: their runner makes the data)
+            shape = self.shape_ids[key]
+            self.shape_refs[shape] = o.value if o.status == "ok" else None
+            return [item for k in self.shape_cases[shape] if k in self.pending for item in self._ready(k)]
         case = self.cases[key]
         if kind == "build":  # the GPU item follows, with the cubin (None: the GPU worker builds it)
-            return [self.case_item(case, o.value if o.status == "ok" else None)]
+            self.pending[key][:2] = [True, o.value if o.status == "ok" else None]
+            return self._ready(key)
         if o.status == "cancelled":
             return []
         where = f" on {o.worker}" if o.worker else ""
@@ -292,6 +375,8 @@ class _Run:
                 f"the worker crashed{where} running this case ({o.attempts} attempts): {o.error}")))
         else:
             self.emit(Result(case, "crashed", worker=o.worker, message=clean_message(o.message)))
+        if slot_of(case)[0]:
+            return self._case_done(case)
         head = self.chain_of.get(key)
         chain = self.chains.get(head) if head is not None else None
         if not chain:

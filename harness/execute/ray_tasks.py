@@ -19,18 +19,26 @@ from harness.model import Case, MeasureConfig, Result
 from kernels.tuning.ray_workers import RunnerActor
 from kernels.workloads import get as get_workload
 
-from . import peers, worker
+from . import inputs, peers, worker
 from .build import Artifact, build_artifact, is_callable
 
-__all__ = ["CaseRunner", "build_payload", "case_payload", "cpu_item", "peer_libraries"]
+__all__ = ["CaseRunner", "build_payload", "case_payload", "cpu_item", "data_payload", "peer_libraries"]
 
 log = logging.getLogger(__name__)
 
 
 def case_payload(case: Case, config: MeasureConfig, imports: tuple[str, ...], artifact: Artifact | None = None,
-                 sides: dict | None = None) -> tuple:
-    """What a worker needs to run one case (a CPU item's or a GPU runner's payload)."""
-    return ("case", case, config, imports, artifact, sides)
+                 sides: dict | None = None, data: Any = None) -> tuple:
+    """What a worker needs to run one case (a CPU item's or a GPU runner's payload); ``data``: the
+    Ray object holding the ``("result", ShapeData)`` of the case's shape, made ahead by a CPU item
+    (:func:`data_payload`), or None."""
+    return ("case", case, config, imports, artifact, sides, data)
+
+
+def data_payload(case: Case, seed: int, imports: tuple[str, ...]) -> tuple:
+    """A CPU item making the inputs and float64 reference of ``case``'s shape (its value: a
+    :class:`~harness.execute.inputs.ShapeData`) for the GPU runner that times the shape's cases."""
+    return ("data", case, seed, imports)
 
 
 def build_payload(case: Case, arch: str) -> tuple:
@@ -39,7 +47,7 @@ def build_payload(case: Case, arch: str) -> tuple:
 
 
 def _run_one(payload: tuple) -> Result:
-    _, case, config, imports, artifact, sides = payload
+    _, case, config, imports, artifact, sides, _data = payload
     artifacts = {case.key: artifact} if artifact is not None else None
     side_specs = {case.key: sides} if sides else None
     return next(iter(worker.run_cases([case], config, imports, artifacts=artifacts, side_specs=side_specs,
@@ -57,7 +65,27 @@ def cpu_item(payload: tuple) -> Any:
         except Exception as exc:
             log.info("kbench: prebuild of %s failed (%s); the GPU worker rebuilds it", case.key, exc)
             return None
+    if payload[0] == "data":
+        _, case, seed, imports = payload
+        worker.import_suite_modules(imports)
+        return inputs.shape_data(get_workload(case.workload), case, seed)
     return _run_one(payload)
+
+
+def _take_data(case: Case, config: MeasureConfig, ref: Any) -> None:
+    """Keep the shape data a CPU worker made (``ref``: the object of its ``("result", ShapeData)``) as
+    this process's cache entry; on any failure the case makes its data itself."""
+    if inputs.cached(inputs.data_key(case.workload, case.params, case.dtype, config.seed)):
+        return
+    try:
+        import ray
+
+        event = ray.get(ref)
+        if event[0] == "result" and event[1] is not None:
+            inputs.prime(event[1])
+    except Exception as exc:
+        log.info("kbench: the shape's data made ahead cannot be had (%s: %s); making it here",
+                 type(exc).__name__, exc)
 
 
 class CaseRunner:
@@ -104,6 +132,8 @@ class CaseRunner:
     def __call__(self, payload: tuple) -> Result:
         """One case. After a case of a peer library, torch's caching allocator gives back the GPU memory
         it keeps, so that later cases do not find the GPU fuller than a fresh process would."""
+        if payload[6] is not None:
+            _take_data(payload[1], payload[2], payload[6])
         result = _run_one(payload)
         torch = sys.modules.get("torch")
         try:

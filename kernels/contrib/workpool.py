@@ -220,8 +220,11 @@ def _cpu_item(cpu_fn: Callable[[Any], Any], key: Any, payload: Any) -> Iterator[
 @dataclass
 class Item:
     """One unit of work: ``key`` (unique in a pool), ``payload`` (what the worker gets), ``slot``
-    (``(needs_gpu, gpu_model)``), ``timeout_s`` (the longest one run of it may take) and ``group``
-    (GPU items: an affinity, e.g. the shape whose inputs and reference a worker caches)."""
+    (``(needs_gpu, gpu_model)``), ``timeout_s`` (the longest one run of it may take), ``group``
+    (GPU items: an affinity, e.g. the shape whose inputs and reference a worker caches), ``worker``
+    (which named factory of the runners runs it) and ``keep_ref`` (the outcome's ``value`` is the Ray
+    object reference of the ``("result", value)`` event, left unfetched: large values the client only
+    passes on)."""
 
     key: Hashable
     payload: Any
@@ -229,6 +232,7 @@ class Item:
     timeout_s: float = 60.0
     group: Hashable | None = None  # GPU items of one group go to the runner that ran the group before
     worker: Hashable | None = None  # GPU items: which of the pool's named factories runs it (None: the first)
+    keep_ref: bool = False  # the outcome's value is the Ray object holding ("result", value), not fetched
 
 
 @dataclass
@@ -650,6 +654,12 @@ class WorkPool:
                 self._end(call)
                 if call.item.key not in self._done:
                     self._failed(call, RuntimeError("the worker ended without a result"))
+                return
+            if call.item.keep_ref and call.started is not None and not call.setup:
+                # the event after "start" is the result: left in the object store for the client (who
+                # hands it on, e.g. to a runner); a failed run raises where it is fetched
+                self._finish(call, "ok", value=ref)
+                self._end(call)
                 return
             try:
                 event = ray.get(ref)

@@ -171,7 +171,7 @@ def test_check_and_time_measures_with_the_harness_timer_and_loop():
     (doubled,), e2 = check_and_time(case, 0, job, slower)
     assert e1 == e2 == 0
     # 2x asked; the spin is sized from the warm-up's median, so a shared host's noise widens it
-    assert 1.3 < doubled / base < 4.0, (base, doubled)  # about 2; wide bounds: a busy host shifts both
+    assert doubled / base > 1.3, (base, doubled)  # about 2; no upper bound: a busy host slows either
 
 
 def test_check_and_time_checks_before_it_times_on_either_clock():

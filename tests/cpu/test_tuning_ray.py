@@ -320,9 +320,9 @@ def test_kbench_tunes_clock_runs_in_the_ray_runner(cluster, builder):
     assert all(r.error_no == 0 and len(r.costs) == 1 and r.costs[0] > 0 for r in got["tuning"]), got
     assert all(r.error_no == MeasureErrorNo.WRONG_ANSWER and "output 0" in r.costs[0] for r in got["wrong"])
     ratios = [s.costs[0] / t.costs[0] for s, t in zip(got["slower"], got["tuning"])]
-    # the harness clock adds the injected work (time_evaluator would give about 1); wide bounds: a busy
-    # host shifts both timings
-    assert all(1.3 < x < 4.0 for x in ratios), ratios
+    # the harness clock adds the injected work (about 2x; time_evaluator would give about 1); only lower
+    # bounds: a busy host can slow either timing a lot, but injected work cannot make one faster
+    assert all(x > 1.15 for x in ratios) and max(ratios) > 1.4, ratios
 
 
 # -- failures become records ----------------------------------------------------------------------
