@@ -321,8 +321,9 @@ class _Run:
             self.open_shapes += 1
             first = self.cases[self.shape_cases[shape][0]]
             timeout = max(self.cases[k].timeout_s for k in self.shape_cases[shape])
-            self.shape_ids[len(self.shape_ids)] = shape
-            items.append(Item((self.number, "data", len(self.shape_ids) - 1),
+            sid = len(self.shape_ids)
+            self.shape_ids[sid] = shape
+            items.append(Item((self.number, "data", sid),
                               data_payload(first, self.config.seed, self.imports), (False, ""), timeout,
                               keep_ref=True))
         return items

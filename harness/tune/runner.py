@@ -121,6 +121,13 @@ class RunnerSettings:
                        min_samples=min(base.min_samples, self.min_samples),
                        max_rel_ci=max(base.max_rel_ci, self.max_rel_ci), slowdown=0.0, interleave=())
 
+    def clock_config(self, base: MeasureConfig | None = None) -> MeasureConfig | None:
+        """What :func:`check_and_time` is given for these settings' clock: :meth:`measure_config` of
+        ``base`` (None: MeasureConfig's defaults) on the harness clock, None on ``time_evaluator``."""
+        if self.clock != "harness":
+            return None
+        return self.measure_config(base if base is not None else MeasureConfig())
+
 
 #: the RunnerSettings fields that are MeasureConfig settings (checked by MeasureConfig's rules)
 TUNING_MEASURE_FIELDS = ("max_time_s", "min_time_s", "min_samples", "max_rel_ci")
@@ -172,17 +179,13 @@ class CheckedRunner(LocalRunner):
         self.case = case
         self.seed = settings.seed
         self.imports = tuple(imports)
-        self.clock = settings.clock
-        self.measure = settings.measure_config(measure if measure is not None else MeasureConfig())
+        self.config = settings.clock_config(measure)
 
     def _child_imports(self) -> tuple[str, ...]:
         return ("harness.tune.runner", *self.imports)
 
     def _job(self, inp: MeasureInput, built: BuildResult) -> tuple[Any, tuple]:
-        job = self._run_job(inp, built)
-        if self.clock == "harness":
-            return check_and_time, (self.case, self.seed, job, self.measure)
-        return check_and_time, (self.case, self.seed, job)
+        return check_and_time, (self.case, self.seed, self._run_job(inp, built), self.config)
 
 
 def _checked(case: Case, seed: int, job: RunJob) -> tuple[Any, ...]:
@@ -302,7 +305,5 @@ def ray_measure_fn(case: Case, settings: RunnerSettings, imports: Sequence[str] 
     :func:`check_and_time` with the case, the seed, the harness clock's MeasureConfig (none on the
     ``time_evaluator`` clock) and the suite's modules, the candidate's ``RunJob`` last. A partial of
     a module-level function: it travels to the workers by reference (pickled by name)."""
-    config = None
-    if settings.clock == "harness":
-        config = settings.measure_config(measure if measure is not None else MeasureConfig())
-    return functools.partial(check_and_time, case, settings.seed, config=config, imports=tuple(imports))
+    return functools.partial(check_and_time, case, settings.seed, config=settings.clock_config(measure),
+                             imports=tuple(imports))

@@ -94,7 +94,8 @@ class FeatureExtractor:
         self.failures: Dict[int, str] = {}
         self.seconds = 0.0  # time spent extracting (wall), and how many were extracted
         self.extracted = 0
-        self._spawned: Any = None  # the spawned worker processes (a process connected to Ray)
+        # the spawned worker processes (a process connected to Ray); False: the task cannot be sent
+        self._spawned: Any = None
         self.pool_kind = ""  # how the last batch was extracted: "fork", "spawn" or "here"
 
     def __len__(self) -> int:
@@ -117,8 +118,7 @@ class FeatureExtractor:
             if self.n_workers > 1 and len(missing) >= self.pool_min:
                 self._extract_pool(missing)
             else:
-                for i in missing:
-                    self._store(*_extract_here(self.task, i, self.feature_type))
+                self._extract_locally(missing)
             self.seconds += time.perf_counter() - t0
             self.extracted += len(missing)
         if not indices:
@@ -136,6 +136,12 @@ class FeatureExtractor:
             vec = np.zeros(self.length, dtype=np.float32)
         self.cache[index] = vec
 
+    def _extract_locally(self, indices: List[int]) -> None:
+        """Extract, in this process, those of ``indices`` not cached yet."""
+        for i in indices:
+            if i not in self.cache:
+                self._store(*_extract_here(self.task, i, self.feature_type))
+
     def _extract_pool(self, missing: List[int]) -> None:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
@@ -152,8 +158,7 @@ class FeatureExtractor:
             ctx = None
         if ctx is None:
             self.pool_kind = "here"
-            for i in missing:
-                self._store(*_extract_here(self.task, i, self.feature_type))
+            self._extract_locally(missing)
             return
         self.pool_kind = "fork"
         _POOL_TASK, _POOL_TYPE = self.task, self.feature_type
@@ -166,12 +171,9 @@ class FeatureExtractor:
         except Exception as exc:  # a broken pool: the rest in this process
             logger.info("feature extraction pool failed (%s: %s); extracting in this process",
                         type(exc).__name__, exc)
-            for i in missing:
-                if i not in self.cache:
-                    self._store(*_extract_here(self.task, i, self.feature_type))
+            self._extract_locally(missing)
         finally:
             _POOL_TASK = None
-
 
     def _extract_spawned(self, missing: List[int]) -> bool:
         """Extract ``missing`` in the spawned worker processes (started the first time, the task sent
@@ -180,6 +182,8 @@ class FeatureExtractor:
         from concurrent.futures import ProcessPoolExecutor
 
         pool = self._spawned
+        if pool is False:  # the task did not pickle before: it will not now
+            return False
         if pool is None:
             try:
                 # function-level: the task pickled as the Ray workers get it (Ray's cloudpickle)
@@ -189,6 +193,7 @@ class FeatureExtractor:
             except Exception as exc:
                 logger.info("features: the task cannot be sent to worker processes (%s: %s); extracting "
                             "in this process", type(exc).__name__, exc)
+                self._spawned = False
                 return False
             pool = self._spawned = ProcessPoolExecutor(
                 max_workers=self.n_workers, mp_context=mp.get_context("spawn"), initializer=_spawned_init,
@@ -205,16 +210,14 @@ class FeatureExtractor:
                         type(exc).__name__, exc)
             self._spawned = None
             pool.shutdown(wait=False, cancel_futures=True)
-            rest = [i for i in missing if i not in self.cache]
-            for i in rest:
-                self._store(*_extract_here(self.task, i, self.feature_type))
+            self._extract_locally(missing)
         self.pool_kind = "spawn"
         return True
 
     def close(self) -> None:
         """End the spawned worker processes, if any (they also end with the extractor)."""
         pool, self._spawned = self._spawned, None
-        if pool is not None:
+        if pool:
             pool.shutdown(wait=False, cancel_futures=True)
 
 
