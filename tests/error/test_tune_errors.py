@@ -146,3 +146,32 @@ def test_tuning_settings_are_checked_where_they_are_made(tmp_path, capsys):
     code, err = _kbench(capsys, "tune", suite, "--targets", "c,bogus", "--db", db)
     assert code == 4 and "TuneRequest: unknown target 'bogus' (targets: c, opencl, cuda)" in err, err
     assert not db.exists()
+
+
+@pytest.mark.parametrize("argv, names", [(["--clock", "sundial"], ["--clock", "'sundial'", "harness"]),
+                                         (["--max-time", "0"], ["--max-time", "more than 0"])])
+def test_a_bad_clock_option_is_a_usage_error(tmp_path, capsys, argv, names):
+    (tmp_path / "t.toml").write_text(TUNED)
+    with pytest.raises(SystemExit) as exit_:
+        main(["tune", str(tmp_path / "t.toml"), *argv, "--db", str(tmp_path / "k.db")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 4 and all(n in err for n in names), err
+    assert not (tmp_path / "k.db").exists()
+
+
+def test_a_clock_setting_is_checked_where_it_is_made():
+    from harness.errors import InvalidSetting
+    from harness.tune.runner import RunnerSettings
+
+    with pytest.raises(InvalidSetting, match="RunnerSettings: clock must be one of harness, time_evaluator, "
+                                             "got 'sundial'"):
+        RunnerSettings(clock="sundial")
+
+
+def test_a_negative_retry_count_of_the_ray_executor_is_named_before_ray_starts():
+    pytest.importorskip("ray")
+    from harness.execute import DispatchError
+    from harness.execute.ray_executor import RayExecutor
+
+    with pytest.raises(DispatchError, match="the Ray executor's max_retries must be >= 0, got -1"):
+        RayExecutor(max_retries=-1)

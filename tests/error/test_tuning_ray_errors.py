@@ -35,6 +35,8 @@ def test_ray_builder_options(kwargs, match):
     ({"cooldown_interval": "a while"}, r"RayRunner: cooldown_interval must be a number, got 'a while'"),
     ({"max_restarts": -1}, r"RayRunner: max_restarts must be >= 0, got -1"),
     ({"runtime_env": ["x"]}, r"RayRunner: runtime_env must be a dict, got list"),
+    ({"measure_fn": "check_and_time"}, r"RayRunner: measure_fn must be callable, got str"),
+    ({"pool": object()}, r"RayRunner: a pool needs the name of its factory of this runner's worker \(worker=\)"),
 ])
 def test_ray_runner_options(kwargs, match):
     with pytest.raises(RayMeasureError, match=match):
