@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scaling check on a 2-GPU machine: the tutorial suite's CUDA cases (SUITES="a.toml b.toml ...": the
+# Scaling check on a machine of several GPUs: the tutorial suite's CUDA cases (SUITES="a.toml b.toml ...": the
 # workloads of those suites in one, e.g. a nightly-size suite of 100+ CUDA cases) (CASE_S seconds of measuring each,
 # default 2; several values allowed: CASE_S="2 6") on one GPU and on two, REPS times each (default 2),
 # in the modes of MODES (default "embedded cluster"):
@@ -9,7 +9,7 @@
 # One line per run (mode, GPUs, wall seconds, kbench's dispatch seconds, cases ok, nvcc calls), then the
 # 2-vs-1 ratios. Run after `source .whl/setup.sh`; logs, stores and results.tsv go under $OUT.
 #   source .whl/setup.sh && bash scripts/device_scaling.sh
-# GPU_COUNTS="2" (or "1") runs only those counts (default "1 2"); WARMUP=0 skips the warm-up run (a
+# GPU_COUNTS="4 2 1" runs those counts in that order, each on the first N GPUs (default "1 2"); WARMUP=0 skips the warm-up run (a
 # second call on a warm machine whose build cache the first one filled); a summary needs both counts
 # in one results.tsv, so with split calls compare the RESULT lines.
 # About 6-7 minutes. `ray stop --force` (between and after the cluster runs, and on exit) stops every
@@ -104,7 +104,7 @@ nvidia-smi -L 2>/dev/null || echo "(no nvidia-smi)"
 
 # warm-up: fills the build cache and, on both GPUs, the peaks cache (short measuring)
 if [ "${WARMUP:-1}" != 0 ]; then
-echo "== warm-up (embedded Ray, 2 GPUs)"
+echo "== warm-up (embedded Ray, every GPU)"
 t0=$(now)
 python3 -m harness.cli run "$suite" --targets cuda --min-time 0.1 --max-time 0.1 --db "$out/warmup.db" \
   > "$out/warmup.log" 2>&1
@@ -117,8 +117,9 @@ for case_s in ${CASE_S:-2}; do
 if [[ " ${MODES:-embedded cluster} " == *" embedded "* ]]; then
 echo "== embedded Ray, $case_s s per case"
 for rep in $(seq "$reps"); do
-  [[ " $counts " == *" 1 "* ]] && CUDA_VISIBLE_DEVICES=0 run embedded 1 "$rep"
-  [[ " $counts " == *" 2 "* ]] && run embedded 2 "$rep"
+  for gpus in $counts; do
+    CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((gpus - 1))) run embedded "$gpus" "$rep"
+  done
 done
 fi
 
@@ -127,7 +128,7 @@ echo "== existing Ray cluster (ray start --head, kbench --address 127.0.0.1:$por
 python3 -c 'import secrets; print(secrets.token_hex(32))' > "$authdir/auth_token"
 chmod 600 "$authdir/auth_token"
 for gpus in $counts; do
-  if [ "$gpus" = 1 ]; then vis=0; else vis=0,1; fi
+  vis=$(seq -s, 0 $((gpus - 1)))
   ray_cli stop --force >/dev/null 2>&1
   if ! CUDA_VISIBLE_DEVICES=$vis RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="$authdir/auth_token" \
       ray_cli start --head --node-ip-address=127.0.0.1 --port="$port" --num-gpus="$gpus" \
@@ -144,20 +145,20 @@ done
 fi
 done
 
-echo "== summary (mean of the reps; ratio = 1 GPU / 2 GPUs, goal >= 1.8)"
+echo "== summary (mean of the reps; ratio = 1 GPU / N GPUs; goals: 2 GPUs >= 1.85, 4 GPUs >= 3.5)"
 awk -F'\t' 'NR > 1 && $5 != "?" {
-    k = $11 FS $1 FS $2; cs[$11] = 1; n[k]++; w[k] += $4; if ($6 != "?") { d[k] += $6; nd[k]++ } ok[k] += $7; pl[k] += $8
+    k = $11 FS $1 FS $2; cs[$11] = 1; g[$2] = 1; n[k]++; w[k] += $4; if ($6 != "?") { d[k] += $6; nd[k]++ } ok[k] += $7; pl[k] += $8
   }
   END {
     split("embedded cluster", modes, " ")
-    for (c in cs) for (i = 1; i <= 2; i++) {
-      m = modes[i]; a = c FS m FS 1; b = c FS m FS 2
-      if (!(a in n) || !(b in n)) continue
+    for (c in cs) for (i = 1; i <= 2; i++) for (gb in g) {
+      m = modes[i]; a = c FS m FS 1; b = c FS m FS gb
+      if (gb == 1 || !(a in n) || !(b in n)) continue
       printf "%s s/case  ", c
       wa = w[a] / n[a]; wb = w[b] / n[b]
       da = nd[a] ? d[a] / nd[a] : 0; db = nd[b] ? d[b] / nd[b] : 0
-      printf "%-8s  wall: 1 GPU %6.1f s, 2 GPUs %6.1f s, ratio %.2f | dispatch: 1 GPU %6.1f s, 2 GPUs %6.1f s, ratio %s | ok %d/%d\n",
-        m, wa, wb, wa / wb, da, db, (db > 0 ? sprintf("%.2f", da / db) : "?"), ok[a] + ok[b], pl[a] + pl[b]
+      printf "%-8s  wall: 1 GPU %6.1f s, %s GPUs %6.1f s, ratio %.2f | dispatch: 1 GPU %6.1f s, %s GPUs %6.1f s, ratio %s | ok %d/%d\n",
+        m, wa, gb, wb, wa / wb, da, gb, db, (db > 0 ? sprintf("%.2f", da / db) : "?"), ok[a] + ok[b], pl[a] + pl[b]
     }
   }' "$results"
 echo "(runs without a kbench summary line are left out; every run: $results, logs: $out/*.log)"

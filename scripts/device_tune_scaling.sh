@@ -3,7 +3,7 @@
 # warp-tile tensor-core space (suites/tensorcore-tune.toml at float16 NN N^3, N=${N:-4096}) with the
 # xgb tuner, TRIALS trials (default 96), `--executor ray` (embedded Ray: CPU workers build, one runner
 # per GPU times), once with CUDA_VISIBLE_DEVICES=0 and once with every GPU (GPU_COUNTS="1 2" default).
-# One RESULT line per run: wall seconds, trials, trials a minute; logs and stores under $OUT.
+# Each run has a build cache of its own (KBENCH_CACHE_DIR under $TMPDIR). One RESULT line per run: wall seconds, trials, trials a minute; logs and stores under $OUT.
 # LIMIT_S (default none) stops each run after that many seconds: the rate is then the trials stored
 # in that time (start-up included, as in a full run).
 #   source .whl/setup.sh && bash scripts/device_tune_scaling.sh
@@ -22,7 +22,9 @@ for gpus in ${GPU_COUNTS:-1 2}; do
   db="$out/tune-${gpus}gpu.db"
   rm -f "$db"
   t0=$(date +%s.%N)
-  CUDA_VISIBLE_DEVICES=$vis ${LIMIT_S:+timeout -s INT $LIMIT_S} python3 -m harness.cli tune "$suite" --tuner xgb --trials "$trials" --executor ray \
+  cache="${TMPDIR:-/tmp}/kbench-tune-cache-${gpus}gpu"   # a build cache of its own: no run reuses nvcc output
+  rm -rf "$cache"
+  KBENCH_CACHE_DIR=$cache CUDA_VISIBLE_DEVICES=$vis ${LIMIT_S:+timeout -s INT $LIMIT_S} python3 -m harness.cli tune "$suite" --tuner xgb --trials "$trials" --executor ray \
     --db "$db" > "$out/tune-${gpus}gpu.log" 2>&1
   rc=$?
   t1=$(date +%s.%N)
@@ -36,6 +38,15 @@ PY
 )
   wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
   rate=$(awk -v w="$wall" -v t="${done_trials:-0}" 'BEGIN { if (w > 0 && t ~ /^[0-9]+$/) printf "%.1f", 60 * t / w; else print "?" }')
+  python3 - "$db" "$t0" <<'PY' 2>/dev/null
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+t0 = float(sys.argv[2])
+rows = con.execute("select trial, timestamp, error_no from tuning_trials order by trial").fetchall()
+marks = [r for r in rows if (r[0] + 1) % 24 == 0 or r is rows[-1]]
+print("  timeline: " + ", ".join(f"trial {t + 1} at {ts - t0:.1f} s" for t, ts, _ in marks)
+      + f"; errors {sum(1 for r in rows if r[2])}")
+PY
   tail -4 "$out/tune-${gpus}gpu.log" | sed 's/^/  /'
   echo "RESULT tune gpus=$gpus n=$n trials=${done_trials:-?}/$trials wall_s=$wall trials_per_min=$rate rc=$rc"
 done
