@@ -28,6 +28,7 @@ from .double_buffer import inject_double_buffer, mark_double_buffer
 from .flatten import row_major_strides, storage_flatten
 from .from_blocks import tir_function
 from .intrin import lower_intrinsics
+from .block_partition import partition_blocks
 from .loop_partition import partition_loops
 from .schedule_ops import check_attachments, inline_bodies, schedule_to_stmt
 from .pipeline import Pass, _body, _target_body
@@ -256,6 +257,9 @@ INJECT_VIRTUAL_THREAD = Pass("inject_virtual_thread", _body(inject_virtual_threa
 UNROLL = Pass("unroll", _body(unroll_loops), "unrolled loops of constant extent -> copies of their body")
 VECTORIZE = Pass("vectorize", _target_body(vectorize_loops),
                  "vectorized loops -> vector loads/stores and lane-wise code (a plain loop on c)")
+BLOCK_PARTITION = Pass("block_partition", _target_body(partition_blocks),
+                       "kernels with bound checks -> a check-free copy for the interior thread blocks "
+                       "and the checked copy for the edge blocks")
 LOOP_PARTITION = Pass("loop_partition", _target_body(lambda s, t: partition_loops(s)),
                       "loops guarded by a bound check -> a guard-free main loop and a guarded tail")
 
@@ -273,6 +277,7 @@ PASSES: List[Pass] = [
 
 #: what ``build`` runs, in order, once the target is known
 TARGET_PASSES: List[Pass] = [
+    BLOCK_PARTITION,
     Pass("rewrite_tensor_core", _target_body(rewrite_tensor_core),
          "the tensor_core pragma: warp-wide WMMA fragments on CUDA where the tile allows (plain code else)"),
     Pass("lower_subbyte", lambda f, t: f.with_body(lower_subbyte(f.body, f.buffers)),

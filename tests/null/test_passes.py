@@ -21,7 +21,7 @@ def test_pass_lists_are_named_in_order():
     assert [p.name for p in PASSES] == ["mark_double_buffer", "storage_flatten", "inject_virtual_thread",
                                         "inject_double_buffer",
                                         "unroll", "simplify"]
-    assert [p.name for p in TARGET_PASSES] == ["rewrite_tensor_core", "lower_subbyte",
+    assert [p.name for p in TARGET_PASSES] == ["block_partition", "rewrite_tensor_core", "lower_subbyte",
                                                "lower_thread_allreduce", "lower_intrinsics",
                                                "promote_accumulators", "vectorize",
                                                "storage_sync", "loop_partition", "simplify"]

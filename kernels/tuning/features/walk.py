@@ -72,7 +72,7 @@ __all__ = ["SKIPPED_PASSES", "LOOP_KINDS", "Loop", "Access", "ProgramFeatures", 
            "DeviceLimits", "lower_for_features", "analyze"]
 
 #: the passes of :data:`kernels.lower.PASSES` / :data:`TARGET_PASSES` left out (see the docstring), by name
-SKIPPED_PASSES = ("unroll", "vectorize", "loop_partition")
+SKIPPED_PASSES = ("unroll", "vectorize", "loop_partition", "block_partition")
 
 #: loop kinds of a level, as the one-hot part of a loop slot
 LOOP_KINDS = ("serial", "unrolled", "vectorized", "parallel", "block", "thread")
@@ -245,6 +245,7 @@ def lower_for_features(inputs: Any, args: Optional[Sequence[Any]] = None, target
     for ``target`` by every pass but :data:`SKIPPED_PASSES`; the virtual-thread extent is read
     before the pass that removes the virtual-thread loops."""
     from ...lower import (
+        BLOCK_PARTITION,
         INJECT_VIRTUAL_THREAD,
         LOOP_PARTITION,
         PASSES,
@@ -265,7 +266,8 @@ def lower_for_features(inputs: Any, args: Optional[Sequence[Any]] = None, target
             raise FeatureError("lower_for_features: a TE schedule needs its argument list")
         func = schedule_to_primfunc(inputs, args, "main")
     vthreads = 1
-    skipped = (UNROLL, VECTORIZE, LOOP_PARTITION)  # SKIPPED_PASSES, the objects themselves
+    # SKIPPED_PASSES, the objects themselves (block partitioning: one copy of the kernel, not two)
+    skipped = (UNROLL, VECTORIZE, LOOP_PARTITION, BLOCK_PARTITION)
     for p in PASSES:
         if p in skipped:
             continue

@@ -1,0 +1,252 @@
+"""Block partitioning: interior thread blocks without bound checks, edge blocks with them.
+
+A GPU kernel of a split whose factor does not divide the extent keeps ``if (likely(i < n))`` inside
+its tiles: every multiply-add of a ragged matrix product tests its row and column, the register
+tile's loops cannot be unrolled into registers, and vector fetches fall back to scalar ones. Which
+blocks need the checks is known at launch: a check ``a < b`` holds for every thread and every
+iteration of a block when the largest value of ``a`` over the block's thread indices and loops
+(whose ranges are constant) is below the smallest value of ``b`` — a condition on the block indices
+and the arguments' sizes alone. The kernel body becomes
+
+    if (<every such condition>) { the body without those checks } else { the body as it was }
+
+so interior blocks run the unchecked copy and the edge blocks the checked one. Kernels whose checks
+all sit outside serial loops (one check a thread, as in an elementwise kernel, or checks of a
+vectorized loop, which the vectorize pass turns into one test a vector) are left whole: a second
+copy would cost more code than the checks cost time. The condition is
+the same for all threads of a block, so barriers inside either copy stay uniform. Shared arrays
+the copies use are declared once, above the branch (a second declaration would double the block's
+shared memory). A check is taken out only where it is proven for the whole block; one that depends
+on anything else (a loop of symbolic extent, a value loaded from memory, a ``let``) stays in both
+copies, and a check that no block satisfies (a ragged reduction axis) stays too. Barriers inside
+the copies are uniform (CUDA allows them there); other targets keep kernels with barriers whole
+(see :func:`partition_blocks`).
+
+This is TVM's loop partitioning for the outermost (block) loops, as its GPU schedules use it; the
+serial loops inside a kernel are partitioned by :mod:`kernels.lower.loop_partition`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional, Tuple
+
+from ..tir import attr
+from ..tir.expr import GE, GT, LE, LT, And, BufferLoad, Call, IntImm, PrimExpr, ProducerLoad, Var, const
+from ..tir.functor import children, collect, rewrite
+from ..tir.simplify import simplify, structural_equal
+from ..tir.stmt import Allocate, AttrStmt, For, ForKind, IfThenElse, LetStmt, Stmt
+from .bound import eval_interval
+from .te_stmt import ThreadAllReduce
+
+__all__ = ["partition_blocks"]
+
+_COMPARISONS = (LT, LE, GT, GE)
+
+
+def _launch_chain(s: AttrStmt) -> Tuple[List[AttrStmt], Stmt]:
+    """The thread_extent attributes at the top of a kernel, and the statement below them."""
+    chain: List[AttrStmt] = []
+    while isinstance(s, AttrStmt) and s.attr_key == attr.THREAD_EXTENT:
+        chain.append(s)
+        s = s.body
+    return chain, s
+
+
+def _ranges(chain: List[AttrStmt], body: Stmt) -> Optional[Dict[Var, Tuple[int, int]]]:
+    """Inclusive constant ranges of the thread indices and loops of the kernel; a variable bound
+    twice with different ranges gets their union. None when a range is empty."""
+    out: Dict[Var, Tuple[int, int]] = {}
+
+    def note(v: Var, lo: int, extent: int) -> bool:
+        if extent <= 0:
+            return False
+        hi = lo + extent - 1
+        if v in out:
+            lo, hi = min(lo, out[v][0]), max(hi, out[v][1])
+        out[v] = (lo, hi)
+        return True
+
+    nodes = list(chain) + collect(body, lambda n: isinstance(n, (AttrStmt, For)))
+    for n in nodes:
+        if isinstance(n, AttrStmt):
+            if n.attr_key != attr.THREAD_EXTENT or n.node.thread_tag.startswith("blockIdx"):
+                continue
+            ext = simplify(n.value)
+            if isinstance(ext, IntImm) and not note(n.node.var, 0, ext.value):
+                return None
+        else:
+            lo, ext = simplify(n.min), simplify(n.extent)
+            if isinstance(lo, IntImm) and isinstance(ext, IntImm) and not note(n.loop_var, lo.value, ext.value):
+                return None
+    return out
+
+
+def _bound_inside(chain: List[AttrStmt], body: Stmt) -> set:
+    """Variables the kernel binds (loops, lets, thread indices, buffers it allocates)."""
+    out = {a.node.var for a in chain}
+    for n in collect(body, lambda n: isinstance(n, (For, LetStmt, AttrStmt, Allocate))):
+        if isinstance(n, For):
+            out.add(n.loop_var)
+        elif isinstance(n, LetStmt):
+            out.add(n.var)
+        elif isinstance(n, AttrStmt) and n.attr_key == attr.THREAD_EXTENT:
+            out.add(n.node.var)
+        elif isinstance(n, Allocate):
+            out.add(n.buffer.data)
+    return out
+
+
+def _conjuncts(e: PrimExpr) -> List[PrimExpr]:
+    if isinstance(e, Call) and e.op.name == "tir.likely":
+        return _conjuncts(e.args[0])
+    if isinstance(e, And):
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [e]
+
+
+class _Prover:
+    """Per kernel: for a condition, the block-level condition under which it holds everywhere."""
+
+    def __init__(self, ranges: Dict[Var, Tuple[int, int]], blocks: set, bound: set):
+        self.dom = {v: (const(lo, v.dtype), const(hi, v.dtype)) for v, (lo, hi) in ranges.items()}
+        self.blocks = blocks
+        self.bound = bound
+
+    def _usable(self, e: PrimExpr) -> bool:
+        """Whether ``e`` reads nothing but ranged variables, block indices and argument sizes."""
+        if collect(e, lambda n: isinstance(n, (BufferLoad, ProducerLoad))):
+            return False
+        if collect(e, lambda n: isinstance(n, Call) and n.op.name != "tir.likely"):
+            return False
+        for v in collect(e, lambda n: isinstance(n, Var)):
+            if v not in self.dom and v not in self.blocks and v in self.bound:
+                return False
+        return True
+
+    def block_condition(self, cond: PrimExpr) -> Optional[List[PrimExpr]]:
+        """Conditions on the block indices (and sizes) under which ``cond`` holds for every thread
+        and iteration of a block; None when ``cond`` is not of that kind or never provable."""
+        if not self._usable(cond):
+            return None
+        out = []
+        for c in _conjuncts(cond):
+            if not isinstance(c, _COMPARISONS) or not c.a.dtype.startswith(("int", "uint")):
+                return None
+            small, big = (c.a, c.b) if isinstance(c, (LT, LE)) else (c.b, c.a)
+            hi = eval_interval(small, self.dom)[1]
+            lo = eval_interval(big, self.dom)[0]
+            if hi is None or lo is None:
+                return None
+            got = simplify(LT(hi, lo) if isinstance(c, (LT, GT)) else LE(hi, lo))
+            if isinstance(got, IntImm):
+                if not got.value:
+                    return None  # no block satisfies it: the check stays in both copies
+                continue
+            if any(v in self.dom for v in collect(got, lambda n: isinstance(n, Var))):
+                return None  # the interval did not eliminate a thread or loop variable
+            out.append(got)
+        return out
+
+
+def _checks(body: Stmt) -> List[Tuple[IfThenElse, bool]]:
+    """Every ``if`` of ``body``, and whether its innermost enclosing loop is a serial or unrolled
+    one (a check inside a vectorized loop becomes one test of the vector's last lane, with a scalar
+    tail, in the vectorize pass: no copy of the kernel needed for it)."""
+    out: List[Tuple[IfThenElse, bool]] = []
+
+    def walk(n, in_loop: bool) -> None:
+        if isinstance(n, IfThenElse):
+            out.append((n, in_loop))
+        if isinstance(n, For):
+            in_loop = n.kind in (ForKind.SERIAL, ForKind.UNROLLED)
+        for c in children(n):
+            if isinstance(c, Stmt):
+                walk(c, in_loop)
+
+    walk(body, False)
+    return out
+
+
+def _hoist_shared(stmt: Stmt) -> Tuple[Stmt, List[Allocate]]:
+    """``stmt`` without its shared allocations (their bodies in their place), and those allocations
+    (one per buffer); None as the list when one buffer is allocated with two different sizes."""
+    found: Dict[int, Allocate] = {}
+    for n in collect(stmt, lambda n: isinstance(n, Allocate) and n.buffer.scope in (attr.SHARED, attr.SHARED_DYN)):
+        prev = found.get(id(n.buffer))
+        if prev is not None and not structural_equal(simplify(prev.extent), simplify(n.extent)):
+            return stmt, None
+        found.setdefault(id(n.buffer), n)
+    if not found:
+        return stmt, []
+    out = rewrite(stmt, lambda n: n.body if isinstance(n, Allocate) and id(n.buffer) in found else None)
+    return out, list(found.values())
+
+
+def _has_barriers(body: Stmt) -> bool:
+    """Whether the kernel will hold barriers: shared arrays (storage_sync adds them later),
+    cross-thread reductions (lowered to shared trees on OpenCL) or explicit barriers."""
+    return bool(collect(body, lambda n: (isinstance(n, Allocate) and n.buffer.scope in (attr.SHARED, attr.SHARED_DYN))
+                        or isinstance(n, ThreadAllReduce)
+                        or (isinstance(n, Call) and n.op.name == "tir.tvm_storage_sync")))
+
+
+def _partition_kernel(launch: AttrStmt, barriers_ok: bool) -> Optional[Stmt]:
+    chain, body = _launch_chain(launch)
+    blocks = {a.node.var for a in chain if a.node.thread_tag.startswith("blockIdx")}
+    if not blocks or (not barriers_ok and _has_barriers(body)):
+        return None
+    ranges = _ranges(chain, body)
+    if ranges is None:
+        return None
+    prover = _Prover(ranges, blocks, _bound_inside(chain, body))
+    removable: set = set()
+    needs: List[PrimExpr] = []
+    in_loops = False
+    for node, in_loop in _checks(body):
+        got = prover.block_condition(node.condition)
+        if got is None:
+            continue
+        removable.add(id(node.condition))
+        in_loops = in_loops or in_loop
+        for c in got:
+            if not any(structural_equal(c, d) for d in needs):
+                needs.append(c)
+    if not in_loops or not needs:
+        # nothing to take out of a loop (one check a thread costs less than a second copy of the
+        # kernel), or nothing a block must satisfy (simplify's job)
+        return None
+    body, shared = _hoist_shared(body)
+    if shared is None:
+        return None
+    fast = rewrite(body, lambda n: (n.then_case if isinstance(n, IfThenElse) and id(n.condition) in removable
+                                    else None))
+    cond = needs[0]
+    for c in needs[1:]:
+        cond = And(cond, c)
+    out: Stmt = IfThenElse(cond, fast, body)
+    for a in reversed(shared):
+        out = dataclasses.replace(a, body=out)
+    for a in reversed(chain):
+        out = dataclasses.replace(a, body=out)
+    return out
+
+
+def partition_blocks(stmt: Stmt, target: str = "cuda") -> Stmt:
+    """Every kernel of ``stmt`` (an outermost ``blockIdx`` launch) split into an unchecked copy for
+    the blocks its bound checks cannot fail in and the checked copy for the others (see the module
+    docstring); kernels without such checks are returned as they were.
+
+    On targets other than CUDA a kernel with barriers (shared memory, cross-thread reductions) is
+    left whole: OpenCL allows a barrier in a branch every work-item of a group takes, but PoCL's
+    work-group compiler gives wrong results for some of them (a fill loop, then a barrier, inside
+    such a branch), so only CUDA gets barriers inside the two copies."""
+    barriers_ok = str(target).split()[0] == "cuda"
+
+    def pre(n):
+        if isinstance(n, AttrStmt) and n.attr_key == attr.THREAD_EXTENT and \
+                n.node.thread_tag.startswith("blockIdx"):
+            return _partition_kernel(n, barriers_ok) or n
+        return None
+
+    return rewrite(stmt, lambda n: None, pre)

@@ -1,0 +1,255 @@
+"""Block partitioning (kernels.lower.block_partition): interior thread blocks run a copy of the kernel
+without bound checks, edge blocks the checked copy. Checked three ways: the condition that picks the
+copy against hand-derived block sets; the checks that must stay (data-dependent, symbolic loops, a
+ragged reduction axis) staying; ragged kernels of both front ends on OpenCL (PoCL) against numpy in
+float64, and their CUDA source compiled by nvcc."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from kbtest import opencl_available
+
+import kernels as tvm
+from kernels import te, workloads
+from kernels.contrib import nvcc
+from kernels.lower import TARGET_PASSES, run_passes, schedule_to_primfunc
+from kernels.lower.block_partition import partition_blocks
+from kernels.script import tir as T
+from kernels.tir import attr
+from kernels.tir import likely
+from kernels.tir.expr import LT, BufferLoad, Cast, IntImm, Var, const
+from kernels.tir.functor import collect, substitute
+from kernels.tir.simplify import simplify
+from kernels.tir.stmt import AttrStmt, BufferStore, For, ForKind, IfThenElse, ThreadIndex
+
+needs_opencl = pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
+needs_nvcc = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc not installed")
+
+
+def _target_body(sch, args, kind="cuda"):
+    """The function after every target pass up to and including block partitioning."""
+    func = run_passes(schedule_to_primfunc(sch, args, "main"))
+    for p in TARGET_PASSES:
+        func = p(func, kind)
+        if p.name == "block_partition":
+            return func.body
+    raise AssertionError("no block_partition pass in TARGET_PASSES")
+
+
+def _split_kernel(body):
+    """(block vars, the branch choosing the copy) of the one partitioned kernel in ``body``."""
+    launches = [n for n in collect(body, lambda n: isinstance(n, AttrStmt)) if n.attr_key == attr.THREAD_EXTENT]
+    blocks = {a.node.thread_tag: a.node.var for a in launches if a.node.thread_tag.startswith("blockIdx")}
+    ifs = collect(body, lambda n: isinstance(n, IfThenElse) and n.else_case is not None)
+    return blocks, ifs[0]
+
+
+def _likely(stmt) -> int:
+    return len(collect(stmt, lambda n: getattr(getattr(n, "op", None), "name", "") == "tir.likely"))
+
+
+def _fast_blocks(cond, var, extent):
+    out = set()
+    for b in range(extent):
+        got = simplify(substitute(cond, {var: const(b, var.dtype)}))
+        assert isinstance(got, IntImm), f"the condition depends on more than the block index: {got}"
+        if got.value:
+            out.add(b)
+    return out
+
+
+def _add_one(n, threads, items=4):
+    """``B = A + 1``, ``items`` consecutive elements a thread in a serial loop (``items=1``: one)."""
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    bx, rest = s[B].split(B.op.axis[0], factor=threads * items)
+    tx, _ = s[B].split(rest, factor=items)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    return s, [A, B]
+
+
+def test_interior_blocks_are_the_hand_derived_ones():
+    # 1000 elements, 64 threads of 4: 256 a block, 4 blocks; block b is whole when
+    # 256 b + 255 < 1000, i.e. b <= 2
+    s, args = _add_one(1000, 64)
+    blocks, branch = _split_kernel(_target_body(s, args))
+    assert _fast_blocks(branch.condition, blocks["blockIdx.x"], 4) == {0, 1, 2}
+    assert _likely(branch.then_case) == 0
+    assert _likely(branch.else_case) == 1
+
+
+def test_divisible_extent_is_not_split():
+    s, args = _add_one(1024, 64)
+    body = _target_body(s, args)
+    assert not collect(body, lambda n: isinstance(n, IfThenElse))
+
+
+def test_one_check_a_thread_is_not_worth_a_second_copy():
+    # one element a thread: the check is outside any loop; the kernel stays whole
+    s, args = _add_one(1000, 64, items=1)
+    body = _target_body(s, args)
+    assert not collect(body, lambda n: isinstance(n, IfThenElse) and n.else_case is not None)
+    assert _likely(body) == 1
+
+
+def test_ragged_matmul_tiles_in_two_dimensions():
+    # 300 x 200 outputs in 128 x 128 tiles (8 x 8 a thread, 16 x 16 threads): row blocks 0-1 and
+    # column block 0 are whole; the reduction (k = 104, tile_k 8) divides and needs no check
+    w = workloads.get("matmul")
+    s, args = w.build("shared_blocked", {"n": 300, "m": 200, "k": 104}, "float32",
+                      dict(local_y=8, local_x=8, block_y=16, block_x=16, tile_k=8, reg_cache=1))
+    blocks, branch = _split_kernel(_target_body(s, args))
+    by, bx = blocks["blockIdx.y"], blocks["blockIdx.x"]
+    fast = {(y, x) for y in range(3) for x in range(2)
+            if simplify(substitute(branch.condition, {by: const(y, by.dtype), bx: const(x, bx.dtype)})).value}
+    assert fast == {(0, 0), (1, 0)}
+    assert _likely(branch.then_case) == 0 and _likely(branch.else_case) > 0
+
+
+def test_ragged_reduction_axis_keeps_its_check_in_both_copies():
+    # k = 100 with tile_k 8: the last k tile is partial in every block, so its check stays
+    w = workloads.get("matmul")
+    s, args = w.build("shared_blocked", {"n": 300, "m": 200, "k": 100}, "float32",
+                      dict(local_y=8, local_x=8, block_y=16, block_x=16, tile_k=8))
+    blocks, branch = _split_kernel(_target_body(s, args))
+    k_checks = lambda st: [c for c in collect(st, lambda n: isinstance(n, IfThenElse))  # noqa: E731
+                           if not (set(collect(c.condition, lambda n: isinstance(n, Var)))
+                                   & {blocks["blockIdx.y"], blocks["blockIdx.x"]})]
+    assert k_checks(branch.then_case) and len(k_checks(branch.then_case)) == len(k_checks(branch.else_case))
+
+
+def _kernel(cond, body_extent=None):
+    """``blockIdx.x`` (8) x ``threadIdx.x`` (32): ``if cond: B[i] = A[i]`` (inside a loop over j of
+    extent ``body_extent`` when given)."""
+    from kernels.tir.buffer import decl_buffer
+
+    A = decl_buffer((1 << 20,), "float32", "A")
+    B = decl_buffer((1 << 20,), "float32", "B")
+    bx, tx, j = Var("bx", "int32"), Var("tx", "int32"), Var("j", "int32")
+    i = bx * 32 + tx
+    store = BufferStore(B, BufferLoad(A, (i,)), (i,))
+    c = cond(bx, tx, j, A)
+    stmt = IfThenElse(c, store)
+    if body_extent is not None:
+        stmt = For(j, const(0, "int32"), body_extent, ForKind.SERIAL, stmt)
+    stmt = AttrStmt(ThreadIndex(tx, "threadIdx.x"), attr.THREAD_EXTENT, const(32, "int32"), stmt)
+    return AttrStmt(ThreadIndex(bx, "blockIdx.x"), attr.THREAD_EXTENT, const(8, "int32"), stmt)
+
+
+def _likely_lt(a, b):
+    return likely(LT(a, b))
+
+
+def test_checks_that_are_not_about_the_block_stay():
+    n = Var("n", "int32")
+    m = Var("m", "int32")
+    kept = [
+        # a value loaded from memory
+        _kernel(lambda bx, tx, j, A: _likely_lt(bx * 32 + tx, Cast("int32", BufferLoad(A, (tx,))))),
+        # a loop of symbolic extent
+        _kernel(lambda bx, tx, j, A: _likely_lt(bx * 32 + tx + j, n), body_extent=m),
+        # a check no block passes: tx + 40 < 41 fails for tx = 31 in every block
+        _kernel(lambda bx, tx, j, A: _likely_lt(tx + 40, const(41, "int32"))),
+    ]
+    for k in kept:
+        assert partition_blocks(k) is k
+    # a size argument and a constant loop: the block condition names only bx and n
+    got = partition_blocks(_kernel(lambda bx, tx, j, A: _likely_lt(bx * 32 + tx + j, n), body_extent=const(4, "int32")))
+    branch = collect(got, lambda x: isinstance(x, IfThenElse) and x.else_case is not None)[0]
+    names = {v.name for v in collect(branch.condition, lambda x: isinstance(x, Var))}
+    assert names == {"bx", "n"}
+    # bx = 2, n = 100: 64 + 31 + 3 = 98 < 100 holds; n = 98 it does not
+    bx = next(v for v in collect(branch.condition, lambda x: isinstance(x, Var)) if v.name == "bx")
+    for size, want in ((100, 1), (98, 0)):
+        val = simplify(substitute(branch.condition, {bx: const(2, "int32"), n: const(size, "int32")}))
+        assert val.value == want
+
+
+@needs_nvcc
+def test_cuda_declares_each_shared_array_once_and_compiles(tmp_path):
+    w = workloads.get("matmul")
+    s, args = w.build("shared_blocked", {"n": 4000, "m": 3000, "k": 1000}, "float32",
+                      dict(local_y=8, local_x=8, block_y=16, block_x=16, tile_k=8, reg_cache=1))
+    src = tvm.build(s, args, "cuda").imported_modules[0].get_source()
+    assert src.count("__shared__") == 2  # A_shared, B_shared: not one per copy
+    # interior: block row y and column x with 128 y + 127 < 4000 and 128 x + 127 < 3000
+    assert "(((int)blockIdx.y) * 128) + 127) < 4000)" in src
+    assert "(((int)blockIdx.x) * 128) + 127) < 3000)" in src
+    nvcc.compile_cuda(src, target="ptx", arch="sm_90", path_target=str(tmp_path / "k.ptx"))
+
+
+def _run(f, host, target="opencl"):
+    dev = tvm.opencl(0) if target == "opencl" else tvm.cpu(0)
+    nd = [tvm.nd.array(a, dev) for a in host]
+    f(*nd)
+    return [x.numpy() for x in nd]
+
+
+@needs_opencl
+@pytest.mark.parametrize("shape", [(300, 200, 104), (257, 129, 40), (129, 257, 100), (100, 60, 24)])
+@pytest.mark.parametrize("knobs", [dict(local_y=8, local_x=8, block_y=16, block_x=16, tile_k=8, reg_cache=1),
+                                   dict(local_y=4, local_x=4, block_y=8, block_x=8, tile_k=8, double_buffer=1),
+                                   dict(local_y=4, local_x=2, block_y=8, block_x=8, tile_k=4, vthread=2)])
+def test_ragged_matmul_on_opencl_matches_numpy(shape, knobs):
+    n, m, k = shape
+    w = workloads.get("matmul")
+    s, args = w.build("shared_blocked", {"n": n, "m": m, "k": k}, "float32", knobs)
+    f = tvm.build(s, args, "opencl")
+    rng = np.random.default_rng(n + m + k)
+    a, b = rng.uniform(-1, 1, (n, k)).astype(np.float32), rng.uniform(-1, 1, (k, m)).astype(np.float32)
+    got = _run(f, [a, b, np.full((n, m), np.nan, np.float32)])[2]
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+@needs_opencl
+def test_symbolic_size_picks_the_copy_at_run_time():
+    n = te.var("n")
+    s, args = _add_one(n, 32)
+    f = tvm.build(s, args, "opencl")
+    assert "} else {" in f.imported_modules[0].get_source()
+    for size in (1, 31, 32, 127, 128, 129, 1000, 1024):
+        a = np.arange(size, dtype=np.float32)
+        got = _run(f, [a, np.full(size, np.nan, np.float32)])[1]
+        np.testing.assert_array_equal(got, a.astype(np.float64) + 1.0)
+
+
+@T.prim_func
+def _tir_add(a: T.handle, b: T.handle) -> None:
+    A = T.match_buffer(a, (1000,), "float32")
+    B = T.match_buffer(b, (1000,), "float32")
+    for i in T.serial(1000):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = A[vi] * 2.0
+
+
+@needs_opencl
+def test_tensor_ir_split_with_a_predicate_is_partitioned_and_correct():
+    sch = tvm.tir.Schedule(_tir_add)
+    (i,) = sch.get_loops(sch.get_block("B"))
+    bx, tx, inner = sch.split(i, [None, 64, 4])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    f = tvm.build(sch.mod, target="opencl")
+    src = f.imported_modules[0].get_source()
+    assert "else" in src  # the checked copy for the last block
+    a = np.random.default_rng(0).random(1000, dtype=np.float32)
+    got = _run(f, [a, np.full(1000, np.nan, np.float32)])[1]
+    np.testing.assert_array_equal(got, a.astype(np.float64) * 2.0)
+
+
+def test_opencl_keeps_kernels_with_barriers_whole():
+    # PoCL miscompiles some barriers inside a branch all work-items take (a serial fill loop of a
+    # shared stage, then a barrier: tests/cpu/test_attach_bounds.py); CUDA allows them there
+    w = workloads.get("matmul")
+    s, args = w.build("shared_blocked", {"n": 300, "m": 200, "k": 104}, "float32",
+                      dict(local_y=8, local_x=8, block_y=16, block_x=16, tile_k=8))
+    split = lambda body: collect(body, lambda n: isinstance(n, IfThenElse) and n.else_case is not None)  # noqa: E731
+    assert split(_target_body(s, args, "cuda"))
+    assert not split(_target_body(s, args, "opencl"))
+    # without shared memory OpenCL kernels are split too
+    s, args = _add_one(1000, 64)
+    assert split(_target_body(s, args, "opencl"))

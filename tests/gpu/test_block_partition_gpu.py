@@ -1,0 +1,47 @@
+"""Block partitioning on a real CUDA GPU: ragged matrix products whose interior blocks run the copy of
+the kernel without bound checks (barriers inside a branch the whole block takes) and whose edge
+blocks run the checked copy, against numpy in float64; the float16 tensor-core shape takes WMMA in
+the interior copy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from kbtest import run
+
+import kernels as tvm
+from kernels import workloads
+
+pytestmark = pytest.mark.gpu
+
+
+def _check(wname, variant, params, dtype, knobs):
+    w = workloads.get(wname)
+    s, args = w.build(variant, params, dtype, knobs)
+    f = tvm.build(s, args, "cuda")
+    src = f.imported_modules[0].get_source()
+    host = w.make_args(params, dtype, np.random.default_rng(5))
+    out = run(f, "cuda", *host)
+    rtol, atol = w.tolerance_for(dtype, params)
+    for idx, ref in zip(w.outputs, w.reference(host)):
+        np.testing.assert_allclose(out[idx], ref, rtol=rtol, atol=atol)
+    return src
+
+
+@pytest.mark.parametrize("shape", [(300, 200, 104), (1000, 700, 300), (129, 257, 100), (4000, 3000, 1000)])
+@pytest.mark.parametrize("knobs", [dict(local_y=8, local_x=8, block_y=16, block_x=16, tile_k=8, reg_cache=1),
+                                   dict(local_y=8, local_x=4, block_y=16, block_x=16, tile_k=16, double_buffer=1),
+                                   dict(local_y=4, local_x=4, block_y=8, block_x=8, tile_k=8, vthread=2)])
+def test_ragged_sgemm_on_cuda(shape, knobs):
+    n, m, k = shape
+    src = _check("matmul", "shared_blocked", {"n": n, "m": m, "k": k}, "float32", knobs)
+    assert "} else {" in src  # no tile divides these shapes: two copies
+
+
+@pytest.mark.parametrize("knobs", [dict(bx=8, by=16, step_k=4, v=8, ty=8, tx=16, warp_m=64, flat_fetch=1),
+                                   dict(bx=16, by=16, step_k=4, v=8, ty=8, tx=16, warp_m=64, double_buffer=1,
+                                        flat_fetch=1, align_all=1)])
+def test_ragged_float16_tensor_cores_on_cuda(knobs):
+    src = _check("matmul_tensorcore", "warp_tile", {"n": 600, "m": 600, "l": 256, "layout": "NN"}, "float16", knobs)
+    edge = src.index("\n  } else {")  # the kernel-level branch: interior copy, then the edge copy
+    assert "mma_sync" in src[:edge] and "mma_sync" not in src[edge:]
