@@ -24,9 +24,13 @@ the copies are uniform (CUDA allows them there); other targets keep kernels with
 
 Kernels with pipelined fetches (double-buffered stages, ``cp.async`` copies) are left whole too. On
 an H200 one such kernel gave wrong results once split (an int8 warp-tile product at 549 x 317 x 78,
-``double_buffer=1``: 4-byte asynchronous copies next to a scalar fallback), though its unchecked
-copy is the checked one without checks that hold in the interior blocks, and the same kernel left
-whole is right; the cause is not found, so no pipelined kernel is split until it is.
+``double_buffer=1``: 4-byte asynchronous copies next to a scalar fallback): every output of the
+interior blocks wrong, every edge output right. Its unchecked copy is the checked one without checks
+that hold in the interior blocks (each removed check enumerated over its block's threads and loops),
+the unchecked copy alone computes every interior output right on OpenCL (PoCL, no asynchronous
+copies there), and the kernel left whole is right on the GPU; so the fault is in how the CUDA build
+of the split kernel runs its ``cp.async`` pipeline, not found yet, and no pipelined kernel is split
+until it is.
 
 This is TVM's loop partitioning for the outermost (block) loops, as its GPU schedules use it; the
 serial loops inside a kernel are partitioned by :mod:`kernels.lower.loop_partition`.
