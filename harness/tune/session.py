@@ -129,7 +129,8 @@ def _make_tuner(name: str, task: Any, seed: int | None, n_trial: int) -> Tuner:
     if name == "random":
         return RandomTuner(task, seed=seed)
     if name == "xgb":
-        return XGBTuner(task, plan_size=max(8, min(64, n_trial // 4)), seed=seed)
+        # loop features kept on disk: a later session of the same space extracts none of them again
+        return XGBTuner(task, plan_size=max(8, min(64, n_trial // 4)), seed=seed, feature_cache=True)
     raise UsageError(f"--tuner {name!r}: use one of {', '.join(TUNERS)}")
 
 

@@ -269,6 +269,9 @@ class ModelTuner(Tuner):
         for the loop features, unlimited for the knob values.
     n_workers : int, optional
         Worker processes extracting loop features (default: the machine's cores but one, at most 16).
+    feature_cache : bool
+        Keep the loop features on disk between sessions (``kbench tune`` does; see
+        :mod:`kernels.tuning.features.disk`).
     overlap : bool
         Propose and build the next batch while the current one is measured, one batch behind (see
         above); ``False``: one batch after the other.
@@ -277,10 +280,11 @@ class ModelTuner(Tuner):
     def __init__(self, task: Any, plan_size: int = 64, n_sa_iter: int = 200, sa_chains: int = 64,
                  diversity: int = 1, epsilon: float = 0.05, seed: Optional[int] = None,
                  feature_type: str = "knob", feature_budget: Optional[int] = None,
-                 n_workers: Optional[int] = None, overlap: bool = True, **kwargs):
+                 n_workers: Optional[int] = None, overlap: bool = True, feature_cache: bool = False, **kwargs):
         super().__init__(task, plan_size=plan_size, n_sa_iter=n_sa_iter, sa_chains=sa_chains,
                          diversity=diversity, epsilon=epsilon, seed=seed, feature_type=feature_type,
-                         feature_budget=feature_budget, n_workers=n_workers, overlap=overlap, **kwargs)
+                         feature_budget=feature_budget, n_workers=n_workers, overlap=overlap,
+                         feature_cache=feature_cache, **kwargs)
         if not isinstance(overlap, bool):
             raise TypeError(f"{type(self).__name__}: overlap must be True or False, got {overlap!r}")
         self.overlap = overlap
@@ -295,7 +299,8 @@ class ModelTuner(Tuner):
         self._fitted_on = 0  # results the model was fitted on
         self.dims = [len(sp) for sp in self.space.space_map.values()]
         self.feature_type = feature_type
-        self.extractor = None if feature_type == "knob" else FeatureExtractor(task, feature_type, n_workers)
+        self.extractor = (None if feature_type == "knob" else
+                          FeatureExtractor(task, feature_type, n_workers, disk_cache=feature_cache))
         if feature_budget is None:
             feature_budget = None if feature_type == "knob" else max(32, 4 * self.plan_size)
         self.feature_budget = feature_budget

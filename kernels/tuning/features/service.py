@@ -18,6 +18,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 
+from . import disk
 from .encode import _check_type, feature_length, feature_vector
 from .walk import DeviceLimits, FeatureError, ProgramFeatures, analyze, lower_for_features
 
@@ -78,12 +79,16 @@ class FeatureExtractor:
         Worker processes (forked) for batches of at least :attr:`pool_min` missing vectors
         (default: the machine's cores but one, at most 16; 1 extracts in this process, as does a
         process connected to Ray).
+    disk_cache : bool
+        Keep the vectors on disk between sessions (:mod:`kernels.tuning.features.disk`): a later
+        extractor of the same task, target, feature type and code starts with them.
     """
 
     #: fewer missing vectors than this are extracted in this process
     pool_min = 16
 
-    def __init__(self, task: Any, feature_type: str = "itervar", n_workers: Optional[int] = None):
+    def __init__(self, task: Any, feature_type: str = "itervar", n_workers: Optional[int] = None,
+                 disk_cache: bool = False):
         _check_type(feature_type)
         self.task, self.feature_type = task, feature_type
         if n_workers is None:  # one core stays with the tuner (and with the builder's compilers)
@@ -97,6 +102,12 @@ class FeatureExtractor:
         # the spawned worker processes (a process connected to Ray); False: the task cannot be sent
         self._spawned: Any = None
         self.pool_kind = ""  # how the last batch was extracted: "fork", "spawn" or "here"
+        # the file between sessions (None: not kept), and how many vectors came from it
+        self.disk_file = disk.file_for(task, feature_type) if disk_cache else None
+        self.loaded = 0
+        if self.disk_file is not None:
+            self.cache, self.failures = disk.load(self.disk_file, self.length)
+            self.loaded = len(self.cache)
 
     def __len__(self) -> int:
         return self.length
@@ -121,6 +132,8 @@ class FeatureExtractor:
                 self._extract_locally(missing)
             self.seconds += time.perf_counter() - t0
             self.extracted += len(missing)
+            if self.disk_file is not None:
+                disk.save(self.disk_file, self.cache, self.failures, self.length)
         if not indices:
             return np.zeros((0, self.length), dtype=np.float32)
         return np.stack([self.cache[i] for i in indices])
