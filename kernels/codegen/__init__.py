@@ -10,7 +10,7 @@ from ..lower import PrimFunc
 from ..runtime.spec import BufferArg, DerivedDim, FuncSpec, KernelSpec, LaunchDims, ScalarArg, Workspace
 from ..tir import attr
 from ..tir.expr import Buffer, Call, IntImm, Var
-from ..tir.functor import collect
+from ..tir.functor import bound_vars, collect
 from ..tir.printer import expr_str
 from ..tir.simplify import simplify, structural_equal
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, LetStmt, SeqStmt, Stmt, seq
@@ -107,18 +107,6 @@ def _thread_extents(nodes: List, shape_vars) -> Dict[str, object]:
     return found
 
 
-def _bound_vars(nodes: List) -> set:
-    out = set()
-    for n in nodes:
-        if isinstance(n, For):
-            out.add(n.loop_var)
-        elif isinstance(n, LetStmt):
-            out.add(n.var)
-        elif isinstance(n, AttrStmt) and n.attr_key == attr.THREAD_EXTENT:
-            out.add(n.node.var)
-    return out
-
-
 def _used_buffers(nodes: List) -> List[Buffer]:
     seen, out = set(), []
     for n in nodes:
@@ -203,7 +191,7 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
                     b is x for x in list(func.buffers) + workspaces):
                 raise BuildError(f"buffer {b.name}: global memory inside a loop nest cannot be allocated on "
                                  f"{target}; compute the stage at root or in shared/local scope")
-        bound = _bound_vars(nodes)
+        bound = bound_vars(nodes)
         free = [v for v in nodes if isinstance(v, Var) and v not in bound and v.dtype != "handle"]
         for v in free:
             if v.name not in shape_vars or shape_vars[v.name] is not v:

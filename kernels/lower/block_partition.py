@@ -43,7 +43,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..tir import attr
 from ..tir.expr import GE, GT, LE, LT, And, BufferLoad, Call, IntImm, PrimExpr, ProducerLoad, Var, const
-from ..tir.functor import children, collect, rewrite
+from ..tir.functor import bound_vars, children, collect, rewrite
 from ..tir.simplify import simplify, structural_equal
 from ..tir.stmt import Allocate, AttrStmt, For, ForKind, IfThenElse, LetStmt, Stmt
 from .bound import eval_interval
@@ -94,17 +94,8 @@ def _ranges(chain: List[AttrStmt], body: Stmt) -> Optional[Dict[Var, Tuple[int, 
 
 def _bound_inside(chain: List[AttrStmt], body: Stmt) -> set:
     """Variables the kernel binds (loops, lets, thread indices, buffers it allocates)."""
-    out = {a.node.var for a in chain}
-    for n in collect(body, lambda n: isinstance(n, (For, LetStmt, AttrStmt, Allocate))):
-        if isinstance(n, For):
-            out.add(n.loop_var)
-        elif isinstance(n, LetStmt):
-            out.add(n.var)
-        elif isinstance(n, AttrStmt) and n.attr_key == attr.THREAD_EXTENT:
-            out.add(n.node.var)
-        elif isinstance(n, Allocate):
-            out.add(n.buffer.data)
-    return out
+    nodes = collect(body, lambda n: isinstance(n, (For, LetStmt, AttrStmt, Allocate)))
+    return bound_vars(list(chain) + nodes) | {n.buffer.data for n in nodes if isinstance(n, Allocate)}
 
 
 def _conjuncts(e: PrimExpr) -> List[PrimExpr]:

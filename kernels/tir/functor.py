@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Dict, Iterable, Optional, Set
 
+from . import attr
 from .expr import Buffer, PrimExpr, Var
-from .stmt import Stmt
+from .stmt import AttrStmt, For, LetStmt, Stmt
 
 _CHILD_FIELDS: Dict[type, tuple] = {}
 
@@ -130,3 +131,17 @@ def rewrite_stmts(node, fn: Callable):
     """:func:`rewrite` over statements only: expressions are kept as they are, unvisited (for passes
     that restructure loops and branches; much cheaper on large bodies)."""
     return rewrite(node, fn, lambda n: n if isinstance(n, PrimExpr) else None)
+
+
+def bound_vars(nodes: Iterable) -> Set[Var]:
+    """The variables the statements among ``nodes`` bind: loop variables, ``let`` variables and the
+    thread indices of ``thread_extent`` attributes."""
+    out: Set[Var] = set()
+    for n in nodes:
+        if isinstance(n, For):
+            out.add(n.loop_var)
+        elif isinstance(n, LetStmt):
+            out.add(n.var)
+        elif isinstance(n, AttrStmt) and n.attr_key == attr.THREAD_EXTENT:
+            out.add(n.node.var)
+    return out
