@@ -44,7 +44,7 @@ from ..tir.expr import (
     Sub,
     Var,
 )
-from ..tir.functor import collect
+from ..tir.functor import collect, conjuncts
 from ..tir.modular import fact_of, is_multiple
 from ..tir.printer import expr_str
 from ..tir.simplify import const_int_bound, simplify
@@ -336,7 +336,7 @@ class CFamilyCodegen:
         elif isinstance(s, IfThenElse):
             self.emit(ind, f"if ({self.expr(s.condition)}) {{")
             known = len(self.facts)
-            self.facts.extend(f for f in map(fact_of, _conjuncts(s.condition)) if f is not None)
+            self.facts.extend(f for f in map(fact_of, conjuncts(s.condition, through_likely=True)) if f is not None)
             self.stmt(s.then_case, ind + 1)
             del self.facts[known:]
             if s.else_case is not None:
@@ -588,14 +588,6 @@ def _word_element(dtype: str) -> str:
     """The element type of a buffer's memory: packed sub-byte buffers are 32-bit words."""
     elem = dt.element_of(dtype)
     return "int32" if elem in dt.STORAGE_ONLY else elem
-
-
-def _conjuncts(e: PrimExpr) -> List[PrimExpr]:
-    if isinstance(e, And):
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    if isinstance(e, Call) and e.op.name == "tir.likely":
-        return _conjuncts(e.args[0])
-    return [e]
 
 
 def _hi(ext) -> Optional[int]:

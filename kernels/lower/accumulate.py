@@ -53,7 +53,7 @@ from ..tir.block import (
     walk,
 )
 from ..tir.expr import And, Buffer, BufferLoad, Call, PrimExpr, Select, Var, const
-from ..tir.functor import collect, vars_of
+from ..tir.functor import collect, conjuncts, vars_of
 from ..tir.simplify import const_int_bound, structural_equal
 from ..tir.stmt import (
     Allocate,
@@ -72,12 +72,6 @@ _SERIAL = (ForKind.SERIAL, ForKind.UNROLLED)
 #: statements whose memory accesses are all visible as BufferLoad/BufferStore (anything else, e.g. a
 #: call statement, an attribute scope or a cross-thread reduction, stops both passes)
 _PLAIN = (For, SeqStmt, IfThenElse, BufferStore, LetStmt, Allocate)
-
-
-def _conjuncts(e: PrimExpr) -> List[PrimExpr]:
-    if isinstance(e, And):
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
 
 
 def _all(conds: List[PrimExpr]) -> Optional[PrimExpr]:
@@ -163,7 +157,7 @@ def _hoistable(chain: List[For], outer: Set[Var], r: BlockRealize
                 if ld.buffer.data is out.data and not _same_index(ld.indices, init.indices):
                     return None
     guard, update = [], []
-    for c in ([] if is_true(r.predicate) else _conjuncts(r.predicate)):
+    for c in ([] if is_true(r.predicate) else conjuncts(r.predicate)):
         vs = vars_of(c)
         if vs & inner and vs & outer:
             return None

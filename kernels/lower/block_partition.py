@@ -39,11 +39,12 @@ serial loops inside a kernel are partitioned by :mod:`kernels.lower.loop_partiti
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
+from ..tir import all as all_of
 from ..tir import attr
-from ..tir.expr import GE, GT, LE, LT, And, BufferLoad, Call, IntImm, PrimExpr, ProducerLoad, Var, const
-from ..tir.functor import bound_vars, children, collect, rewrite
+from ..tir.expr import GE, GT, LE, LT, BufferLoad, Call, IntImm, PrimExpr, ProducerLoad, Var, const
+from ..tir.functor import bound_vars, children, collect, conjuncts, rewrite
 from ..tir.simplify import simplify, structural_equal
 from ..tir.stmt import Allocate, AttrStmt, For, ForKind, IfThenElse, LetStmt, Stmt
 from .bound import eval_interval
@@ -98,14 +99,6 @@ def _bound_inside(chain: List[AttrStmt], body: Stmt) -> set:
     return bound_vars(list(chain) + nodes) | {n.buffer.data for n in nodes if isinstance(n, Allocate)}
 
 
-def _conjuncts(e: PrimExpr) -> List[PrimExpr]:
-    if isinstance(e, Call) and e.op.name == "tir.likely":
-        return _conjuncts(e.args[0])
-    if isinstance(e, And):
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
-
-
 class _Prover:
     """Per kernel: for a condition, the block-level condition under which it holds everywhere."""
 
@@ -131,7 +124,7 @@ class _Prover:
         if not self._usable(cond):
             return None
         out = []
-        for c in _conjuncts(cond):
+        for c in conjuncts(cond, through_likely=True):
             if not isinstance(c, _COMPARISONS) or not c.a.dtype.startswith(("int", "uint")):
                 return None
             small, big = (c.a, c.b) if isinstance(c, (LT, LE)) else (c.b, c.a)
@@ -169,11 +162,15 @@ def _checks(body: Stmt) -> List[Tuple[IfThenElse, bool]]:
     return out
 
 
+def _shared_allocation(n: Any) -> bool:
+    return isinstance(n, Allocate) and n.buffer.scope in (attr.SHARED, attr.SHARED_DYN)
+
+
 def _hoist_shared(stmt: Stmt) -> Tuple[Stmt, List[Allocate]]:
     """``stmt`` without its shared allocations (their bodies in their place), and those allocations
     (one per buffer); None as the list when one buffer is allocated with two different sizes."""
     found: Dict[int, Allocate] = {}
-    for n in collect(stmt, lambda n: isinstance(n, Allocate) and n.buffer.scope in (attr.SHARED, attr.SHARED_DYN)):
+    for n in collect(stmt, _shared_allocation):
         prev = found.get(id(n.buffer))
         if prev is not None and not structural_equal(simplify(prev.extent), simplify(n.extent)):
             return stmt, None
@@ -187,8 +184,7 @@ def _hoist_shared(stmt: Stmt) -> Tuple[Stmt, List[Allocate]]:
 def _has_barriers(body: Stmt) -> bool:
     """Whether the kernel will hold barriers: shared arrays (storage_sync adds them later),
     cross-thread reductions (lowered to shared trees on OpenCL) or explicit barriers."""
-    return bool(collect(body, lambda n: (isinstance(n, Allocate) and n.buffer.scope in (attr.SHARED, attr.SHARED_DYN))
-                        or isinstance(n, ThreadAllReduce)
+    return bool(collect(body, lambda n: _shared_allocation(n) or isinstance(n, ThreadAllReduce)
                         or (isinstance(n, Call) and n.op.name == "tir.tvm_storage_sync")))
 
 
@@ -231,10 +227,7 @@ def _partition_kernel(launch: AttrStmt, barriers_ok: bool) -> Optional[Stmt]:
         return None
     fast = rewrite(body, lambda n: (n.then_case if isinstance(n, IfThenElse) and id(n.condition) in removable
                                     else None))
-    cond = needs[0]
-    for c in needs[1:]:
-        cond = And(cond, c)
-    out: Stmt = IfThenElse(cond, fast, body)
+    out: Stmt = IfThenElse(all_of(*needs), fast, body)
     for a in reversed(shared):
         out = dataclasses.replace(a, body=out)
     for a in reversed(chain):

@@ -8,18 +8,12 @@ left alone (they are short; a second loop would cost more than the guard).
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional
+from typing import Optional
 
-from ..tir.expr import LT, And, BufferLoad, Call, IntImm, Max, Min, PrimExpr, ProducerLoad, Var, const
-from ..tir.functor import collect, rewrite
+from ..tir.expr import LT, BufferLoad, Call, IntImm, Max, Min, PrimExpr, ProducerLoad, Var, const
+from ..tir.functor import collect, conjuncts, rewrite
 from ..tir.simplify import simplify, to_linear
 from ..tir.stmt import For, ForKind, IfThenElse, Stmt, seq
-
-
-def _conjuncts(e: PrimExpr) -> List[PrimExpr]:
-    if isinstance(e, And):
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
 
 
 def _bound(c: PrimExpr, v: Var) -> Optional[PrimExpr]:
@@ -54,7 +48,7 @@ def _partition(f: For) -> Optional[Stmt]:
         return None  # short constant loops: the tail would cost more than the guard
     if f.body.else_case is not None or not (isinstance(f.min, IntImm) and f.min.value == 0):
         return None
-    conds = _conjuncts(f.body.condition)
+    conds = conjuncts(f.body.condition)
     v = f.loop_var
     bounds, keep = [], []
     for c in conds:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, Iterable, Optional, Set
+from typing import Callable, Dict, Iterable, List, Optional, Set
 
 from . import attr
-from .expr import Buffer, PrimExpr, Var
+from .expr import And, Buffer, Call, PrimExpr, Var
 from .stmt import AttrStmt, For, LetStmt, Stmt
 
 _CHILD_FIELDS: Dict[type, tuple] = {}
@@ -145,3 +145,13 @@ def bound_vars(nodes: Iterable) -> Set[Var]:
         elif isinstance(n, AttrStmt) and n.attr_key == attr.THREAD_EXTENT:
             out.add(n.node.var)
     return out
+
+
+def conjuncts(e: PrimExpr, through_likely: bool = False) -> List[PrimExpr]:
+    """The clauses of ``e`` split at its ``&&``s; with ``through_likely``, ``likely(c)`` is split into
+    the clauses of ``c`` too (else it stays one clause)."""
+    if isinstance(e, And):
+        return conjuncts(e.a, through_likely) + conjuncts(e.b, through_likely)
+    if through_likely and isinstance(e, Call) and e.op.name == "tir.likely":
+        return conjuncts(e.args[0], through_likely)
+    return [e]

@@ -62,7 +62,7 @@ from ..expr import (
     Var,
     const,
 )
-from ..functor import substitute, vars_of
+from ..functor import conjuncts, substitute, vars_of
 from ..printer import expr_str
 from ..region import row_major_strides, with_inferred_regions
 from ..simplify import simplify, structural_equal, to_linear
@@ -369,12 +369,6 @@ def _replace_nest(st: ScheduleState, scope: Block, r: BlockRealize, loops: List[
     st.replace(scope, new_scope)
 
 
-def _conjuncts(e: PrimExpr) -> List[PrimExpr]:
-    if isinstance(e, And):
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
-
-
 def _write_back_predicate(name: str, pred: PrimExpr, removed: List[For], ranges) -> PrimExpr:
     """The predicate of the write-back block: the clauses of the block's predicate over the loops it
     keeps, and for a clause over the loops only the reduction used (gone from its nest), that clause
@@ -390,7 +384,7 @@ def _write_back_predicate(name: str, pred: PrimExpr, removed: List[For], ranges)
     direction: Dict[int, int] = {}
     pending = []
     kept: List[PrimExpr] = []
-    for c in _conjuncts(pred):
+    for c in conjuncts(pred):
         used = [v for v in vars_of(c) if id(v) in gone]
         if not used:
             kept.append(c)
