@@ -108,22 +108,32 @@ class ShapeData:
     reference_s: float
 
 
+def _read_only(args: List[np.ndarray], outputs: Tuple[int, ...]) -> None:
+    """Make the inputs among ``args`` (not the outputs) read-only."""
+    for i, a in enumerate(args):
+        if i not in outputs:
+            a.setflags(write=False)
+
+
+def _entry(args: List[np.ndarray], outputs: Tuple[int, ...], reference: List[np.ndarray]) -> _Entry:
+    """A cache entry of a shape's arrays: inputs and reference read-only, its bytes counted."""
+    _read_only(args, outputs)
+    for r in reference:
+        r.setflags(write=False)
+    return _Entry(args=list(args), outputs=tuple(outputs), reference=list(reference),
+                  nbytes=sum(a.nbytes for a in args) + sum(r.nbytes for r in reference))
+
+
 def _make(workload: Any, case: Any, seed: int, key: str) -> Tuple[_Entry, float, float]:
     t0 = time.perf_counter()
     args = workload.make_args(case.param_dict, case.dtype, np.random.default_rng(_seed(key, seed)))
     outputs = tuple(workload.outputs)
-    for i, a in enumerate(args):
-        if i not in outputs:
-            a.setflags(write=False)
+    _read_only(args, outputs)  # before the reference: a reference that writes its inputs fails
     inputs_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     reference = [np.asarray(r) for r in workload.reference_of(args, case.param_dict, case.dtype)]
-    for r in reference:
-        r.setflags(write=False)
-    reference_s = time.perf_counter() - t0
-    entry = _Entry(args=args, outputs=outputs, reference=reference,
-                   nbytes=sum(a.nbytes for a in args) + sum(r.nbytes for r in reference))
-    return entry, inputs_s, reference_s
+    entry = _entry(args, outputs, reference)
+    return entry, inputs_s, time.perf_counter() - t0
 
 
 def shape_data(workload: Any, case: Any, seed: int) -> ShapeData:
@@ -145,14 +155,7 @@ def prime(data: ShapeData) -> bool:
     Every input and the reference are made read-only (arrays from Ray's object store are already)."""
     if data.key in _CACHE:
         return False
-    for i, a in enumerate(data.args):
-        if i not in data.outputs and a.flags.writeable:
-            a.setflags(write=False)
-    for r in data.reference:
-        if r.flags.writeable:
-            r.setflags(write=False)
-    entry = _Entry(args=list(data.args), outputs=tuple(data.outputs), reference=list(data.reference),
-                   nbytes=sum(a.nbytes for a in data.args) + sum(r.nbytes for r in data.reference))
+    entry = _entry(data.args, data.outputs, data.reference)
     _evict(entry.nbytes)
     _CACHE[data.key] = entry
     return True
