@@ -1,11 +1,10 @@
 """Loop features kept on disk between tuning sessions (kernels.tuning.features.disk): a second
 extractor of the same task starts with the first one's vectors (and failures) and extracts nothing
-again; another feature type, another task or changed code starts a new file; a damaged file is
-ignored and replaced."""
+again; another feature type, another task or changed code starts a new file (damaged files, an
+unwritable folder and concurrent writers: tests/error/test_feature_cache_errors.py)."""
 
 from __future__ import annotations
 
-import logging
 import os
 
 import numpy as np
@@ -72,18 +71,6 @@ def test_what_the_file_depends_on():
 def test_without_the_option_nothing_is_written(_private_cache):
     F.FeatureExtractor(_task(), "itervar", n_workers=1).get_many([0, 1])
     assert not (_private_cache / "features").exists()
-
-
-def test_a_damaged_file_is_ignored_and_replaced(caplog):
-    task = _task()
-    path = disk.file_for(task, "itervar")
-    path.parent.mkdir(parents=True)
-    path.write_bytes(b"not an npz file")
-    with caplog.at_level(logging.INFO, logger="autotvm"):
-        ex = F.FeatureExtractor(task, "itervar", n_workers=1, disk_cache=True)
-    assert ex.loaded == 0 and any("unreadable" in r.getMessage() for r in caplog.records)
-    ex.get_many([0, 2])
-    assert F.FeatureExtractor(_task(), "itervar", n_workers=1, disk_cache=True).loaded == 2
 
 
 def test_the_xgb_tuner_of_kbench_tune_keeps_its_features():

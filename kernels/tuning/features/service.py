@@ -90,6 +90,8 @@ class FeatureExtractor:
     def __init__(self, task: Any, feature_type: str = "itervar", n_workers: Optional[int] = None,
                  disk_cache: bool = False):
         _check_type(feature_type)
+        if not isinstance(disk_cache, bool):
+            raise TypeError(f"FeatureExtractor: disk_cache must be True or False, got {disk_cache!r}")
         self.task, self.feature_type = task, feature_type
         if n_workers is None:  # one core stays with the tuner (and with the builder's compilers)
             n_workers = max(1, min(16, (os.cpu_count() or 1) - 1))
