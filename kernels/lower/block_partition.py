@@ -22,15 +22,20 @@ copies, and a check that no block satisfies (a ragged reduction axis) stays too.
 the copies are uniform (CUDA allows them there); other targets keep kernels with barriers whole
 (see :func:`partition_blocks`).
 
-Kernels with pipelined fetches (double-buffered stages, ``cp.async`` copies) are left whole too. On
-an H200 one such kernel gave wrong results once split (an int8 warp-tile product at 549 x 317 x 78,
-``double_buffer=1``: 4-byte asynchronous copies next to a scalar fallback): every output of the
-interior blocks wrong, every edge output right. Its unchecked copy is the checked one without checks
-that hold in the interior blocks (each removed check enumerated over its block's threads and loops),
-the unchecked copy alone computes every interior output right on OpenCL (PoCL, no asynchronous
-copies there), and the kernel left whole is right on the GPU; so the fault is in how the CUDA build
-of the split kernel runs its ``cp.async`` pipeline, not found yet, and no pipelined kernel is split
-until it is.
+Kernels with pipelined fetches (double-buffered stages, ``cp.async`` copies) are left whole too,
+because ptxas (CUDA 13.0.88, at -O1 and above, for sm_75, sm_80 and sm_90 alike) miscompiles one
+such kernel once it is split: an int8 warp-tile product at 549 x 317 x 78 with ``double_buffer=1``
+gave every interior output wrong on an H200 and every edge output right. The CUDA source is right:
+built with ``-Xptxas -O0`` the split kernel computes every output right, and it stays wrong with
+its asynchronous copies made plain stores, so ``cp.async`` is not the cause.
+``compute-sanitizer --tool racecheck`` reports the scalar fallback of the prefetch (the stores of
+bytes 1-15 of a row into the next stage) racing with the reads of the current stage. In the SASS
+the first byte's address takes its stage from the loop counter and the other bytes' from a
+predicate the compiler toggles once an iteration, which starts in the wrong phase, so those bytes
+land in the stage being read. ``scripts/device_ptxas_repro.py`` rebuilds the case as a standalone
+program (no kbench at run time) for a compiler bug report. The same kernel left whole, and every
+pipelined kernel of the GPU fuzzer's samples, compiles right; no pipelined kernel is split until a
+ptxas release without the fault is the oldest one kbench accepts.
 
 This is TVM's loop partitioning for the outermost (block) loops, as its GPU schedules use it; the
 serial loops inside a kernel are partitioned by :mod:`kernels.lower.loop_partition`.
