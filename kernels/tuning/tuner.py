@@ -272,6 +272,11 @@ class ModelTuner(Tuner):
     feature_cache : bool
         Keep the loop features on disk between sessions (``kbench tune`` does; see
         :mod:`kernels.tuning.features.disk`).
+    feature_prefetch : int, optional
+        Configurations (a random sample of the space) whose loop features the worker processes
+        extract in the background from the first batch on, so that the model's proposals find them
+        ready (default ``min(len(space), 32 * plan_size)``; 0: none). Only with more than one worker;
+        it stops when ``tune`` returns.
     overlap : bool
         Propose and build the next batch while the current one is measured, one batch behind (see
         above); ``False``: one batch after the other.
@@ -280,11 +285,12 @@ class ModelTuner(Tuner):
     def __init__(self, task: Any, plan_size: int = 64, n_sa_iter: int = 200, sa_chains: int = 64,
                  diversity: int = 1, epsilon: float = 0.05, seed: Optional[int] = None,
                  feature_type: str = "knob", feature_budget: Optional[int] = None,
-                 n_workers: Optional[int] = None, overlap: bool = True, feature_cache: bool = False, **kwargs):
+                 n_workers: Optional[int] = None, overlap: bool = True, feature_cache: bool = False,
+                 feature_prefetch: Optional[int] = None, **kwargs):
         super().__init__(task, plan_size=plan_size, n_sa_iter=n_sa_iter, sa_chains=sa_chains,
                          diversity=diversity, epsilon=epsilon, seed=seed, feature_type=feature_type,
                          feature_budget=feature_budget, n_workers=n_workers, overlap=overlap,
-                         feature_cache=feature_cache, **kwargs)
+                         feature_cache=feature_cache, feature_prefetch=feature_prefetch, **kwargs)
         if not isinstance(overlap, bool):
             raise TypeError(f"{type(self).__name__}: overlap must be True or False, got {overlap!r}")
         self.overlap = overlap
@@ -304,6 +310,14 @@ class ModelTuner(Tuner):
         if feature_budget is None:
             feature_budget = None if feature_type == "knob" else max(32, 4 * self.plan_size)
         self.feature_budget = feature_budget
+        if feature_prefetch is not None and (isinstance(feature_prefetch, bool) or
+                                             not isinstance(feature_prefetch, (int, np.integer))
+                                             or feature_prefetch < 0):
+            raise ValueError(f"{type(self).__name__}: feature_prefetch must be a count >= 0, got "
+                             f"{feature_prefetch!r}")
+        self.feature_prefetch = (min(len(self.space), 32 * self.plan_size) if feature_prefetch is None
+                                 else int(feature_prefetch))
+        self._prefetched = False
         self._budget_left = float("inf")
         self._knob_cache: dict = {}
 
@@ -430,9 +444,23 @@ class ModelTuner(Tuner):
     def _propose(self, want: int) -> List[int]:
         return self._anneal(want)
 
+    def _start_prefetch(self) -> None:
+        """The loop features of a random sample of the space, extracted in the background."""
+        self._prefetched = True
+        if self.extractor is not None and self.feature_prefetch > 0 and self.extractor.n_workers > 1:
+            n = len(self.space)
+            rng = np.random.default_rng()  # its own: the search's draws stay those of its seed
+            if n <= 4 * self.feature_prefetch:
+                order = rng.permutation(n)[:self.feature_prefetch]
+            else:  # a large space: a sample drawn without listing it
+                order = dict.fromkeys(int(i) for i in rng.integers(n, size=2 * self.feature_prefetch))
+            self.extractor.prefetch(int(i) for i in order if int(i) not in self.visited)
+
     def next_batch(self, batch_size: int) -> List[Any]:
         n = len(self.space)
         out: List[int] = []
+        if not self._prefetched:
+            self._start_prefetch()
         if self._fitted_on != len(self.xs):  # results arrived since the last fit (overlap)
             self._fit()
         if self.model is not None:
@@ -455,6 +483,8 @@ class ModelTuner(Tuner):
             self._fit()
 
     def _finish_tune(self) -> None:
+        if self.extractor is not None:  # the session is over: no more extraction ahead
+            self.extractor.stop_prefetch()
         # the last batches' results, which no proposal needed: ``model`` sees every result
         if self._fitted_on != len(self.xs):
             self._fit()

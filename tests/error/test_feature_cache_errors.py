@@ -77,3 +77,11 @@ def test_two_sessions_writing_at_once_leave_a_whole_file():
 def test_a_non_boolean_option_is_refused():
     with pytest.raises(TypeError, match="disk_cache must be True or False, got 'yes'"):
         F.FeatureExtractor(_task(), "itervar", disk_cache="yes")
+
+
+@pytest.mark.parametrize("bad", [-1, True, 2.5, "all"])
+def test_a_prefetch_count_that_is_not_a_count_is_refused(bad):
+    from kernels import autotvm
+
+    with pytest.raises(ValueError, match=rf"XGBTuner: feature_prefetch must be a count >= 0, got {bad!r}"):
+        autotvm.tuner.XGBTuner(_task(), n_workers=1, feature_prefetch=bad)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 import weakref
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -54,16 +56,28 @@ def candidate_features(task: Any, config: Any) -> ProgramFeatures:
                            f"failed: {type(exc).__name__}: {exc}") from exc
 
 
-# a task handed to forked workers (set before the pool starts; the children inherit it)
+# the task of this process when it is an extraction worker (set by the pool's initializer)
 _POOL_TASK: Any = None
 _POOL_TYPE = "itervar"
 
 
-def _pool_extract(index: int) -> Tuple[int, Optional[np.ndarray], str]:
-    try:
-        return index, feature_vector(candidate_features(_POOL_TASK, index), _POOL_TYPE), ""
-    except Exception as exc:
-        return index, None, f"{type(exc).__name__}: {exc}"
+def _pool_extract(indices: List[int]) -> List[Tuple[int, Optional[np.ndarray], str]]:
+    """In a worker process: the vectors of ``indices`` (a failed one: None and the reason)."""
+    return [_extract_here(_POOL_TASK, i, _POOL_TYPE) for i in indices]
+
+
+def _forked_init(task: Any, feature_type: str) -> None:
+    """A forked extraction worker: the task is the parent's object (fork copies it, no pickling)."""
+    global _POOL_TASK, _POOL_TYPE
+    _POOL_TASK, _POOL_TYPE = task, feature_type
+    _lower_priority()
+
+
+def _lower_priority() -> None:
+    """Extraction workers yield the CPU to the compilers and the runners of the same machine (a
+    prefetch uses the cores they leave idle)."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(10)
 
 
 class FeatureExtractor:
@@ -76,16 +90,20 @@ class FeatureExtractor:
     feature_type : str
         ``"itervar"`` or ``"curve"``.
     n_workers : int, optional
-        Worker processes (forked) for batches of at least :attr:`pool_min` missing vectors
-        (default: the machine's cores but one, at most 16; 1 extracts in this process, as does a
-        process connected to Ray).
+        Worker processes for batches of at least :attr:`pool_min` missing vectors and for
+        :meth:`prefetch` (default: the machine's cores but one, at most 16; 1 extracts in this
+        process). The workers are forked, or spawned in a process connected to Ray, once, and kept
+        for the extractor's life (:meth:`close` ends them).
     disk_cache : bool
         Keep the vectors on disk between sessions (:mod:`kernels.tuning.features.disk`): a later
         extractor of the same task, target, feature type and code starts with them.
     """
 
     #: fewer missing vectors than this are extracted in this process
-    pool_min = 16
+    pool_min = 2
+    #: chunks of a prefetch in the workers' queue at once: a request of :meth:`get_many` waits
+    #: behind at most these
+    prefetch_depth = 2
 
     def __init__(self, task: Any, feature_type: str = "itervar", n_workers: Optional[int] = None,
                  disk_cache: bool = False):
@@ -99,10 +117,13 @@ class FeatureExtractor:
         self.length = feature_length(feature_type)
         self.cache: Dict[int, np.ndarray] = {}
         self.failures: Dict[int, str] = {}
-        self.seconds = 0.0  # time spent extracting (wall), and how many were extracted
+        self.seconds = 0.0  # time get_many waited for extraction (wall), and how many were extracted
         self.extracted = 0
-        # the spawned worker processes (a process connected to Ray); False: the task cannot be sent
-        self._spawned: Any = None
+        self._lock = threading.RLock()
+        self._pending: Dict[int, Future] = {}  # index -> the future extracting it in the pool
+        self._pool: Any = None  # the worker processes; False: none can be had
+        self._feeder: Optional[threading.Thread] = None
+        self._closed = self._stop_feed = False
         self.pool_kind = ""  # how the last batch was extracted: "fork", "spawn" or "here"
         # the file between sessions (None: not kept), and how many vectors came from it
         self.disk_file = disk.file_for(task, feature_type) if disk_cache else None
@@ -123,33 +144,80 @@ class FeatureExtractor:
         return got
 
     def get_many(self, indices: Iterable[int]) -> np.ndarray:
-        """The vectors of ``indices`` as rows of one array; missing ones are extracted first."""
+        """The vectors of ``indices`` as rows of one array; missing ones are extracted first (those a
+        :meth:`prefetch` is extracting are waited for)."""
         indices = [int(i) for i in indices]
         missing = list(dict.fromkeys(i for i in indices if i not in self.cache))
         if missing:
             t0 = time.perf_counter()
-            if self.n_workers > 1 and len(missing) >= self.pool_min:
-                self._extract_pool(missing)
-            else:
-                self._extract_locally(missing)
+            with self._lock:
+                waiting = {i: self._pending[i] for i in missing if i in self._pending}
+            new = [i for i in missing if i not in waiting]
+            pool = self._ensure_pool() if self.n_workers > 1 and len(new) >= self.pool_min else None
+            if pool is not None:
+                waiting.update(self._submit(new, max(1, len(new) // (2 * self.n_workers))))
+            elif new:
+                self.pool_kind = "here"
+                self._extract_locally(new)
+            if waiting:
+                self._collect(set(waiting.values()))
+                # what a broken pool left: in this process
+                self._extract_locally([i for i in waiting if i not in self.cache])
             self.seconds += time.perf_counter() - t0
-            self.extracted += len(missing)
-            if self.disk_file is not None:
-                disk.save(self.disk_file, self.cache, self.failures, self.length)
+            self._save()
         if not indices:
             return np.zeros((0, self.length), dtype=np.float32)
         return np.stack([self.cache[i] for i in indices])
+
+    def prefetch(self, indices: Iterable[int]) -> int:
+        """Extract ``indices`` in the worker processes in the background, a few chunks queued at a
+        time (so :meth:`get_many`'s own requests wait behind few of them); how many were queued (0
+        with one worker or no pool: nothing is extracted ahead)."""
+        if self.n_workers <= 1 or self._closed:
+            return 0
+        self._stop_feed = False
+        with self._lock:
+            todo = [int(i) for i in dict.fromkeys(indices) if int(i) not in self.cache
+                    and int(i) not in self._pending]
+        if not todo or self._ensure_pool() is None:
+            return 0
+        self._feeder = threading.Thread(target=self._feed, args=(todo,), name="features-prefetch",
+                                        daemon=True)
+        self._feeder.start()
+        return len(todo)
+
+    def stop_prefetch(self) -> None:
+        """Queue no more of the prefetch (the chunks in the workers finish)."""
+        self._stop_feed = True
+
+    def wait_prefetch(self, timeout: Optional[float] = None) -> bool:
+        """Wait for the prefetch to end; whether it has."""
+        feeder = self._feeder
+        if feeder is not None:
+            feeder.join(timeout)
+            return not feeder.is_alive()
+        return True
 
     @property
     def seconds_per_candidate(self) -> float:
         return self.seconds / self.extracted if self.extracted else 0.0
 
     def _store(self, index: int, vec: Optional[np.ndarray], error: str) -> None:
-        if vec is None:
-            self.failures[index] = error
-            logger.info("features of configuration %d: extraction failed, using zeros: %s", index, error)
-            vec = np.zeros(self.length, dtype=np.float32)
-        self.cache[index] = vec
+        with self._lock:
+            if index in self.cache:
+                return
+            if vec is None:
+                self.failures[index] = error
+                logger.info("features of configuration %d: extraction failed, using zeros: %s", index, error)
+                vec = np.zeros(self.length, dtype=np.float32)
+            self.cache[index] = vec
+            self.extracted += 1
+
+    def _save(self) -> None:
+        if self.disk_file is not None:
+            with self._lock:
+                cache, failures = dict(self.cache), dict(self.failures)
+            disk.save(self.disk_file, cache, failures, self.length)
 
     def _extract_locally(self, indices: List[int]) -> None:
         """Extract, in this process, those of ``indices`` not cached yet."""
@@ -157,83 +225,127 @@ class FeatureExtractor:
             if i not in self.cache:
                 self._store(*_extract_here(self.task, i, self.feature_type))
 
-    def _extract_pool(self, missing: List[int]) -> None:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+    def _submit(self, indices: List[int], chunk: int) -> Dict[int, Future]:
+        """``indices`` sent to the pool in chunks; index -> its chunk's future (stored when done)."""
+        out: Dict[int, Future] = {}
+        for k in range(0, len(indices), chunk):
+            part = indices[k:k + chunk]
+            try:
+                fut = self._pool.submit(_pool_extract, part)
+            except Exception as exc:  # a broken pool: the callers extract what is left here
+                self._pool_failed(exc)
+                break
+            with self._lock:
+                for i in part:
+                    self._pending[i] = out[i] = fut
+            fut.add_done_callback(lambda f, part=part: self._chunk_done(f, part))
+        return out
 
-        global _POOL_TASK, _POOL_TYPE
+    def _collect(self, futures) -> None:
+        """Wait for ``futures`` and store their vectors (a future's waiters wake before its done
+        callbacks run, so the callback may not have stored them yet)."""
+        wait(futures)
+        for fut in futures:
+            if not fut.cancelled() and fut.exception() is None:
+                for index, vec, error in fut.result():
+                    self._store(index, vec, error)
+
+    def _chunk_done(self, fut: Future, part: List[int]) -> None:
+        try:
+            for index, vec, error in fut.result():
+                self._store(index, vec, error)
+        except Exception as exc:  # the pool broke or was shut down: the waiters extract the rest
+            if not self._closed:
+                self._pool_failed(exc)
+        finally:
+            with self._lock:
+                for i in part:
+                    if self._pending.get(i) is fut:
+                        del self._pending[i]
+
+    def _feed(self, todo: List[int]) -> None:
+        chunk = 2
+        slots = threading.Semaphore(self.prefetch_depth * self.n_workers)
+        for k in range(0, len(todo), chunk):
+            slots.acquire()
+            if self._closed or self._stop_feed or self._pool in (None, False):
+                break
+            part = [i for i in todo[k:k + chunk] if i not in self.cache and i not in self._pending]
+            subs = self._submit(part, chunk) if part else {}
+            if not subs:
+                slots.release()
+                continue
+            next(iter(subs.values())).add_done_callback(lambda f: slots.release())
+        with self._lock:
+            last = set(self._pending.values())
+        self._collect(last)
+        self._save()
+
+    def _ensure_pool(self) -> Any:
+        """The worker processes, started the first time (None where none can be had)."""
+        with self._lock:
+            if self._pool is None and not self._closed:
+                self._pool = self._start_pool() or False
+            return self._pool or None
+
+    def _start_pool(self) -> Any:
+        import multiprocessing as mp
+
         try:
             ctx = mp.get_context("fork")
         except ValueError:  # no fork on this platform: in this process
-            ctx = None
-        if ctx is not None and _ray_connected():
-            # a Ray driver's client threads do not survive a fork: spawned workers instead
-            if self._extract_spawned(missing):
-                return
-            ctx = None
-        if ctx is None:
-            self.pool_kind = "here"
-            self._extract_locally(missing)
-            return
+            return None
+        if _ray_connected():  # a Ray driver's client threads do not survive a fork: spawned workers
+            return self._start_spawned()
         self.pool_kind = "fork"
-        _POOL_TASK, _POOL_TYPE = self.task, self.feature_type
-        workers = min(self.n_workers, len(missing))
-        try:
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                chunk = max(1, len(missing) // (4 * workers))
-                for index, vec, error in pool.map(_pool_extract, missing, chunksize=chunk):
-                    self._store(index, vec, error)
-        except Exception as exc:  # a broken pool: the rest in this process
-            logger.info("feature extraction pool failed (%s: %s); extracting in this process",
-                        type(exc).__name__, exc)
-            self._extract_locally(missing)
-        finally:
-            _POOL_TASK = None
+        pool = ProcessPoolExecutor(max_workers=self.n_workers, mp_context=ctx, initializer=_forked_init,
+                                   initargs=(self.task, self.feature_type))
+        weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
+        return pool
 
-    def _extract_spawned(self, missing: List[int]) -> bool:
-        """Extract ``missing`` in the spawned worker processes (started the first time, the task sent
-        to each once); False when they cannot be had (the task does not pickle, the pool broke)."""
+    def _start_spawned(self) -> Any:
+        """Spawned workers, the task sent to each once; None when the task does not pickle."""
         import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
 
-        pool = self._spawned
-        if pool is False:  # the task did not pickle before: it will not now
-            return False
-        if pool is None:
-            try:
-                # function-level: the task pickled as the Ray workers get it (Ray's cloudpickle)
-                from ..ray_workers import task_bytes
-
-                blob = task_bytes(self.task)
-            except Exception as exc:
-                logger.info("features: the task cannot be sent to worker processes (%s: %s); extracting "
-                            "in this process", type(exc).__name__, exc)
-                self._spawned = False
-                return False
-            pool = self._spawned = ProcessPoolExecutor(
-                max_workers=self.n_workers, mp_context=mp.get_context("spawn"), initializer=_spawned_init,
-                initargs=(blob, self.feature_type))
-            weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
         try:
-            chunk = max(1, len(missing) // (4 * self.n_workers))
-            with _main_module_hidden():  # processes start as the items are submitted
-                results = pool.map(_pool_extract, missing, chunksize=chunk)
-            for index, vec, error in results:
-                self._store(index, vec, error)
-        except Exception as exc:  # a broken pool: the rest in this process, no pool from now on
-            logger.info("features: the worker processes failed (%s: %s); extracting in this process",
-                        type(exc).__name__, exc)
-            self._spawned = None
-            pool.shutdown(wait=False, cancel_futures=True)
-            self._extract_locally(missing)
-        self.pool_kind = "spawn"
-        return True
+            # function-level: the task pickled as the Ray workers get it (Ray's cloudpickle)
+            from ..ray_workers import task_bytes
 
-    def close(self) -> None:
-        """End the spawned worker processes, if any (they also end with the extractor)."""
-        pool, self._spawned = self._spawned, None
+            blob = task_bytes(self.task)
+        except Exception as exc:
+            logger.info("features: the task cannot be sent to worker processes (%s: %s); extracting "
+                        "in this process", type(exc).__name__, exc)
+            return None
+        self.pool_kind = "spawn"
+        pool = _HiddenMainPool(max_workers=self.n_workers, mp_context=mp.get_context("spawn"),
+                               initializer=_spawned_init, initargs=(blob, self.feature_type))
+        weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
+        return pool
+
+    def _pool_failed(self, exc: BaseException) -> None:
+        logger.info("features: the worker processes failed (%s: %s); extracting in this process",
+                    type(exc).__name__, exc)
+        with self._lock:
+            pool, self._pool = self._pool, False
         if pool:
             pool.shutdown(wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        """Stop the prefetch and end the worker processes, if any (they also end with the extractor)."""
+        self._closed = True
+        with self._lock:
+            pool, self._pool = self._pool, False
+        if pool:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _HiddenMainPool(ProcessPoolExecutor):
+    """A spawning pool that starts its processes with the main module hidden from them (see
+    :func:`_main_module_hidden`): processes start as the items are submitted."""
+
+    def submit(self, *args, **kwargs):
+        with _main_module_hidden():
+            return super().submit(*args, **kwargs)
 
 
 @contextlib.contextmanager
@@ -260,6 +372,7 @@ def _spawned_init(blob: bytes, feature_type: str) -> None:
     """A spawned extraction worker: no GPU, the task rebuilt once."""
     global _POOL_TASK, _POOL_TYPE
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    _lower_priority()
     # function-level: rebuilding a pickled task is the Ray workers' code (kernels.tuning.ray_workers)
     from ..ray_workers import task_from_bytes
 

@@ -1,0 +1,117 @@
+"""Loop features extracted ahead, in the background (FeatureExtractor.prefetch, ModelTuner's
+feature_prefetch): every vector equals the one extracted in this process, each configuration is
+extracted once, the prefetch keeps few chunks queued, stops when asked and survives its workers
+being killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from kernels import autotvm, te
+from kernels.tuning import features as F
+from kernels.tuning.features.service import _extract_here
+
+
+@autotvm.template("test/prefetch_scale")
+def prefetch_scale(n):
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 3.0 + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    cfg = autotvm.get_config()
+    cfg.define_knob("split", [2, 4, 8, 16])
+    cfg.define_knob("pad", list(range(25)))  # 100 configurations; only the split shapes the code
+    s[B].split(B.op.axis[0], factor=cfg["split"].val)
+    return s, [A, B]
+
+
+@pytest.fixture
+def task():
+    return autotvm.task.create("test/prefetch_scale", args=(96,), target="c")
+
+
+def _here(task, indices):
+    return np.stack([_extract_here(task, i, "itervar")[1] for i in indices])
+
+
+def test_a_prefetch_gives_the_vectors_extracted_here_each_once(task):
+    n = len(task.config_space)
+    ex = F.FeatureExtractor(task, "itervar", n_workers=2)
+    try:
+        assert ex.prefetch(range(n)) == n
+        rows = ex.get_many(range(n))  # waits for what the prefetch has not reached yet
+        assert ex.wait_prefetch(120)
+        assert ex.pool_kind == "fork" and not ex.failures
+        assert ex.extracted == n  # no configuration extracted twice
+        assert ex.prefetch(range(n)) == 0  # all cached: nothing queued
+    finally:
+        ex.close()
+    np.testing.assert_array_equal(rows, _here(task, range(n)))
+
+
+def test_the_prefetch_keeps_few_chunks_queued_and_stops_when_asked(task):
+    n = len(task.config_space)
+    ex = F.FeatureExtractor(task, "itervar", n_workers=2)
+    most = 0
+    try:
+        ex.prefetch(range(n))
+        deadline = time.time() + 60
+        while ex.extracted < 6 and time.time() < deadline:
+            with ex._lock:
+                most = max(most, len(set(ex._pending.values())))
+            time.sleep(0.0005)
+        ex.stop_prefetch()
+        assert ex.wait_prefetch(120)
+        done = ex.extracted
+        # it ran, and stopped with at most the queued chunks (2 configurations each) after it
+        assert 6 <= done <= 6 + 2 * ex.prefetch_depth * ex.n_workers + 2 < n
+        time.sleep(0.3)
+        assert ex.extracted == done  # nothing queued after the stop
+    finally:
+        ex.close()
+    assert 1 <= most <= ex.prefetch_depth * ex.n_workers
+
+
+def test_killed_workers_leave_the_vectors_to_this_process(task):
+    n = len(task.config_space)
+    ex = F.FeatureExtractor(task, "itervar", n_workers=2)
+    try:
+        ex.prefetch(range(n))
+        deadline = time.time() + 60
+        while not getattr(ex._pool, "_processes", None) and time.time() < deadline:
+            time.sleep(0.01)
+        for pid in list(ex._pool._processes):
+            os.kill(pid, signal.SIGKILL)
+        rows = ex.get_many(range(n))
+        ex.wait_prefetch(120)
+        assert ex.extracted == n and not ex.failures
+    finally:
+        ex.close()
+    np.testing.assert_array_equal(rows, _here(task, range(n)))
+
+
+def test_a_tuner_prefetches_from_its_first_batch_and_stops_with_the_session(task):
+    tuner = autotvm.tuner.XGBTuner(task, plan_size=4, seed=0, n_workers=2, feature_prefetch=30)
+    assert tuner.feature_prefetch == 30
+    try:
+        first = tuner.next_batch(4)
+        assert len(first) == 4
+        assert tuner.extractor.wait_prefetch(120)
+        assert tuner.extractor.extracted == 30  # the random first batch needed no features
+        tuner._finish_tune()  # what tune() calls last
+        assert tuner.extractor._stop_feed
+        one = autotvm.tuner.XGBTuner(task, plan_size=4, seed=0, n_workers=1)
+        one.next_batch(4)  # one worker: nothing ahead
+        assert one.extractor.extracted == 0 and one.extractor._feeder is None
+        none = autotvm.tuner.XGBTuner(task, plan_size=4, seed=0, n_workers=2, feature_prefetch=0)
+        none.next_batch(4)
+        assert none.extractor.extracted == 0
+        # the default: the whole space when it is small next to the batches
+        assert autotvm.tuner.XGBTuner(task, plan_size=2, n_workers=1).feature_prefetch == 64
+        assert autotvm.tuner.XGBTuner(task, plan_size=8, n_workers=1).feature_prefetch == len(task.config_space)
+    finally:
+        tuner.extractor.close()
