@@ -1,10 +1,11 @@
 """Extracting the features of a task's candidates: lowering and analysing each configuration
 (:func:`candidate_features`), and :class:`FeatureExtractor`, which caches one vector per
 configuration index. An extraction that fails gives the zero vector and a logged reason (a search
-never stops on it), and many at once are extracted in a pool of worker processes (each lowering is
-pure Python): forked ones, or, in a process connected to Ray (whose client threads do not survive a
-fork: ``kbench tune --executor ray``), spawned ones kept for the extractor's life, the task sent to
-each once.
+never stops on it). Two or more missing at once are extracted in worker processes (each lowering is
+pure Python), kept for the extractor's life: forked ones, or, in a process connected to Ray (whose
+client threads do not survive a fork: ``kbench tune --executor ray``), spawned ones, the task sent
+to each once. :meth:`FeatureExtractor.prefetch` extracts a sample of the space in the background,
+a few chunks queued at a time, so that a search's own requests do not wait behind it.
 """
 
 from __future__ import annotations
