@@ -451,30 +451,52 @@ class RayRunner:
 
     # -- runners ----------------------------------------------------------------------------------
 
-    def _ensure_actors(self) -> list[dict]:
-        """Start the runners (one per GPU of the model, up to ``n_parallel``) and wait for them; the
-        first time, learn their GPUs' architecture. Returns where the ready ones are."""
+    def _ensure_actors(self, wait: bool = True) -> list[dict]:
+        """Start the runners (one per GPU of the model, up to ``n_parallel``) and, with ``wait``, wait
+        for them; the first time, learn their GPUs' architecture. Returns where the ready ones are.
+        A runner's GPU that reports another architecture than the one its model names (what the
+        builds were told before the runners were ready) is logged: candidates of a CUDA target
+        naming no architecture were built for the model's, and fail on these GPUs if it differs."""
         if self._closed:
             raise RayMeasureError("RayRunner: the runner was closed")
         shared = self._shared
         pool = shared.pool
+        if not wait:
+            pool.start_runners(self._slot)
+            return pool.runner_info(self._slot)
         if pool.start_runners(self._slot, wait_s=self.startup_timeout) == 0:
             logger.warning("RayRunner: the runners did not start within %g s", self.startup_timeout)
         infos = pool.runner_info(self._slot)
+        reported = next((i["cuda_arch"] for i in infos if i.get("cuda_arch")), None)
         if shared.build_kwargs is None:
-            from ..target import arch_of_model
-
-            arch = next((i["cuda_arch"] for i in infos if i.get("cuda_arch")), None)
-            arch = arch or (arch_of_model(self.gpu_model) if self.gpu_model else None)
+            arch = reported or self._model_arch()
             shared.build_kwargs = {"cuda_arch": arch} if arch else {}
+        elif reported and shared.build_kwargs.get("cuda_arch") not in (None, reported):
+            logger.warning("RayRunner: the GPUs of model %r report %s, not %s as their model names; "
+                           "candidates of targets naming no architecture were built for %s",
+                           self.gpu_model, reported, shared.build_kwargs["cuda_arch"],
+                           shared.build_kwargs["cuda_arch"])
         return infos
 
+    def _model_arch(self) -> str | None:
+        from ..target import arch_of_model
+
+        return arch_of_model(self.gpu_model) if self.gpu_model else None
+
     def get_build_kwargs(self) -> dict:
-        """What builders should know of this runner's GPUs: ``{"cuda_arch": ...}``, the architecture
-        the actors' GPU reports (starting the actors), else that of the GPU model
-        (:func:`kernels.target.arch_of_model`); empty when neither is known."""
-        self._ensure_actors()
-        return dict(self._shared.build_kwargs or {})
+        """What builders should know of this runner's GPUs: ``{"cuda_arch": ...}``. Where the GPU
+        model names an architecture (:func:`kernels.target.arch_of_model`) that one, at once: the
+        runners start meanwhile and the first builds do not wait for them; else the architecture the
+        runners' GPU reports (waiting for them); empty when neither is known."""
+        shared = self._shared
+        if shared.build_kwargs is None:
+            arch = self._model_arch()
+            if arch:
+                self._ensure_actors(wait=False)
+                shared.build_kwargs = {"cuda_arch": arch}
+            else:
+                self._ensure_actors()
+        return dict(shared.build_kwargs or {})
 
     def workers(self) -> list[dict]:
         """Where the runner's actors are (starting them): node id, process id, GPU ids and CUDA

@@ -206,6 +206,19 @@ def test_cuda_builds_on_cpu_workers_for_the_runners_gpu_model(cluster, a100):
     assert "__global__" in module.imported_modules[0].get_source()
 
 
+def test_the_first_builds_do_not_wait_for_the_runners(cluster):
+    """Where the GPU model names its architecture (H100: sm_90), the builder learns it at once and
+    the runners start meanwhile (kbench tune's first batch builds while they start); asking where
+    the runners are waits for them."""
+    fresh = {"env_vars": {"KBENCH_TEST_FRESH_RUNNERS": "1"}}  # a pool of its own, not the module's
+    with autotvm.RayRunner(number=1, repeat=1, timeout=60, gpu_model="H100", runtime_env=fresh) as runner:
+        assert runner.get_build_kwargs() == {"cuda_arch": "sm_90"}
+        assert runner._shared.pool.stats()["starting"] == 1  # returned before its runner was ready
+        workers = runner.workers()
+        assert [w["node"] for w in workers] == [cluster["H100"]]
+        assert runner._shared.pool.stats()["starting"] == 0
+
+
 @autotvm.template("test/ray_scale_gpu")
 def ray_scale_gpu(n):
     A = te.placeholder((n,), name="A")
