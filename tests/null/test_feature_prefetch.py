@@ -115,3 +115,19 @@ def test_a_tuner_prefetches_from_its_first_batch_and_stops_with_the_session(task
         assert autotvm.tuner.XGBTuner(task, plan_size=8, n_workers=1).feature_prefetch == len(task.config_space)
     finally:
         tuner.extractor.close()
+
+
+def test_no_worker_processes_to_be_had_leaves_the_extraction_here(task, monkeypatch, caplog):
+    import logging
+
+    ex = F.FeatureExtractor(task, "itervar", n_workers=2)
+
+    def refuse():
+        raise OSError("no more processes")
+    monkeypatch.setattr(ex, "_start_pool", refuse)
+    with caplog.at_level(logging.INFO, logger="autotvm"):
+        assert ex.prefetch(range(8)) == 0
+        rows = ex.get_many(range(8))
+    assert ex.pool_kind == "here" and ex.extracted == 8
+    assert any("no worker processes (OSError: no more processes)" in r.getMessage() for r in caplog.records)
+    np.testing.assert_array_equal(rows, _here(task, range(8)))

@@ -286,7 +286,12 @@ class FeatureExtractor:
         """The worker processes, started the first time (None where none can be had)."""
         with self._lock:
             if self._pool is None and not self._closed:
-                self._pool = self._start_pool() or False
+                try:
+                    self._pool = self._start_pool() or False
+                except Exception as exc:  # no processes to be had: everything in this process
+                    logger.info("features: no worker processes (%s: %s); extracting in this process",
+                                type(exc).__name__, exc)
+                    self._pool = False
             return self._pool or None
 
     def _start_pool(self) -> Any:
