@@ -155,15 +155,15 @@ class FeatureExtractor:
                 waiting = {i: self._pending[i] for i in missing if i in self._pending}
             new = [i for i in missing if i not in waiting]
             pool = self._ensure_pool() if self.n_workers > 1 and len(new) >= self.pool_min else None
-            if pool is not None:
-                waiting.update(self._submit(new, max(1, len(new) // (2 * self.n_workers))))
+            if pool is not None:  # stored below, in the order asked (and their failures logged so)
+                waiting.update(self._submit(new, max(1, len(new) // (2 * self.n_workers)), store=False))
             elif new:
                 self.pool_kind = "here"
                 self._extract_locally(new)
             if waiting:
-                self._collect(set(waiting.values()))
-                # what a broken pool left: in this process
-                self._extract_locally([i for i in waiting if i not in self.cache])
+                self._collect(list(dict.fromkeys(waiting[i] for i in missing if i in waiting)))
+            # what a broken pool left (or would not take): in this process
+            self._extract_locally([i for i in missing if i not in self.cache])
             self.seconds += time.perf_counter() - t0
             self._save()
         if not indices:
@@ -226,8 +226,9 @@ class FeatureExtractor:
             if i not in self.cache:
                 self._store(*_extract_here(self.task, i, self.feature_type))
 
-    def _submit(self, indices: List[int], chunk: int) -> Dict[int, Future]:
-        """``indices`` sent to the pool in chunks; index -> its chunk's future (stored when done)."""
+    def _submit(self, indices: List[int], chunk: int, store: bool = True) -> Dict[int, Future]:
+        """``indices`` sent to the pool in chunks; index -> its chunk's future (its vectors stored
+        when it is done, with ``store``; else by whoever collects it)."""
         out: Dict[int, Future] = {}
         for k in range(0, len(indices), chunk):
             part = indices[k:k + chunk]
@@ -239,22 +240,24 @@ class FeatureExtractor:
             with self._lock:
                 for i in part:
                     self._pending[i] = out[i] = fut
-            fut.add_done_callback(lambda f, part=part: self._chunk_done(f, part))
+            fut.add_done_callback(lambda f, part=part: self._chunk_done(f, part, store))
         return out
 
     def _collect(self, futures) -> None:
-        """Wait for ``futures`` and store their vectors (a future's waiters wake before its done
-        callbacks run, so the callback may not have stored them yet)."""
+        """Wait for ``futures`` and store their vectors, in their order (a future's waiters wake
+        before its done callbacks run, so a callback may not have stored them yet)."""
         wait(futures)
         for fut in futures:
             if not fut.cancelled() and fut.exception() is None:
                 for index, vec, error in fut.result():
                     self._store(index, vec, error)
 
-    def _chunk_done(self, fut: Future, part: List[int]) -> None:
+    def _chunk_done(self, fut: Future, part: List[int], store: bool) -> None:
         try:
-            for index, vec, error in fut.result():
-                self._store(index, vec, error)
+            results = fut.result()
+            if store:
+                for index, vec, error in results:
+                    self._store(index, vec, error)
         except Exception as exc:  # the pool broke or was shut down: the waiters extract the rest
             if not self._closed:
                 self._pool_failed(exc)
