@@ -274,9 +274,9 @@ class ModelTuner(Tuner):
         :mod:`kernels.tuning.features.disk`).
     feature_prefetch : int, optional
         Configurations (a random sample of the space) whose loop features the worker processes
-        extract in the background from the second batch on (once the first is built), so that the
-        model's proposals find them ready (default ``min(len(space), 32 * plan_size)``; 0: none).
-        Only with more than one worker; it stops when ``tune`` returns.
+        extract in the background from the first batch on, so that the model's proposals find them
+        ready (default ``min(len(space), 32 * plan_size)``; 0: none). Only with more than one worker;
+        it stops when ``tune`` returns.
     overlap : bool
         Propose and build the next batch while the current one is measured, one batch behind (see
         above); ``False``: one batch after the other.
@@ -318,7 +318,6 @@ class ModelTuner(Tuner):
         self.feature_prefetch = (min(len(self.space), 32 * self.plan_size) if feature_prefetch is None
                                  else int(feature_prefetch))
         self._prefetched = False
-        self._batches_proposed = 0
         self._budget_left = float("inf")
         self._knob_cache: dict = {}
 
@@ -454,17 +453,14 @@ class ModelTuner(Tuner):
             if n <= 4 * self.feature_prefetch:
                 order = rng.permutation(n)[:self.feature_prefetch]
             else:  # a large space: a sample drawn without listing it
-                order = list(dict.fromkeys(int(i) for i in rng.integers(n, size=2 * self.feature_prefetch)))
-            self.extractor.prefetch([int(i) for i in order if int(i) not in self.visited][:self.feature_prefetch])
+                order = dict.fromkeys(int(i) for i in rng.integers(n, size=2 * self.feature_prefetch))
+            self.extractor.prefetch(int(i) for i in order if int(i) not in self.visited)
 
     def next_batch(self, batch_size: int) -> List[Any]:
         n = len(self.space)
         out: List[int] = []
-        if not self._prefetched and self._batches_proposed >= 1:
-            # from the second batch on: the first one's builds (new build processes, nvcc) have the
-            # machine's cores to themselves, and the prefetch has the first batch's timing to run in
+        if not self._prefetched:
             self._start_prefetch()
-        self._batches_proposed += 1
         if self._fitted_on != len(self.xs):  # results arrived since the last fit (overlap)
             self._fit()
         if self.model is not None:
