@@ -453,8 +453,8 @@ class ModelTuner(Tuner):
             if n <= 4 * self.feature_prefetch:
                 order = rng.permutation(n)[:self.feature_prefetch]
             else:  # a large space: a sample drawn without listing it
-                order = dict.fromkeys(int(i) for i in rng.integers(n, size=2 * self.feature_prefetch))
-            self.extractor.prefetch(int(i) for i in order if int(i) not in self.visited)
+                order = list(dict.fromkeys(int(i) for i in rng.integers(n, size=2 * self.feature_prefetch)))
+            self.extractor.prefetch([int(i) for i in order if int(i) not in self.visited][:self.feature_prefetch])
 
     def next_batch(self, batch_size: int) -> List[Any]:
         n = len(self.space)

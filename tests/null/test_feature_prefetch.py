@@ -46,6 +46,10 @@ def test_a_prefetch_gives_the_vectors_extracted_here_each_once(task):
         rows = ex.get_many(range(n))  # waits for what the prefetch has not reached yet
         assert ex.wait_prefetch(120)
         assert ex.pool_kind == "fork" and not ex.failures
+        from kernels.tuning.features.service import WORKER_NICE
+
+        pids = list(ex._pool._processes)  # the workers yield the CPU to builds and runners
+        assert len(pids) == 2 and all(os.getpriority(os.PRIO_PROCESS, p) >= WORKER_NICE for p in pids)
         assert ex.extracted == n  # no configuration extracted twice
         assert ex.prefetch(range(n)) == 0  # all cached: nothing queued
     finally:

@@ -74,11 +74,16 @@ def _forked_init(task: Any, feature_type: str) -> None:
     _lower_priority()
 
 
-def _lower_priority() -> None:
-    """Extraction workers yield the CPU to the compilers and the runners of the same machine (a
-    prefetch uses the cores they leave idle)."""
+#: the niceness of the extraction workers
+WORKER_NICE = 10
+
+
+def _lower_priority(pid: int = 0) -> None:
+    """Extraction workers (``pid``; 0: this process) yield the CPU to the compilers and the runners
+    of the same machine: a prefetch uses the cores they leave idle. Idempotent."""
     with contextlib.suppress(OSError, AttributeError):
-        os.nice(10)
+        if os.getpriority(os.PRIO_PROCESS, pid) < WORKER_NICE:
+            os.setpriority(os.PRIO_PROCESS, pid, WORKER_NICE)
 
 
 class FeatureExtractor:
@@ -125,6 +130,7 @@ class FeatureExtractor:
         self._pool: Any = None  # the worker processes; False: none can be had
         self._feeder: Optional[threading.Thread] = None
         self._closed = self._stop_feed = False
+        self._reniced: set = set()  # worker processes whose priority was lowered
         self.pool_kind = ""  # how the last batch was extracted: "fork", "spawn" or "here"
         # the file between sessions (None: not kept), and how many vectors came from it
         self.disk_file = disk.file_for(task, feature_type) if disk_cache else None
@@ -237,6 +243,7 @@ class FeatureExtractor:
             except Exception as exc:  # a broken pool: the callers extract what is left here
                 self._pool_failed(exc)
                 break
+            self._renice_workers()
             with self._lock:
                 for i in part:
                     self._pending[i] = out[i] = fut
@@ -251,6 +258,14 @@ class FeatureExtractor:
             if not fut.cancelled() and fut.exception() is None:
                 for index, vec, error in fut.result():
                     self._store(index, vec, error)
+
+    def _renice_workers(self) -> None:
+        """Lower the priority of the pool's processes as soon as they exist: a spawned one imports
+        the project before its initializer runs (seconds of CPU each, next to the first builds)."""
+        for pid in list(getattr(self._pool, "_processes", None) or ()):
+            if pid not in self._reniced:
+                self._reniced.add(pid)
+                _lower_priority(pid)
 
     def _chunk_done(self, fut: Future, part: List[int], store: bool) -> None:
         try:
