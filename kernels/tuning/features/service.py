@@ -365,10 +365,13 @@ class FeatureExtractor:
 
 class _HiddenMainPool(ProcessPoolExecutor):
     """A spawning pool that starts its processes with the main module hidden from them (see
-    :func:`_main_module_hidden`): processes start as the items are submitted."""
+    :func:`_main_module_hidden`): processes start as the items are submitted, from the search's
+    thread and the prefetch's, one at a time (the main module is this process's, shared)."""
+
+    _hiding = threading.Lock()
 
     def submit(self, *args, **kwargs):
-        with _main_module_hidden():
+        with self._hiding, _main_module_hidden():
             return super().submit(*args, **kwargs)
 
 
