@@ -542,6 +542,21 @@ def test_detect_steps_constant_levels():
     assert [(s.index, s.ratio) for s in detect_steps([1.0] * 6 + [1.5] * 6)] == [(6, 1.5)]
 
 
+def test_a_large_slowdown_with_a_noisier_slow_level_is_a_step():
+    """Timing noise grows with the level: three runs at ~20 us, then three at ~300 us spread over
+    270-540 us (a case of the publish test's planted 10x slowdown). In absolute terms two of the five
+    differences are the slow level's noise, which priced the second segment above its gain; the
+    noise is measured in relative terms, so the step is named at its first slow run."""
+    x = [32.4, 20.6, 22.0, 329.9, 536.1, 272.2]
+    (step,) = detect_steps(x)
+    assert step.index == 3 and step.ratio == pytest.approx(329.9 / 22.0)
+    # the same flat relative noise at any level: no step
+    for scale in (1e-6, 1.0, 1e3):
+        for seed in range(10):
+            flat = scale * np.random.default_rng(seed).normal(1.0, 0.03, 40)
+            assert detect_steps(flat) == [], (scale, seed)
+
+
 def test_first_bad_names_the_most_recent_slowdown():
     rng = np.random.default_rng(8)
     x = np.r_[rng.normal(1.0, 0.01, 15), rng.normal(1.2, 0.01, 15), rng.normal(1.0, 0.01, 15),
