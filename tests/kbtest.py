@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 import kernels as tvm
 from kernels import te, workloads
+
+
+@contextlib.contextmanager
+def private_cache(folder):
+    """``KBENCH_CACHE_DIR`` pointed at ``folder`` (builds, inputs and loop features go there) for the
+    block, the settings reloaded on the way in and again after the variable is restored."""
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("KBENCH_CACHE_DIR", str(folder))
+            # function-level: the runtime's settings, read from the environment
+            from kernels.runtime.config import reload_config
+
+            reload_config()
+            yield Path(folder)
+    finally:
+        reload_config()
+
 
 #: (n, m): the tutorial size, ragged sizes (not multiples of 16/32), fewer rows than threads, 1x1
 ROW_SUM_SIZES = [(128, 128), (37, 45), (3, 200), (1, 1), (70, 16)]

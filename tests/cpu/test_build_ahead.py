@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from kbtest import private_cache
 
 from harness.execute import inputs
 from harness.execute.ahead import BuildAhead, default_threads
@@ -14,7 +15,6 @@ from harness.execute.build import build_artifact, load_module
 from harness.execute.worker import run_cases
 from harness.model import Case, MeasureConfig
 from kernels.contrib import nvcc
-from kernels.runtime.config import reload_config
 
 CONFIG = MeasureConfig(min_time_s=0.02, max_time_s=0.1, min_samples=5)
 
@@ -30,14 +30,11 @@ CASES = [_case("default"), _case("split", (("factor", 4), ("rows", 8))),
 
 
 @pytest.fixture(autouse=True)
-def _private_cache(tmp_path, monkeypatch):
+def _private_cache(tmp_path):
     """An empty build cache (every build calls the C compiler), the settings restored afterwards."""
-    monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    reload_config()
-    inputs.clear()
-    yield
-    monkeypatch.undo()
-    reload_config()
+    with private_cache(tmp_path / "cache"):
+        inputs.clear()
+        yield
     inputs.clear()
 
 

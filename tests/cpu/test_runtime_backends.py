@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kbtest import private_cache
 
 import kernels.runtime.device
 from kernels.contrib import nvcc
 from kernels.errors import BuildError
 from kernels.runtime import array, build_module, cpu, cuda, empty, opencl
-from kernels.runtime.config import reload_config
 from kernels.runtime.spec import BufferArg, DerivedDim, FuncSpec, KernelSpec, Workspace
 
 HAVE_OPENCL = kernels.runtime.device.opencl(0).exist
@@ -28,11 +28,8 @@ needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="nvcc not found")
 @pytest.fixture(scope="module", autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory):
     """Build into a fresh cache folder, and restore the settings afterwards."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("KBENCH_CACHE_DIR", str(tmp_path_factory.mktemp("kbench-cache")))
-        reload_config()
+    with private_cache(tmp_path_factory.mktemp("kbench-cache")):
         yield
-    reload_config()
 
 
 def _ceil_div(a: int, b: int) -> int:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kbtest import private_cache
 
 from kernels.errors import BuildError
 from kernels.runtime import array, build_module, cpu, empty, load_module, opencl
-from kernels.runtime.config import reload_config
 from kernels.runtime.spec import BufferArg, ConstArg, FuncSpec, KernelSpec, LaunchDims
 
 SCALE_C = """#include <stdint.h>
@@ -29,11 +29,8 @@ N = 1000
 
 @pytest.fixture(scope="module", autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("KBENCH_CACHE_DIR", str(tmp_path_factory.mktemp("kbench-cache")))
-        reload_config()
+    with private_cache(tmp_path_factory.mktemp("kbench-cache")):
         yield
-    reload_config()
 
 
 def _spec(target, source, n=N, a=-1.5, **changes):

@@ -9,21 +9,18 @@ import logging
 
 import numpy as np
 import pytest
+from kbtest import private_cache
 from null.test_features import features_picky  # noqa: F401 (registers the template)
 
 from kernels import autotvm
-from kernels.runtime.config import reload_config
 from kernels.tuning import features as F
 from kernels.tuning.features import disk
 
 
 @pytest.fixture(autouse=True)
-def _private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    reload_config()
-    yield tmp_path / "cache"
-    monkeypatch.undo()
-    reload_config()
+def _private_cache(tmp_path):
+    with private_cache(tmp_path / "cache") as folder:
+        yield folder
 
 
 def _task():

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from kbtest import private_cache
 
 from kernels.contrib import nvcc
 from kernels.errors import ArgumentError, BuildError, DeviceError
 from kernels.runtime import Device, NDArray, array, build_module, cpu, cuda, empty, enabled, opencl
 from kernels.runtime import device as device_mod
-from kernels.runtime.config import reload_config
 from kernels.runtime.spec import BufferArg, DerivedDim, FuncSpec, KernelSpec, Workspace
 
 pytestmark = pytest.mark.skipif(not enabled("c"), reason="no C compiler")
@@ -69,11 +69,8 @@ __kernel void add(__global const float* A, __global const float* B, __global flo
 @pytest.fixture(scope="module", autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory):
     """Build into a fresh cache folder so the tests see real compiles, and restore afterwards."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("KBENCH_CACHE_DIR", str(tmp_path_factory.mktemp("kbench-cache")))
-        reload_config()
+    with private_cache(tmp_path_factory.mktemp("kbench-cache")):
         yield
-    reload_config()
 
 
 def _vec(name: str, dtype: str = "float32", dim: object = "n") -> BufferArg:
