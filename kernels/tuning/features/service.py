@@ -162,6 +162,7 @@ class FeatureExtractor:
             new = [i for i in missing if i not in waiting]
             pool = self._ensure_pool() if self.n_workers > 1 and len(new) >= self.pool_min else None
             if pool is not None:  # stored below, in the order asked (and their failures logged so)
+                self.pool_kind = "spawn" if isinstance(pool, _HiddenMainPool) else "fork"
                 waiting.update(self._submit(new, max(1, len(new) // (2 * self.n_workers)), store=False))
             elif new:
                 self.pool_kind = "here"
@@ -321,7 +322,6 @@ class FeatureExtractor:
             return None
         if _ray_connected():  # a Ray driver's client threads do not survive a fork: spawned workers
             return self._start_spawned()
-        self.pool_kind = "fork"
         pool = ProcessPoolExecutor(max_workers=self.n_workers, mp_context=ctx, initializer=_forked_init,
                                    initargs=(self.task, self.feature_type))
         weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
@@ -340,7 +340,6 @@ class FeatureExtractor:
             logger.info("features: the task cannot be sent to worker processes (%s: %s); extracting "
                         "in this process", type(exc).__name__, exc)
             return None
-        self.pool_kind = "spawn"
         pool = _HiddenMainPool(max_workers=self.n_workers, mp_context=mp.get_context("spawn"),
                                initializer=_spawned_init, initargs=(blob, self.feature_type))
         weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
