@@ -135,3 +135,54 @@ def test_no_worker_processes_to_be_had_leaves_the_extraction_here(task, monkeypa
     assert ex.pool_kind == "here" and ex.extracted == 8
     assert any("no worker processes (OSError: no more processes)" in r.getMessage() for r in caplog.records)
     np.testing.assert_array_equal(rows, _here(task, range(8)))
+
+
+_ORPHAN_SCRIPT = """
+import sys, time
+from kernels import autotvm, te
+
+@autotvm.template("test/prefetch_orphan")
+def scale(n):
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 3.0, name="B")
+    s = te.create_schedule(B.op)
+    cfg = autotvm.get_config()
+    cfg.define_knob("split", [2, 4, 8, 16])
+    s[B].split(B.op.axis[0], factor=cfg["split"].val)
+    return s, [A, B]
+
+from kernels.tuning.features import FeatureExtractor
+ex = FeatureExtractor(autotvm.task.create("test/prefetch_orphan", args=(64,), target="c"), "itervar",
+                      n_workers=2)
+ex.prefetch(range(4))
+ex.wait_prefetch(60)
+print(*sorted(ex._pool._processes), flush=True)
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_workers_end_when_their_process_is_killed():
+    """A session killed mid-search (SIGKILL: no cleanup runs) leaves no extraction workers behind:
+    they would otherwise wait on the pool's queue for ever."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _ORPHAN_SCRIPT], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.time() + 15
+    while any(_alive(p) for p in pids) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in pids), pids

@@ -72,6 +72,20 @@ def _forked_init(task: Any, feature_type: str) -> None:
     global _POOL_TASK, _POOL_TYPE
     _POOL_TASK, _POOL_TYPE = task, feature_type
     _lower_priority()
+    _exit_with_parent()
+
+
+def _exit_with_parent(poll_s: float = 1.0) -> None:
+    """In a worker: end this process once its parent is gone (killed, SIGTERM without cleanup). A
+    worker blocks on the pool's call queue, whose write end it also holds after a fork, so it would
+    otherwise wait for work for ever, an orphan for each session killed mid-search."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os._exit(0)
+    threading.Thread(target=watch, name="features-parent-watch", daemon=True).start()
 
 
 #: the niceness of the extraction workers
@@ -399,6 +413,7 @@ def _spawned_init(blob: bytes, feature_type: str) -> None:
     global _POOL_TASK, _POOL_TYPE
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     _lower_priority()
+    _exit_with_parent()
     # function-level: rebuilding a pickled task is the Ray workers' code (kernels.tuning.ray_workers)
     from ..ray_workers import task_from_bytes
 
