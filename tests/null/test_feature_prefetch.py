@@ -138,21 +138,11 @@ def test_no_worker_processes_to_be_had_leaves_the_extraction_here(task, monkeypa
 
 
 _ORPHAN_SCRIPT = """
-import sys, time
-from kernels import autotvm, te
-
-@autotvm.template("test/prefetch_orphan")
-def scale(n):
-    A = te.placeholder((n,), name="A")
-    B = te.compute((n,), lambda i: A[i] * 3.0, name="B")
-    s = te.create_schedule(B.op)
-    cfg = autotvm.get_config()
-    cfg.define_knob("split", [2, 4, 8, 16])
-    s[B].split(B.op.axis[0], factor=cfg["split"].val)
-    return s, [A, B]
-
+import time
+import test_feature_prefetch  # registers test/prefetch_scale
+from kernels import autotvm
 from kernels.tuning.features import FeatureExtractor
-ex = FeatureExtractor(autotvm.task.create("test/prefetch_orphan", args=(64,), target="c"), "itervar",
+ex = FeatureExtractor(autotvm.task.create("test/prefetch_scale", args=(96,), target="c"), "itervar",
                       n_workers=2)
 ex.prefetch(range(4))
 ex.wait_prefetch(60)
@@ -175,7 +165,9 @@ def test_workers_end_when_their_process_is_killed():
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-c", _ORPHAN_SCRIPT], stdout=subprocess.PIPE, text=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # this file's folder too
+    proc = subprocess.Popen([sys.executable, "-c", _ORPHAN_SCRIPT], stdout=subprocess.PIPE, text=True,
+                            env=env)
     try:
         pids = [int(p) for p in proc.stdout.readline().split()]
         assert len(pids) == 2 and all(_alive(p) for p in pids)
