@@ -141,6 +141,30 @@ class Node:
         return ""
 
 
+def _end_monitor(ray: Any) -> None:
+    """End the embedded cluster's autoscaler monitor at once (SIGKILL), before ``ray.shutdown``.
+
+    ``ray.shutdown`` ends Ray's processes one after the other, each with SIGTERM and up to a second
+    to exit: the monitor only notices SIGTERM when its sleep between autoscaler rounds ends, so it
+    took a whole second of every embedded cluster's close (1.00-1.01 s of 1.1-1.4 s, measured here
+    and on an H200 machine). The monitor holds nothing to save for a cluster that is going away.
+    Reaches into Ray's node object; on a Ray without it, the shutdown waits as before."""
+    try:
+        node = ray._private.worker._global_node
+        infos = list(node.all_processes.get("monitor", ())) if node is not None else []
+    except Exception:  # noqa: BLE001 (another Ray's internals: nothing to end early)
+        return
+    for info in infos:
+        proc = getattr(info, "process", None)
+        if proc is None or proc.poll() is not None:
+            continue
+        try:
+            proc.kill()
+            proc.wait(timeout=1)
+        except Exception as exc:  # noqa: BLE001 (Ray's shutdown ends it then)
+            log.debug("the Ray monitor (pid %s) did not end: %s", proc.pid, exc)
+
+
 class RayCluster:
     """A connection to Ray for an executor's lifetime, and what its nodes offer (see the module
     docstring).
@@ -253,6 +277,8 @@ class RayCluster:
             return
         self._closed = True
         if self._owns_connection and self.ray.is_initialized():
+            if self.embedded:
+                _end_monitor(self.ray)
             self.ray.shutdown()
         if self._saved_env:
             self._restore_env()

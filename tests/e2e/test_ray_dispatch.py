@@ -327,7 +327,16 @@ _EMBEDDED = textwrap.dedent("""
     res = []
     ex.run([[case]], MeasureConfig(max_time_s=0.05, min_time_s=0.0, min_samples=3), res.append)
     out["outcomes"] = [r.outcome for r in res]
+    import ray
+    procs = {kind: [i.process for i in infos] for kind, infos in ray._private.worker._global_node.all_processes.items()}
+    shutdown = ray.shutdown
+
+    def watched_shutdown(*a, **kw):  # what had ended when Ray's own shutdown began
+        out["monitor_rc_at_shutdown"] = [p.poll() for p in procs.get("monitor", [])]
+        return shutdown(*a, **kw)
+    ray.shutdown = watched_shutdown
     ex.close()
+    out["left"] = [kind for kind, ps in procs.items() for p in ps if p.poll() is None]
     out["removed"] = not os.path.exists(tmp)
     out["env_after"] = os.environ.get("RAY_AUTH_MODE")
     print("RESULT " + json.dumps(out))
@@ -346,6 +355,9 @@ def test_embedded_cluster_uses_token_auth_in_a_private_dir():
     assert out["dir_mode"] == 0o700 and out["token_mode"] == 0o600
     assert out["outcomes"] == ["ok"]
     assert out["removed"] and out["env_after"] is None
+    # every process of the embedded Ray has ended, the autoscaler monitor at once (SIGKILL) rather
+    # than at the end of its sleep between rounds (a second of every close)
+    assert out["left"] == [] and out["monitor_rc_at_shutdown"] == [-9], out
 
 
 @pytest.mark.parametrize("ahead", [True, False])
