@@ -260,8 +260,9 @@ VECTORIZE = Pass("vectorize", _target_body(vectorize_loops),
 BLOCK_PARTITION = Pass("block_partition", _target_body(partition_blocks),
                        "kernels with bound checks -> a check-free copy for the interior thread blocks "
                        "and the checked copy for the edge blocks")
-LOOP_PARTITION = Pass("loop_partition", _target_body(lambda s, t: partition_loops(s)),
-                      "loops guarded by a bound check -> a guard-free main loop and a guarded tail")
+LOOP_PARTITION = Pass("loop_partition", _target_body(partition_loops),
+                      "serial loops split where their bound checks start to fail -> a check-free main "
+                      "loop and a checked tail")
 
 #: what ``lower`` runs, in order, on the function :func:`schedule_to_primfunc` builds
 PASSES: List[Pass] = [
