@@ -14,7 +14,14 @@ sub-byte access from the IR before code generation, so that the printers only se
   that holds those elements (their place in the word is mirrored, element 0 being in the highest
   bits). The tensor-core rewrite needs its shared tiles packed (WMMA reads packed sub-byte data);
 * every other sub-byte buffer (registers, shared tiles filled otherwise) holds one element per
-  ``int32``.
+  ``int32``;
+* a *widening copy* -- a vectorized loop ``S[f + v] = cast(T, A[g + v])`` (``v`` in ``0 .. V``) from
+  a packed buffer into a buffer of a whole-byte type ``T`` (e.g. int4 operands widened to int8 in
+  shared memory, ``matmul_tensorcore``'s ``widen`` knob) -- loads each 32-bit word of ``A`` once and
+  keeps the elements' loop vectorized over that word (a vector store of ``T``, each lane shifted out
+  of the word), where ``V`` divides a word's elements and ``g`` is a multiple of ``V``, or ``V`` is a
+  whole number of words and ``g`` starts one. Elsewhere such a loop is unrolled, each element
+  loading its word.
 
 Storing single elements into a packed argument (an ``int4`` output) is not supported and is a
 clear :class:`~kernels.errors.BuildError`; vectorized loops that touch sub-byte data otherwise are
@@ -29,13 +36,15 @@ from typing import Dict, Optional, Sequence, Tuple
 from ..errors import BuildError
 from ..tir import attr
 from ..tir import dtype as dt
-from ..tir.expr import Buffer, BufferLoad, Call, Cast, IntImm, Op, PrimExpr, Ramp, const
+from ..tir.expr import (BinaryOp, Broadcast, Buffer, BufferLoad, Call, Cast, IntImm, Op, PrimExpr, Ramp,
+                        Var, const, node_kind)
 from ..tir.functor import collect, rewrite, vars_of
 from ..tir.modular import is_multiple
-from ..tir.simplify import simplify
-from ..tir.stmt import Allocate, BufferStore, For, ForKind, Stmt
+from ..tir.simplify import VectorFolder, simplify
+from ..tir.stmt import Allocate, BufferStore, For, ForKind, LetStmt, Stmt, seq
 
-__all__ = ["SUBBYTE_BITS", "lower_subbyte", "chunk_copy", "packable", "packed_words", "word_address"]
+__all__ = ["SUBBYTE_BITS", "lower_subbyte", "chunk_copy", "packable", "packed_words", "widening_copy",
+           "word_address"]
 
 #: sub-byte dtype -> (bits per element, signed)
 SUBBYTE_BITS: Dict[str, Tuple[int, bool]] = {"int4": (4, True), "uint4": (4, False), "int1": (1, False),
@@ -76,6 +85,90 @@ def chunk_copy(loop: Stmt, packed) -> Optional[Tuple[BufferStore, PrimExpr, Prim
     if not (is_multiple(f, n) and is_multiple(g, n)):
         return None
     return st, f, g, n
+
+
+def widening_copy(loop: Stmt, packed) -> Optional[Tuple[BufferStore, PrimExpr, PrimExpr, int]]:
+    """``(store, f, g, V)`` when ``loop`` is ``vectorized for v in 0..V: S[f + v] = cast(T, A[g + v])``
+    with ``A`` packed (``packed(A)``), ``S`` and ``T`` of a whole-byte type, and the ``V`` elements in
+    whole words of ``A`` (``V`` divides the elements of a word and ``g`` is a provable multiple of
+    ``V``, or ``V`` is a multiple of them and so is ``g``); else None."""
+    if not (isinstance(loop, For) and loop.kind == ForKind.VECTORIZED and isinstance(loop.body, BufferStore)):
+        return None
+    st = loop.body
+    ext = simplify(loop.extent)
+    if not (isinstance(ext, IntImm) and isinstance(loop.min, IntImm) and loop.min.value == 0):
+        return None
+    cast = st.value
+    if not (isinstance(cast, Cast) and isinstance(cast.value, BufferLoad)) or st.buffer.dtype in SUBBYTE_BITS:
+        return None
+    src = cast.value
+    if src.buffer.dtype not in SUBBYTE_BITS or src.dtype != src.buffer.dtype or not packed(src.buffer) \
+            or dt.lanes(cast.dtype) != 1 or dt.element_of(cast.dtype) in dt.STORAGE_ONLY \
+            or cast.dtype != st.buffer.dtype or len(st.indices) != 1 or len(src.indices) != 1:
+        return None
+    per = 32 // SUBBYTE_BITS[src.buffer.dtype][0]
+    n = ext.value
+    v = loop.loop_var
+    f, g = _start(st.indices[0], v, n), _start(src.indices[0], v, n)
+    if f is None or g is None:
+        return None
+    if not ((per % n == 0 and is_multiple(g, n)) or (n % per == 0 and is_multiple(g, per))):
+        return None
+    return st, f, g, n
+
+
+def _start(index: PrimExpr, v: Var, n: int) -> Optional[PrimExpr]:
+    """``s`` such that ``index == s + v`` for every ``v`` in ``0 .. n`` (``s`` free of ``v``), else None.
+    The lanes are folded as the vectorizer folds them: ``floordiv``/``floormod`` of a run of ``n``
+    values that stays inside one block (a flat fetch's ``(t * n + v) // w`` and ``% w``)."""
+    s = simplify(index - v)
+    if v not in vars_of(s):
+        return s
+    fold = VectorFolder()
+
+    def lanes(e):
+        if v not in vars_of(e):
+            return e
+        if e is v:
+            return Ramp(const(0, v.dtype), const(1, v.dtype), n)
+        if not isinstance(e, BinaryOp) or dt.lanes(e.dtype) != 1:
+            return None
+        a, b = lanes(e.a), lanes(e.b)
+        if a is None or b is None:
+            return None
+        a, b = (x if dt.lanes(x.dtype) > 1 else Broadcast(x, n) for x in (a, b))
+        return fold(node_kind(e)(a, b, dtype=dt.with_lanes(e.dtype, n)))
+
+    r = lanes(index)
+    if not (isinstance(r, Ramp) and isinstance(r.stride, IntImm) and r.stride.value == 1) \
+            or v in vars_of(r.base):
+        return None
+    return simplify(r.base)
+
+
+def _widen(loop: For, store: BufferStore, f: PrimExpr, g: PrimExpr, n: int) -> Stmt:
+    """A widening copy (:func:`widening_copy`): for each word of the source, one load of the word
+    into a variable and a vectorized loop storing its elements, each shifted out of it."""
+    src = store.value.value
+    bits, signed = SUBBYTE_BITS[src.buffer.dtype]
+    per = 32 // bits
+    to = store.value.dtype
+    out = []
+    for w in range(max(1, n // per)):
+        lanes = min(n, per)
+        word = Var(f"{src.buffer.name}_word", "int32")
+        e = Var(loop.loop_var.name, loop.loop_var.dtype)
+        at = simplify(g + w * per)
+        shift = simplify(e * bits) if is_multiple(at, per) else simplify((at % per + e) * bits)
+        top = _call("tir.shift_left", "uint32", Cast("uint32", word), shift)
+        if signed:  # arithmetic shift of the signed word sign-extends the element
+            val = _call("tir.shift_right", "int32", Cast("int32", top), const(32 - bits))
+        else:
+            val = Cast("int32", _call("tir.shift_right", "uint32", top, const(32 - bits, "uint32")))
+        body = BufferStore(store.buffer, Cast(to, val), (simplify(f + w * per + e),))
+        inner = dataclasses.replace(loop, loop_var=e, extent=const(lanes, loop.extent.dtype), body=body)
+        out.append(LetStmt(word, BufferLoad(src.buffer, (simplify(at // per),), "int32"), inner))
+    return seq(*out)
 
 
 def packable(alloc: Allocate, packed) -> bool:
@@ -167,6 +260,9 @@ def lower_subbyte(stmt: Stmt, args: Sequence[Buffer]) -> Stmt:
             got = chunk_copy(n, is_packed)
             if got is not None and is_packed(got[0].buffer):
                 return _move(*got)
+            wide = widening_copy(n, is_packed)
+            if wide is not None:
+                return _widen(n, *wide)
         return None
 
     def fn(n):
@@ -211,7 +307,7 @@ def _unvectorize(stmt: Stmt, is_packed) -> Stmt:
         if not (isinstance(n, For) and n.kind == ForKind.VECTORIZED):
             return None
         got = chunk_copy(n, is_packed)
-        if got is not None and is_packed(got[0].buffer):
+        if (got is not None and is_packed(got[0].buffer)) or widening_copy(n, is_packed) is not None:
             return None
         if collect(n.body, lambda x: isinstance(x, (BufferLoad, BufferStore))
                    and x.buffer.dtype in SUBBYTE_BITS):

@@ -32,7 +32,16 @@ Variants:
   with a ``ty`` x ``tx`` thread tile and ``warp_m``-wide warps, so that a warp holds several WMMA
   fragments (knobs bx, by, step_k, v, ty, tx, warp_m, double_buffer (copies of the shared tiles:
   asynchronous fetches ahead on sm_80+), flat_fetch, align_all (both shared tiles padded), raster
-  (blocks launched that many block rows at a time, for L2 reuse)).
+  (blocks launched that many block rows at a time, for L2 reuse), widen (int4 only, see below)).
+
+  ``widen=1`` (dtype int4): the packed int4 operands are widened to int8 on their way into shared
+  memory and the tensor-core rewrite uses int8 fragments (16x16x16 ``signed char`` WMMA, int32 sums,
+  16-long k steps as for int8) instead of the 8x8x32 ``precision::s4`` ones. Hopper has no int4 tensor
+  cores (ptxas emulates the s4 ``mma``, which made every int4 warp tile slower than the tutorial's
+  template on an H200) while its int8 ones are fast; CUTLASS's mixed-input GEMMs widen the same way.
+  int4 values in [-8, 7] are exact in int8 and the products are summed in int32, so the result is the
+  same integers. The operands stay packed in global memory (each 32-bit word read once gives 8
+  elements). Any other dtype with ``widen=1`` is refused with an error naming the knob and the dtype.
 * ``default`` -- the compute's default loop nest, for the C target.
 
 References are computed in float64 (int64 for the integer types, int4/int1 unpacked first).
@@ -133,14 +142,15 @@ def _plain(params, dtype, bx=4, by=16, step_k=2, v=8):
 
 
 def _warp_tile(params, dtype, bx=4, by=16, step_k=2, v=8, ty=1, tx=8, warp_m=16, double_buffer=0,
-               flat_fetch=0, align_all=0, raster=0):
+               flat_fetch=0, align_all=0, raster=0, widen=0):
     """The template's structure with a configurable warp tile (several WMMA fragments per warp):
-    :func:`kernels.workloads.tensorcore_schedule.tensorcore_schedule`."""
+    :func:`kernels.workloads.tensorcore_schedule.tensorcore_schedule`; ``widen=1``: int4 operands
+    widened to int8 in shared memory (int8 fragments)."""
     N, L, M, layout = _size_args(params)
-    A, B, C = tensorcore_matmul(N, L, M, dtype, layout)
+    A, B, C = tensorcore_matmul(N, L, M, dtype, layout, widen=widen)
     return tensorcore_schedule(A, B, C, dtype, layout, bx, by, step_k, v, ty=ty, tx=tx, warp_m=warp_m,
                                double_buffer=double_buffer, flat_fetch=flat_fetch, align_all=align_all,
-                               raster=raster)
+                               raster=raster, widen=widen)
 
 
 def _default(params, dtype):
@@ -226,9 +236,10 @@ register(Workload(
         "warp_tile": Variant(
             "warp_tile", _warp_tile, GPU,
             _KNOBS + (("ty", 1), ("tx", 8), ("warp_m", 16), ("double_buffer", 0), ("flat_fetch", 0),
-                      ("align_all", 0), ("raster", 0)),
+                      ("align_all", 0), ("raster", 0), ("widen", 0)),
             "the template with a ty x tx thread tile and warp_m-wide warps: several fragments per warp "
-            "(ty=1, tx=8, warp_m=16 is the tutorial's)"),
+            "(ty=1, tx=8, warp_m=16 is the tutorial's); widen=1: int4 operands widened to int8 in "
+            "shared memory (int8 fragments: Hopper has no int4 tensor cores)"),
     },
     make_args=_make_args,
     reference=_reference,

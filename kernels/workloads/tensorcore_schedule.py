@@ -9,6 +9,15 @@ width ``warp_m`` as knobs. A warp of 32 threads then covers ``(32 * tx / warp_m 
 ``warp_m`` columns of the output, which the tensor-core rewrite (kernels.lower.tensor_core) turns into
 an Fm x Fn array of WMMA fragments: per k step Fm ``matrix_a`` and Fn ``matrix_b`` loads feed Fm * Fn
 ``mma_sync``. With ``ty=1, tx=8, warp_m=16`` it is the tutorial's schedule.
+
+``widen=1`` (int4 only) widens the packed int4 operands to int8 on their way into shared memory, as
+CUTLASS's mixed-input GEMMs do: Hopper (sm_90) has no int4 tensor cores -- ptxas emulates the
+``precision::s4`` WMMA -- but fast int8 ones. The product is then built over int8 copies of A and B
+(:func:`tensorcore_matmul` with ``widen=1``: ``A.int8 = int8(A)``), those copies are the shared
+stages (padded, fetched and k-stepped as int8 tiles: 16-long k steps, 16x16x16 ``signed char``
+fragments with int32 sums), and the fetch loads each packed 32-bit word once and stores its 8
+elements as bytes (kernels.lower.subbyte's widening copy). int4 values in [-8, 7] are exact in int8,
+so the result is the same integers.
 """
 
 from __future__ import annotations
@@ -24,12 +33,27 @@ __all__ = ["tensorcore_matmul", "tensorcore_schedule", "warp_tile"]
 #: dtype -> (storage_align factor, offset, the WMMA k of one step) as the tutorial sets them
 _ALIGN = {"float16": (16, 8, 16), "int8": (32, 16, 16), "uint8": (32, 16, 16), "int4": (64, 32, 32),
           "int1": (256, 128, 128)}
+#: ``widen=1``: the dtype an int4 operand is widened to in shared memory (the WMMA input type)
+WIDE = "int8"
+#: the dtypes ``widen=1`` takes
+WIDENED = ("int4",)
+
+
+def _check_widen(where: str, widen, dtype: str) -> None:
+    """A TVMError naming the knob unless ``widen`` is 0, or 1 with an int4 ``dtype``."""
+    if not isinstance(widen, int) or widen not in (0, 1):
+        raise TVMError(f"{where}: knob widen={widen!r} must be 0 or 1")
+    if widen and dtype not in WIDENED:
+        raise TVMError(f"{where}: knob widen=1 takes dtype int4 only (packed int4 operands widened to int8 "
+                       f"in shared memory, for GPUs without int4 tensor cores), got dtype {dtype}")
 
 
 def tensorcore_matmul(N: int, L: int, M: int, dtype: str = "float16",
-                      layout: str = "NN") -> Tuple[te.Tensor, te.Tensor, te.Tensor]:
+                      layout: str = "NN", widen: int = 0) -> Tuple[te.Tensor, te.Tensor, te.Tensor]:
     """The tutorial's matrix product: ``C[i, j] = sum_k A * B`` (N x M), operands of ``dtype`` cast to
-    the accumulator type (float32 for float16, int32 for integers) before the product.
+    the accumulator type (float32 for float16, int32 for integers) before the product; with
+    ``widen=1`` (int4 only) the product of int8 copies of the operands, ``A.int8 = int8(A)`` and
+    ``B.int8 = int8(B)``, which :func:`tensorcore_schedule` with ``widen=1`` puts in shared memory.
 
     Parameters
     ----------
@@ -39,6 +63,8 @@ def tensorcore_matmul(N: int, L: int, M: int, dtype: str = "float16",
         The operands' dtype.
     layout : str
         NN: A (N, L), B (L, M); NT: A (L, N); TN: B (M, L); TT: both transposed (the tutorial's names).
+    widen : int
+        1: multiply int8 copies of the (int4) operands; 0: the operands themselves.
 
     Returns
     -------
@@ -46,15 +72,20 @@ def tensorcore_matmul(N: int, L: int, M: int, dtype: str = "float16",
     """
     if layout not in ("NN", "NT", "TN", "TT"):
         raise TVMError(f"tensorcore_matmul: layout {layout!r} is not NN, NT, TN or TT")
+    _check_widen("tensorcore_matmul", widen, dtype)
     a_t, b_t = layout[1] == "T", layout[0] == "T"
     A = te.placeholder((L, N) if a_t else (N, L), name="A", dtype=dtype)
     B = te.placeholder((M, L) if b_t else (L, M), name="B", dtype=dtype)
     out = "float32" if dtype.startswith("float") else "int32"
     k = te.reduce_axis((0, L), name="k")
+    a_in, b_in = A, B
+    if widen:
+        a_in = te.compute(A.shape, lambda *i: A[i].astype(WIDE), name="A.int8")
+        b_in = te.compute(B.shape, lambda *i: B[i].astype(WIDE), name="B.int8")
 
     def body(i, j):
-        a = A[k, i] if a_t else A[i, k]
-        b = B[j, k] if b_t else B[k, j]
+        a = a_in[k, i] if a_t else a_in[i, k]
+        b = b_in[j, k] if b_t else b_in[k, j]
         return te.sum(a.astype(out) * b.astype(out), axis=k)
 
     return A, B, te.compute((N, M), body, name="C")
@@ -81,7 +112,8 @@ def warp_tile(bx: int, by: int, ty: int = 1, tx: int = 8, warp_m: int = 16) -> T
 def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, layout: str, bx: int, by: int,
                         step_k: int, v: int, ty: int = 1, tx: int = 8, warp_m: int = 16,
                         double_buffer: int = 0, flat_fetch: int = 0, align_all: int = 0,
-                        raster: int = 0, tensor_core: bool = True) -> Tuple[te.Schedule, List[te.Tensor]]:
+                        raster: int = 0, widen: int = 0,
+                        tensor_core: bool = True) -> Tuple[te.Schedule, List[te.Tensor]]:
     """Schedule the matrix product ``C`` of ``A`` and ``B`` as the auto-tensor-core tutorial does,
     with a configurable warp tile.
 
@@ -141,6 +173,12 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
         for all): the blocks running at once then share ``raster`` strips of A and a few of B in the
         L2 cache instead of reading all of B; zero: blockIdx.y over block rows, blockIdx.x over block
         columns (row by row).
+    widen : int
+        1 (int4 only; ``C`` from :func:`tensorcore_matmul` with ``widen=1``): the shared tiles hold the
+        operands widened to int8 (the stages ``A.int8`` and ``B.int8`` of ``C``, fetched from the
+        packed words), and the k steps, padding and fragments are int8's (16x16x16 WMMA with int32
+        sums instead of the 8x8x32 ``precision::s4`` ones, which Hopper emulates). The fetch stores
+        ``v`` int8 elements a thread, read from ``v / 8`` packed words (one word for ``v <= 8``).
     tensor_core : bool
         Put the ``"tensor_core"`` pragma on the k-step loop (False: the same schedule as plain code).
 
@@ -149,16 +187,23 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
     (schedule, [A, B, C])
     """
     wx = _check_knobs(dtype, layout, bx, by, step_k, v, ty, tx, warp_m, raster)
-    factor, offset, warp_k = _ALIGN[dtype]
+    _check_widen("tensorcore_schedule", widen, dtype)
+    widened = _widened_inputs(A, B, C, widen)
+    factor, offset, warp_k = _ALIGN[WIDE if widen else dtype]
     tile_x, tile_y = bx * tx, by * ty
     s = te.create_schedule(C.op)
     y, x = s[C].op.axis
     k = s[C].op.reduce_axis[0]
-    AA = s.cache_read(A, "shared", [C])
+    if widened:  # the int8 copies are the shared stages
+        AA, BB = widened
+        s[AA].set_scope("shared")
+        s[BB].set_scope("shared")
+    else:
+        AA = s.cache_read(A, "shared", [C])
+        BB = s.cache_read(B, "shared", [C])
     if layout in ("NN", "TN") or align_all:
         s[AA].storage_align(AA.op.axis[0], factor, offset)
     AL = s.cache_read(AA, "local", [C])
-    BB = s.cache_read(B, "shared", [C])
     if layout in ("TT", "NT") or align_all:
         s[BB].storage_align(BB.op.axis[0], factor, offset)
     BL = s.cache_read(BB, "local", [C])
@@ -178,6 +223,26 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
     if tensor_core:
         s[CL].pragma(ko, "tensor_core")
     return s, [A, B, C]
+
+
+def _widened_inputs(A: te.Tensor, B: te.Tensor, C: te.Tensor, widen: int):
+    """The int8 copies of ``A`` and ``B`` that ``C`` multiplies (``widen=1``), or None (``widen=0``,
+    ``C`` multiplies ``A`` and ``B`` themselves); a TVMError where ``C`` is not the product the knob
+    asks for."""
+    inputs = C.op.input_tensors
+    if not widen:
+        if any(t.op is not A.op and t.op is not B.op for t in inputs):
+            raise TVMError("tensorcore_schedule: C reads copies of A and B (tensorcore_matmul with widen=1); "
+                           "schedule it with knob widen=1")
+        return None
+    copies = []
+    for X in (A, B):
+        got = [t for t in inputs if t.dtype == WIDE and [u.op is X.op for u in t.op.input_tensors] == [True]]
+        if len(got) != 1:
+            raise TVMError(f"tensorcore_schedule: knob widen=1 needs C to multiply an {WIDE} copy of "
+                           f"{X.op.name} (C from tensorcore_matmul(..., widen=1))")
+        copies.append(got[0])
+    return copies
 
 
 def _check_knobs(dtype: str, layout: str, bx: int, by: int, step_k: int, v: int, ty: int, tx: int,

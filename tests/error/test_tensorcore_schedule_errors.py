@@ -27,3 +27,39 @@ def test_bad_knobs_are_named(kwargs, message):
 def test_bad_layout_of_the_product_is_named():
     with pytest.raises(TVMError, match="tensorcore_matmul: layout 'XY'"):
         tensorcore_matmul(64, 64, 64, layout="XY")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "int8", "int1"])
+def test_widen_names_the_knob_and_the_dtype(dtype):
+    # widen=1 widens int4 only: the product of another dtype is refused, and so is its schedule
+    with pytest.raises(TVMError, match=f"tensorcore_matmul: knob widen=1 takes dtype int4 only .* got dtype "
+                                       f"{dtype}"):
+        tensorcore_matmul(64, 64, 64, dtype, "TN", widen=1)
+    A, B, C = tensorcore_matmul(64, 64, 64, dtype, "TN")
+    with pytest.raises(TVMError, match=f"tensorcore_schedule: knob widen=1 takes dtype int4 only .* got "
+                                       f"dtype {dtype}"):
+        tensorcore_schedule(A, B, C, dtype, "TN", bx=4, by=16, step_k=2, v=8, widen=1)
+
+
+def test_widen_through_the_workload_names_the_knob_and_the_dtype():
+    from kernels import workloads
+
+    w = workloads.get("matmul_tensorcore")
+    with pytest.raises(TVMError, match="knob widen=1 takes dtype int4 only .* got dtype int8"):
+        w.build("warp_tile", {"n": 64, "m": 64, "l": 64, "layout": "TN"}, "int8", {"widen": 1})
+
+
+@pytest.mark.parametrize("widen", [2, -1, 0.5, "1"])
+def test_widen_is_zero_or_one(widen):
+    with pytest.raises(TVMError, match=r"knob widen=.* must be 0 or 1"):
+        tensorcore_matmul(64, 64, 64, "int4", "TN", widen=widen)
+
+
+def test_widen_and_the_product_must_agree():
+    # widen=1 on a product of the int4 operands themselves, widen=0 on one of their int8 copies
+    A, B, C = tensorcore_matmul(64, 64, 64, "int4", "TN")
+    with pytest.raises(TVMError, match=r"knob widen=1 needs C to multiply an int8 copy of A"):
+        tensorcore_schedule(A, B, C, "int4", "TN", bx=4, by=16, step_k=2, v=8, widen=1)
+    A, B, C = tensorcore_matmul(64, 64, 64, "int4", "TN", widen=1)
+    with pytest.raises(TVMError, match=r"C reads copies of A and B .*schedule it with knob widen=1"):
+        tensorcore_schedule(A, B, C, "int4", "TN", bx=4, by=16, step_k=2, v=8)

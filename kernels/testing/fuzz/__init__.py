@@ -9,7 +9,8 @@ Spaces (``--space NAME``; all by default):
                     float16 and int8 in every layout, int4 and int1 in layout TN
 ``tc_plain``        the same template without the pragma (the plain register-tiled code)
 ``tc_warp_tile``    ``matmul_tensorcore/warp_tile``'s knobs (thread tile, warp width, multi-buffering,
-                    flat fetch, padding, rasterisation)
+                    flat fetch, padding, rasterisation; for int4 also ``widen``: operands widened
+                    to int8 in shared memory)
 ``sgemm``           ``matmul``'s variants and their knobs (naive, local_blocked, shared_blocked; the
                     default loop nest on C) and an autotvm template with ``define_split`` tilings
 ``reduction``       ``row_sum`` and ``product_reduce`` variants (split, rfactor, cross-thread)

@@ -46,7 +46,10 @@ TC_KNOBS: Dict[str, Tuple[Any, ...]] = {
 WARP_TILE_KNOBS: Dict[str, Tuple[Any, ...]] = {
     "bx": (1, 2, 4, 8, 16), "by": (4, 8, 16, 32), "step_k": (1, 2, 4, 8), "v": (1, 2, 4, 8, 16),
     "ty": (1, 2, 4, 8), "tx": (1, 2, 4, 8, 16), "warp_m": (8, 16, 32, 64), "double_buffer": (0, 1, 3),
-    "flat_fetch": (0, 1), "align_all": (0, 1), "raster": (0, 0, 0, 1, 2, 8)}
+    "flat_fetch": (0, 1), "align_all": (0, 1), "raster": (0, 0, 0, 1, 2, 8), "widen": (0, 1)}
+#: knobs a warp-tile sample of another dtype keeps at their default (``widen`` takes int4 only: drawn
+#: for int4, half of the samples; a refusal for the other dtypes would test nothing new)
+WARP_TILE_ONLY = {"widen": ("int4",)}
 
 #: space -> [(workload, [variants])]; "*" = every variant for the target
 _VARIANT_SPACES = {
@@ -161,6 +164,9 @@ def _draw(space: str, rng: np.random.Generator, target: str, caps: Dict[str, boo
     dtype = str(rng.choice(dtypes))
     table = WARP_TILE_KNOBS if vname == "warp_tile" else KNOB_VALUES
     knobs = {k: _knob(rng, k, d, table) for k, d in w.variants[vname].knobs}
+    if vname == "warp_tile":
+        knobs.update({k: d for k, d in w.variants[vname].knobs
+                      if k in WARP_TILE_ONLY and dtype not in WARP_TILE_ONLY[k]})
     params = _params(rng, w, dtype, target)
     group = knobs.get("raster", 0) * knobs.get("by", 1) * knobs.get("ty", 1)
     if group and group <= _SIZE_CAP[w.name] * (8 if target == "cuda" else 1) and rng.random() < 0.7:
