@@ -62,17 +62,14 @@ SUITE = textwrap.dedent("""\
     params = { n = [256], m = [384], l = [512], layout = ["TN"] }
     dtypes = ["int4"]
     variants = [{ name = "tutorial", knobs = { bx = [4], by = [16], step_k = [2], v = [8] } }, "plain",
-                { name = "warp_tile", knobs = { bx = [8], by = [16], step_k = [2], v = [16], ty = [8], tx = [16],
-                                                warp_m = [64], flat_fetch = [1], align_all = [1],
-                                                double_buffer = [0, 1], widen = [1] } }]
+                { name = "warp_tile", knobs = { bx = [8], by = [16], step_k = [2], v = [16], ty = [8], tx = [16], warp_m = [64], flat_fetch = [1], align_all = [1], double_buffer = [0, 1], widen = [1] } }]
 
     [[workload]]
     name = "matmul_tensorcore"
     params = { n = [256], m = [384], l = [512], layout = ["TN"] }
     dtypes = ["int1"]
     variants = [{ name = "tutorial", knobs = { bx = [4], by = [16], step_k = [1], v = [32] } }, "plain",
-                { name = "warp_tile", knobs = { bx = [8], by = [16], step_k = [1], v = [32], ty = [8], tx = [16],
-                                                warp_m = [64], flat_fetch = [1], align_all = [1] } }]
+                { name = "warp_tile", knobs = { bx = [8], by = [16], step_k = [1], v = [32], ty = [8], tx = [16], warp_m = [64], flat_fetch = [1], align_all = [1] } }]
     """)
 
 
