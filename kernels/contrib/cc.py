@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from kernels.errors import BuildError
+from kernels.runtime.cache import run_process
 
 PathLike = Union[str, Path]
 
@@ -66,7 +66,7 @@ def create_shared(output: PathLike, objects: Union[PathLike, Sequence[PathLike]]
     if openmp:
         cmd.append("-fopenmp")
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = run_process(cmd)
     except OSError as exc:
         raise BuildError(f"create_shared: cannot run {compiler}: {exc}") from None
     if proc.returncode != 0:

@@ -65,6 +65,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from kernels.errors import TVMError
+from kernels.runtime.cache import FORK_LOCK
 
 __all__ = ["IsolateStartError", "IsolatedWorker", "Outcome", "STATUSES", "cuda_context_error"]
 
@@ -234,12 +235,15 @@ class IsolatedWorker:
                 env.pop(key, None)
             else:
                 env[key] = str(value)
-        try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, str(child_sock.fileno())], env=env,
-                pass_fds=(child_sock.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True)
-        finally:
-            child_sock.close()
+        # under FORK_LOCK until this process holds no copy of the child's socket: a worker forked
+        # meanwhile would keep it open (kernels.runtime.cache)
+        with FORK_LOCK:
+            try:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-c", _BOOT, str(child_sock.fileno())], env=env,
+                    pass_fds=(child_sock.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True)
+            finally:
+                child_sock.close()
         self._conn = Connection(parent_sock.detach())
         self._ready = False
         self.generation += 1

@@ -11,11 +11,11 @@ import functools
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from kernels.errors import BuildError
+from kernels.runtime.cache import run_process
 from kernels.target import DEFAULT_CUDA_ARCH
 
 #: the architecture used when neither the caller nor a GPU says otherwise
@@ -58,7 +58,7 @@ def _require_nvcc() -> str:
 
 @functools.lru_cache(maxsize=None)
 def _nvcc_version_text(nvcc: str) -> str:
-    proc = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
+    proc = run_process([nvcc, "--version"], timeout=60)
     return proc.stdout.strip()
 
 

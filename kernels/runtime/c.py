@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from kernels.errors import ArgumentError, BuildError
-from kernels.runtime.cache import compile_cached
+from kernels.runtime.cache import compile_cached, run_process
 from kernels.runtime.config import find_c_compiler, get_config  # find_c_compiler: also importable here
 from kernels.runtime.device import Device
 from kernels.runtime.launch import Launch
@@ -42,7 +42,7 @@ OBJECT_FLAGS = ("-O3", "-std=c99", "-fPIC", "-c")
 def compiler_version(compiler: str) -> str:
     """Return the first line of ``compiler --version`` (part of the cache key)."""
     try:
-        proc = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60)
+        proc = run_process([compiler, "--version"], timeout=60)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"unknown ({exc})"
     lines = (proc.stdout or proc.stderr).strip().splitlines()
@@ -55,8 +55,7 @@ def native_target(compiler: str) -> str:
     target option it turns on (``cc -march=native -Q --help=target``), part of the cache key. Where
     the compiler cannot say (clang), the CPU's model and flags from /proc/cpuinfo stand in."""
     try:
-        proc = subprocess.run([compiler, "-march=native", "-Q", "--help=target"], capture_output=True,
-                              text=True, timeout=60)
+        proc = run_process([compiler, "-march=native", "-Q", "--help=target"], timeout=60)
         if proc.returncode == 0 and "-march=" in proc.stdout:
             return " ".join(line.strip() for line in proc.stdout.splitlines()
                             if line.strip().startswith("-m"))
@@ -90,7 +89,7 @@ def vector_math_flags(compiler: str) -> Tuple[str, ...]:
         src.write_text(_VECTOR_MATH_PROBE)
         cmd = [compiler, *C_FLAGS, str(src), "-o", str(Path(tmp) / "probe.so"), "-lmvec", "-lm"]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            proc = run_process(cmd, timeout=120)
         except (OSError, subprocess.SubprocessError):
             return ()
         ok = proc.returncode == 0 and "clang" not in compiler_version(compiler).lower()

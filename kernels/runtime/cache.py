@@ -1,8 +1,21 @@
-"""The content-addressed build cache shared by the C and CUDA backends.
+"""The content-addressed build cache shared by the C and CUDA backends, and how the compiler core
+starts the programs it runs.
 
 ``<cache>/<kind>/<key>/`` holds the source and the compiler's output; ``key`` hashes everything
 that changes the output (source, compiler and its version, flags). Outputs are written to a
 temporary name and renamed into place, so concurrent builders never see a half-written file.
+
+**Starting programs next to forked workers.** A process that forks (``os.fork``, a ``fork``
+multiprocessing pool) while another of its threads is inside ``subprocess.Popen`` gives the forked
+child copies of the pipes that ``Popen`` has just made: the write end of the pipe through which the
+new program reports its ``exec`` and the write ends of its stdout and stderr. ``Popen`` then waits
+for an end of file that comes only when the forked child exits. A kept pool of forked workers (the
+tuning engine's feature extraction, :mod:`kernels.tuning.features.service`) lives for the whole
+session, so a compiler started from a builder thread at the moment the pool forked waited for ever
+(``kbench tune`` / ``tune_tir`` on a machine of several cores: every session hung at its first batch,
+seen with ``tune_tir`` on a GPU machine and reproduced here). :data:`FORK_LOCK` is held while a
+program is started (:func:`run_process`, and the other ``Popen`` calls of the compiler core) and while
+such a pool forks its workers; a program's run itself is outside it.
 """
 
 from __future__ import annotations
@@ -10,12 +23,37 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import threading
 import uuid
 from pathlib import Path
 from typing import Callable, List, Sequence, Tuple
 
 from ..errors import BuildError
 from .config import get_config
+
+
+#: held while a program is started and while a pool of forked workers forks them (module docstring)
+FORK_LOCK = threading.RLock()
+
+
+def run_process(cmd: Sequence[str], timeout: float | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kwargs)`` whose start
+    (the fork, the pipes, the ``exec``) holds :data:`FORK_LOCK`; the run and the wait do not.
+    Raises what ``subprocess.run`` raises (``OSError`` when the program cannot be started,
+    ``subprocess.TimeoutExpired`` after killing it)."""
+    with FORK_LOCK:
+        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    with proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            raise subprocess.TimeoutExpired(proc.args, timeout, output=out, stderr=err) from None
+        except BaseException:
+            proc.kill()
+            raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -46,7 +84,7 @@ def compile_cached(kind: str, key_parts: Sequence[str], source: str, src_name: s
     tmp = folder / f"{stem}.{os.getpid()}.{uuid.uuid4().hex}.{suffix}"
     cmd = command(src, tmp)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = run_process(cmd)
     except OSError as exc:
         raise BuildError(f"cannot run {what} ({cmd[0]}): {exc}") from exc
     if proc.returncode != 0:

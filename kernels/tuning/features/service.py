@@ -5,7 +5,10 @@ never stops on it). Two or more missing at once are extracted in worker processe
 pure Python), kept for the extractor's life: forked ones, or, in a process connected to Ray (whose
 client threads do not survive a fork: ``kbench tune --executor ray``), spawned ones, the task sent
 to each once. :meth:`FeatureExtractor.prefetch` extracts a sample of the space in the background,
-a few chunks queued at a time, so that a search's own requests do not wait behind it.
+a few chunks queued at a time, so that a search's own requests do not wait behind it. A forking pool
+forks its workers under ``kernels.runtime.cache.FORK_LOCK``, which the compilers' starts hold too:
+a worker forked while a builder thread started nvcc kept that program's pipes open, and the build
+waited for the worker, which lives as long as the session (every multi-core tuning session hung).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 
+from ...runtime.cache import FORK_LOCK
 from . import disk
 from .encode import _check_type, feature_length, feature_vector
 from .walk import DeviceLimits, FeatureError, ProgramFeatures, analyze, lower_for_features
@@ -254,7 +258,8 @@ class FeatureExtractor:
         for k in range(0, len(indices), chunk):
             part = indices[k:k + chunk]
             try:
-                fut = self._pool.submit(_pool_extract, part)
+                with FORK_LOCK:  # a forking pool forks its workers in its first submit (FORK_LOCK's docs)
+                    fut = self._pool.submit(_pool_extract, part)
             except Exception as exc:  # a broken pool: the callers extract what is left here
                 self._pool_failed(exc)
                 break
