@@ -59,22 +59,29 @@ def packed_words(n: int, dtype: str) -> int:
     return (n * bits + 31) // 32
 
 
+def _vector_store_loop(loop: Stmt) -> Optional[Tuple[BufferStore, int]]:
+    """``(store, V)`` when ``loop`` is ``vectorized for v in 0..V`` (``V`` constant) around one store."""
+    if not (isinstance(loop, For) and loop.kind == ForKind.VECTORIZED and isinstance(loop.body, BufferStore)):
+        return None
+    ext = simplify(loop.extent)
+    if not (isinstance(ext, IntImm) and isinstance(loop.min, IntImm) and loop.min.value == 0):
+        return None
+    return loop.body, ext.value
+
+
 def chunk_copy(loop: Stmt, packed) -> Optional[Tuple[BufferStore, PrimExpr, PrimExpr, int]]:
     """``(store, f, g, V)`` when ``loop`` is ``vectorized for v in 0..V: S[f + v] = A[g + v]`` with
     ``S`` and ``A`` of one sub-byte type, ``A`` packed (``packed(A)``), ``V * bits`` a size a chunk
     can move and ``f``, ``g`` provable multiples of ``V``; else None."""
-    if not (isinstance(loop, For) and loop.kind == ForKind.VECTORIZED and isinstance(loop.body, BufferStore)):
+    got = _vector_store_loop(loop)
+    if got is None:
         return None
-    st = loop.body
-    ext = simplify(loop.extent)
-    if not (isinstance(ext, IntImm) and isinstance(loop.min, IntImm) and loop.min.value == 0):
-        return None
+    st, n = got
     src = st.value
     if st.buffer.dtype not in SUBBYTE_BITS or not isinstance(src, BufferLoad) or \
             src.buffer.dtype != st.buffer.dtype or src.dtype != src.buffer.dtype or not packed(src.buffer):
         return None
     bits = SUBBYTE_BITS[st.buffer.dtype][0]
-    n = ext.value
     if n * bits not in _CHUNK_TYPES:
         return None
     v = loop.loop_var
@@ -92,12 +99,10 @@ def widening_copy(loop: Stmt, packed) -> Optional[Tuple[BufferStore, PrimExpr, P
     with ``A`` packed (``packed(A)``), ``S`` and ``T`` of a whole-byte type, and the ``V`` elements in
     whole words of ``A`` (``V`` divides the elements of a word and ``g`` is a provable multiple of
     ``V``, or ``V`` is a multiple of them and so is ``g``); else None."""
-    if not (isinstance(loop, For) and loop.kind == ForKind.VECTORIZED and isinstance(loop.body, BufferStore)):
+    got = _vector_store_loop(loop)
+    if got is None:
         return None
-    st = loop.body
-    ext = simplify(loop.extent)
-    if not (isinstance(ext, IntImm) and isinstance(loop.min, IntImm) and loop.min.value == 0):
-        return None
+    st, n = got
     cast = st.value
     if not (isinstance(cast, Cast) and isinstance(cast.value, BufferLoad)) or st.buffer.dtype in SUBBYTE_BITS:
         return None
@@ -107,7 +112,6 @@ def widening_copy(loop: Stmt, packed) -> Optional[Tuple[BufferStore, PrimExpr, P
             or cast.dtype != st.buffer.dtype or len(st.indices) != 1 or len(src.indices) != 1:
         return None
     per = 32 // SUBBYTE_BITS[src.buffer.dtype][0]
-    n = ext.value
     v = loop.loop_var
     f, g = _start(st.indices[0], v, n), _start(src.indices[0], v, n)
     if f is None or g is None:
