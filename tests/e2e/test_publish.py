@@ -151,10 +151,15 @@ def test_index_lists_suite_generations_and_latest_verdicts(store):
                 expected[v.verdict] = expected.get(v.verdict, 0) + 1
         assert shown == expected and sum(shown.values()) == 2, (gen, shown, expected)
     assert 'href="workloads/row_sum-' in index and index.count('<tr class="case">') == 2
-    # the planted step, and only it, in the index's list of steps
-    (step,) = re.findall(r'<tr class="step">(.*?)</tr>', index, re.DOTALL)
-    assert f"row_sum/{store['best_h100']}" in step and "<td>H200</td>" in step and "worse" in step
-    assert f'<td class="num">{H100_RUNS + H200_PLAIN + 1}</td>' in step
+    # the planted step in the index's list of steps, once. The runs are real timings on this machine:
+    # a shared CI machine that slows down for a few runs makes a real (small) step of its own, which
+    # the list rightly shows, so only the planted one is required here; that flat noise gives no step
+    # is tests/null/test_stats.py's (hand-made series)
+    steps = re.findall(r'<tr class="step">(.*?)</tr>', index, re.DOTALL)
+    planted = [s for s in steps if "<td>H200</td>" in s and "worse" in s
+               and f'<td class="num">{H100_RUNS + H200_PLAIN + 1}</td>' in s]
+    assert len(planted) == 1, steps
+    assert f"row_sum/{store['best_h100']}" in planted[0]
 
 
 def test_matrix_has_both_generations_ranks_and_the_differing_best(store):
