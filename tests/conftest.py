@@ -14,6 +14,8 @@ tests/cpu/ a test whose name or parameters name the OpenCL target gets ``opencl`
 from __future__ import annotations
 
 import functools
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -91,3 +93,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             skip = pytest.mark.skip(reason=reason)
             for item in needing:
                 item.add_marker(skip)
+
+
+#: a file that gets a line as each test starts (``KBENCH_TEST_TRAIL``; CI sets it): when the test session
+#: ends without pytest's summary, its last line names the test that was running (scripts/ci_diagnose.sh)
+_TRAIL = os.environ.get("KBENCH_TEST_TRAIL", "")
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
+    if not _TRAIL:
+        return
+    try:
+        with open(_TRAIL, "a") as f:
+            f.write(f"{time.strftime('%H:%M:%S')} pid {os.getpid()} {nodeid}\n")
+    except OSError:  # a trail that cannot be written is no reason to stop the tests
+        pass
