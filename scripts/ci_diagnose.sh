@@ -8,8 +8,8 @@ set -uo pipefail
 ray_tmp="${1:-/tmp/ray}"
 
 if [ -n "${KBENCH_TEST_TRAIL:-}" ] && [ -s "$KBENCH_TEST_TRAIL" ]; then
-  echo "== diagnose: the last tests started (the last one was running when the session ended, if it ended abruptly)"
-  tail -n 3 "$KBENCH_TEST_TRAIL"
+  echo "== diagnose: the last test each test process started (running when that process ended, if it ended abruptly)"
+  awk '{last[$2] = $0} END {for (w in last) print last[w]}' "$KBENCH_TEST_TRAIL" | sort
 fi
 
 echo "== diagnose: the kernel's last words on killed processes (dmesg; needs privileges)"

@@ -97,14 +97,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 #: a file that gets a line as each test starts (``KBENCH_TEST_TRAIL``; CI sets it): when the test session
 #: ends without pytest's summary, its last line names the test that was running (scripts/ci_diagnose.sh)
+#: the processes that run the tests write it (pytest-xdist's controller only relays their reports)
 _TRAIL = os.environ.get("KBENCH_TEST_TRAIL", "")
+_WRITES_TRAIL = [False]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    distributed = bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+    _WRITES_TRAIL[0] = bool(_TRAIL) and not distributed
 
 
 def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
-    if not _TRAIL:
+    if not _WRITES_TRAIL[0]:
         return
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     try:
         with open(_TRAIL, "a") as f:
-            f.write(f"{time.strftime('%H:%M:%S')} pid {os.getpid()} {nodeid}\n")
+            f.write(f"{time.strftime('%H:%M:%S')} {worker} pid {os.getpid()} {nodeid}\n")
     except OSError:  # a trail that cannot be written is no reason to stop the tests
         pass

@@ -35,8 +35,10 @@ __all__ = [
 ]
 
 err = Console(stderr=True)
-# a wide console when piped (CI logs), so case keys are not folded
-out = Console(width=None if Console().is_terminal else 200)
+# piped (CI logs): tables 200 columns wide, so case keys are not folded, and lines of text never
+# folded (a summary line holds paths of any length, and scripts grep it)
+_PIPED = not Console().is_terminal
+out = Console(width=200 if _PIPED else None, soft_wrap=_PIPED)
 
 
 class Parser(argparse.ArgumentParser):

@@ -90,7 +90,9 @@ def test_ab_finds_the_slower_tree_both_ways(tmp_path, exp_suite):
            con.execute("SELECT median_s FROM results WHERE run_id = ? AND case_key = ?",
                        (rid, key)).fetchone()
            if key.startswith("exp/")}
-    assert exp[base] > 1.4 * exp[head]  # the planted change doubles the work
+    # the planted change doubles the exp work, not the memory traffic after the cache flush, which a
+    # busy machine slows most (1.27x measured with another test process on the second core)
+    assert exp[base] > 1.15 * exp[head]
     assert (out / f"run{head}-report.html").is_file()
     junit = (out / f"run{head}-junit.xml").read_text()
     assert "<failure" not in junit
@@ -124,10 +126,12 @@ def test_ab_head_bug_is_wrong_and_base_bug_is_a_fix(tmp_path, exp_suite):
 
 @pytest.mark.slow
 def test_ab_case_the_base_tree_lacks_is_new(tmp_path, exp_suite):
-    base = _tree(tmp_path / "base", VARIANT, "")
+    # a long folder name: the summary line, over 200 columns with it, is still one line when piped
+    base = _tree(tmp_path / ("base-" + "x" * 120), VARIANT, "")
     r = kbench("ab", exp_suite, "--base-tree", base, "--executor", "local", "--db", tmp_path / "k.db")
     assert r.returncode in (0, 3), r.stdout + r.stderr
-    assert "1 case(s) it could not build" in r.stdout
+    (summary,) = [ln for ln in r.stdout.splitlines() if ln.startswith("kbench ab:")]
+    assert f"built with {base / 'kernels'} (" in summary and "1 case(s) it could not build" in summary
     row = sqlite3.connect(tmp_path / "k.db").execute(
         "SELECT outcome, message FROM results WHERE run_id = 1 AND case_key LIKE 'exp/%'").fetchone()
     assert row[0] == "build_error" and "the other source tree" in row[1] and "default" in row[1]

@@ -27,13 +27,20 @@ SUITE = ROOT / "suites" / "examples.toml"
 def _forget_the_example_workloads():
     """Loading the suite registers mixed_add in this process: take it out again afterwards, so that
     tests of the project's own workloads (the tutorials suite's coverage, error messages listing the
-    known workloads) see only those."""
+    known workloads) see only those. The example's modules are forgotten before too: a test file that
+    ran earlier in this process may have imported them and restored the registry without them, and
+    importing a module again does not register anything."""
+    def forget_modules():
+        for mod in [m for m in sys.modules if m == "mixed" or m.startswith(("mixed.", "examples.mixed"))]:
+            sys.modules.pop(mod, None)
+
+    forget_modules()
+    W.REGISTRY.pop("mixed_add", None)  # what those modules registered, if it is still there
     before = set(W.REGISTRY)
     yield
     for name in set(W.REGISTRY) - before:
         W.REGISTRY.pop(name, None)
-    for mod in [m for m in sys.modules if m == "mixed" or m.startswith(("mixed.", "examples.mixed"))]:
-        sys.modules.pop(mod, None)
+    forget_modules()
 
 
 def test_the_suite_has_every_kind_of_variant_side_by_side():
