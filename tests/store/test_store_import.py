@@ -71,7 +71,8 @@ def _uuids(path: Path) -> list[str]:
 
 def _verdicts(stdout: str) -> str:
     """The verdict counts line of `kbench compare` without its run ids."""
-    (line,) = [ln for ln in stdout.splitlines() if ln.startswith("verdicts vs")]
+    # the counts line ("verdicts vs <label>: SAME 3"), not the table's title ("verdicts vs <label>")
+    (line,) = [ln for ln in stdout.splitlines() if ln.startswith("verdicts vs") and ": " in ln]
     return re.sub(r"run \d+", "run N", line)
 
 
