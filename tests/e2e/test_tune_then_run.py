@@ -35,8 +35,8 @@ variants = [{ name = "shared_blocked", tuned = true, knobs = { tile_k = [4, 8], 
 """
 
 
-def kbench(*args, cwd, timeout=600):
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+def kbench(*args, cwd, timeout=600, **env_extra):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **env_extra)
     env.pop("RAY_ADDRESS", None)
     return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True,
                           text=True, cwd=cwd, env=env, timeout=timeout)
@@ -77,6 +77,13 @@ def test_tune_then_run_on_one_executor(tmp_path, executor):
 #: on this suite (1.7x; 65 us against 146 us on a larger case): far outside this.
 AGREEMENT = 0.25
 
+#: PoCL on one thread for the agreement test: a kernel split over both cores of a 2-core machine takes
+#: twice as long while anything else runs on the other core (the tests of another worker, a CI
+#: neighbour), and the best of 16 candidates is the one timed while it did not (run/tune 1.97x, twice
+#: in one CI run); one thread does not wait for the other core (the best candidate here: 70-82 us on one
+#: thread with a fuzzer busy on both cores, 128-141 us on two threads with the machine quiet)
+ONE_POCL_THREAD = {"POCL_MAX_PTHREAD_COUNT": "1", "POCL_CPU_MAX_CU_COUNT": "1"}
+
 
 def test_the_tuned_best_costs_what_the_run_then_measures(tmp_path):
     """One clock: `kbench tune` times each candidate as `kbench run` does (the harness's timer, flush,
@@ -89,7 +96,7 @@ def test_the_tuned_best_costs_what_the_run_then_measures(tmp_path):
     suite, db = tmp_path / "s.toml", tmp_path / "k.db"
     suite.write_text(SUITE.replace("max_time_s = 0.2", "max_time_s = 0.5"))
     r = kbench("tune", suite, "--executor", "local", "--then-run", "--trials", 16, "--tuner", "grid",
-               "--db", db, cwd=tmp_path)
+               "--db", db, cwd=tmp_path, **ONE_POCL_THREAD)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     con = sqlite3.connect(db)
     assert con.execute("select clock from tuning_sessions").fetchall() == [("harness",)]
@@ -102,7 +109,7 @@ def test_the_tuned_best_costs_what_the_run_then_measures(tmp_path):
     assert f"run/tune {run_s / tuned_s:.2f}x" in line, line
     if abs(run_s / tuned_s - 1.0) > AGREEMENT:
         # a burst of load on a shared host is passing, a second clock is not: the run once more
-        r = kbench("run", suite, "--executor", "local", "--db", db, cwd=tmp_path)
+        r = kbench("run", suite, "--executor", "local", "--db", db, cwd=tmp_path, **ONE_POCL_THREAD)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         (run_s,), = con.execute("select median_s from results order by id desc limit 1").fetchall()
     assert abs(run_s / tuned_s - 1.0) <= AGREEMENT, (run_s, tuned_s)
