@@ -385,12 +385,8 @@ def _split_point(f: For, ctx: _Context, fixed_ok: Set[Var]):
         # a constant point: the clauses of a symbolic one may fail before it and stay
         split: PrimExpr = const(min(x for x, _ in consts), f.loop_var.dtype)
         return split, always | {cid for _, cid in consts}
-    lows: List[PrimExpr] = []  # the points no other point is known to be below
-    for v0, _ in until:
-        if not any(_at_most(w, v0) for w in lows):
-            lows = [w for w in lows if not _at_most(v0, w)] + [v0]
-    split = lows[0]
-    for v0 in lows[1:]:
+    split = until[0][0]
+    for v0, _ in until[1:]:
         split = Min(split, v0)
     return split, always | {cid for _, cid in until}
 
@@ -447,10 +443,7 @@ def _split(f: For, ctx: _Context, fixed_ok: Set[Var]) -> Optional[Tuple[For, Stm
     v0, proven = got
     v, ext = f.loop_var, simplify(f.extent)
     if not isinstance(v0, IntImm) or not isinstance(ext, IntImm):
-        # clamped: both parts may be empty (no Min where v0 <= ext is known: a tile loop over
-        # ceildiv(n, 32) and its checks' point n / 32 would give min((n + 31) >> 5, n >> 5))
-        top = v0 if _at_most(v0, ext) else Min(ext, v0)
-        v0 = simplify(Max(const(0, v.dtype), top))
+        v0 = simplify(Max(const(0, v.dtype), Min(ext, v0)))  # clamped: both parts may be empty
     main = dataclasses.replace(f, extent=v0, body=_without(f.body, proven))
     rest = simplify(ext - v0)
     if isinstance(rest, IntImm) and rest.value == 1:
@@ -460,19 +453,6 @@ def _split(f: For, ctx: _Context, fixed_ok: Set[Var]) -> Optional[Tuple[For, Stm
         tail = dataclasses.replace(f, extent=rest, body=substitute(f.body, {v: v + v0}))
     # the tail's checks that now fold (a last iteration's steps past the end) leave empty loops
     return main, _drop_empty(simplify_stmt(tail)), shared
-
-
-def _at_most(a: PrimExpr, b: PrimExpr) -> bool:
-    """Whether ``a <= b`` for every value of their variables: ``b - a`` simplifies to a constant
-    ``>= 0``, or both are floor divisions by one positive constant of ``x <= y`` (floor division by a
-    positive number does not decrease: ``(n + 31) // 32 >= n // 32``)."""
-    diff = simplify(b - a)
-    if isinstance(diff, IntImm):
-        return diff.value >= 0
-    if isinstance(a, FloorDiv) and isinstance(b, FloorDiv) and isinstance(a.b, IntImm) \
-            and isinstance(b.b, IntImm) and a.b.value == b.b.value and a.b.value > 0:
-        return _at_most(a.a, b.a)
-    return False
 
 
 def _drop_empty(s: Stmt) -> Stmt:

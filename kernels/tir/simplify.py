@@ -438,6 +438,21 @@ class Simplifier:
     def bound(self, e) -> Bound:
         return const_int_bound(e, self.ranges)
 
+    def _order(self, a: PrimExpr, b: PrimExpr) -> Bound:
+        """Bounds of ``a - b`` (integers), for ``min``/``max``. Floor divisions by one positive
+        constant are also compared by their numerators, as floor division by a positive number does
+        not decrease: ``(n + 31) // 32 >= n // 32`` although neither side is bounded (a tile loop's
+        extent against the point where its bound checks start to fail)."""
+        lo, hi = self.bound(Simplifier(self.ranges)(a - b))
+        if isinstance(a, FloorDiv) and isinstance(b, FloorDiv) and isinstance(a.b, IntImm) \
+                and isinstance(b.b, IntImm) and a.b.value == b.b.value > 0:
+            nlo, nhi = self._order(a.a, b.a)
+            if nlo is not None and nlo >= 0 and (lo is None or lo < 0):
+                lo = 0
+            if nhi is not None and nhi <= 0 and (hi is None or hi > 0):
+                hi = 0
+        return lo, hi
+
     def __call__(self, node):
         return rewrite(node, self._post)
 
@@ -572,7 +587,7 @@ class Simplifier:
         if isinstance(e, (Min, Max)) and _is_int(e):
             if structural_equal(a, b):
                 return a
-            d = self.bound(Simplifier(self.ranges)(a - b))
+            d = self._order(a, b)
             if isinstance(e, Min):
                 if d[1] is not None and d[1] <= 0:
                     return a

@@ -312,28 +312,6 @@ def test_a_split_point_known_below_the_tile_count_is_not_clamped_by_min():
     assert any(isinstance(e, FloorDiv) and isinstance(e.a, Var) for e in extents)
 
 
-def test_at_most_agrees_with_enumeration():
-    from kernels.lower.loop_partition import _at_most
-
-    x = Var("x")
-    cases = [(FloorDiv(x, 32), FloorDiv(x + 31, 32)), (FloorDiv(x + 31, 32), FloorDiv(x, 32)),
-             (FloorDiv(x - 3, 8), FloorDiv(x, 8)), (FloorDiv(x, 8), FloorDiv(x, 16)),
-             (x * 2, x * 2 + 1), (x + 1, x), (FloorDiv(x, 16), FloorDiv(x + 15, 16) + 1)]
-    for a, b in cases:
-        always = all(_eval(a, x, v) <= _eval(b, x, v) for v in range(-300, 300))
-        assert not _at_most(a, b) or always, (stmt_str(a), stmt_str(b))  # never claimed wrongly
-    assert _at_most(FloorDiv(x, 32), FloorDiv(x + 31, 32)) and not _at_most(FloorDiv(x + 31, 32), FloorDiv(x, 32))
-
-
-def _eval(e, x, value):
-    from kernels.tir.functor import substitute
-    from kernels.tir.simplify import simplify
-
-    got = simplify(substitute(e, {x: const(value, x.dtype)}))
-    assert isinstance(got, E.IntImm), stmt_str(got)
-    return got.value
-
-
 @T.prim_func
 def _tir_row_sum(a: T.handle, b: T.handle) -> None:
     A = T.match_buffer(a, (37, 150), "float32")

@@ -201,6 +201,31 @@ def test_min_max_of_linear_forms(x):
     assert simplify(Min(x, x)) is x
 
 
+def test_min_max_of_floor_divisions_by_one_divisor(x):
+    # neither side is bounded, their numerators are ordered: (x + 31) // 32 >= x // 32 (a tile loop's
+    # extent and the point where its bound checks start to fail)
+    assert S(Min(FloorDiv(x + 31, 32), FloorDiv(x, 32))) == "floordiv(x, 32)"
+    assert S(Min(FloorDiv(x, 32), FloorDiv(x + 31, 32))) == "floordiv(x, 32)"
+    assert S(Max(FloorDiv(x, 32), FloorDiv(x + 31, 32))) == "floordiv((x + 31), 32)"
+    assert S(Min(FloorDiv(x - 3, 8), FloorDiv(x, 8))) == "floordiv((x - 3), 8)"
+    # not ordered, or other divisors: left as they are
+    assert S(Min(FloorDiv(x, 8), FloorDiv(x, 16))) == "min(floordiv(x, 8), floordiv(x, 16))"
+    assert S(Min(FloorDiv(x * 2, 8), FloorDiv(x, 8))) == "min(floordiv((x * 2), 8), floordiv(x, 8))"
+
+
+@pytest.mark.parametrize("a, b", [((1, 31, 32), (1, 0, 32)), ((1, -3, 8), (1, 0, 8)), ((1, 0, 8), (1, 0, 16)),
+                                  ((2, 0, 8), (1, 0, 8)), ((1, 15, 16), (1, 16, 16)), ((-1, 7, 8), (-1, 0, 8))])
+def test_min_max_of_floor_divisions_agree_with_enumeration(x, a, b):
+    # (k, c, d): floordiv(k * x + c, d); whatever the simplifier makes of min and max, it is the same
+    # number at every x, the negative ones included
+    ea, eb = (FloorDiv(x * k + c, d) for k, c, d in (a, b))
+    for op, ref in ((Min, min), (Max, max)):
+        got = simplify(op(ea, eb))
+        for v in range(-200, 200):
+            at = {x.name: v}
+            assert evaluate(got, at) == ref(evaluate(ea, at), evaluate(eb, at)), (str(got), v)
+
+
 # -- booleans, select, likely ---------------------------------------------------------------------
 
 
