@@ -36,12 +36,12 @@ from typing import Dict, Optional, Sequence, Tuple
 from ..errors import BuildError
 from ..tir import attr
 from ..tir import dtype as dt
-from ..tir.expr import (BinaryOp, Broadcast, Buffer, BufferLoad, Call, Cast, IntImm, Op, PrimExpr, Ramp,
-                        Var, const, node_kind)
+from ..tir.expr import Buffer, BufferLoad, Call, Cast, IntImm, Op, PrimExpr, Ramp, Var, const
 from ..tir.functor import collect, rewrite, vars_of
 from ..tir.modular import is_multiple
-from ..tir.simplify import VectorFolder, simplify
+from ..tir.simplify import simplify
 from ..tir.stmt import Allocate, BufferStore, For, ForKind, LetStmt, Stmt, seq
+from .vectorize import _Lanes, _Scalar
 
 __all__ = ["SUBBYTE_BITS", "lower_subbyte", "chunk_copy", "packable", "packed_words", "widening_copy",
            "word_address"]
@@ -123,27 +123,15 @@ def widening_copy(loop: Stmt, packed) -> Optional[Tuple[BufferStore, PrimExpr, P
 
 def _start(index: PrimExpr, v: Var, n: int) -> Optional[PrimExpr]:
     """``s`` such that ``index == s + v`` for every ``v`` in ``0 .. n`` (``s`` free of ``v``), else None.
-    The lanes are folded as the vectorizer folds them: ``floordiv``/``floormod`` of a run of ``n``
-    values that stays inside one block (a flat fetch's ``(t * n + v) // w`` and ``% w``)."""
+    The lanes are folded by the vectorizer's own rewrite (``_Lanes``): ``floordiv``/``floormod`` of a
+    run of ``n`` values that stays inside one block (a flat fetch's ``(t * n + v) // w`` and ``% w``)."""
     s = simplify(index - v)
     if v not in vars_of(s):
         return s
-    fold = VectorFolder()
-
-    def lanes(e):
-        if v not in vars_of(e):
-            return e
-        if e is v:
-            return Ramp(const(0, v.dtype), const(1, v.dtype), n)
-        if not isinstance(e, BinaryOp) or dt.lanes(e.dtype) != 1:
-            return None
-        a, b = lanes(e.a), lanes(e.b)
-        if a is None or b is None:
-            return None
-        a, b = (x if dt.lanes(x.dtype) > 1 else Broadcast(x, n) for x in (a, b))
-        return fold(node_kind(e)(a, b, dtype=dt.with_lanes(e.dtype, n)))
-
-    r = lanes(index)
+    try:
+        r = _Lanes(v, const(0, v.dtype), n).expr(index)
+    except _Scalar:  # not a lane-wise expression of v
+        return None
     if not (isinstance(r, Ramp) and isinstance(r.stride, IntImm) and r.stride.value == 1) \
             or v in vars_of(r.base):
         return None
