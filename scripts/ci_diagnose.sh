@@ -23,7 +23,7 @@ echo "== diagnose: the newest Ray sessions under $ray_tmp"
 sessions=$(ls -dt "$ray_tmp"/session_2* 2>/dev/null | head -n 4)
 for s in $sessions; do
   echo "-- $s"
-  # fatal (C) and error (E) lines of Ray's C++ processes, and the driver's reason to exit
+  # fatal (C) lines of Ray's C++ processes, their crashes, and a driver's reason to exit
   grep -hE "^\[[^]]* C [0-9]+ [0-9]+\]|Check failed|\*\*\* SIG|Raylet IPC connection failed|local Raylet is dead|Killing the driver|QuickExit" \
     "$s"/logs/raylet*.out "$s"/logs/raylet*.err "$s"/logs/gcs_server*.out "$s"/logs/gcs_server*.err \
     "$s"/logs/python-core-driver-*.log 2>/dev/null | cut -c1-400 | tail -n 20
