@@ -1,4 +1,5 @@
-"""Planted kernels for the fuzzer's own tests (tests/cpu/test_fuzz.py): each builds a kernel with a
+"""Planted kernels for the fuzzer's own tests (tests/cpu/test_fuzz.py), and schedules its regression
+tests share (one_thread_matmul): each planted one builds a kernel with a
 known defect and the workload that feeds and checks it, as ``kernels.testing.fuzz`` samples of kind
 ``callable`` name them (``"kbfuzz:<function>"``). ``params["threads"]`` binds one element a thread
 (for the GPU-style targets)."""
@@ -120,3 +121,25 @@ def endless_sum(params, dtype):
     k = te.reduce_axis((0, (1 << 31) - 1), name="k")
     B = te.compute((n,), lambda i: te.sum(A[i] * 1.0000001, axis=k), name="B")
     return te.create_schedule(B.op), [A, B], _copy_workload("planted_endless_sum")
+
+
+def one_thread_matmul(n: int, m: int, k: int):
+    """The fuzzer's define_split template (its CUDA half) at one block of one thread: the whole n x m
+    product of C in that thread's local array (cache_write, compute_at the thread loop)."""
+    A = te.placeholder((n, k), name="A")
+    B = te.placeholder((k, m), name="B")
+    r = te.reduce_axis((0, k), name="r")
+    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    s = te.create_schedule(C.op)
+    CL = s.cache_write(C, "local")
+    i, j = s[C].op.axis
+    bi, i = s[C].split(i, nparts=1)
+    ti, ii = s[C].split(i, nparts=1)
+    bj, j = s[C].split(j, nparts=1)
+    tj, ji = s[C].split(j, nparts=1)
+    s[C].reorder(bi, bj, ti, tj, ii, ji)
+    for ax, tag in ((bi, "blockIdx.y"), (bj, "blockIdx.x"), (ti, "threadIdx.y"), (tj, "threadIdx.x")):
+        s[C].bind(ax, te.thread_axis(tag))
+    s[CL].compute_at(s[C], tj)
+    return s, [A, B, C]
+

@@ -208,6 +208,7 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
         cg.prepare(part, nodes)
         if isinstance(cg, CUDACodegen):  # static or dynamic shared memory, from the whole kernel
             cg._plan_dynamic_shared(nodes)
+            cg._check_local(name, nodes)
         cg.stmt(part, 1)
         body_lines = cg.lines
         src = [cg.kernel_signature(name, decls, block_threads) + " {"]

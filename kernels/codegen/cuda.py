@@ -88,6 +88,10 @@ _FRAGMENT_ATTRS = (attr.FRAGMENT_SHAPE, attr.FRAGMENT_LAYOUT, attr.STORAGE_ALIGN
 #: bytes of static ``__shared__`` arrays one block may declare on every architecture; a kernel whose
 #: shared arrays need more gets them as one dynamic shared allocation (see CUDACodegen.allocate)
 STATIC_SHARED_LIMIT = 48 * 1024
+#: the most local memory one thread may use, on every architecture CUDA 12-13 builds for (the
+#: programming guide's "maximum amount of local memory per thread"); a kernel whose local arrays need
+#: more builds but fails at launch ("invalid argument"), so code generation refuses it
+MAX_LOCAL_PER_THREAD = 512 * 1024
 #: the most shared memory one block may use (dynamic, opted in with
 #: cudaFuncAttributeMaxDynamicSharedMemorySize), per architecture, from the CUDA programming guide's
 #: table of compute capabilities; other architectures are checked only when the kernel is loaded
@@ -260,6 +264,27 @@ class CUDACodegen(CFamilyCodegen):
         self.dynamic_offsets, self.dynamic_arrays, self.dynamic_shared_bytes = offsets, tuple(arrays), end
         dyn = self.names.get(_DYNAMIC_SHARED, "kb_dyn_shared")
         self.hoisted.append(f"extern __shared__ __align__({DYNAMIC_SHARED_ALIGN}) unsigned char {dyn}[];")
+
+    def _check_local(self, name: str, nodes) -> None:
+        """Refuse a kernel whose local arrays (every ``Allocate`` of scope local in ``nodes``, each
+        thread its own) need more than :data:`MAX_LOCAL_PER_THREAD` bytes a thread."""
+        sizes, seen = [], set()
+        for n in nodes:
+            if not isinstance(n, Allocate) or n.buffer.scope != attr.LOCAL or id(n.buffer) in seen:
+                continue
+            seen.add(id(n.buffer))
+            if isinstance(n.extent, IntImm):
+                b = n.buffer
+                elem = 4 if dt.element_of(b.dtype) in dt.STORAGE_ONLY else max(1, dt.bits(b.dtype) // 8)
+                sizes.append((elem * dt.lanes(b.dtype) * n.extent.value, b.name))
+        total = sum(size for size, _ in sizes)
+        if total > MAX_LOCAL_PER_THREAD:
+            arrays = ", ".join(f"{b}: {size:,} bytes" for size, b in sorted(sizes, reverse=True)[:3])
+            raise BuildError(
+                f"kernel {name}: its local arrays need {total:,} bytes a thread ({arrays}), over CUDA's "
+                f"{MAX_LOCAL_PER_THREAD // 1024} KiB of local memory a thread; give each thread a smaller "
+                "tile (the split factors inside the thread loops, or what cache_write/compute_at puts "
+                "in local scope)")
 
     def _frag(self, e) -> str:
         if e not in self.fragment_names:

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from kernels.codegen.cuda import MAX_LOCAL_PER_THREAD
 from kernels.contrib.nvcc import DEFAULT_ARCH, compile_cuda, normalize_arch, parse_compute_version
 from kernels.errors import ArgumentError, BuildError, DeviceError
 from kernels.runtime.device import Device, cuda_context, cuda_driver, present_cuda_arch, require
@@ -115,6 +116,7 @@ class CUDAModule(Module):
                     ) from None
                 func.prepare("".join(self._param_type(p, 2) if self._param_is_value(p) else "P"
                                      for p in kernel.params))
+                _check_local(func, kernel.name)
                 if kernel.dynamic_shared_bytes:
                     _opt_in_shared(func, kernel.name, kernel.dynamic_shared_bytes, device)
                 functions.append(func)
@@ -206,6 +208,16 @@ def _opt_in_shared(func: Any, name: str, nbytes: int, device: Device) -> None:
     except (drv.Error, AttributeError) as exc:  # AttributeError: a pycuda without cuFuncSetAttribute
         raise DeviceError(f"kernel {name}: opting in to {nbytes} bytes of dynamic shared memory on "
                           f"{device!r} failed: {exc}") from None
+
+
+def _check_local(func: Any, name: str) -> None:
+    """Refuse a loaded kernel whose stack frame (local arrays and spills, as ptxas laid it out) is over
+    CUDA's local memory a thread: every launch of it would fail with "invalid argument"."""
+    local = int(func.get_attribute(cuda_driver().function_attribute.LOCAL_SIZE_BYTES))
+    if local > MAX_LOCAL_PER_THREAD:
+        raise DeviceError(f"kernel {name}: needs {local:,} bytes of local memory a thread, which exceeds "
+                          f"CUDA's limits ({MAX_LOCAL_PER_THREAD // 1024} KiB a thread); give each thread "
+                          "a smaller tile")
 
 
 def _check_limits(name: str, grid: tuple, block: tuple) -> None:

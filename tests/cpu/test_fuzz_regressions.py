@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kbfuzz import one_thread_matmul
 from kbtest import opencl_available
 
 import kernels as tvm
@@ -192,3 +193,21 @@ def test_opencl_compiler_bugs_are_device_bugs_and_the_kernels_are_correct_unopti
     plain = fuzz.run_fuzz("opencl", samples=[dict(s, options=["-cl-opt-disable"]) for s in samples],
                           timeout=90)
     assert [r["outcome"] for r in plain.results] == ["ok"] * 4, plain.results
+
+
+def test_local_arrays_over_cudas_512_kib_a_thread_are_refused_at_build():
+    # fuzz --target cuda --seed 21 on an H200: tile_i [-1, 1, 487], tile_j [-1, 1, 452] gave one thread
+    # a 487 x 452 float32 accumulator (880,496 bytes); it built and every launch failed with
+    # "cuLaunchKernel failed: invalid argument". Here the accumulator of one element (4 bytes, C.local_acc)
+    # is a local array too.
+    s, args = one_thread_matmul(487, 452, 16)
+    with pytest.raises(tvm.error.BuildError) as info:
+        tvm.build(s, args, target="cuda")
+    msg = str(info.value)
+    assert "880,500 bytes a thread" in msg and "C.local: 880,496 bytes" in msg and "512 KiB" in msg
+    # 362 x 362 x 4 + 4 = 524,180 bytes: just under the limit (524,288), built
+    s, args = one_thread_matmul(362, 362, 4)
+    assert "C_local[131044]" in tvm.build(s, args, target="cuda").imported_modules[0].get_source()
+    s, args = one_thread_matmul(363, 362, 4)  # 363 x 362 x 4 + 4 = 525,628 bytes
+    with pytest.raises(tvm.error.BuildError, match="525,628 bytes a thread"):
+        tvm.build(s, args, target="cuda")
