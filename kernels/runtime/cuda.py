@@ -116,7 +116,7 @@ class CUDAModule(Module):
                     ) from None
                 func.prepare("".join(self._param_type(p, 2) if self._param_is_value(p) else "P"
                                      for p in kernel.params))
-                _check_local(func, kernel.name)
+                _check_local(func, kernel.name, device)
                 if kernel.dynamic_shared_bytes:
                     _opt_in_shared(func, kernel.name, kernel.dynamic_shared_bytes, device)
                 functions.append(func)
@@ -152,10 +152,7 @@ class CUDAModule(Module):
                     try:
                         func.prepared_call(grid, block, *values, shared_size=shared)
                     except drv.Error as exc:
-                        raise DeviceError(
-                            f"CUDA launch of kernel {name} (grid {grid}, block {block}) on {device!r} "
-                            f"failed: {exc}"
-                        ) from None
+                        raise _launch_failed(name, func, grid, block, device, exc) from None
 
         if len(self.native_kernels) == len(self.spec.kernels):
             # no packed call in between: one launch runs every kernel inside one context push
@@ -210,14 +207,46 @@ def _opt_in_shared(func: Any, name: str, nbytes: int, device: Device) -> None:
                           f"{device!r} failed: {exc}") from None
 
 
-def _check_local(func: Any, name: str) -> None:
-    """Refuse a loaded kernel whose stack frame (local arrays and spills, as ptxas laid it out) is over
-    CUDA's local memory a thread: every launch of it would fail with "invalid argument"."""
+def _local_reserve(func: Any, device: Device) -> Tuple[int, int, int]:
+    """A loaded kernel's local memory a thread, the device's thread slots (resident threads an SM times
+    SMs) and the bytes the driver reserves for that kernel's launches (one frame a slot)."""
     local = int(func.get_attribute(cuda_driver().function_attribute.LOCAL_SIZE_BYTES))
+    slots = device._cuda_attribute("MAX_THREADS_PER_MULTIPROCESSOR") * device.multi_processor_count
+    return local, slots, local * slots
+
+
+def _check_local(func: Any, name: str, device: Device) -> None:
+    """Refuse a loaded kernel whose stack frame (local arrays and spills, as ptxas laid it out) is over
+    CUDA's local memory a thread, or whose frames for every thread slot of the device are more than its
+    memory: every launch of it would fail ("invalid argument", "out of memory")."""
+    local, slots, reserve = _local_reserve(func, device)
     if local > MAX_LOCAL_PER_THREAD:
         raise DeviceError(f"kernel {name}: needs {local:,} bytes of local memory a thread, which exceeds "
                           f"CUDA's limits ({MAX_LOCAL_PER_THREAD // 1024} KiB a thread); give each thread "
                           "a smaller tile")
+    total = int(cuda_driver().mem_get_info()[1])
+    if reserve > total:
+        raise DeviceError(f"kernel {name}: needs {local:,} bytes of local memory a thread, which exceeds "
+                          f"CUDA's limits on {device!r}: the driver reserves it for each of the "
+                          f"{slots:,} thread slots ({reserve / 1e9:.1f} GB), more than the device's "
+                          f"{total / 1e9:.1f} GB; give each thread a smaller tile")
+
+
+def _launch_failed(name: str, func: Any, grid: tuple, block: tuple, device: Device, exc: Exception
+                   ) -> DeviceError:
+    """The error of a failed launch, saying so where the kernel's local memory did not fit the free
+    device memory (the driver reserves a frame for every thread slot when the kernel is launched)."""
+    text = f"CUDA launch of kernel {name} (grid {grid}, block {block}) on {device!r} failed: {exc}"
+    try:
+        local, slots, reserve = _local_reserve(func, device)
+        free = int(cuda_driver().mem_get_info()[0])
+    except Exception:  # the context may be unusable after the failure: report the launch's error
+        return DeviceError(text)
+    if local and reserve > free:
+        text += (f"; its {local:,} bytes of local memory a thread, reserved for each of the device's "
+                 f"{slots:,} thread slots, need {reserve / 1e9:.1f} GB but {free / 1e9:.1f} GB are free: "
+                 "give each thread a smaller tile")
+    return DeviceError(text)
 
 
 def _check_limits(name: str, grid: tuple, block: tuple) -> None:

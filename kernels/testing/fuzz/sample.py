@@ -256,7 +256,8 @@ def execute(sample: dict, build_only: Union[bool, str] = False) -> dict:
             _triage_opencl(sample, workload, spec, res)
         return res
     except DeviceError as exc:
-        if "exceeds CUDA's limits" in str(exc):  # checked before the launch: a clear refusal
+        if "exceeds CUDA's limits" in str(exc) or "thread slots" in str(exc):
+            # checked before the launch, or local memory the device cannot reserve: a clear refusal
             return done("refused", f"{type(exc).__name__}: {exc}")
         return done("crashed", f"{type(exc).__name__}: {exc}") | {"fatal": target == "cuda"}
     except TVMError as exc:
