@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One `kbench run` of the workload blocks of a suite file that contain a given text, on one GPU (the
+# One `kbench run` of the workload blocks of a suite file that contain a given text (MATCH; empty: all), on one GPU (the
 # `device` tool), then one line per case: median, throughput and the ratio to the first variant of the
 # same shape and type measured in that run (its peer where the block has one).
 #   source .whl/setup.sh && MATCH='dtypes = ["int4"]' bash scripts/device_suite_subset.sh suites/tensorcore.toml
@@ -12,7 +12,7 @@ out=${OUT:-kbench-out/device-subset}
 mkdir -p "$out"
 export RAY_USAGE_STATS_ENABLED=0 COLUMNS=250
 suite="$out/subset.toml"
-python3 - "$src" "$suite" "${MATCH:?set MATCH to a text of the workload blocks to keep}" <<'PY'
+python3 - "$src" "$suite" "${MATCH-}" <<'PY'
 import sys
 text = open(sys.argv[1]).read()
 head, parts = text[:text.index("[[workload]]")], text.split("[[workload]]")[1:]
