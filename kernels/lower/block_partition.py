@@ -10,7 +10,14 @@ and the arguments' sizes alone. The kernel body becomes
 
     if (<every such condition>) { the body without those checks } else { the body as it was }
 
-so interior blocks run the unchecked copy and the edge blocks the checked one. Kernels whose checks
+so interior blocks run the unchecked copy and the edge blocks the checked one. Where the kernel is a
+statement of the function's top level and the interior blocks form a box of its grid (every condition
+bounds one of at most two block indices by a constant), the two copies become two launches instead
+(:func:`_two_launches`): the unchecked copy over the box, then the checked copy over the blocks
+outside it, numbered in a one-dimensional grid whose blocks compute their original indices. Each
+launch is compiled on its own: in one kernel ptxas gives both copies the registers of the larger, and
+a register-tiled product then spills in its interior too (docs/PERF.md, ragged products).
+Kernels whose checks
 all sit outside serial loops (one check a thread, as in an elementwise kernel, or checks of a
 vectorized loop, which the vectorize pass turns into one test a vector) are left whole: a second
 copy would cost more code than the checks cost time. The condition is
@@ -48,10 +55,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..tir import all as all_of
 from ..tir import attr
-from ..tir.expr import GE, GT, LE, LT, BufferLoad, Call, IntImm, PrimExpr, ProducerLoad, Var, const
-from ..tir.functor import bound_vars, children, collect, conjuncts, rewrite
+from ..tir.expr import (GE, GT, LE, LT, BufferLoad, Call, FloorDiv, FloorMod, IntImm, PrimExpr, ProducerLoad,
+                        Select, Sub, Var, const)
+from ..tir.functor import bound_vars, children, collect, conjuncts, rewrite, substitute
 from ..tir.simplify import simplify, structural_equal
-from ..tir.stmt import Allocate, AttrStmt, For, ForKind, IfThenElse, LetStmt, Stmt
+from ..tir.stmt import Allocate, AttrStmt, For, ForKind, IfThenElse, LetStmt, SeqStmt, Stmt, ThreadIndex, seq
 from .bound import eval_interval
 from .te_stmt import ThreadAllReduce
 
@@ -202,7 +210,112 @@ def _pipelined(body: Stmt) -> bool:
     return bool(collect(body, lambda n: isinstance(n, AttrStmt) and n.attr_key in _PIPELINE_ATTRS))
 
 
-def _partition_kernel(launch: AttrStmt, barriers_ok: bool) -> Optional[Stmt]:
+def _interior_box(needs: List[PrimExpr], chain: List[AttrStmt]) -> Optional[Dict[Var, Tuple[int, int]]]:
+    """Per block index of the launch, ``(X, extent)`` such that the block condition ``needs`` holds
+    exactly for the blocks whose every index ``b`` is below its ``X`` (both directions proven with
+    interval bounds over ranges of ``b``); None when the launch or a condition is not of that form (a
+    grid of one or two constant axes, each condition a comparison of one block index and constants)."""
+    axes: Dict[Var, int] = {}
+    for a in chain:
+        if a.node.thread_tag.startswith("blockIdx"):
+            ext = simplify(a.value)
+            if not isinstance(ext, IntImm) or a.node.thread_tag == "blockIdx.z":
+                return None
+            axes[a.node.var] = ext.value
+    if not 1 <= len(axes) <= 2:
+        return None
+    box = dict(axes)
+    for c in needs:
+        used = {id(v): v for v in collect(c, lambda n: isinstance(n, Var))}
+        if len(used) != 1 or not isinstance(c, _COMPARISONS):
+            return None
+        (v,) = used.values()
+        if v not in axes:
+            return None
+        # c holds where d < 0 (strict) or d <= 0
+        d = Sub(c.a, c.b) if isinstance(c, (LT, LE)) else Sub(c.b, c.a)
+        strict = isinstance(c, (LT, GT))
+
+        def bounds(lo: int, hi: int, v=v, d=d) -> Tuple[Optional[int], Optional[int]]:
+            lo_e, hi_e = eval_interval(d, {v: (const(lo, v.dtype), const(hi, v.dtype))})
+            lo_e, hi_e = simplify(lo_e), simplify(hi_e)
+            return (lo_e.value if isinstance(lo_e, IntImm) else None,
+                    hi_e.value if isinstance(hi_e, IntImm) else None)
+
+        def holds(x: int) -> bool:  # for every b < x
+            hi = bounds(0, x - 1)[1]
+            return hi is not None and (hi < 0 if strict else hi <= 0)
+
+        lo, hi = 0, axes[v]
+        while lo < hi:  # the largest x proven; the proof over [0, x) only weakens as x grows
+            mid = (lo + hi + 1) // 2
+            if holds(mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        if lo < axes[v]:  # and it fails for every b >= x
+            low = bounds(lo, axes[v] - 1)[0]
+            if low is None or not (low >= 0 if strict else low > 0):
+                return None
+        box[v] = min(box[v], lo)
+    return {v: (box[v], axes[v]) for v in axes}
+
+
+def _wrap(chain: List[AttrStmt], body: Stmt, shared: List[Allocate]) -> Stmt:
+    for a in reversed(shared):
+        body = dataclasses.replace(a, body=body)
+    for a in reversed(chain):
+        body = dataclasses.replace(a, body=body)
+    return body
+
+
+def _two_launches(chain: List[AttrStmt], box: Dict[Var, Tuple[int, int]], fast: Stmt, checked: Stmt,
+                  shared: List[Allocate]) -> Stmt:
+    """The interior blocks as one launch of the unchecked copy (its grid the interior box), then the
+    edge blocks as a second launch of the checked copy over a one-dimensional grid, each block's
+    original indices computed from its place: first the blocks right of the box (every row), then
+    those below it. Each launch is compiled on its own, so the interior kernel gets the registers of
+    the unchecked copy alone."""
+    interior = [dataclasses.replace(a, value=const(box[a.node.var][0], a.value.dtype))
+                if a.node.var in box else a for a in chain]
+    order = sorted(box, key=lambda v: next(a.node.thread_tag for a in chain if a.node.var is v))
+    u = order[0]  # blockIdx.x, else the only axis
+    x, ex = box[u]
+    dt = u.dtype
+    e = Var("blockIdx_edge", dt)
+    lets: List[Tuple[Var, PrimExpr]]
+    if len(order) == 1:
+        total = ex - x
+        lets = [(u, e + const(x, dt))]
+    else:
+        w = order[1]
+        y, ey = box[w]
+        right, below = (ex - x) * ey, x * (ey - y)
+        total = right + below
+        k = e - const(right, dt)
+        u_right, w_right = FloorMod(e, const(max(ex - x, 1), dt)) + const(x, dt), FloorDiv(e, const(max(ex - x, 1), dt))
+        u_below, w_below = FloorMod(k, const(max(x, 1), dt)), FloorDiv(k, const(max(x, 1), dt)) + const(y, dt)
+        if not below:
+            lets = [(u, u_right), (w, w_right)]
+        elif not right:
+            lets = [(u, u_below), (w, w_below)]
+        else:
+            first = LT(e, const(right, dt))
+            lets = [(u, Select(first, u_right, u_below)), (w, Select(first, w_right, w_below))]
+    # the edge launch names its block indices with variables of its own (the interior launch keeps
+    # the originals, bound to the box's extents)
+    fresh = {var: Var(var.name, var.dtype) for var, _ in lets}
+    body = substitute(checked, fresh)
+    for var, value in reversed(lets):
+        body = LetStmt(fresh[var], value, body)
+    axis = next(a for a in chain if a.node.var is u)
+    edge_attr = dataclasses.replace(axis, node=ThreadIndex(e, axis.node.thread_tag, const(total, dt)),
+                                    value=const(total, axis.value.dtype))
+    edge_chain = [edge_attr if a is axis else a for a in chain if a.node.var is u or a.node.var not in box]
+    return seq(_wrap(interior, fast, shared), _wrap(edge_chain, body, shared))
+
+
+def _partition_kernel(launch: AttrStmt, barriers_ok: bool, launches: bool = False) -> Optional[Stmt]:
     chain, body = _launch_chain(launch)
     blocks = {a.node.var for a in chain if a.node.thread_tag.startswith("blockIdx")}
     if not blocks or (not barriers_ok and _has_barriers(body)) or _pipelined(body):
@@ -232,18 +345,26 @@ def _partition_kernel(launch: AttrStmt, barriers_ok: bool) -> Optional[Stmt]:
         return None
     fast = rewrite(body, lambda n: (n.then_case if isinstance(n, IfThenElse) and id(n.condition) in removable
                                     else None))
-    out: Stmt = IfThenElse(all_of(*needs), fast, body)
-    for a in reversed(shared):
-        out = dataclasses.replace(a, body=out)
-    for a in reversed(chain):
-        out = dataclasses.replace(a, body=out)
-    return out
+    box = _interior_box(needs, chain) if launches else None
+    if box is not None and all(x > 0 for x, _ in box.values()):
+        if all(x == ext for x, ext in box.values()):
+            return _wrap(chain, fast, shared)  # every block is interior
+        return _two_launches(chain, box, fast, body, shared)
+    return _wrap(chain, IfThenElse(all_of(*needs), fast, body), shared)
+
+
+def _is_launch(n: Any) -> bool:
+    return isinstance(n, AttrStmt) and n.attr_key == attr.THREAD_EXTENT and n.node.thread_tag.startswith("blockIdx")
 
 
 def partition_blocks(stmt: Stmt, target: str = "cuda") -> Stmt:
     """Every kernel of ``stmt`` (an outermost ``blockIdx`` launch) split into an unchecked copy for
     the blocks its bound checks cannot fail in and the checked copy for the others (see the module
     docstring); kernels without such checks are returned as they were.
+
+    A kernel at the top level of the function whose interior blocks form a box of its grid (each
+    condition bounds one block index by a constant) becomes two launches (:func:`_two_launches`);
+    any other kernel keeps both copies in one, behind the block condition.
 
     On targets other than CUDA a kernel with barriers (shared memory, cross-thread reductions) is
     left whole: OpenCL allows a barrier in a branch every work-item of a group takes, but PoCL's
@@ -252,9 +373,11 @@ def partition_blocks(stmt: Stmt, target: str = "cuda") -> Stmt:
     barriers_ok = str(target).split()[0] == "cuda"
 
     def pre(n):
-        if isinstance(n, AttrStmt) and n.attr_key == attr.THREAD_EXTENT and \
-                n.node.thread_tag.startswith("blockIdx"):
+        if _is_launch(n):
             return _partition_kernel(n, barriers_ok) or n
         return None
 
-    return rewrite(stmt, lambda n: None, pre)
+    items = list(stmt.seq) if isinstance(stmt, SeqStmt) else [stmt]
+    out = [(_partition_kernel(n, barriers_ok, launches=True) or n) if _is_launch(n)
+           else rewrite(n, lambda m: None, pre) for n in items]
+    return seq(*out)

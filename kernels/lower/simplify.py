@@ -47,9 +47,13 @@ def simplify_stmt(stmt: Stmt, ranges: Optional[Dict[Var, tuple]] = None) -> Stmt
             return dataclasses.replace(s, min=simp(s.min), extent=ext, body=body)
         if isinstance(s, AttrStmt):
             if s.attr_key == attr.THREAD_EXTENT:
+                # the range holds inside the launch only: another kernel may bind the same variable
+                # with another extent, or name it in a let
                 ext = simp(s.value)
+                before = ranges.get(s.node.var)
                 ranges[s.node.var] = rng(ext)
                 body = visit(s.body)
+                _restore(ranges, s.node.var, before)
                 return dataclasses.replace(s, value=ext, body=body)
             return dataclasses.replace(s, body=visit(s.body))
         if isinstance(s, IfThenElse):
@@ -60,7 +64,10 @@ def simplify_stmt(stmt: Stmt, ranges: Optional[Dict[Var, tuple]] = None) -> Stmt
                 return visit(s.else_case) if s.else_case is not None else seq()
             return IfThenElse(c, visit(s.then_case), None if s.else_case is None else visit(s.else_case))
         if isinstance(s, LetStmt):
-            return LetStmt(s.var, simp(s.value), visit(s.body))
+            before = ranges.pop(s.var, None)  # a let rebinds the variable: no range known for it
+            body = visit(s.body)
+            _restore(ranges, s.var, before)
+            return LetStmt(s.var, simp(s.value), body)
         if isinstance(s, Allocate):
             return dataclasses.replace(s, extent=simp(s.extent), body=visit(s.body))
         if isinstance(s, BufferStore):
@@ -73,3 +80,10 @@ def simplify_stmt(stmt: Stmt, ranges: Optional[Dict[Var, tuple]] = None) -> Stmt
         return s
 
     return visit(stmt)
+
+
+def _restore(ranges: dict, var, before) -> None:
+    if before is None:
+        ranges.pop(var, None)
+    else:
+        ranges[var] = before

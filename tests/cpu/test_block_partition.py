@@ -1,6 +1,8 @@
 """Block partitioning (kernels.lower.block_partition): interior thread blocks run a copy of the kernel
-without bound checks, edge blocks the checked copy. Checked three ways: the condition that picks the
-copy against hand-derived block sets; the checks that must stay (data-dependent, symbolic loops, a
+without bound checks, edge blocks the checked copy -- as two launches where the interior is a box of
+the grid, else behind a block condition in one kernel. Checked three ways: the interior launch's grid
+and the blocks the edge launch visits (each once), or the condition that picks the copy, against
+hand-derived block sets; the checks that must stay (data-dependent, symbolic loops, a
 ragged reduction axis) staying; ragged kernels of both front ends on OpenCL (PoCL) against numpy in
 float64, and their CUDA source compiled by nvcc."""
 
@@ -18,10 +20,10 @@ from kernels.lower.block_partition import partition_blocks
 from kernels.script import tir as T
 from kernels.tir import attr
 from kernels.tir import likely
-from kernels.tir.expr import LT, BufferLoad, Cast, IntImm, Var, const
+from kernels.tir.expr import LT, BufferLoad, Cast, Var, const
 from kernels.tir.functor import collect, substitute
 from kernels.tir.simplify import simplify
-from kernels.tir.stmt import AttrStmt, BufferStore, For, ForKind, IfThenElse, ThreadIndex
+from kernels.tir.stmt import Allocate, AttrStmt, BufferStore, For, ForKind, IfThenElse, LetStmt, SeqStmt, ThreadIndex
 
 needs_opencl = pytest.mark.skipif(not opencl_available(), reason="no OpenCL device")
 needs_nvcc = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc not installed")
@@ -37,26 +39,37 @@ def _target_body(sch, args, kind="cuda"):
     raise AssertionError("no block_partition pass in TARGET_PASSES")
 
 
-def _split_kernel(body):
-    """(block vars, the branch choosing the copy) of the one partitioned kernel in ``body``."""
-    launches = [n for n in collect(body, lambda n: isinstance(n, AttrStmt)) if n.attr_key == attr.THREAD_EXTENT]
-    blocks = {a.node.thread_tag: a.node.var for a in launches if a.node.thread_tag.startswith("blockIdx")}
-    ifs = collect(body, lambda n: isinstance(n, IfThenElse) and n.else_case is not None)
-    return blocks, ifs[0]
+def _launches(body):
+    """The top-level kernels of ``body``, each as (grid: tag -> extent, body below the launch)."""
+    out = []
+    for k in (list(body.seq) if isinstance(body, SeqStmt) else [body]):
+        grid = {}
+        while isinstance(k, AttrStmt) and k.attr_key == attr.THREAD_EXTENT:
+            if k.node.thread_tag.startswith("blockIdx"):
+                grid[k.node.thread_tag] = k.value.value
+            k = k.body
+        out.append((grid, k))
+    return out
+
+
+def _edge_blocks(grid, body):
+    """The (blockIdx.y, blockIdx.x) of the original grid each block of an edge launch computes, in
+    order (its lets, evaluated at every index of its one-dimensional grid)."""
+    lets = {}
+    while isinstance(body, (LetStmt, Allocate)):  # the shared arrays are declared above the lets
+        if isinstance(body, LetStmt):
+            lets[body.var.name] = (body.var, body.value)
+        body = body.body
+    e = next(v for v in collect(list(lets.values())[0][1], lambda n: isinstance(n, Var)))
+    out = []
+    for b in range(grid["blockIdx.x"]):
+        val = {name: simplify(substitute(x, {e: const(b, e.dtype)})).value for name, (_, x) in lets.items()}
+        out.append((val.get("blockIdx.y", 0), val["blockIdx.x"]))
+    return out
 
 
 def _likely(stmt) -> int:
     return len(collect(stmt, lambda n: getattr(getattr(n, "op", None), "name", "") == "tir.likely"))
-
-
-def _fast_blocks(cond, var, extent):
-    out = set()
-    for b in range(extent):
-        got = simplify(substitute(cond, {var: const(b, var.dtype)}))
-        assert isinstance(got, IntImm), f"the condition depends on more than the block index: {got}"
-        if got.value:
-            out.add(b)
-    return out
 
 
 def _add_one(n, threads, items=4):
@@ -75,10 +88,11 @@ def test_interior_blocks_are_the_hand_derived_ones():
     # 1000 elements, 64 threads of 4: 256 a block, 4 blocks; block b is whole when
     # 256 b + 255 < 1000, i.e. b <= 2
     s, args = _add_one(1000, 64)
-    blocks, branch = _split_kernel(_target_body(s, args))
-    assert _fast_blocks(branch.condition, blocks["blockIdx.x"], 4) == {0, 1, 2}
-    assert _likely(branch.then_case) == 0
-    assert _likely(branch.else_case) == 1
+    (grid0, interior), (grid1, edge) = _launches(_target_body(s, args))
+    assert grid0 == {"blockIdx.x": 3} and grid1 == {"blockIdx.x": 1}
+    assert _edge_blocks(grid1, edge) == [(0, 3)]
+    assert _likely(interior) == 0
+    assert _likely(edge) == 1
 
 
 def test_divisible_extent_is_not_split():
@@ -101,12 +115,43 @@ def test_ragged_matmul_tiles_in_two_dimensions():
     w = workloads.get("matmul")
     s, args = w.build("shared_blocked", {"n": 300, "m": 200, "k": 104}, "float32",
                       dict(local_y=8, local_x=8, block_y=16, block_x=16, tile_k=8, reg_cache=1))
-    blocks, branch = _split_kernel(_target_body(s, args))
-    by, bx = blocks["blockIdx.y"], blocks["blockIdx.x"]
-    fast = {(y, x) for y in range(3) for x in range(2)
-            if simplify(substitute(branch.condition, {by: const(y, by.dtype), bx: const(x, bx.dtype)})).value}
-    assert fast == {(0, 0), (1, 0)}
-    assert _likely(branch.then_case) == 0 and _likely(branch.else_case) > 0
+    (grid0, interior), (grid1, edge) = _launches(_target_body(s, args))
+    assert grid0 == {"blockIdx.y": 2, "blockIdx.x": 1}  # blocks (0, 0) and (1, 0)
+    # the other four, each once: the column right of the box (every row), then the row below it
+    assert _edge_blocks(grid1, edge) == [(0, 1), (1, 1), (2, 1), (2, 0)]
+    assert _likely(interior) == 0 and _likely(edge) > 0
+
+
+@pytest.mark.parametrize("n, m, tile, want_box", [(1000, 700, 64, (15, 10)), (64, 700, 64, (1, 10)),
+                                                  (1000, 64, 64, (15, 1)), (100, 100, 64, (1, 1))])
+def test_edge_launch_visits_every_block_outside_the_box_once(n, m, tile, want_box):
+    # C = A + 1 over n x m in tile x tile blocks, 8 x 8 elements a thread in serial loops
+    A = te.placeholder((n, m), name="A")
+    B = te.compute((n, m), lambda i, j: A[i, j] + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    by, i = s[B].split(B.op.axis[0], factor=tile)
+    bx, j = s[B].split(B.op.axis[1], factor=tile)
+    ty, ii = s[B].split(i, factor=8)
+    tx, ji = s[B].split(j, factor=8)
+    s[B].reorder(by, bx, ty, tx, ii, ji)
+    for ax, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+        s[B].bind(ax, te.thread_axis(tag))
+    launches = _launches(_target_body(s, [A, B]))
+    rows, cols = -(-n // tile), -(-m // tile)
+    box = {(y, x) for y in range(want_box[0]) for x in range(want_box[1])}
+    if len(box) == rows * cols:  # every block is whole: one launch, no checks
+        assert len(launches) == 1 and _likely(launches[0][1]) == 0
+        return
+    (grid0, _), (grid1, edge) = launches
+    assert (grid0["blockIdx.y"], grid0["blockIdx.x"]) == want_box
+    visited = _edge_blocks(grid1, edge)
+    assert len(visited) == len(set(visited))
+    assert set(visited) == {(y, x) for y in range(rows) for x in range(cols)} - box
+    if opencl_available():  # and the two launches compute every element
+        f = tvm.build(s, [A, B], "opencl")
+        a = np.random.default_rng(n + m).uniform(-1, 1, (n, m)).astype(np.float32)
+        got = _run(f, [a, np.full((n, m), np.nan, np.float32)])[1]
+        np.testing.assert_allclose(got, a.astype(np.float64) + 1.0, rtol=1e-6, atol=0)
 
 
 def test_ragged_reduction_axis_keeps_its_check_in_both_copies():
@@ -114,11 +159,11 @@ def test_ragged_reduction_axis_keeps_its_check_in_both_copies():
     w = workloads.get("matmul")
     s, args = w.build("shared_blocked", {"n": 300, "m": 200, "k": 100}, "float32",
                       dict(local_y=8, local_x=8, block_y=16, block_x=16, tile_k=8))
-    blocks, branch = _split_kernel(_target_body(s, args))
+    (_, interior), (_, edge) = _launches(_target_body(s, args))
     k_checks = lambda st: [c for c in collect(st, lambda n: isinstance(n, IfThenElse))  # noqa: E731
-                           if not (set(collect(c.condition, lambda n: isinstance(n, Var)))
-                                   & {blocks["blockIdx.y"], blocks["blockIdx.x"]})]
-    assert k_checks(branch.then_case) and len(k_checks(branch.then_case)) == len(k_checks(branch.else_case))
+                           if not {v.name for v in collect(c.condition, lambda n: isinstance(n, Var))}
+                           & {"blockIdx.y", "blockIdx.x"}]
+    assert k_checks(interior) and len(k_checks(interior)) == len(k_checks(edge))
 
 
 def _kernel(cond, body_extent=None):
@@ -173,11 +218,15 @@ def test_cuda_declares_each_shared_array_once_and_compiles(tmp_path):
     w = workloads.get("matmul")
     s, args = w.build("shared_blocked", {"n": 4000, "m": 3000, "k": 1000}, "float32",
                       dict(local_y=8, local_x=8, block_y=16, block_x=16, tile_k=8, reg_cache=1))
-    src = tvm.build(s, args, "cuda").imported_modules[0].get_source()
-    assert src.count("__shared__") == 2  # A_shared, B_shared: not one per copy
-    # interior: block row y and column x with 128 y + 127 < 4000 and 128 x + 127 < 3000
-    assert "(((int)blockIdx.y) * 128) + 127) < 4000)" in src
-    assert "(((int)blockIdx.x) * 128) + 127) < 3000)" in src
+    f = tvm.build(s, args, "cuda")
+    src = f.imported_modules[0].get_source()
+    # two launches, each declaring A_shared and B_shared once
+    assert src.count("__global__") == 2 and src.count("__shared__") == 4
+    # interior: block rows y with 128 y + 127 < 4000 (31) and columns x with 128 x + 127 < 3000 (23);
+    # the edge: the 32 blocks of column 23, then the 23 blocks of row 31
+    grids = [k.grid.dims for k in f.spec.kernels]
+    assert grids == [(23, 31, 1), (55, 1, 1)]
+    assert "int blockIdx_x = " in src and "int blockIdx_y = " in src
     nvcc.compile_cuda(src, target="ptx", arch="sm_90", path_target=str(tmp_path / "k.ptx"))
 
 
@@ -213,7 +262,7 @@ def test_symbolic_size_picks_the_copy_at_run_time():
     for size in (1, 31, 32, 127, 128, 129, 1000, 1024):
         a = np.arange(size, dtype=np.float32)
         got = _run(f, [a, np.full(size, np.nan, np.float32)])[1]
-        np.testing.assert_array_equal(got, a.astype(np.float64) + 1.0)
+        np.testing.assert_allclose(got, a.astype(np.float64) + 1.0, rtol=1e-6, atol=0)
 
 
 @T.prim_func
@@ -235,7 +284,7 @@ def test_tensor_ir_split_with_a_predicate_is_partitioned_and_correct():
     sch.bind(tx, "threadIdx.x")
     f = tvm.build(sch.mod, target="opencl")
     src = f.imported_modules[0].get_source()
-    assert "else" in src  # the checked copy for the last block
+    assert src.count("__kernel") == 2  # the checked copy for the last block, as a launch of its own
     a = np.random.default_rng(0).random(1000, dtype=np.float32)
     got = _run(f, [a, np.full(1000, np.nan, np.float32)])[1]
     np.testing.assert_array_equal(got, a.astype(np.float64) * 2.0)
@@ -247,7 +296,8 @@ def test_opencl_keeps_kernels_with_barriers_whole():
     w = workloads.get("matmul")
     s, args = w.build("shared_blocked", {"n": 300, "m": 200, "k": 104}, "float32",
                       dict(local_y=8, local_x=8, block_y=16, block_x=16, tile_k=8))
-    split = lambda body: collect(body, lambda n: isinstance(n, IfThenElse) and n.else_case is not None)  # noqa: E731
+    split = lambda body: (len(_launches(body)) > 1 or  # noqa: E731
+                          collect(body, lambda n: isinstance(n, IfThenElse) and n.else_case is not None))
     assert split(_target_body(s, args, "cuda"))
     assert not split(_target_body(s, args, "opencl"))
     # without shared memory OpenCL kernels are split too
@@ -320,3 +370,23 @@ def test_block_condition_implies_the_check_for_every_thread():
                     inner = {v: const(x, "int32") for v, x in zip(names, vals)}
                     assert simplify(substitute(cond, {**outer, **inner})).value, (cond, got, b, size, vals)
     assert lifted >= 100 and used >= 500, (lifted, used)
+
+
+def test_simplify_keeps_a_launchs_thread_range_inside_it():
+    # the interior launch binds blockIdx.x to [0, 1); the edge launch that follows names a variable of
+    # the same identity in a let (bx = e + 3): its check bx < 4 must not be "proven" from the first
+    from kernels.lower.simplify import simplify_stmt
+    from kernels.tir.buffer import decl_buffer
+    from kernels.tir.stmt import seq
+
+    B = decl_buffer((8,), "float32", "B")
+    bx, e = Var("bx", "int32"), Var("e", "int32")
+    store = BufferStore(B, const(1.0, "float32"), (bx,))
+    first = AttrStmt(ThreadIndex(bx, "blockIdx.x"), attr.THREAD_EXTENT, const(1, "int32"),
+                     IfThenElse(LT(bx, const(4, "int32")), store))
+    second = AttrStmt(ThreadIndex(e, "blockIdx.x"), attr.THREAD_EXTENT, const(2, "int32"),
+                      LetStmt(bx, e + const(3, "int32"), IfThenElse(LT(bx, const(4, "int32")), store)))
+    got = simplify_stmt(seq(first, second))
+    ifs = collect(got, lambda n: isinstance(n, IfThenElse))
+    assert len(ifs) == 1  # the first launch's check is proven (bx = 0); the second's stays
+    assert collect(got.seq[1], lambda n: isinstance(n, IfThenElse))

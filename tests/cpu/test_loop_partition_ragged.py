@@ -110,7 +110,7 @@ def test_interior_reduction_loop_of_a_ragged_matmul_has_no_checks():
     # k = 1500 = 93 * 16 + 12: the interior thread blocks' reduction loop runs 93 full tiles without
     # a check (fetches vectorized, no scalar fallback), then its last iteration keeps them
     src = _ragged_cuda_source()
-    interior = _block(src, src.index("if (", src.index("__shared__")))
+    interior = _block(src, src.index("__global__"))  # the first kernel: the interior blocks' launch
     head = re.search(r"for \(int r_outer = 0; r_outer < (\d+); \+\+r_outer\)", interior)
     assert head and int(head.group(1)) == 93, head
     main = _block(interior, head.start())
