@@ -333,4 +333,6 @@ def insert_storage_sync(stmt: Stmt, target: str = "cuda") -> Stmt:
     or opencl; other targets run one thread per block and are returned unchanged)."""
     if target not in ("cuda", "opencl"):
         return stmt
-    return _Planner().visit(stmt)[0]
+    # each statement of the top level is a launch of its own (or host code): no barrier between them
+    items = list(stmt.seq) if isinstance(stmt, SeqStmt) else [stmt]
+    return seq(*[_Planner().visit(s)[0] for s in items])

@@ -390,3 +390,16 @@ def test_simplify_keeps_a_launchs_thread_range_inside_it():
     ifs = collect(got, lambda n: isinstance(n, IfThenElse))
     assert len(ifs) == 1  # the first launch's check is proven (bx = 0); the second's stays
     assert collect(got.seq[1], lambda n: isinstance(n, IfThenElse))
+
+
+def test_no_barrier_is_planned_between_the_two_launches():
+    # fuzz --target cuda --lower-only --seed 31: shared tiles written by the interior launch and read
+    # by the edge launch made storage_sync put a barrier between them, on the host ("a loop nest ...
+    # is not bound to any GPU thread"); each launch is its own scope for barriers
+    w = workloads.get("matmul")
+    s, args = w.build("shared_blocked", {"n": 475, "m": 393, "k": 1}, "float32",
+                      dict(local_y=8, local_x=8, block_y=2, block_x=16, tile_k=4, vector=1, reg_cache=1))
+    f = tvm.build(s, args, "cuda")
+    assert [k.grid.dims for k in f.spec.kernels] == [(3, 29, 1), (33, 1, 1)]
+    src = f.imported_modules[0].get_source()
+    assert src.count("__syncthreads()") % 2 == 0  # the same barriers in each launch
