@@ -16,7 +16,9 @@ bounds one of at most two block indices by a constant), the two copies become tw
 (:func:`_two_launches`): the unchecked copy over the box, then the checked copy over the blocks
 outside it, numbered in a one-dimensional grid whose blocks compute their original indices. Each
 launch is compiled on its own: in one kernel ptxas gives both copies the registers of the larger, and
-a register-tiled product then spills in its interior too (docs/PERF.md, ragged products).
+a register-tiled product then spills in its interior too (docs/PERF.md, ragged products). Kernels with
+the tensor-core pragma keep one launch (their edge copy has no tensor cores and runs far longer a
+block; in one launch it overlaps the interior).
 Kernels whose checks
 all sit outside serial loops (one check a thread, as in an elementwise kernel, or checks of a
 vectorized loop, which the vectorize pass turns into one test a vector) are left whole: a second
@@ -61,6 +63,7 @@ from ..tir.functor import bound_vars, children, collect, conjuncts, rewrite, sub
 from ..tir.simplify import simplify, structural_equal
 from ..tir.stmt import Allocate, AttrStmt, For, ForKind, IfThenElse, LetStmt, SeqStmt, Stmt, ThreadIndex, seq
 from .bound import eval_interval
+from .tensor_core_analysis import has_pragma
 from .te_stmt import ThreadAllReduce
 
 __all__ = ["partition_blocks"]
@@ -345,6 +348,11 @@ def _partition_kernel(launch: AttrStmt, barriers_ok: bool, launches: bool = Fals
         return None
     fast = rewrite(body, lambda n: (n.then_case if isinstance(n, IfThenElse) and id(n.condition) in removable
                                     else None))
+    # a tensor-core kernel keeps one launch: its edge copy runs without tensor cores, many times slower
+    # a block than the interior's, and in one launch it overlaps the interior blocks (ragged float16
+    # 4000 x 3000 on an H200: 8.1 ms in one launch, 10.0 ms in two)
+    if launches and collect(body, has_pragma):
+        launches = False
     box = _interior_box(needs, chain) if launches else None
     if box is not None and all(x > 0 for x, _ in box.values()):
         if all(x == ext for x, ext in box.values()):

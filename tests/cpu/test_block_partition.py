@@ -93,6 +93,11 @@ def test_interior_blocks_are_the_hand_derived_ones():
     assert _edge_blocks(grid1, edge) == [(0, 3)]
     assert _likely(interior) == 0
     assert _likely(edge) == 1
+    if opencl_available():  # the two launches write every element once
+        f = tvm.build(s, args, "opencl")
+        a = np.arange(1000, dtype=np.float32)
+        got = _run(f, [a, np.full(1000, np.nan, np.float32)])[1]
+        np.testing.assert_array_equal(got, a.astype(np.float64) + 1.0)
 
 
 def test_divisible_extent_is_not_split():
@@ -403,3 +408,12 @@ def test_no_barrier_is_planned_between_the_two_launches():
     assert [k.grid.dims for k in f.spec.kernels] == [(3, 29, 1), (33, 1, 1)]
     src = f.imported_modules[0].get_source()
     assert src.count("__syncthreads()") % 2 == 0  # the same barriers in each launch
+
+
+def test_tensor_core_kernels_keep_one_launch():
+    w = workloads.get("matmul_tensorcore")
+    knobs = dict(bx=8, by=16, step_k=4, v=8, ty=8, tx=16, warp_m=64, flat_fetch=1)
+    s, args = w.build("warp_tile", {"n": 600, "m": 600, "l": 256, "layout": "NN"}, "float16", knobs)
+    body = _target_body(s, args)
+    assert len(_launches(body)) == 1
+    assert collect(body, lambda n: isinstance(n, IfThenElse) and n.else_case is not None)

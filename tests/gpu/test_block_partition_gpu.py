@@ -40,7 +40,10 @@ def test_ragged_sgemm_on_cuda(shape, knobs):
 def test_ragged_float16_tensor_cores_on_cuda():
     knobs = dict(bx=8, by=16, step_k=4, v=8, ty=8, tx=16, warp_m=64, flat_fetch=1)
     src = _check("matmul_tensorcore", "warp_tile", {"n": 600, "m": 600, "l": 256, "layout": "NN"}, "float16", knobs)
-    edge = src.index("\n  } else {")  # the kernel-level branch: interior copy, then the edge copy
+    # one launch (tensor-core kernels are not split in two): the kernel-level branch, interior copy
+    # with WMMA, then the edge copy without
+    assert src.count("__global__") == 1
+    edge = src.index("\n  } else {")
     assert "mma_sync" in src[:edge] and "mma_sync" not in src[edge:]
 
 

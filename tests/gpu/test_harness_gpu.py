@@ -40,7 +40,9 @@ def test_ab_on_cuda_checks_and_times_both_trees(tmp_path):
     db = tmp_path / "k.db"
     r = kbench("ab", "suites/tutorials.toml", "--targets", "cuda", "--base-tree", base, "--executor", "local",
                "--db", db, "--max-time", "0.3")
-    assert r.returncode in (0, 3), r.stdout[-3000:] + r.stderr[-3000:]
+    # 1 (SLOWER) too: this test checks outcomes, not speed; with other tests timing on the same GPU
+    # (pytest -n 12 on one H200) a 0.3 s measurement can read a few per cent slower
+    assert r.returncode in (0, 1, 3), r.stdout[-3000:] + r.stderr[-3000:]
     con = sqlite3.connect(db)
     rows = con.execute("select run_id, case_key, outcome, telemetry from results "
                        "where run_id in (1, 2)").fetchall()

@@ -286,10 +286,11 @@ def test_shared_matmul_fetch_is_vectorized_with_one_barrier_each_side():
 
 def test_ragged_matmul_fetch_stays_vectorized():
     src = cuda(*matmul_shared(100, 72, 40))
-    # two copies of the kernel (block partitioning): interior blocks without bound checks, edge
-    # blocks with them; in both, rows past n are skipped per vector, not per element
-    edge = src.index("} else {")
-    assert src[:edge].count("float4 _v") == 2 and src[edge:].count("float4 _v") == 2
+    # two launches (block partitioning): the interior blocks without bound checks, the edge blocks
+    # with them; in both, rows past n are skipped per vector, not per element
+    interior, edge = src.split("__global__")[1:]
+    assert interior.count("float4 _v") == 2 and edge.count("float4 _v") == 2
+    assert "if (" not in interior and "} else {" in edge
     assert src.count("#pragma unroll") == 2
 
 
