@@ -213,7 +213,8 @@ def _pipelined(body: Stmt) -> bool:
     return bool(collect(body, lambda n: isinstance(n, AttrStmt) and n.attr_key in _PIPELINE_ATTRS))
 
 
-def _interior_box(needs: List[PrimExpr], chain: List[AttrStmt]) -> Optional[Dict[Var, Tuple[int, int]]]:
+def _interior_box(needs: List[PrimExpr], chain: List[AttrStmt], body: Stmt
+                  ) -> Optional[Dict[Var, Tuple[int, int]]]:
     """Per block index of the launch, ``(X, extent)`` such that the block condition ``needs`` holds
     exactly for the blocks whose every index ``b`` is below its ``X`` (both directions proven with
     interval bounds over ranges of ``b``); None when the launch or a condition is not of that form (a
@@ -222,10 +223,12 @@ def _interior_box(needs: List[PrimExpr], chain: List[AttrStmt]) -> Optional[Dict
     for a in chain:
         if a.node.thread_tag.startswith("blockIdx"):
             ext = simplify(a.value)
-            if not isinstance(ext, IntImm) or a.node.thread_tag == "blockIdx.z":
+            if not isinstance(ext, IntImm) or a.node.thread_tag == "blockIdx.z" or a.node.var in axes:
                 return None
             axes[a.node.var] = ext.value
     if not 1 <= len(axes) <= 2:
+        return None
+    if collect(body, _is_launch):  # a block index bound again inside: its extent would not follow
         return None
     box = dict(axes)
     for c in needs:
@@ -353,7 +356,7 @@ def _partition_kernel(launch: AttrStmt, barriers_ok: bool, launches: bool = Fals
     # 4000 x 3000 on an H200: 8.1 ms in one launch, 10.0 ms in two)
     if launches and collect(body, has_pragma):
         launches = False
-    box = _interior_box(needs, chain) if launches else None
+    box = _interior_box(needs, chain, body) if launches else None
     if box is not None and all(x > 0 for x, _ in box.values()):
         if all(x == ext for x, ext in box.values()):
             return _wrap(chain, fast, shared)  # every block is interior

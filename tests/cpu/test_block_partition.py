@@ -417,3 +417,19 @@ def test_tensor_core_kernels_keep_one_launch():
     body = _target_body(s, args)
     assert len(_launches(body)) == 1
     assert collect(body, lambda n: isinstance(n, IfThenElse) and n.else_case is not None)
+
+
+def test_a_block_index_bound_again_inside_keeps_one_launch():
+    # blockIdx.x of extent 8 bound twice by the launch: a launch over a smaller box would still carry
+    # the other binding's extent, so the kernel keeps its two copies behind the block condition
+    k = _kernel(lambda bx, tx, j, A: _likely_lt(bx * 32 + tx + j, const(200, "int32")), body_extent=const(4, "int32"))
+    bx = k.node.var
+    inner = AttrStmt(ThreadIndex(bx, "blockIdx.x"), attr.THREAD_EXTENT, const(8, "int32"), k.body.body)
+    twice = AttrStmt(k.node, attr.THREAD_EXTENT, k.value, AttrStmt(k.body.node, attr.THREAD_EXTENT, k.body.value, inner))
+    got = partition_blocks(twice)
+    assert len(_launches(got)) == 1
+    assert collect(got, lambda n: isinstance(n, IfThenElse) and n.else_case is not None)
+    # the same kernel without the second binding: two launches, the box 6 blocks (32 b + 31 + 3 < 200)
+    (grid0, _), (grid1, _) = _launches(partition_blocks(_kernel(
+        lambda bx, tx, j, A: _likely_lt(bx * 32 + tx + j, const(200, "int32")), body_extent=const(4, "int32"))))
+    assert grid0 == {"blockIdx.x": 6} and grid1 == {"blockIdx.x": 2}
