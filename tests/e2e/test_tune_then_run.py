@@ -74,8 +74,10 @@ def test_tune_then_run_on_one_executor(tmp_path, executor):
 #: most 1 s), the winner's curse (the best of 16 noisy medians is biased low by about their noise),
 #: and a shared CI host's load between the two measurements, seconds apart. The runtime's
 #: time_evaluator (means of back-to-back launches, caches warm) gave 37 us where the run gave 63 us
-#: on this suite (1.7x; 65 us against 146 us on a larger case): far outside this.
-AGREEMENT = 0.25
+#: on this suite (1.7x; 65 us against 146 us on a larger case): far outside this. 0.25 failed once in
+#: CI (2026-11-28: 1.29x after the retry, a 90 us kernel, the other core running tests): 0.4 still
+#: tells the two clocks apart.
+AGREEMENT = 0.4
 
 #: PoCL on one thread for the agreement test: a kernel split over both cores of a 2-core machine takes
 #: twice as long while anything else runs on the other core (the tests of another worker, a CI
