@@ -131,6 +131,9 @@ def test_node_removed_mid_run_loses_nothing(cluster):
     extra = c.add_node(num_cpus=1, num_gpus=1, labels={"gpu-sku": "H100"}, object_store_memory=100 * MB)
     c.wait_for_nodes()
     doomed = extra.node_id[:12]
+    # the extra node's runner ready before the run: on a loaded host the other H100 runner, warm from
+    # the earlier tests, could otherwise run all 12 cases before this one has started (CI, 2026-11-28)
+    assert cluster["executor"].pool.start_runners((True, "H100"), wait_s=120) == 2
     slow = MeasureConfig(max_time_s=0.4, min_time_s=0.4, min_samples=3)  # ~0.4 s a case
     cases = [row_sum(32 + i, "H100") for i in range(12)]
     removed_at = []
