@@ -19,13 +19,6 @@ from kernels.workloads.tensorcore_schedule import tensorcore_matmul, tensorcore_
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def dev():
-    if not tvm.cuda(0).exist:
-        pytest.skip("no CUDA GPU")
-    return tvm.cuda(0)
-
-
 def _rel_err(got: np.ndarray, ref: np.ndarray) -> float:
     return float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))
 

@@ -21,13 +21,6 @@ from kernels.runtime.device import cuda_context, cuda_driver
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def dev():
-    if not tvm.cuda(0).exist:
-        pytest.skip("no CUDA GPU")
-    return tvm.cuda(0)
-
-
 def _operands(n: int, m: int, k: int):
     rng = np.random.default_rng(7)
     return rng.standard_normal((n, k)).astype("float32"), rng.standard_normal((k, m)).astype("float32")

@@ -42,13 +42,6 @@ CASES = [(name, lay, "float16", True) for name in CONFIGS if not name.startswith
 CASES += [("int8 32x32", lay, "int8", True) for lay in ("NN", "NT", "TN", "TT")]
 
 
-@pytest.fixture(scope="module")
-def dev():
-    if not tvm.cuda(0).exist:
-        pytest.skip("no CUDA GPU")
-    return tvm.cuda(0)
-
-
 def _check(dev, knobs, dtype, layout, wmma, N=256, L=512, M=384):
     A, B, C = tensorcore_matmul(N, L, M, dtype, layout)
     s, args = tensorcore_schedule(A, B, C, dtype, layout, **knobs)
