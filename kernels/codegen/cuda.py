@@ -103,6 +103,13 @@ DYNAMIC_SHARED_ALIGN = 128
 _DYNAMIC_SHARED = object()
 
 
+def _element_bytes(b) -> int:
+    """Bytes one element of buffer ``b`` takes in a kernel's arrays: packed sub-byte buffers are arrays
+    of 32-bit words, bool one byte, a vector type its lanes."""
+    elem = 4 if dt.element_of(b.dtype) in dt.STORAGE_ONLY else max(1, dt.bits(b.dtype) // 8)
+    return elem * dt.lanes(b.dtype)
+
+
 class CUDACodegen(CFamilyCodegen):
     target = "cuda"
     restrict = "__restrict__"
@@ -251,9 +258,7 @@ class CUDACodegen(CFamilyCodegen):
             if not isinstance(n.extent, IntImm):
                 return  # allocate() reports the symbolic size
             b = n.buffer
-            # packed sub-byte buffers are arrays of 32-bit words, bool one byte
-            elem = 4 if dt.element_of(b.dtype) in dt.STORAGE_ONLY else max(1, dt.bits(b.dtype) // 8)
-            elem *= dt.lanes(b.dtype)
+            elem = _element_bytes(b)
             align = max(elem, aligns.get(b.data, VECTOR_ALIGN_BYTES if id(b) in self.vector_buffers else 1))
             end = -(-end // align) * align
             offsets[id(b)] = end
@@ -274,9 +279,7 @@ class CUDACodegen(CFamilyCodegen):
                 continue
             seen.add(id(n.buffer))
             if isinstance(n.extent, IntImm):
-                b = n.buffer
-                elem = 4 if dt.element_of(b.dtype) in dt.STORAGE_ONLY else max(1, dt.bits(b.dtype) // 8)
-                sizes.append((elem * dt.lanes(b.dtype) * n.extent.value, b.name))
+                sizes.append((_element_bytes(n.buffer) * n.extent.value, n.buffer.name))
         total = sum(size for size, _ in sizes)
         if total > MAX_LOCAL_PER_THREAD:
             arrays = ", ".join(f"{b}: {size:,} bytes" for size, b in sorted(sizes, reverse=True)[:3])

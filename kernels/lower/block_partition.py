@@ -19,15 +19,15 @@ launch is compiled on its own: in one kernel ptxas gives both copies the registe
 a register-tiled product then spills in its interior too (docs/PERF.md, ragged products). Kernels with
 the tensor-core pragma keep one launch (their edge copy has no tensor cores and runs far longer a
 block; in one launch it overlaps the interior).
-Kernels whose checks
-all sit outside serial loops (one check a thread, as in an elementwise kernel, or checks of a
-vectorized loop, which the vectorize pass turns into one test a vector) are left whole: a second
-copy would cost more code than the checks cost time. The condition is
-the same for all threads of a block, so barriers inside either copy stay uniform. Shared arrays
-the copies use are declared once, above the branch (a second declaration would double the block's
-shared memory). A check is taken out only where it is proven for the whole block; one that depends
-on anything else (a loop of symbolic extent, a value loaded from memory, a ``let``) stays in both
-copies, and a check that no block satisfies (a ragged reduction axis) stays too. Barriers inside
+
+Kernels whose checks all sit outside serial loops (one check a thread, as in an elementwise kernel,
+or checks of a vectorized loop, which the vectorize pass turns into one test a vector) are left
+whole: a second copy would cost more code than the checks cost time. The condition is the same
+for all threads of a block, so barriers inside either copy stay uniform. In one kernel the shared
+arrays the copies use are declared once, above the branch (a second declaration would double the
+block's shared memory); two launches declare them once each. A check is taken out only where it
+is proven for the whole block; one that depends on anything else (a loop of symbolic extent, a value
+loaded from memory, a ``let``) stays in both copies, and a check that no block satisfies (a ragged reduction axis) stays too. Barriers inside
 the copies are uniform (CUDA allows them there); other targets keep kernels with barriers whole
 (see :func:`partition_blocks`).
 
