@@ -193,7 +193,11 @@ def test_no_cuda_context_is_asked_about_where_cuda_was_never_used():
 # -- the parent ends -------------------------------------------------------------------------------
 
 _PARENT = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
+    # Python turns SIGINT into KeyboardInterrupt only where it was not ignored at start-up: a test
+    # process that inherited SIG_IGN (an earlier test of the same pytest worker left it so) would
+    # ignore the test's SIGINT and hang
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, {here!r})
     from kernels.contrib.isolate import IsolatedWorker
     import test_isolate as t
