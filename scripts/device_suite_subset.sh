@@ -4,8 +4,9 @@
 # same shape and type measured in that run (its peer where the block has one).
 #   source .whl/setup.sh && MATCH='dtypes = ["int4"]' bash scripts/device_suite_subset.sh suites/tensorcore.toml
 # MIN_S / MAX_S: seconds of measuring a case (default 0.5 / 1.0); EXECUTOR (default local); TARGETS
-# (default cuda). The store
-# and the log go to $OUT (or kbench-out/device-subset).
+# (default cuda); TUNE_TRIALS: first `kbench tune` the subset's tuned variants with xgb for that many trials
+# (same executor and store), so the run times the stored best. The store
+# and the logs go to $OUT (or kbench-out/device-subset).
 set -uo pipefail
 src=${1:?usage: MATCH=TEXT bash scripts/device_suite_subset.sh SUITE.toml}
 out=${OUT:-kbench-out/device-subset}
@@ -24,6 +25,12 @@ print(f"{len(keep)} workload block(s) of {sys.argv[1]}")
 PY
 [ -s "$suite" ] || exit 2
 nvidia-smi -L 2>/dev/null
+if [ -n "${TUNE_TRIALS:-}" ]; then
+  start=$SECONDS
+  python3 -m harness.cli tune "$suite" --tuner xgb --trials "$TUNE_TRIALS" --targets "${TARGETS:-cuda}" \
+    --executor "${EXECUTOR:-local}" --db "$out/subset.db" > "$out/tune.log" 2>&1
+  echo "kbench tune rc=$? in $((SECONDS - start)) s"; tail -15 "$out/tune.log"
+fi
 python3 -m harness.cli run "$suite" --targets "${TARGETS:-cuda}" --executor "${EXECUTOR:-local}" --min-time "${MIN_S:-0.5}" \
   --max-time "${MAX_S:-1.0}" --db "$out/subset.db" > "$out/run.log" 2>&1
 echo "kbench run rc=$?: $(grep -E '^run [0-9]+: ' "$out/run.log" | tail -1)"

@@ -115,6 +115,20 @@ def _ok(case: Case, timing, flops: float, nbytes: float, target: str,
     d = measure.derived(timing, flops, nbytes, peaks, dtype=case.dtype, traffic=traffic)
     kind, bw = bandwidth_peak(peaks, *(traffic or (None, None)))
     flops_key = flops_peak_key(case.dtype)
+    # a case faster than its peak by more than measure.BEATEN_BY has the peak measured again (once a
+    # process): a peak measured low (a busy GPU) would print every percentage too high
+    beaten = [(f"{kind}_gbps", d.get("pct_peak_bw"))]
+    if want_flops and flops_key:
+        beaten.append((flops_key, d.get("pct_peak_flops")))
+    for key, pct in beaten:
+        if pct is not None and pct > 100.0 * (1.0 + measure.BEATEN_BY):
+            fresh = measure.recheck_peak(target, _env(target)[0], key, peaks.get(key) * pct / 100.0)
+            if fresh is not peaks:
+                if not want_flops:
+                    fresh = {k: v for k, v in fresh.items() if not k.startswith("matmul_")}
+                peaks = fresh
+                d = measure.derived(timing, flops, nbytes, peaks, dtype=case.dtype, traffic=traffic)
+                kind, bw = bandwidth_peak(peaks, *(traffic or (None, None)))
     note = Peaks(bandwidth=kind if bw else None, bandwidth_gbps=bw if bw else None,
                  flops=flops_key if peaks.get(flops_key) else None)
     return Result(case, "ok", timing=timing, gbps=d.get("gbps"), gflops=d.get("gflops"),

@@ -26,6 +26,7 @@ _EXPORTS = {
     "l2_cache_bytes": "cuda_timer",
     "measure": "loop", "measure_interleaved": "loop", "measure_sides": "loop", "module_launcher": "loop",
     "derived": "peaks", "device_peaks": "peaks", "measure_peaks_cpu": "peaks", "measure_peaks_cuda": "peaks",
+    "recheck_peak": "peaks", "BEATEN_BY": "peaks",
     "CRITERIA": "stopping", "STOP_REASONS": "stopping", "ConvergenceCriterion": "stopping",
     "register_criterion": "stopping", "should_stop": "stopping",
     "MODES": "timers", "CpuTimer": "timers", "Launch": "timers", "OpenCLTimer": "timers", "Timer": "timers",
