@@ -307,8 +307,10 @@ def test_a_measure_fn_checks_and_times_each_candidate_in_the_runner_worker(clust
 def test_kbench_tunes_clock_runs_in_the_ray_runner(cluster, builder):
     """harness.tune.runner's measure_fn on the Ray runner: each candidate of a tuned OpenCL matmul is
     checked against the float64 reference (a zero tolerance makes it WRONG_ANSWER) and timed in the
-    harness's loop, one median as its cost; injected work of once the launch's time inside every
-    timed sample (MeasureConfig.slowdown, which only the harness's timers do) doubles that cost."""
+    harness's loop, one median as its cost; injected work of nine times the launch's time inside every
+    timed sample (MeasureConfig.slowdown, which only the harness's timers do) makes that cost about
+    ten times as large. The factor is large so that what is checked is where the cost comes from,
+    not how fast the host is: a busy host read 1.11x for an injected 2x."""
     import functools
 
     from harness.model import Case, MeasureConfig
@@ -325,7 +327,7 @@ def test_kbench_tunes_clock_runs_in_the_ray_runner(cluster, builder):
     fns = {"tuning": ray_measure_fn(case, settings, measure=cheap),
            "wrong": ray_measure_fn(dataclasses.replace(case, rtol=0.0, atol=0.0), settings, measure=cheap),
            "slower": functools.partial(check_and_time, case, 0,
-                                       config=dataclasses.replace(cheap, slowdown=1.0))}
+                                       config=dataclasses.replace(cheap, slowdown=9.0))}
     got = {}
     for name, fn in fns.items():
         with autotvm.RayRunner(number=1, repeat=1, gpu_model="H100", timeout=60, measure_fn=fn) as runner:
@@ -333,9 +335,10 @@ def test_kbench_tunes_clock_runs_in_the_ray_runner(cluster, builder):
     assert all(r.error_no == 0 and len(r.costs) == 1 and r.costs[0] > 0 for r in got["tuning"]), got
     assert all(r.error_no == MeasureErrorNo.WRONG_ANSWER and "output 0" in r.costs[0] for r in got["wrong"])
     ratios = [s.costs[0] / t.costs[0] for s, t in zip(got["slower"], got["tuning"])]
-    # the harness clock adds the injected work (about 2x; time_evaluator would give about 1); only lower
-    # bounds: a busy host can slow either timing a lot, but injected work cannot make one faster
-    assert all(x > 1.15 for x in ratios) and max(ratios) > 1.4, ratios
+    # the harness clock adds the injected work (about 10x; time_evaluator would give about 1); only a
+    # lower bound far below it: a busy host can slow either timing, but injected work cannot make one faster
+    print("\ninjected 9x: cost ratios", [round(x, 2) for x in ratios])
+    assert all(x > 3.0 for x in ratios), ratios
 
 
 # -- failures become records ----------------------------------------------------------------------
