@@ -1,6 +1,7 @@
-"""Execution on this machine: :class:`LocalExecutor` runs each case in a warm child process
-(:class:`kernels.contrib.isolate.IsolatedWorker`), while background threads of this process build
-every case of the run ahead (:mod:`harness.execute.ahead`) and hand each its build as the case starts.
+"""Execution on this machine: :class:`LocalExecutor` runs each case as one item of the work pool
+without Ray (:class:`kernels.contrib.workpool.LocalPool`: a warm child process, the pool's failure
+policy), while background threads of this process build every case of the run ahead
+(:mod:`harness.execute.ahead`) and hand each its build as the case is submitted.
 
 Isolation, as the Ray executor gives it: a case runs at most its ``timeout_s`` (from the moment it is
 handed to the child) and is then recorded ``timeout``; its child is killed with its process group
@@ -20,6 +21,7 @@ at once: it is never charged to a case.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
@@ -30,8 +32,7 @@ from typing import Any
 from harness.config import apply_runtime_defaults
 from harness.env import fingerprint
 from harness.model import Case, MeasureConfig, Result
-from kernels.contrib.isolate import IsolatedWorker, IsolateStartError
-from kernels.contrib.workpool import FailurePolicy
+from kernels.contrib.workpool import FailurePolicy, Item, LocalPool, Outcome, PoolError
 
 from . import worker
 from .ahead import HOST_TIMED, BuildAhead
@@ -82,8 +83,8 @@ class LocalExecutor:
         self.kind = "local" if self.isolate else "inproc"
         self.max_retries = int(max_retries)
         self.env = dict(env or {})
-        self._child: IsolatedWorker | None = None
-        self._prepared: set = set()  # (child generation, target) whose one-time costs are paid
+        self._lpool: LocalPool | None = None
+        self._seq = 0  # items' keys: unique for the pool's life
 
     def run(self, batches: Sequence[Sequence[Case]], config: MeasureConfig, on_result: OnResult,
             side_specs: dict | None = None) -> None:
@@ -114,76 +115,37 @@ class LocalExecutor:
             if ahead is not None:
                 ahead.close()
 
-    # -- in a child process -----------------------------------------------------------------------
+    # -- in a child process: the work pool without Ray -------------------------------------------
 
-    def _worker(self) -> IsolatedWorker:
-        if self._child is None:
-            self._child = IsolatedWorker(env=self.env, imports=("harness.execute.local", *self.imports),
-                                         name="kbench's local worker")
-        return self._child
-
-    def _call(self, fn, *args, timeout: float | None):
-        try:
-            return self._worker().call(fn, *args, timeout=timeout)
-        except IsolateStartError as exc:
-            raise DispatchError(f"the local worker process cannot start (imports={list(self.imports)}): "
-                                f"{exc}") from None
-
-    def _prepare(self, target: str, cases: Sequence[Case]) -> None:
-        """Pay the child's one-time costs of ``target`` (outside any case's timeout); a failure is left
-        for the first case to report."""
-        child = self._worker()
-        child.start()
-        if (child.generation, target) in self._prepared:
-            return
-        # imported when used: ray_tasks loads without Ray, and only peer cases need its helper
-        from .ray_tasks import peer_libraries
-
-        out = self._call(worker.prepare, target, self.imports, peer_libraries(cases),
-                         timeout=PREPARE_TIMEOUT_S)
-        if not out.ok:
-            log.info("kbench: the local worker's warm-up for %s: %s %s", target, out.status, out.error)
-        self._prepared.add((self._worker().generation, target))
+    def _pool(self) -> LocalPool:
+        if self._lpool is None:
+            self._lpool = LocalPool(functools.partial(LocalCaseWorker, self.imports), env=self.env,
+                                    imports=("harness.execute.local", *self.imports),
+                                    policy=FailurePolicy(strikes=self.max_retries + 1),
+                                    startup_timeout=PREPARE_TIMEOUT_S, name="kbench's local worker")
+        return self._lpool
 
     def _run_isolated(self, todo: list[list[Case]], config: MeasureConfig, emit: Emitter,
                       side_specs: dict, ahead: BuildAhead | None) -> None:
-        policy = FailurePolicy(strikes=self.max_retries + 1)
+        """Each case one item of the pool, submitted once its build is in (the builds ahead feed the
+        cases in order; the pool retries a case whose child died, up to ``max_retries`` times)."""
+        pool = self._pool()
+        pool.start()  # the child warms up while the first build finishes
         for batch in todo:
-            rest = list(batch)
-            taken: dict[str, tuple[Artifact | None, float]] = {}
-            while rest:
-                case = rest[0]
-                self._prepare(case.target, rest)
-                if case.key not in taken:
-                    artifact, wait_s = ahead.take(case) if ahead is not None else (None, 0.0)
-                    taken[case.key] = (artifact, wait_s)
-                artifact, wait_s = taken[case.key]
+            for case in batch:
+                artifact, wait_s = ahead.take(case) if ahead is not None else (None, 0.0)
                 # host-timed targets are timed with no build running (harness.execute.ahead)
                 quiet_s = ahead.quiet() if ahead is not None and case.target in HOST_TIMED else 0.0
-                out = self._call(run_case_in_child, case, config, artifact, wait_s, quiet_s,
-                                 side_specs.get(case.key), timeout=case.timeout_s)
-                where = f"{socket.gethostname()}:{out.pid}"
-                if out.status == "ok":
-                    result = out.value
-                elif out.status == "raised":  # run_case turns failures into outcomes: a bug if here
-                    result = Result(case, "crashed", worker=where,
-                                    message=clean_message(f"the worker raised {out.error}\n{out.traceback}"))
-                elif out.status == "timeout":
-                    result = Result(case, "timeout", worker=where, message=(
-                        f"no result after {out.seconds:.1f} s on {where} (timeout {case.timeout_s:g} s); "
-                        "the worker process was killed and the rest of its batch runs in a fresh one"))
-                else:  # crashed, or a fatal device error: the child is gone
-                    give_up = policy.strike(case.key)
-                    n = policy.attempts(case.key)
-                    if not give_up:
-                        log.info("kbench: worker crashed on %s running %s (%s); retry %d of %d", where,
-                                 case.key, out.error, n, self.max_retries)
-                        continue
-                    what = "crashed" if out.status == "crashed" else "lost its device"
-                    result = Result(case, "crashed", worker=where, message=clean_message(
-                        f"the worker {what} on {where} running this case ({n} attempts): {out.error}"))
-                take(rest, result)
-                emit(result)  # outside any handler: a store error is never charged to a case
+                self._seq += 1
+                payload = (case, config, artifact, wait_s, quiet_s, side_specs.get(case.key))
+                pool.submit([Item((self._seq, case.key), payload, (True, ""), case.timeout_s)])
+                try:
+                    outcomes = list(pool.results())
+                except PoolError as exc:
+                    raise DispatchError(f"the local worker process cannot start (imports={list(self.imports)}): "
+                                        f"{exc}") from None
+                for out in outcomes:
+                    emit(_result(case, out))  # outside any handler: a store error is never charged to a case
 
     # -- in this process (debugging) --------------------------------------------------------------
 
@@ -234,15 +196,64 @@ class LocalExecutor:
 
     def close(self) -> None:
         """End the child process."""
-        if self._child is not None:
-            self._child.close()
-            self._child = None
+        if self._lpool is not None:
+            self._lpool.close()
+            self._lpool = None
 
     def __enter__(self) -> LocalExecutor:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class LocalCaseWorker:
+    """The local pool's worker in the child (the work-pool worker protocol, as the Ray executor's
+    :class:`~harness.execute.ray_tasks.CaseRunner`): a target's one-time costs and the peer libraries
+    of a case are its prepare step (timed by :data:`PREPARE_TIMEOUT_S`, outside the case's timeout),
+    then one case a call. Payload: ``(case, config, artifact, wait_s, quiet_s, side_spec)``."""
+
+    def __init__(self, imports: tuple[str, ...] = ()) -> None:
+        self.imports = tuple(imports)
+        self.prepared: set[str] = set()  # targets and libraries whose costs this child paid
+
+    def _needs(self, case: Case) -> set[str]:
+        # imported when used: ray_tasks loads without Ray, and only peer cases need its helper
+        from .ray_tasks import peer_libraries
+
+        return ({case.target} | set(peer_libraries([case]))) - self.prepared
+
+    def needs_prepare(self, payload: tuple) -> bool:
+        try:
+            return bool(self._needs(payload[0]))
+        except Exception:  # the case itself reports what cannot be imported
+            return False
+
+    def prepare(self, payload: tuple) -> None:
+        case = payload[0]
+        needs = self._needs(case)
+        try:
+            worker.prepare(case.target, self.imports, tuple(sorted(needs - {case.target})))
+        except Exception as exc:  # a failure here is left for the case to report
+            log.info("kbench: the local worker's warm-up for %s: %s: %s", case.target, type(exc).__name__, exc)
+        self.prepared |= needs
+
+    def __call__(self, payload: tuple) -> Result:
+        return run_case_in_child(*payload)
+
+
+def _result(case: Case, out: Outcome) -> Result:
+    """The Result of a case from its pool outcome."""
+    where = out.worker or socket.gethostname()
+    if out.status == "ok":
+        return out.value
+    if out.status == "timeout":
+        return Result(case, "timeout", worker=where, message=(
+            f"no result after {max(0.0, out.finished - out.started):.1f} s on {where} (timeout "
+            f"{case.timeout_s:g} s); the worker process was killed and the rest of its batch runs in a fresh one"))
+    if out.status == "cancelled":
+        return Result(case, "crashed", worker=where, message=f"not run: {out.message}")
+    return Result(case, "crashed", worker=where, message=clean_message(out.message))
 
 
 class _Prebuilt:

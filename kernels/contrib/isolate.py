@@ -326,6 +326,18 @@ class IsolatedWorker:
             self._proc = self._conn = None
             _LIVE.discard(self)
 
+    def kill(self) -> None:
+        """Kill the current child's process group now, from any thread (the lock is not taken: a
+        :meth:`call` waiting on the child in another thread returns ``crashed``, and the next call
+        starts a fresh child). Does nothing without a child."""
+        proc = self._proc
+        if proc is None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def __enter__(self) -> IsolatedWorker:
         return self
 

@@ -351,8 +351,9 @@ ADAPT_FACTOR = 4.0
 
 
 class LocalRunner:
-    """Run built candidates on this machine's device for the task's target, each in a measuring child
-    process (:class:`kernels.contrib.isolate.IsolatedWorker`) kept warm across candidates.
+    """Run built candidates on this machine's device for the task's target, each as one item of the
+    work pool without Ray (:class:`kernels.contrib.workpool.LocalPool`): a measuring child process
+    kept warm across candidates.
 
     A candidate's module travels to the child as bytes (:func:`kernels.runtime.serialize.
     module_to_bytes`; the builds stay in this process's threads), where it is loaded, checked and timed
@@ -409,7 +410,8 @@ class LocalRunner:
         self._fastest: Optional[float] = None  # seconds the fastest candidate's run took
         self._references: dict = {}  # (workload, target) -> (key, BuildResult) or None
         self._warm: set = set()  # (child generation, reference key) already computed there
-        self._worker: Any = None
+        self._pool: Any = None
+        self._seq = 0  # the measuring pool's item keys
         self._uid = uuid.uuid4().hex[:12]
 
     def timeout_now(self) -> float:
@@ -425,17 +427,18 @@ class LocalRunner:
         if self._fastest is None or seconds < self._fastest:
             self._fastest = float(seconds)
 
-    # -- the measuring process ------------------------------------------------------------------
+    # -- the measuring process: the work pool without Ray -----------------------------------------
 
     @property
-    def worker(self) -> Any:
-        """The :class:`~kernels.contrib.isolate.IsolatedWorker` that measures (made on first use)."""
-        if self._worker is None:
-            from ..contrib.isolate import IsolatedWorker
+    def pool(self) -> Any:
+        """The :class:`~kernels.contrib.workpool.LocalPool` whose child process measures (made on first
+        use; one strike an item: a candidate that crashes is recorded, not run again)."""
+        if self._pool is None:
+            from ..contrib.workpool import FailurePolicy, LocalPool
 
-            self._worker = IsolatedWorker(env=self.env, imports=self._child_imports(),
-                                          name="the tuning runner's measuring process")
-        return self._worker
+            self._pool = LocalPool(env=self.env, imports=self._child_imports(), policy=FailurePolicy(strikes=1),
+                                   startup_timeout=120.0, name="the tuning runner's measuring process")
+        return self._pool
 
     def _child_imports(self) -> Tuple[str, ...]:
         """Modules the measuring process imports as it starts."""
@@ -443,9 +446,9 @@ class LocalRunner:
 
     def close(self) -> None:
         """End the measuring process (a later :meth:`run` starts another)."""
-        if self._worker is not None:
-            self._worker.close()
-            self._worker = None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     def __enter__(self) -> LocalRunner:
         return self
@@ -453,30 +456,44 @@ class LocalRunner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _submit(self, fn: Callable[..., Any], args: tuple, timeout: float) -> Any:
+        """``fn(*args)`` as one item of the measuring pool; its Outcome (a measuring process that cannot
+        start raises :class:`~kernels.contrib.workpool.PoolError`, and the next call starts afresh)."""
+        from ..contrib.workpool import Item, PoolError
+
+        self._seq += 1
+        pool = self.pool
+        try:
+            pool.submit([Item(self._seq, (fn, args), (True, ""), timeout)])
+            return list(pool.results())[-1]
+        except PoolError:
+            self.close()
+            raise
+
     def _call(self, fn: Callable[..., Any], *args: Any, timeout: float) -> Tuple[Tuple[Any, ...], int]:
         """``fn(*args)`` -> ``(costs, error_no)`` in the measuring process (or here, without
         isolation); whatever became of the child is turned into an error number and a message."""
         if not self.isolate:
             return fn(*args)
-        from ..contrib.isolate import IsolateStartError
+        from ..contrib.workpool import PoolError
 
         try:
-            out = self.worker.call(fn, *args, timeout=timeout)
-        except IsolateStartError as exc:
+            out = self._submit(fn, args, timeout)
+        except PoolError as exc:
             return (str(exc),), int(MeasureErrorNo.UNKNOWN_ERROR)
         if out.status == "ok":
             return out.value
         if out.status == "timeout":
             return (f"running took longer than {timeout - LOAD_GRACE_S:g} s: {out.error}",), \
                 int(MeasureErrorNo.RUN_TIMEOUT)
-        if out.status == "crashed":
+        if out.cause == "crashed":
             return (f"the candidate crashed its measuring process: {out.error}",), \
                 int(MeasureErrorNo.RUNTIME_DEVICE)
-        if out.status == "fatal":
+        if out.cause == "fatal":
             return (f"the candidate left the device unusable (its measuring process was replaced): "
                     f"{out.error}",), int(MeasureErrorNo.RUNTIME_DEVICE)
-        logger.debug("a candidate raised in the measuring process:\n%s", out.traceback)
-        return (out.error,), int(MeasureErrorNo.RUNTIME_DEVICE)
+        logger.debug("a candidate raised in the measuring process:\n%s", out.error)
+        return (out.error.split("\n", 1)[0] or out.message,), int(MeasureErrorNo.RUNTIME_DEVICE)
 
     # -- what a candidate's measurement needs ---------------------------------------------------
 
@@ -501,7 +518,7 @@ class LocalRunner:
         if ref is None:
             return None
         key, built = ref
-        gen = self.worker.generation if self.isolate else 0
+        gen = self.pool.generation if self.isolate else 0
         if (gen, key) in self._warm:
             return key
         if self.isolate:
@@ -512,18 +529,18 @@ class LocalRunner:
                                "outputs are not checked", exc)
                 self._references[(task.workload, str(target))] = None
                 return None
-            from ..contrib.isolate import IsolateStartError
+            from ..contrib.workpool import PoolError
 
             try:
-                out = self.worker.call(warm_reference, key, artifact, arg_infos(built.args), str(target),
-                                       timeout=self.timeout + LOAD_GRACE_S)
-            except IsolateStartError as exc:
+                out = self._submit(warm_reference, (key, artifact, arg_infos(built.args), str(target)),
+                                   self.timeout + LOAD_GRACE_S)
+            except PoolError as exc:
                 logger.warning("%s", exc)
                 return None
-            gen = self.worker.generation  # the child that computed them (when out.ok)
-            if not out.ok:
+            gen = self.pool.generation  # the child that computed them (when out.status is ok)
+            if out.status != "ok":
                 logger.warning("the reference configuration did not run (%s: %s); outputs are not checked",
-                               out.status, out.error)
+                               out.status, out.error or out.message)
                 self._references[(task.workload, str(target))] = None
                 return None
         else:

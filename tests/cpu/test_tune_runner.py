@@ -119,12 +119,12 @@ def test_the_checked_runner_measures_in_its_child_and_can_run_here_for_debugging
     settings = RunnerSettings(number=1, repeat=1)
     with CheckedRunner(case, settings, imports=("kbench_tune_probe_shift2",)) as runner:
         good, bad = runner.run(inputs, built)
-        assert runner.worker.replacements == 1
+        assert runner.pool.child.replacements == 1
     assert good.ok and good.costs[0] > 0, good
     assert bad.error_no == MeasureErrorNo.RUNTIME_DEVICE and "SIGSEGV" in bad.costs[0]
     here = CheckedRunner(case, settings, isolate=False)
     (res,) = here.run(inputs[:1], built[:1])
-    assert res.ok and here._worker is None
+    assert res.ok and here._pool is None
 
 
 # -- the harness's clock (harness.tune.runner.measure_checked, check_and_time) ---------------------

@@ -84,7 +84,7 @@ def _check_session(task, records, target: str) -> None:
 def test_faulting_candidates_on_c_are_recorded_and_the_session_goes_on(tmp_path):
     with autotvm.LocalRunner(number=2, repeat=2, timeout=10) as runner:
         task, records, _ = _tune("c", tmp_path / "c.log", runner)
-        assert runner.worker.replacements == 3  # one fresh child per faulting candidate
+        assert runner.pool.child.replacements == 3  # one fresh child per faulting candidate
     _check_session(task, records, "c")
     with autotvm.apply_history_best(str(tmp_path / "c.log")) as ctx:
         best = ctx.query(task.target, task.workload)
@@ -143,11 +143,11 @@ def test_the_child_stays_warm_across_candidates():
     built = autotvm.LocalBuilder().build(inputs)
     with autotvm.LocalRunner(number=1, repeat=1) as runner:
         runner.run(inputs[:1], built[:1])  # the child's start
-        pid = runner.worker.pid
+        pid = runner.pool.child.pid
         t0 = time.perf_counter()
         results = runner.run(inputs[1:], built[1:])
         per = (time.perf_counter() - t0) / len(results)
-        assert runner.worker.pid == pid and runner.worker.generation == 1
+        assert runner.pool.child.pid == pid and runner.pool.generation == 1
     assert all(isinstance(r, MeasureResult) and r.ok for r in results), results
     assert pid != os.getpid()
     assert per < 0.25, per  # a candidate's load and run, not a process start (~0.5 s)
@@ -159,7 +159,7 @@ def test_without_isolation_candidates_run_in_this_process():
     built = autotvm.LocalBuilder().build(inputs)
     runner = autotvm.LocalRunner(number=1, repeat=1, isolate=False)
     (res,) = runner.run(inputs, built)
-    assert res.ok and runner._worker is None
+    assert res.ok and runner._pool is None
 
 
 def test_an_adaptive_runner_timeout_follows_the_fastest_candidate():

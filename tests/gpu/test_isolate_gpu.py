@@ -73,7 +73,7 @@ def test_a_tuning_session_with_faulting_candidates_finishes_and_measures_the_res
     with autotvm.LocalRunner(number=4, repeat=2, timeout=20) as runner:
         option = autotvm.measure_option(builder=autotvm.LocalBuilder(), runner=runner)
         tuner.tune(n_trial=12, measure_option=option, callbacks=[autotvm.callback.log_to_file(str(log))])
-        assert runner.worker.replacements == 3
+        assert runner.pool.child.replacements == 3
     records = list(load_from_file(log))
     assert len(records) == 12 and len({inp.config.index for inp, _ in records}) == 12
     faulted = [i for i, (inp, _) in enumerate(records) if inp.config["off"].val == FAR]
