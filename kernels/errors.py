@@ -31,6 +31,13 @@ class DeviceError(TVMError):
     """The requested device or backend is not available."""
 
 
+class DeviceLimitError(DeviceError):
+    """A kernel refused before it runs (or whose launch failed) because it exceeds a limit of the
+    device: threads a block, grid size, shared memory a block, local memory a thread or the memory its
+    local frames need. A clear refusal of the schedule, not a fault of the compiler; the message names
+    the kernel, the limit and what to change."""
+
+
 class PackedFuncError(TVMError, ValueError):
     """A packed function is missing (TVM raises ValueError there), registered twice, or raised while
     a module called it."""

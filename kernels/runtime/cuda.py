@@ -17,7 +17,7 @@ import numpy as np
 
 from kernels.codegen.cuda import MAX_LOCAL_PER_THREAD
 from kernels.contrib.nvcc import DEFAULT_ARCH, compile_cuda, normalize_arch, parse_compute_version
-from kernels.errors import ArgumentError, BuildError, DeviceError
+from kernels.errors import ArgumentError, BuildError, DeviceError, DeviceLimitError
 from kernels.runtime.device import Device, cuda_context, cuda_driver, present_cuda_arch, require
 from kernels.runtime.launch import Launch, launch_dims
 from kernels.runtime.module import DeviceModule, Module
@@ -196,7 +196,7 @@ def _opt_in_shared(func: Any, name: str, nbytes: int, device: Device) -> None:
     static = int(func.get_attribute(attr.SHARED_SIZE_BYTES))
     if static + nbytes > limit:
         extra = f" plus {static} bytes of static shared memory" if static else ""
-        raise DeviceError(
+        raise DeviceLimitError(
             f"kernel {name}: needs {nbytes} bytes of dynamic shared memory{extra} a block, but "
             f"{device!r} ({device.device_name}, compute capability {device.compute_version}) allows at "
             f"most {limit} bytes ({limit // 1024} KiB) a block; rebuild with smaller shared tiles")
@@ -211,7 +211,7 @@ def _local_reserve(func: Any, device: Device) -> Tuple[int, int, int]:
     """A loaded kernel's local memory a thread, the device's thread slots (resident threads an SM times
     SMs) and the bytes the driver reserves for that kernel's launches (one frame a slot)."""
     local = int(func.get_attribute(cuda_driver().function_attribute.LOCAL_SIZE_BYTES))
-    slots = device._cuda_attribute("MAX_THREADS_PER_MULTIPROCESSOR") * device.multi_processor_count
+    slots = device.max_threads_per_multi_processor * device.multi_processor_count
     return local, slots, local * slots
 
 
@@ -221,15 +221,15 @@ def _check_local(func: Any, name: str, device: Device) -> None:
     memory: every launch of it would fail ("invalid argument", "out of memory")."""
     local, slots, reserve = _local_reserve(func, device)
     if local > MAX_LOCAL_PER_THREAD:
-        raise DeviceError(f"kernel {name}: needs {local:,} bytes of local memory a thread, which exceeds "
-                          f"CUDA's limits ({MAX_LOCAL_PER_THREAD // 1024} KiB a thread); give each thread "
-                          "a smaller tile")
+        raise DeviceLimitError(f"kernel {name}: needs {local:,} bytes of local memory a thread, which "
+                               f"exceeds CUDA's limits ({MAX_LOCAL_PER_THREAD // 1024} KiB a thread); give "
+                               "each thread a smaller tile")
     total = int(cuda_driver().mem_get_info()[1])
     if reserve > total:
-        raise DeviceError(f"kernel {name}: needs {local:,} bytes of local memory a thread, which exceeds "
-                          f"CUDA's limits on {device!r}: the driver reserves it for each of the "
-                          f"{slots:,} thread slots ({reserve / 1e9:.1f} GB), more than the device's "
-                          f"{total / 1e9:.1f} GB; give each thread a smaller tile")
+        raise DeviceLimitError(f"kernel {name}: needs {local:,} bytes of local memory a thread, which "
+                               f"exceeds CUDA's limits on {device!r}: the driver reserves it for each of the "
+                               f"{slots:,} thread slots ({reserve / 1e9:.1f} GB), more than the device's "
+                               f"{total / 1e9:.1f} GB; give each thread a smaller tile")
 
 
 def _launch_failed(name: str, func: Any, grid: tuple, block: tuple, device: Device, exc: Exception
@@ -243,18 +243,19 @@ def _launch_failed(name: str, func: Any, grid: tuple, block: tuple, device: Devi
     except Exception:  # the context may be unusable after the failure: report the launch's error
         return DeviceError(text)
     if local and reserve > free:
-        text += (f"; its {local:,} bytes of local memory a thread, reserved for each of the device's "
-                 f"{slots:,} thread slots, need {reserve / 1e9:.1f} GB but {free / 1e9:.1f} GB are free: "
-                 "give each thread a smaller tile")
+        return DeviceLimitError(
+            f"{text}; its {local:,} bytes of local memory a thread, reserved for each of the device's "
+            f"{slots:,} thread slots, need {reserve / 1e9:.1f} GB but {free / 1e9:.1f} GB are free: "
+            "give each thread a smaller tile")
     return DeviceError(text)
 
 
 def _check_limits(name: str, grid: tuple, block: tuple) -> None:
     threads = block[0] * block[1] * block[2]
     if threads > _MAX_THREADS or any(b > m for b, m in zip(block, _MAX_BLOCK)):
-        raise DeviceError(
+        raise DeviceLimitError(
             f"kernel {name}: block {block} exceeds CUDA's limits ({_MAX_THREADS} threads, "
             f"at most {_MAX_BLOCK} per axis)"
         )
     if any(g > m for g, m in zip(grid, _MAX_GRID)):
-        raise DeviceError(f"kernel {name}: grid {grid} exceeds CUDA's limits {_MAX_GRID}")
+        raise DeviceLimitError(f"kernel {name}: grid {grid} exceeds CUDA's limits {_MAX_GRID}")

@@ -203,6 +203,12 @@ class Device:
             return self._cuda_attribute("WARP_SIZE")
         return 1
 
+    @property
+    def max_threads_per_multi_processor(self) -> int:
+        """Threads resident on one multiprocessor at most (CUDA; a GPU's thread slots are this times
+        :attr:`multi_processor_count`)."""
+        return self._cuda_attribute("MAX_THREADS_PER_MULTIPROCESSOR")
+
     def _cuda_attribute(self, name: str) -> int:
         drv = cuda_driver()
         dev = _cuda_device(self._index)

@@ -14,7 +14,7 @@ import pytest
 from kbfuzz import one_thread_matmul
 
 import kernels as tvm
-from kernels.errors import DeviceError
+from kernels.errors import DeviceError, DeviceLimitError
 from kernels.runtime.cuda import CUDAModule
 from kernels.runtime.device import cuda_context, cuda_driver
 
@@ -44,7 +44,7 @@ def test_a_frame_just_under_512_kib_runs_or_is_refused_saying_why(dev):
     a, b = _operands(n, m, k)
     with cuda_context(dev.device_id):
         free, total = cuda_driver().mem_get_info()
-    slots = dev._cuda_attribute("MAX_THREADS_PER_MULTIPROCESSOR") * dev.multi_processor_count
+    slots = dev.max_threads_per_multi_processor * dev.multi_processor_count
     try:
         got = _run(f, dev, a, b)
     except DeviceError as exc:
@@ -62,7 +62,7 @@ def test_a_stack_frame_over_512_kib_is_refused_when_loaded(dev):
     big = dataclasses.replace(f.spec, source=f.spec.source.replace("C_local[131044]", "C_local[140000]"))
     mod = CUDAModule(big)
     a, b = _operands(362, 362, 4)
-    with pytest.raises(DeviceError, match=r"bytes of local memory a thread, which exceeds CUDA's limits "
+    with pytest.raises(DeviceLimitError, match=r"bytes of local memory a thread, which exceeds CUDA's limits "
                                           r"\(512 KiB") as info:
         _run(mod, dev, a, b)
     assert int(str(info.value).split(" needs ")[1].split(" bytes")[0].replace(",", "")) >= 560_000

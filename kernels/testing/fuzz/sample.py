@@ -209,7 +209,7 @@ def _module(spec, options: Sequence[str] = ()):
 
 def execute(sample: dict, build_only: Union[bool, str] = False) -> dict:
     """Build and run one sample here (the child calls it); the result as a dict with ``outcome``."""
-    from kernels.errors import DeviceError, TVMError
+    from kernels.errors import DeviceError, DeviceLimitError, TVMError
 
     res = {k: sample.get(k) for k in ("id", "space", "target", "kind", "workload", "variant", "dtype",
                                        "params", "knobs", "index", "seed")}
@@ -255,10 +255,11 @@ def execute(sample: dict, build_only: Union[bool, str] = False) -> dict:
         if target == "opencl" and res["outcome"] in ("wrong", "oob_write"):
             _triage_opencl(sample, workload, spec, res)
         return res
+    except DeviceLimitError as exc:
+        # over a limit of the device, checked before the launch (or local memory the device cannot
+        # reserve): a clear refusal
+        return done("refused", f"{type(exc).__name__}: {exc}")
     except DeviceError as exc:
-        if "exceeds CUDA's limits" in str(exc) or "thread slots" in str(exc):
-            # checked before the launch, or local memory the device cannot reserve: a clear refusal
-            return done("refused", f"{type(exc).__name__}: {exc}")
         return done("crashed", f"{type(exc).__name__}: {exc}") | {"fatal": target == "cuda"}
     except TVMError as exc:
         return done("crashed", f"{type(exc).__name__}: {exc}") | {"fatal": target == "cuda"}
