@@ -1,5 +1,5 @@
 """Execution on this machine: :class:`LocalExecutor` runs each case as one item of the work pool
-without Ray (:class:`kernels.contrib.workpool.LocalPool`: a warm child process, the pool's failure
+without Ray (:class:`kernels.contrib.localpool.LocalPool`: a warm child process, the pool's failure
 policy), while background threads of this process build every case of the run ahead
 (:mod:`harness.execute.ahead`) and hand each its build as the case is submitted.
 
@@ -32,7 +32,8 @@ from typing import Any
 from harness.config import apply_runtime_defaults
 from harness.env import fingerprint
 from harness.model import Case, MeasureConfig, Result
-from kernels.contrib.workpool import FailurePolicy, Item, LocalPool, Outcome, PoolError
+from kernels.contrib.localpool import LocalPool
+from kernels.contrib.workpool import FailurePolicy, Item, Outcome, PoolError
 
 from . import worker
 from .ahead import HOST_TIMED, BuildAhead

@@ -22,7 +22,10 @@ process only and not written to the file (``shared_with`` says how many others t
 written by an older way of measuring (``peaks_version``) is measured again; and a case faster than
 its peak by more than :data:`BEATEN_BY` has the peak measured again, once a process
 (:func:`recheck_peak`): a low peak in the file (a busy GPU, a throttled clock) would otherwise
-print every percentage too high, some above 100 %."""
+print every percentage too high, some above 100 %.
+
+Size: the read-peak kernel's PTX (about 60 lines) and the host's C read loop are the measurements
+themselves, and the rules of when a peak is trusted, kept, or measured again belong with them."""
 
 from __future__ import annotations
 

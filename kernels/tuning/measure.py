@@ -352,7 +352,7 @@ ADAPT_FACTOR = 4.0
 
 class LocalRunner:
     """Run built candidates on this machine's device for the task's target, each as one item of the
-    work pool without Ray (:class:`kernels.contrib.workpool.LocalPool`): a measuring child process
+    work pool without Ray (:class:`kernels.contrib.localpool.LocalPool`): a measuring child process
     kept warm across candidates.
 
     A candidate's module travels to the child as bytes (:func:`kernels.runtime.serialize.
@@ -431,10 +431,11 @@ class LocalRunner:
 
     @property
     def pool(self) -> Any:
-        """The :class:`~kernels.contrib.workpool.LocalPool` whose child process measures (made on first
+        """The :class:`~kernels.contrib.localpool.LocalPool` whose child process measures (made on first
         use; one strike an item: a candidate that crashes is recorded, not run again)."""
         if self._pool is None:
-            from ..contrib.workpool import FailurePolicy, LocalPool
+            from ..contrib.localpool import LocalPool
+            from ..contrib.workpool import FailurePolicy
 
             self._pool = LocalPool(env=self.env, imports=self._child_imports(), policy=FailurePolicy(strikes=1),
                                    startup_timeout=120.0, name="the tuning runner's measuring process")

@@ -1,4 +1,4 @@
-"""The work pool without Ray (kernels.contrib.workpool.LocalPool): real child processes, real crashes
+"""The work pool without Ray (kernels.contrib.localpool.LocalPool): real child processes, real crashes
 (os.abort, os._exit), real hangs; one outcome per item, the FailurePolicy's strikes and setbacks."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from kernels.contrib.workpool import Calls, FailurePolicy, Item, LocalPool, PoolError
+from kernels.contrib.localpool import Calls, LocalPool
+from kernels.contrib.workpool import FailurePolicy, Item, PoolError
 
 # -- what the child runs (importable there: this module's folder is on the sys.path it inherits) ---
 
