@@ -241,9 +241,7 @@ class LocalPool:
                 setup = self.child.call(_child_setup, item.worker, factory, item.payload,
                                         timeout=self.startup_timeout)
             except IsolateStartError as exc:
-                self._fatal_message = str(exc)
-                self._queue.appendleft(item)
-                self._cancelled = True
+                self._cannot_start(item, exc)
                 return
             if self._cancelled:
                 self._queue.appendleft(item)
@@ -261,9 +259,7 @@ class LocalPool:
             try:
                 out = self.child.call(_child_run, item.worker, factory, item.payload, timeout=item.timeout_s)
             except IsolateStartError as exc:
-                self._fatal_message = str(exc)
-                self._queue.appendleft(item)
-                self._cancelled = True
+                self._cannot_start(item, exc)
                 return
             where, host = self._where(out.pid)
             if self._cancelled:
@@ -290,6 +286,14 @@ class LocalPool:
                     self._queue.appendleft(item)
         finally:
             self._running = None
+
+    def _cannot_start(self, item: Item, exc: Exception) -> None:
+        """No child could start for ``item``: a failure no item causes (the pool ends with a
+        :class:`PoolError`), unless :meth:`cancel` killed the child while it started."""
+        self._queue.appendleft(item)
+        if not self._cancelled:
+            self._fatal_message = str(exc)
+            self._cancelled = True
 
     def _finish(self, item: Item, status: str, value: Any = None, *, message: str = "", started: float = 0.0,
                 where: str = "", host: str = "", pid: int | None = None, cause: str = "", error: str = "") -> None:

@@ -191,3 +191,16 @@ def test_bad_items_are_refused_naming_them():
         with pytest.raises(ValueError, match="CPU item and the pool has no cpu_fn"):
             pool.submit([Item("z", "z", slot=(False, ""), worker="cases")])
         assert [o.value for o in pool.results()] == [1]
+
+
+def test_cancel_while_the_child_starts_cancels_without_an_error():
+    pool = LocalPool()
+    try:
+        pool.submit([Item(i, (square, (i,)), timeout_s=30) for i in range(3)])
+        timer = threading.Timer(0.1, pool.cancel)  # the child needs about a second to import the project
+        timer.start()
+        got = list(pool.results())  # no PoolError: the start failed only because it was cancelled
+        timer.join()
+    finally:
+        pool.close()
+    assert sorted(o.key for o in got) == [0, 1, 2] and {o.status for o in got} == {"cancelled"}
