@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from collections import deque
@@ -37,16 +38,13 @@ def _child_worker(name: Hashable, factory: Callable[[], Callable[[Any], Any]]) -
     return work
 
 
-def _child_setup(name: Hashable, factory: Callable[[], Callable[[Any], Any]], payload: Any) -> bool:
+def _child_setup(name: Hashable, factory: Callable[[], Callable[[Any], Any]], payload: Any) -> None:
     """In a LocalPool's child: build the named worker (the first time) and run its ``prepare(payload)``
-    when its ``needs_prepare(payload)`` says so; True when something ran."""
-    fresh = name not in _CHILD_WORKERS
+    when its ``needs_prepare(payload)`` says so."""
     work = _child_worker(name, factory)
     needs = getattr(work, "needs_prepare", None)
     if needs is not None and needs(payload):
         work.prepare(payload)
-        return True
-    return fresh
 
 
 def _child_run(name: Hashable, factory: Callable[[], Callable[[Any], Any]], payload: Any) -> Any:
@@ -225,8 +223,6 @@ class LocalPool:
     # -- runner items -------------------------------------------------------------------------------
 
     def _where(self, pid: int | None) -> tuple[str, str]:
-        import socket
-
         host = socket.gethostname()
         return f"{host}:{pid or '?'}", host
 
