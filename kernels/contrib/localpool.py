@@ -75,7 +75,8 @@ class LocalPool:
       group is killed, a fresh child runs the next item). One whose child died (a segfault, an abort),
       left the device unusable or raised is a strike (:meth:`FailurePolicy.strike`): it runs again (in
       a fresh child where the old one is gone) until its strikes are used up, then it is ``crashed``
-      with what happened. A prepare step that fails or overruns sets the item back unblamed
+      with what happened. An item whose payload cannot be pickled for the child is ``crashed`` at
+      once (``cause`` "unsendable", the message names what could not be sent). A prepare step that fails or overruns sets the item back unblamed
       (:meth:`FailurePolicy.requeue`). A child that cannot start at all is a failure no item causes:
       :meth:`results` cancels the rest and raises :class:`PoolError`.
     * **CPU items** (``slot[0]`` False) run ``cpu_fn(payload)`` in this process's threads, at most
@@ -238,6 +239,9 @@ class LocalPool:
                                         timeout=self.startup_timeout)
             except IsolateStartError as exc:
                 self._cannot_start(item, exc)
+                return
+            except TypeError as exc:  # the payload or the factory cannot be pickled: nothing was sent
+                self._finish(item, "crashed", message=str(exc), cause="unsendable", error=str(exc))
                 return
             if self._cancelled:
                 self._queue.appendleft(item)

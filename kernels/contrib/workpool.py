@@ -263,7 +263,8 @@ class Outcome:
     runs: int = 0
     error: str = ""  # a crash: the exception that ended its last run
     pid: int = 0
-    cause: str = ""  # kernels.contrib.localpool.LocalPool: what ended its last run in the child ("crashed", "fatal", "raised", "timeout")
+    cause: str = ""  # kernels.contrib.localpool.LocalPool: what ended its last run in the child ("crashed", "fatal",
+    # "raised", "timeout"; "unsendable": its payload could not be sent there)
 
 
 @dataclass(eq=False)

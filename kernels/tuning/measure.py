@@ -490,6 +490,9 @@ class LocalRunner:
         if out.cause == "crashed":
             return (f"the candidate crashed its measuring process: {out.error}",), \
                 int(MeasureErrorNo.RUNTIME_DEVICE)
+        if out.cause == "unsendable":
+            return (f"the built module cannot be sent to the measuring process: {out.error}",), \
+                int(MeasureErrorNo.COMPILE_HOST)
         if out.cause == "fatal":
             return (f"the candidate left the device unusable (its measuring process was replaced): "
                     f"{out.error}",), int(MeasureErrorNo.RUNTIME_DEVICE)
