@@ -15,6 +15,8 @@ from ..tir.simplify import simplify
 from ..tir.stmt import Allocate, AttrStmt, BufferStore
 from ..tir.vector import VECTOR_LANES, VECTOR_SCOPES
 from .c_family import VECTOR_ALIGN_BYTES, CFamilyCodegen
+from .cuda_mma import FRAGMENT_TYPES as MMA_FRAGMENT_TYPES
+from .cuda_mma import MMA_HELPERS
 
 HEADER = """#ifdef _WIN32
   using uint = unsigned int;
@@ -83,8 +85,11 @@ template <int N> __device__ __forceinline__ void kb_cp_async_wait_group() {
 """
 
 #: attributes kernels.lower.tensor_core puts on fragments and the shared tiles they load from
-_FRAGMENT_ATTRS = (attr.FRAGMENT_SHAPE, attr.FRAGMENT_LAYOUT, attr.STORAGE_ALIGNMENT)
+_FRAGMENT_ATTRS = (attr.FRAGMENT_SHAPE, attr.FRAGMENT_LAYOUT, attr.FRAGMENT_IMPL, attr.STORAGE_ALIGNMENT)
 
+#: the fragment operations of kernels.lower.tensor_core
+_FRAGMENT_OPS = ("tir.tvm_fill_fragment", "tir.tvm_load_matrix_sync", "tir.tvm_mma_sync", "tir.tvm_bmma_sync",
+                 "tir.tvm_store_matrix_sync")
 #: bytes of static ``__shared__`` arrays one block may declare on every architecture; a kernel whose
 #: shared arrays need more gets them as one dynamic shared allocation (see CUDACodegen.allocate)
 STATIC_SHARED_LIMIT = 48 * 1024
@@ -168,6 +173,8 @@ class CUDACodegen(CFamilyCodegen):
         self.fragment_types: dict = {}  # fragment buffer variable -> its C type
         self.bmma_temps = 0  # sm_75 1-bit products printed so far (names of their temporaries)
         self.uses_wmma = False
+        self.fragment_mma: dict = {}  # fragment buffer variable of the mma implementation -> (kind, layout)
+        self.uses_mma = False
         self.async_depth = 0  # inside how many attr async_copy
         self.wait_groups = 0  # groups of copies a barrier here leaves in flight (0: it waits for all)
         self.next_wait_groups = 0  # the same for the body of the next loop (attr async_wait)
@@ -230,6 +237,9 @@ class CUDACodegen(CFamilyCodegen):
         if kind is None:
             super().allocate(s, ind)
             return
+        if info.get(attr.FRAGMENT_IMPL) == "mma":
+            self._mma_fragment(s, b, kind, info, ind)
+            return
         self.uses_wmma = True
         m, n, k = (int(x) for x in str(info[attr.FRAGMENT_SHAPE]).split(","))
         t = _PRECISION.get(b.dtype) or self.type_str(b.dtype)
@@ -240,6 +250,43 @@ class CUDACodegen(CFamilyCodegen):
         self.fragment_types[b.data] = f"nvcuda::wmma::fragment<{args}>"
         self.emit(ind, f"nvcuda::wmma::fragment<{args}> {self.buffer_name(b)}[{s.extent.value}];")
         self.stmt(s.body, ind)
+
+    def _mma_fragment(self, s, b, kind: str, info, ind: int) -> None:
+        """Declare the fragment array ``b`` of the mma implementation (kernels.codegen.cuda_mma)."""
+        t = MMA_FRAGMENT_TYPES.get((kind, str(b.dtype)))
+        if t is None or str(info.get(attr.FRAGMENT_SHAPE, "")).replace(" ", "") != "16,16,16":
+            raise BuildError(f"fragment {b.name}: the mma implementation has no {kind} fragment of "
+                             f"{b.dtype} and shape {info.get(attr.FRAGMENT_SHAPE)}")
+        self.uses_mma = True
+        name = self.buffer_name(b)
+        self.fragment_names[b.data] = name
+        self.fragment_types[b.data] = t
+        self.fragment_mma[b.data] = (kind, str(info.get(attr.FRAGMENT_LAYOUT, "row_major")))
+        self.emit(ind, f"{t} {name}[{s.extent.value}];")
+        self.stmt(s.body, ind)
+
+    def _mma_call(self, e: Call) -> Optional[str]:
+        """The mma implementation's call for the fragment operation ``e`` (None: a WMMA fragment)."""
+        name, a = e.op.name, e.args
+        if a[0] not in self.fragment_mma:
+            return None
+        frag = f"{self._frag(a[0])}[{self.expr(a[4 if name != 'tir.tvm_mma_sync' else 1])}]"
+        if name == "tir.tvm_fill_fragment":
+            return f"kb_mma_fill({frag}, {self.expr(a[5])})"
+        if name == "tir.tvm_load_matrix_sync":
+            kind, layout = self.fragment_mma[a[0]]
+            fn = f"kb_mma_load_{kind[-1]}_{layout.split('_')[0]}"
+            return f"{fn}({frag}, {self.expr(a[5])}, {self.expr(a[6])})"
+        if name == "tir.tvm_mma_sync":
+            d, a_, b_, c = (f"{self._frag(a[i])}[{self.expr(a[i + 1])}]" for i in (0, 2, 4, 6))
+            return f"kb_mma_sync({d}, {a_}, {b_}, {c})"
+        if name == "tir.tvm_store_matrix_sync":
+            layout = a[7].value if hasattr(a[7], "value") else "row_major"
+            if layout != "row_major":
+                raise BuildError(f"fragment {self._frag(a[0])}: the mma implementation stores row-major "
+                                 f"only, not {layout}")
+            return f"kb_mma_store_row({self.expr(a[5])}, {frag}, {self.expr(a[6])})"
+        raise BuildError(f"{name} on {self._frag(a[0])}: not an operation of the mma implementation")
 
     def _plan_dynamic_shared(self, nodes) -> None:
         """Lay out the kernel's shared arrays (every ``Allocate`` of scope shared in ``nodes``) one after
@@ -296,6 +343,10 @@ class CUDACodegen(CFamilyCodegen):
 
     def _wmma_call(self, e: Call) -> Optional[str]:
         name, a = e.op.name, e.args
+        if name in _FRAGMENT_OPS:
+            mma = self._mma_call(e)
+            if mma is not None:
+                return mma
         if name == "tir.tvm_fill_fragment":
             return f"nvcuda::wmma::fill_fragment({self._frag(a[0])}[{self.expr(a[4])}], {self.expr(a[5])})"
         if name == "tir.tvm_load_matrix_sync":
@@ -355,8 +406,12 @@ class CUDACodegen(CFamilyCodegen):
         out = HEADER
         if self.uses_async:
             out += ASYNC_HELPERS
+        if self.uses_mma:
+            out += MMA_HELPERS
         if self.uses_wmma:
             out = "#include <mma.h>\n" + out
+        if self.uses_mma and "float16" not in self.uses_dtypes:
+            out = "#include <cuda_fp16.h>\n" + out
         if "float16" in self.uses_dtypes:
             out = "#include <cuda_fp16.h>\n" + out
         return out

@@ -43,6 +43,12 @@ newer; sm_75 has only XOR, and the CUDA printer uses a.b = (popc(a) + popc(b) - 
 there (an ``#if __CUDA_ARCH__`` in the source). int4 and int1 tiles are read from shared memory as
 packed words (kernels.lower.subbyte), so their fetch must copy whole bytes of packed data.
 
+``pragma(ko, "tensor_core", "mma")`` (the warp-tile schedule's knob ``mma=1``) asks for the same
+fragment code printed as PTX instead of WMMA (kernels.codegen.cuda_mma: ``ldmatrix`` + two
+``mma.sync.m16n8k16`` a 16x16x16 step, sm_80 and newer). It takes 16x16x16 fragments of float16 in
+any layout and of int8/uint8 with A row-major and B column-major, loaded from shared memory
+(:data:`MMA_LAYOUTS`); anything else is a miss under it (plain code, the reason logged), not WMMA.
+
 Anywhere else (another target, a shape or layout WMMA lacks, a bounds check inside the tile, a
 block that is not whole warps) the plain code stays — it computes the same product — and the reason
 is logged at debug level on the ``kernels.tensor_core`` logger.
@@ -102,7 +108,7 @@ def rewrite_tensor_core(stmt: Stmt, target: str) -> Stmt:
         if isinstance(s, Allocate) and s.buffer.scope == attr.LOCAL and \
                 collect(s.body, has_pragma) and target == "cuda":
             try:
-                return _emit(s, analyse(s, dict(threads), VECTORIZE))
+                return _emit(s, analyse(s, dict(threads), VECTORIZE), _impl(s))
             except TensorCoreMiss as miss:
                 log.debug("tensor_core: %s keeps plain code: %s", s.buffer.name, miss)
         if isinstance(s, SeqStmt):
@@ -120,6 +126,43 @@ def rewrite_tensor_core(stmt: Stmt, target: str) -> Stmt:
         return s
 
     return visit(stmt)
+
+
+#: the mma implementation's one fragment shape, and the operand layouts (A, B) it loads, by input dtype
+#: (kernels.codegen.cuda_mma prints it: ldmatrix transposes 16-bit elements only)
+MMA_SHAPE = (16, 16, 16)
+MMA_LAYOUTS = {"float16": {("row_major", "row_major"), ("row_major", "col_major"), ("col_major", "row_major"),
+                           ("col_major", "col_major")},
+               "int8": {("row_major", "col_major")}, "uint8": {("row_major", "col_major")}}
+
+
+def _impl(acc_alloc: Allocate) -> str:
+    """The fragment implementation the pragma asks for ("wmma", or "mma": kernels.codegen.cuda_mma)."""
+    for loop in collect(acc_alloc.body, has_pragma):
+        for k, v in loop.annotations:
+            if k == PRAGMA and getattr(v, "value", v) == "mma":
+                return "mma"
+    return "wmma"
+
+
+def _check_mma(plan: Plan) -> None:
+    """A miss where the mma implementation cannot print ``plan`` (kernels.codegen.cuda_mma says what
+    it takes, beside :data:`MMA_LAYOUTS`)."""
+    for site in plan.sites:
+        dt_in = str(site.a_src.dtype)
+        if tuple(site.frag) != MMA_SHAPE:
+            raise TensorCoreMiss(f"the mma implementation takes 16x16x16 fragments; the warp's block "
+                                 f"needs {'x'.join(map(str, site.frag))}")
+        if dt_in not in MMA_LAYOUTS:
+            raise TensorCoreMiss(f"the mma implementation takes float16, int8 or uint8 inputs, not {dt_in}")
+        if (site.la[0], site.lb[0]) not in MMA_LAYOUTS[dt_in]:
+            raise TensorCoreMiss(f"the mma implementation loads {dt_in} tiles with A row-major and B "
+                                 f"column-major only (ldmatrix transposes 16-bit elements), not A "
+                                 f"{site.la[0]} and B {site.lb[0]}")
+        for src in (site.a_src, site.b_src):
+            if src.scope != attr.SHARED:
+                raise TensorCoreMiss(f"the mma implementation loads operand tiles from shared memory "
+                                     f"(ldmatrix); {src.name} is in {src.scope}")
 
 
 def _call(name: str, *args) -> Evaluate:
@@ -140,9 +183,12 @@ def _addr(buf: Buffer, index: PrimExpr) -> PrimExpr:
     return Call("handle", _op("tir.address_of"), (BufferLoad(buf, (index,)),))
 
 
-def _emit(acc_alloc: Allocate, plan: Plan) -> Stmt:
+def _emit(acc_alloc: Allocate, plan: Plan, impl: str = "wmma") -> Stmt:
     """The WMMA code of one warp's Fm x Fn block of fragments, every call written out (a fragment
-    array is indexed by constants only, so it stays in registers)."""
+    array is indexed by constants only, so it stays in registers); ``impl`` "mma": the fragments are
+    marked for printing as ldmatrix + mma.sync (a miss where that implementation cannot take them)."""
+    if impl == "mma":
+        _check_mma(plan)
     middle, sites, c_base = plan.middle, plan.sites, plan.c_base
     out_buf, out_cols, acc_dtype = plan.out_buf, plan.out_cols, plan.acc_dtype
     s0 = sites[0]
@@ -164,7 +210,7 @@ def _emit(acc_alloc: Allocate, plan: Plan) -> Stmt:
         mma = "tir.tvm_bmma_sync" if str(site.a_src.dtype) == "int1" else "tir.tvm_mma_sync"
         mmas = [_call(mma, frag_c.data, i * fn + j, frag_a.data, i, frag_b.data, j,
                       frag_c.data, i * fn + j) for i in range(fm) for j in range(fn)]
-        return _fragment(frag_a, mnk, la[0], _fragment(frag_b, mnk, lb[0], seq(*loads, *mmas)))
+        return _fragment(frag_a, mnk, la[0], _fragment(frag_b, mnk, lb[0], seq(*loads, *mmas), impl), impl)
 
     steps = {id(s.outer_local): step(s) for s in sites}
 
@@ -180,16 +226,18 @@ def _emit(acc_alloc: Allocate, plan: Plan) -> Stmt:
     stores = [_call("tir.tvm_store_matrix_sync", frag_c.data, m, n, k, i * fn + j,
                     _addr(out_buf, simplify(c_base + i * m * out_cols + j * n)), out_cols, "row_major")
               for i in range(fm) for j in range(fn)]
-    out = _fragment(frag_c, mnk, "", seq(*fills, new_middle, *stores))
-    log.debug("tensor_core: %s -> WMMA %dx%dx%d, %d x %d fragments a warp, A %s (ld %d), B %s (ld %d)%s",
-              acc_alloc.buffer.name, m, n, k, fm, fn, s0.la[0], s0.la[1], s0.lb[0], s0.lb[1],
+    out = _fragment(frag_c, mnk, "", seq(*fills, new_middle, *stores), impl)
+    log.debug("tensor_core: %s -> %s %dx%dx%d, %d x %d fragments a warp, A %s (ld %d), B %s (ld %d)%s",
+              acc_alloc.buffer.name, impl.upper(), m, n, k, fm, fn, s0.la[0], s0.la[1], s0.lb[0], s0.lb[1],
               ", double-buffered" if len(sites) > 1 else "")
     return _align_shared(out, {id(b): b for s in sites for b in (s.a_src, s.b_src)}.values())
 
 
-def _fragment(buf: Buffer, mnk, layout: str, body: Stmt) -> Stmt:
+def _fragment(buf: Buffer, mnk, layout: str, body: Stmt, impl: str = "wmma") -> Stmt:
     alloc = Allocate(buf, const(int(buf.shape[0])), body)
     shape = AttrStmt(buf.data, attr.FRAGMENT_SHAPE, StringImm(", ".join(str(x) for x in mnk)), alloc)
+    if impl != "wmma":
+        shape = AttrStmt(buf.data, attr.FRAGMENT_IMPL, StringImm(impl), shape)
     if layout:
         return AttrStmt(buf.data, attr.FRAGMENT_LAYOUT, StringImm(layout), shape)
     return shape

@@ -22,6 +22,11 @@ STORAGE_ALIGNMENT = "storage_alignment"
 FRAGMENT_SHAPE = "fragment_shape"
 #: ``attr [fragment var] "fragment_layout" = "row_major" | "col_major"``: a matrix fragment's layout
 FRAGMENT_LAYOUT = "fragment_layout"
+#: ``attr [fragment var] "fragment_impl" = "mma"``: the fragment is printed as ldmatrix + mma.sync
+#: registers (kernels.codegen.cuda_mma) instead of a WMMA fragment (the attribute's absence)
+FRAGMENT_IMPL = "fragment_impl"
+#: the values of the ``"tensor_core"`` pragma: None or "wmma" (CUDA's WMMA API), "mma" (PTX)
+TENSOR_CORE_IMPLS = (None, "wmma", "mma")
 #: around the producer of a double-buffered stage (``s[T].double_buffer()``)
 DOUBLE_BUFFER_SCOPE = "double_buffer_scope"
 #: inside double_buffer_scope: how many copies of the buffer a multi-buffered stage keeps (> 2)

@@ -142,15 +142,16 @@ def _plain(params, dtype, bx=4, by=16, step_k=2, v=8):
 
 
 def _warp_tile(params, dtype, bx=4, by=16, step_k=2, v=8, ty=1, tx=8, warp_m=16, double_buffer=0,
-               flat_fetch=0, align_all=0, raster=0, widen=0):
+               flat_fetch=0, align_all=0, raster=0, widen=0, mma=0):
     """The template's structure with a configurable warp tile (several WMMA fragments per warp):
     :func:`kernels.workloads.tensorcore_schedule.tensorcore_schedule`; ``widen=1``: int4 operands
-    widened to int8 in shared memory (int8 fragments)."""
+    widened to int8 in shared memory (int8 fragments); ``mma=1``: the fragments as ldmatrix +
+    mma.sync PTX instead of WMMA."""
     N, L, M, layout = _size_args(params)
     A, B, C = tensorcore_matmul(N, L, M, dtype, layout, widen=widen)
     return tensorcore_schedule(A, B, C, dtype, layout, bx, by, step_k, v, ty=ty, tx=tx, warp_m=warp_m,
                                double_buffer=double_buffer, flat_fetch=flat_fetch, align_all=align_all,
-                               raster=raster, widen=widen)
+                               raster=raster, widen=widen, mma=mma)
 
 
 def _default(params, dtype):
@@ -236,10 +237,11 @@ register(Workload(
         "warp_tile": Variant(
             "warp_tile", _warp_tile, GPU,
             _KNOBS + (("ty", 1), ("tx", 8), ("warp_m", 16), ("double_buffer", 0), ("flat_fetch", 0),
-                      ("align_all", 0), ("raster", 0), ("widen", 0)),
+                      ("align_all", 0), ("raster", 0), ("widen", 0), ("mma", 0)),
             "the template with a ty x tx thread tile and warp_m-wide warps: several fragments per warp "
             "(ty=1, tx=8, warp_m=16 is the tutorial's); widen=1: int4 operands widened to int8 in "
-            "shared memory (int8 fragments: Hopper has no int4 tensor cores)"),
+            "shared memory (int8 fragments: Hopper has no int4 tensor cores); mma=1: ldmatrix + mma.sync "
+            "PTX instead of WMMA (sm_80+)"),
     },
     make_args=_make_args,
     reference=_reference,

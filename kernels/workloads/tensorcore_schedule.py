@@ -112,7 +112,7 @@ def warp_tile(bx: int, by: int, ty: int = 1, tx: int = 8, warp_m: int = 16) -> T
 def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, layout: str, bx: int, by: int,
                         step_k: int, v: int, ty: int = 1, tx: int = 8, warp_m: int = 16,
                         double_buffer: int = 0, flat_fetch: int = 0, align_all: int = 0,
-                        raster: int = 0, widen: int = 0,
+                        raster: int = 0, widen: int = 0, mma: int = 0,
                         tensor_core: bool = True) -> Tuple[te.Schedule, List[te.Tensor]]:
     """Schedule the matrix product ``C`` of ``A`` and ``B`` as the auto-tensor-core tutorial does,
     with a configurable warp tile.
@@ -179,6 +179,10 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
         packed words), and the k steps, padding and fragments are int8's (16x16x16 WMMA with int32
         sums instead of the 8x8x32 ``precision::s4`` ones, which Hopper emulates). The fetch stores
         ``v`` int8 elements a thread, read from ``v / 8`` packed words (one word for ``v <= 8``).
+    mma : int
+        1: the fragments are ``ldmatrix`` + ``mma.sync`` PTX (``pragma(ko, "tensor_core", "mma")``,
+        kernels.codegen.cuda_mma; sm_80 and newer; 16x16x16 fragments; float16 in any layout, int8
+        in layout TN); 0: CUDA's WMMA API.
     tensor_core : bool
         Put the ``"tensor_core"`` pragma on the k-step loop (False: the same schedule as plain code).
 
@@ -188,6 +192,8 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
     """
     wx = _check_knobs(dtype, layout, bx, by, step_k, v, ty, tx, warp_m, raster)
     _check_widen("tensorcore_schedule", widen, dtype)
+    if not isinstance(mma, int) or mma not in (0, 1):
+        raise TVMError(f"tensorcore_schedule: knob mma={mma!r} must be 0 (WMMA) or 1 (ldmatrix + mma.sync)")
     widened = _widened_inputs(A, B, C, widen)
     factor, offset, warp_k = _ALIGN[WIDE if widen else dtype]
     tile_x, tile_y = bx * tx, by * ty
@@ -221,7 +227,7 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
     s[AL].compute_at(s[CL], kl)
     s[BL].compute_at(s[CL], kl)
     if tensor_core:
-        s[CL].pragma(ko, "tensor_core")
+        s[CL].pragma(ko, "tensor_core", "mma" if mma else None)
     return s, [A, B, C]
 
 

@@ -260,7 +260,7 @@ def test_warp_tile_variant_where_the_schedule_is_present():
     v = W.variant("warp_tile")
     assert v.knob_defaults() == {"bx": 4, "by": 16, "step_k": 2, "v": 8, "ty": 1, "tx": 8, "warp_m": 16,
                                  "double_buffer": 0, "flat_fetch": 0, "align_all": 0,
-                                 "raster": 0, "widen": 0}
+                                 "raster": 0, "widen": 0, "mma": 0}
     assert v.targets == ("cuda", "opencl")
     src = build_spec(*W.build("warp_tile", _p(256, 256, 256, "NN"), "float16"), "cuda -arch=sm_90").source
     assert "mma_sync" in src

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from ...errors import ScheduleError
-from ...tir import likely
+from ...tir import attr as tir_attr, likely
 from ...tir.expr import IntImm, PrimExpr, ProducerLoad, Reduce, Var, const, convert
 from ...tir.functor import rewrite, substitute, vars_of
 from ...tir.simplify import can_prove, simplify
@@ -318,6 +318,11 @@ class Stage:
             self.vectorize(var)
         elif pragma_type == "parallel_launch_point" or pragma_type == "parallel":
             self.parallel(var)
+        elif pragma_type == tir_attr.PRAGMA_TENSOR_CORE and \
+                getattr(pragma_value, "value", pragma_value) not in tir_attr.TENSOR_CORE_IMPLS:
+            raise self._err("pragma", f"the tensor_core pragma's value is the fragment implementation: "
+                                      f"'wmma' (or none: CUDA's WMMA API) or 'mma' (ldmatrix + mma.sync, "
+                                      f"sm_80 and newer), got {pragma_value!r}")
         else:
             self._attr(var).pragmas.append((pragma_type, pragma_value))
 

@@ -46,7 +46,8 @@ TC_KNOBS: Dict[str, Tuple[Any, ...]] = {
 WARP_TILE_KNOBS: Dict[str, Tuple[Any, ...]] = {
     "bx": (1, 2, 4, 8, 16), "by": (4, 8, 16, 32), "step_k": (1, 2, 4, 8), "v": (1, 2, 4, 8, 16),
     "ty": (1, 2, 4, 8), "tx": (1, 2, 4, 8, 16), "warp_m": (8, 16, 32, 64), "double_buffer": (0, 1, 3),
-    "flat_fetch": (0, 1), "align_all": (0, 1), "raster": (0, 0, 0, 1, 2, 8), "widen": (0, 1)}
+    "flat_fetch": (0, 1), "align_all": (0, 1), "raster": (0, 0, 0, 1, 2, 8), "widen": (0, 1),
+    "mma": (0, 1)}
 #: knobs a warp-tile sample of another dtype keeps at their default (``widen`` takes int4 only: drawn
 #: for int4, half of the samples; a refusal for the other dtypes would test nothing new)
 WARP_TILE_ONLY = {"widen": ("int4",)}
