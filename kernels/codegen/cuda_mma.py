@@ -103,26 +103,21 @@ __device__ __forceinline__ void kb_mma_sync(kb_mma_acc<float>& d, const kb_mma_a
                  : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "r"(b.x[2 * h]), "r"(b.x[2 * h + 1]),
                    "f"(c.x[4 * h]), "f"(c.x[4 * h + 1]), "f"(c.x[4 * h + 2]), "f"(c.x[4 * h + 3]));
 }
-__device__ __forceinline__ void kb_mma_sync(kb_mma_acc<int>& d, const kb_mma_ab8<signed char>& a,
-                                            const kb_mma_ab8<signed char>& b, const kb_mma_acc<int>& c) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
-                 "{%7, %8, %9, %10};\n"
-                 : "=r"(d.x[4 * h]), "=r"(d.x[4 * h + 1]), "=r"(d.x[4 * h + 2]), "=r"(d.x[4 * h + 3])
-                 : "r"(a.x[0]), "r"(a.x[1]), "r"(b.x[h]),
-                   "r"(c.x[4 * h]), "r"(c.x[4 * h + 1]), "r"(c.x[4 * h + 2]), "r"(c.x[4 * h + 3]));
+// 8-bit inputs, int32 sums: one overload for each input type (E, its PTX name)
+#define KB_MMA_SYNC_8BIT(E, PTX)                                                                            \
+__device__ __forceinline__ void kb_mma_sync(kb_mma_acc<int>& d, const kb_mma_ab8<E>& a, const kb_mma_ab8<E>& b, \
+                                            const kb_mma_acc<int>& c) {                                     \
+  _Pragma("unroll")                                                                                         \
+  for (int h = 0; h < 2; ++h)                                                                               \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32." PTX "." PTX ".s32 {%0, %1, %2, %3}, {%4, %5}, "   \
+                 "{%6}, {%7, %8, %9, %10};\n"                                                               \
+                 : "=r"(d.x[4 * h]), "=r"(d.x[4 * h + 1]), "=r"(d.x[4 * h + 2]), "=r"(d.x[4 * h + 3])       \
+                 : "r"(a.x[0]), "r"(a.x[1]), "r"(b.x[h]),                                                   \
+                   "r"(c.x[4 * h]), "r"(c.x[4 * h + 1]), "r"(c.x[4 * h + 2]), "r"(c.x[4 * h + 3]));         \
 }
-__device__ __forceinline__ void kb_mma_sync(kb_mma_acc<int>& d, const kb_mma_ab8<unsigned char>& a,
-                                            const kb_mma_ab8<unsigned char>& b, const kb_mma_acc<int>& c) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.u8.u8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
-                 "{%7, %8, %9, %10};\n"
-                 : "=r"(d.x[4 * h]), "=r"(d.x[4 * h + 1]), "=r"(d.x[4 * h + 2]), "=r"(d.x[4 * h + 3])
-                 : "r"(a.x[0]), "r"(a.x[1]), "r"(b.x[h]),
-                   "r"(c.x[4 * h]), "r"(c.x[4 * h + 1]), "r"(c.x[4 * h + 2]), "r"(c.x[4 * h + 3]));
-}
+KB_MMA_SYNC_8BIT(signed char, "s8")
+KB_MMA_SYNC_8BIT(unsigned char, "u8")
+#undef KB_MMA_SYNC_8BIT
 // the accumulator stored row-major (element (m, n) at p[m * ld + n]); p 8-byte aligned, ld even
 template <typename T> __device__ __forceinline__ void kb_mma_store_row(T* p, const kb_mma_acc<T>& c, int ld) {
   typedef typename kb_mma_pair<T>::type P;
