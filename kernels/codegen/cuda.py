@@ -39,6 +39,13 @@ _PRECISION = {"int4": "nvcuda::wmma::experimental::precision::s4",
               "uint4": "nvcuda::wmma::experimental::precision::u4",
               "int1": "nvcuda::wmma::experimental::precision::b1"}
 
+#: float32 operand fragments: TF32 tensor cores (sm_80 and newer), each loaded element rounded to TF32
+TF32 = "nvcuda::wmma::precision::tf32"
+TF32_GUARD = """#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "float32 tensor-core fragments (TF32) need sm_80 or newer; build for sm_80+ or drop the tensor_core pragma"
+#endif
+"""
+
 #: asynchronous copies from global to shared memory (``cp.async``, sm_80 and newer; a plain copy on
 #: older architectures) and the wait for all of them, printed before every barrier of a kernel that has
 #: them. Every size is cached in L1 too (``.ca``): on an H100 the 16-byte copies of the float16
@@ -175,6 +182,7 @@ class CUDACodegen(CFamilyCodegen):
         self.uses_wmma = False
         self.fragment_mma: dict = {}  # fragment buffer variable of the mma implementation -> (kind, layout)
         self.uses_mma = False
+        self.uses_tf32 = False
         self.async_depth = 0  # inside how many attr async_copy
         self.wait_groups = 0  # groups of copies a barrier here leaves in flight (0: it waits for all)
         self.next_wait_groups = 0  # the same for the body of the next loop (attr async_wait)
@@ -243,6 +251,8 @@ class CUDACodegen(CFamilyCodegen):
         self.uses_wmma = True
         m, n, k = (int(x) for x in str(info[attr.FRAGMENT_SHAPE]).split(","))
         t = _PRECISION.get(b.dtype) or self.type_str(b.dtype)
+        if kind != "accumulator" and b.dtype == "float32":
+            t, self.uses_tf32 = TF32, True
         args = f"nvcuda::wmma::{kind}, {m}, {n}, {k}, {t}"
         if kind != "accumulator":
             args += f", nvcuda::wmma::{info.get('fragment_layout', 'row_major')}"
@@ -350,8 +360,12 @@ class CUDACodegen(CFamilyCodegen):
         if name == "tir.tvm_fill_fragment":
             return f"nvcuda::wmma::fill_fragment({self._frag(a[0])}[{self.expr(a[4])}], {self.expr(a[5])})"
         if name == "tir.tvm_load_matrix_sync":
-            return (f"nvcuda::wmma::load_matrix_sync({self._frag(a[0])}[{self.expr(a[4])}], "
-                    f"{self.expr(a[5])}, {self.expr(a[6])})")
+            frag = f"{self._frag(a[0])}[{self.expr(a[4])}]"
+            load = f"nvcuda::wmma::load_matrix_sync({frag}, {self.expr(a[5])}, {self.expr(a[6])})"
+            if TF32 in self.fragment_types[a[0]]:  # the loaded float32 elements rounded to TF32
+                load += (f"; for (int kb_t = 0; kb_t < {frag}.num_elements; ++kb_t) "
+                         f"{frag}.x[kb_t] = nvcuda::wmma::__float_to_tf32({frag}.x[kb_t])")
+            return load
         if name == "tir.tvm_mma_sync":
             d, a_, b_, c = (f"{self._frag(a[i])}[{self.expr(a[i + 1])}]" for i in (0, 2, 4, 6))
             return f"nvcuda::wmma::mma_sync({d}, {a_}, {b_}, {c})"
@@ -408,6 +422,8 @@ class CUDACodegen(CFamilyCodegen):
             out += ASYNC_HELPERS
         if self.uses_mma:
             out += MMA_HELPERS
+        if self.uses_tf32:
+            out += TF32_GUARD
         if self.uses_wmma:
             out = "#include <mma.h>\n" + out
         if self.uses_mma and "float16" not in self.uses_dtypes:

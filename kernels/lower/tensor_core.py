@@ -43,6 +43,11 @@ newer; sm_75 has only XOR, and the CUDA printer uses a.b = (popc(a) + popc(b) - 
 there (an ``#if __CUDA_ARCH__`` in the source). int4 and int1 tiles are read from shared memory as
 packed words (kernels.lower.subbyte), so their fetch must copy whole bytes of packed data.
 
+float32 operands take the tensor cores as TF32 (16x16x8 ``precision::tf32`` fragments, each loaded
+element rounded with ``__float_to_tf32``, float32 sums; sm_80 and newer) only under
+``pragma(ko, "tensor_core", "tf32")``, which the warp-tile schedule puts for dtype float32: TF32
+keeps 10 bits of the mantissa, so float32 code under the plain pragma stays float32 code (a miss).
+
 ``pragma(ko, "tensor_core", "mma")`` (the warp-tile schedule's knob ``mma=1``) asks for the same
 fragment code printed as PTX instead of WMMA (kernels.codegen.cuda_mma: ``ldmatrix`` + two
 ``mma.sync.m16n8k16`` a 16x16x16 step, sm_80 and newer). It takes 16x16x16 fragments of float16 in
@@ -137,12 +142,24 @@ MMA_LAYOUTS = {"float16": {("row_major", "row_major"), ("row_major", "col_major"
 
 
 def _impl(acc_alloc: Allocate) -> str:
-    """The fragment implementation the pragma asks for ("wmma", or "mma": kernels.codegen.cuda_mma)."""
+    """The fragment implementation the pragma asks for ("wmma"; "mma": kernels.codegen.cuda_mma;
+    "tf32": WMMA on float32 operands rounded to TF32)."""
     for loop in collect(acc_alloc.body, has_pragma):
         for k, v in loop.annotations:
-            if k == PRAGMA and getattr(v, "value", v) == "mma":
-                return "mma"
+            if k == PRAGMA and getattr(v, "value", v) in ("mma", "tf32"):
+                return getattr(v, "value", v)
     return "wmma"
+
+
+def _check_tf32(plan: Plan, impl: str) -> None:
+    """A miss unless float32 operands come with the pragma value "tf32" and only they do: TF32 rounds
+    the operands to a 10-bit mantissa, so float32 code takes the tensor cores only when asked to."""
+    dt_in = str(plan.sites[0].a_src.dtype)
+    if dt_in == "float32" and impl != "tf32":
+        raise TensorCoreMiss("float32 operands take the tensor cores only as TF32 (10-bit mantissa), "
+                             "which pragma(ko, \"tensor_core\", \"tf32\") asks for")
+    if impl == "tf32" and dt_in != "float32":
+        raise TensorCoreMiss(f"the pragma value tf32 is for float32 operands, not {dt_in}")
 
 
 def _check_mma(plan: Plan) -> None:
@@ -150,11 +167,11 @@ def _check_mma(plan: Plan) -> None:
     it takes, beside :data:`MMA_LAYOUTS`)."""
     for site in plan.sites:
         dt_in = str(site.a_src.dtype)
+        if dt_in not in MMA_LAYOUTS:
+            raise TensorCoreMiss(f"the mma implementation takes float16, int8 or uint8 inputs, not {dt_in}")
         if tuple(site.frag) != MMA_SHAPE:
             raise TensorCoreMiss(f"the mma implementation takes 16x16x16 fragments; the warp's block "
                                  f"needs {'x'.join(map(str, site.frag))}")
-        if dt_in not in MMA_LAYOUTS:
-            raise TensorCoreMiss(f"the mma implementation takes float16, int8 or uint8 inputs, not {dt_in}")
         if (site.la[0], site.lb[0]) not in MMA_LAYOUTS[dt_in]:
             raise TensorCoreMiss(f"the mma implementation loads {dt_in} tiles with A row-major and B "
                                  f"column-major only (ldmatrix transposes 16-bit elements), not A "
@@ -187,6 +204,7 @@ def _emit(acc_alloc: Allocate, plan: Plan, impl: str = "wmma") -> Stmt:
     """The WMMA code of one warp's Fm x Fn block of fragments, every call written out (a fragment
     array is indexed by constants only, so it stays in registers); ``impl`` "mma": the fragments are
     marked for printing as ldmatrix + mma.sync (a miss where that implementation cannot take them)."""
+    _check_tf32(plan, impl)
     if impl == "mma":
         _check_mma(plan)
     middle, sites, c_base = plan.middle, plan.sites, plan.c_base
@@ -236,7 +254,7 @@ def _emit(acc_alloc: Allocate, plan: Plan, impl: str = "wmma") -> Stmt:
 def _fragment(buf: Buffer, mnk, layout: str, body: Stmt, impl: str = "wmma") -> Stmt:
     alloc = Allocate(buf, const(int(buf.shape[0])), body)
     shape = AttrStmt(buf.data, attr.FRAGMENT_SHAPE, StringImm(", ".join(str(x) for x in mnk)), alloc)
-    if impl != "wmma":
+    if impl == "mma":
         shape = AttrStmt(buf.data, attr.FRAGMENT_IMPL, StringImm(impl), shape)
     if layout:
         return AttrStmt(buf.data, attr.FRAGMENT_LAYOUT, StringImm(layout), shape)

@@ -38,7 +38,9 @@ FRAGMENT_SHAPES = ((16, 16, 16), (8, 32, 16), (32, 8, 16))
 _INPUTS = {"float16": (FRAGMENT_SHAPES, "float32", 8, 16), "int8": (FRAGMENT_SHAPES, "int32", 16, 8),
            "uint8": (FRAGMENT_SHAPES, "int32", 16, 8),
            "int4": (((8, 8, 32),), "int32", 32, 4), "uint4": (((8, 8, 32),), "int32", 32, 4),
-           "int1": (((8, 8, 128),), "int32", 128, 1)}
+           "int1": (((8, 8, 128),), "int32", 128, 1),
+           # float32 operands rounded to TF32 on the tensor cores (sm_80 and newer), float32 sums
+           "float32": (((16, 16, 8),), "float32", 4, 32)}
 
 
 def _fragment_bytes(dtype: str, rows: int, cols: int) -> int:
@@ -46,7 +48,7 @@ def _fragment_bytes(dtype: str, rows: int, cols: int) -> int:
     alignment PTX requires of the fragment's first element and of every row (column) start
     (PTX ISA, "Matrix Storage for WMMA"). float16 operands are 8 registers (32 bytes) whatever the
     shape; integer operands are spread over the 32 lanes without copies."""
-    if dtype == "float16":
+    if dtype in ("float16", "float32"):
         return 32
     return rows * cols * _INPUTS[dtype][3] // (8 * 32)
 
@@ -337,8 +339,8 @@ def _read_operands(upd: BufferStore, block: _Block) -> _Operands:
              and f.loop_var not in set(collect(upd.indices[0], lambda n: isinstance(n, Var)))]
     dt_in = str(sx.dtype)
     if dt_in not in _INPUTS or str(sy.dtype) != dt_in:
-        raise TensorCoreMiss(f"inputs of type {sx.dtype}/{sy.dtype}: WMMA takes float16, int8, int4 or "
-                             "int1")
+        raise TensorCoreMiss(f"inputs of type {sx.dtype}/{sy.dtype}: WMMA takes float16, float32 (TF32), "
+                             "int8, int4 or int1")
     dt_shapes, acc_dtype, ldm_mult, bits = _INPUTS[dt_in]
     K = dt_shapes[0][2]
     kext = simplify(kvars[0].extent) if len(kvars) == 1 else None

@@ -25,8 +25,9 @@ FRAGMENT_LAYOUT = "fragment_layout"
 #: ``attr [fragment var] "fragment_impl" = "mma"``: the fragment is printed as ldmatrix + mma.sync
 #: registers (kernels.codegen.cuda_mma) instead of a WMMA fragment (the attribute's absence)
 FRAGMENT_IMPL = "fragment_impl"
-#: the values of the ``"tensor_core"`` pragma: None or "wmma" (CUDA's WMMA API), "mma" (PTX)
-TENSOR_CORE_IMPLS = (None, "wmma", "mma")
+#: the values of the ``"tensor_core"`` pragma: None or "wmma" (CUDA's WMMA API), "mma" (PTX), "tf32"
+#: (float32 operands rounded to TF32 on the tensor cores: an opt-in, since it changes the precision)
+TENSOR_CORE_IMPLS = (None, "wmma", "mma", "tf32")
 #: around the producer of a double-buffered stage (``s[T].double_buffer()``)
 DOUBLE_BUFFER_SCOPE = "double_buffer_scope"
 #: inside double_buffer_scope: how many copies of the buffer a multi-buffered stage keeps (> 2)

@@ -32,7 +32,7 @@ __all__ = ["tensorcore_matmul", "tensorcore_schedule", "warp_tile"]
 
 #: dtype -> (storage_align factor, offset, the WMMA k of one step) as the tutorial sets them
 _ALIGN = {"float16": (16, 8, 16), "int8": (32, 16, 16), "uint8": (32, 16, 16), "int4": (64, 32, 32),
-          "int1": (256, 128, 128)}
+          "int1": (256, 128, 128), "float32": (8, 4, 8)}
 #: ``widen=1``: the dtype an int4 operand is widened to in shared memory (the WMMA input type)
 WIDE = "int8"
 #: the dtypes ``widen=1`` takes
@@ -142,7 +142,8 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
     C : te.Tensor
         ``te.compute((N, M), ...)`` summing ``A * B`` (cast to the accumulator type) over one axis.
     dtype : str
-        The operands' dtype (float16, int8, int4, int1): picks ``storage_align`` and the WMMA k.
+        The operands' dtype (float16, int8, int4, int1; float32: TF32 tensor cores, 16x16x8 WMMA
+        fragments, sm_80 and newer): picks ``storage_align`` and the WMMA k.
     layout : str
         NN, NT, TN or TT.
     bx, by : int
@@ -227,7 +228,8 @@ def tensorcore_schedule(A: te.Tensor, B: te.Tensor, C: te.Tensor, dtype: str, la
     s[AL].compute_at(s[CL], kl)
     s[BL].compute_at(s[CL], kl)
     if tensor_core:
-        s[CL].pragma(ko, "tensor_core", "mma" if mma else None)
+        # float32 operands: TF32 on the tensor cores, asked for by name (it rounds the operands)
+        s[CL].pragma(ko, "tensor_core", "mma" if mma else ("tf32" if dtype == "float32" else None))
     return s, [A, B, C]
 
 

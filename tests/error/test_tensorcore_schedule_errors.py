@@ -9,7 +9,7 @@ from kernels.workloads.tensorcore_schedule import tensorcore_matmul, tensorcore_
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(dtype="float32"), "dtype 'float32' is not one of"),
+    (dict(dtype="float64"), "dtype 'float64' is not one of"),
     (dict(layout="NX"), "layout 'NX' is not NN, NT, TN or TT"),
     (dict(ty=0), "knob ty=0 must be a positive integer"),
     (dict(step_k=2.5), "knob step_k=2.5 must be a positive integer"),

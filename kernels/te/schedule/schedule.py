@@ -321,8 +321,9 @@ class Stage:
         elif pragma_type == tir_attr.PRAGMA_TENSOR_CORE and \
                 getattr(pragma_value, "value", pragma_value) not in tir_attr.TENSOR_CORE_IMPLS:
             raise self._err("pragma", f"the tensor_core pragma's value is the fragment implementation: "
-                                      f"'wmma' (or none: CUDA's WMMA API) or 'mma' (ldmatrix + mma.sync, "
-                                      f"sm_80 and newer), got {pragma_value!r}")
+                                      f"'wmma' (or none: CUDA's WMMA API), 'mma' (ldmatrix + mma.sync, "
+                                      f"sm_80 and newer) or 'tf32' (float32 operands rounded to TF32), got "
+                                      f"{pragma_value!r}")
         else:
             self._attr(var).pragmas.append((pragma_type, pragma_value))
 
