@@ -280,16 +280,16 @@ class CUDACodegen(CFamilyCodegen):
         name, a = e.op.name, e.args
         if a[0] not in self.fragment_mma:
             return None
-        frag = f"{self._frag(a[0])}[{self.expr(a[4 if name != 'tir.tvm_mma_sync' else 1])}]"
+        if name == "tir.tvm_mma_sync":
+            d, a_, b_, c = (f"{self._frag(a[i])}[{self.expr(a[i + 1])}]" for i in (0, 2, 4, 6))
+            return f"kb_mma_sync({d}, {a_}, {b_}, {c})"
+        frag = f"{self._frag(a[0])}[{self.expr(a[4])}]"
         if name == "tir.tvm_fill_fragment":
             return f"kb_mma_fill({frag}, {self.expr(a[5])})"
         if name == "tir.tvm_load_matrix_sync":
             kind, layout = self.fragment_mma[a[0]]
             fn = f"kb_mma_load_{kind[-1]}_{layout.split('_')[0]}"
             return f"{fn}({frag}, {self.expr(a[5])}, {self.expr(a[6])})"
-        if name == "tir.tvm_mma_sync":
-            d, a_, b_, c = (f"{self._frag(a[i])}[{self.expr(a[i + 1])}]" for i in (0, 2, 4, 6))
-            return f"kb_mma_sync({d}, {a_}, {b_}, {c})"
         if name == "tir.tvm_store_matrix_sync":
             layout = a[7].value if hasattr(a[7], "value") else "row_major"
             if layout != "row_major":
@@ -426,9 +426,7 @@ class CUDACodegen(CFamilyCodegen):
             out += TF32_GUARD
         if self.uses_wmma:
             out = "#include <mma.h>\n" + out
-        if self.uses_mma and "float16" not in self.uses_dtypes:
-            out = "#include <cuda_fp16.h>\n" + out
-        if "float16" in self.uses_dtypes:
+        if self.uses_mma or "float16" in self.uses_dtypes:  # the mma helpers take half operands
             out = "#include <cuda_fp16.h>\n" + out
         return out
 

@@ -805,4 +805,3 @@ class WorkPool:
         self.close()
         while self._queue:
             self._give_up(self._queue.popleft(), "cancelled", "the pool was cancelled before it ran")
-
