@@ -1,8 +1,8 @@
 """The tensor_core pragma's ``mma`` implementation (``pragma(ko, "tensor_core", "mma")``, the
 warp-tile schedule's knob ``mma=1``): the same fragment code as WMMA, printed as ldmatrix +
 mma.sync PTX (kernels.codegen.cuda_mma). Here: what it is printed as, where it stays plain code and
-why, the errors that name the knob, the pragma value and the architecture, and that nvcc takes the
-sources for sm_80 and sm_90 (no GPU needed; the numbers are tests/gpu/test_tensorcore_mma_gpu.py)."""
+why, and that nvcc takes the sources for sm_80 and sm_90 (no GPU needed; the numbers are
+tests/gpu/test_tensorcore_mma_gpu.py, the errors tests/error/test_tensorcore_impl_errors.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,8 @@ import logging
 
 import pytest
 
-import kernels as tvm
-from kernels import te
 from kernels.build_module import build_spec
 from kernels.contrib import nvcc
-from kernels.errors import BuildError, ScheduleError, TVMError
 from kernels.workloads.tensorcore_schedule import tensorcore_matmul, tensorcore_schedule
 
 needs_nvcc = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc not installed")
@@ -91,25 +88,6 @@ def test_int1_stays_plain_code_under_the_mma_implementation(caplog):
     src = _source(knobs, "TN", "int1", shape=(256, 1024, 256), mma=1, caplog=caplog)
     assert "kb_mma" not in src and "bmma_sync" not in src
     assert any("mma implementation" in r.getMessage() for r in caplog.records)
-
-
-def test_the_knob_and_the_pragma_value_are_checked():
-    A, B, C = tensorcore_matmul(64, 64, 64)
-    with pytest.raises(TVMError, match=r"knob mma=2 must be 0 \(WMMA\) or 1"):
-        tensorcore_schedule(A, B, C, "float16", "NN", **WARP_4X4, mma=2)
-    s = te.create_schedule(C.op)
-    with pytest.raises(ScheduleError, match=r"pragma.*tensor_core pragma's value.*'mma'.*got 'ptx'"):
-        s[C].pragma(s[C].op.axis[0], "tensor_core", "ptx")
-    s[C].pragma(s[C].op.axis[0], "tensor_core", "wmma")  # the default, by name
-    s[C].pragma(s[C].op.axis[1], "tensor_core", tvm.tir.StringImm("mma"))
-
-
-@needs_nvcc
-def test_building_for_sm_75_names_the_architecture():
-    A, B, C = tensorcore_matmul(256, 256, 256)
-    s, args = tensorcore_schedule(A, B, C, "float16", "NN", **WARP_4X4, mma=1)
-    with pytest.raises(BuildError, match=r"mma implementation .* needs sm_80 or newer"):
-        tvm.build(s, args, "cuda -arch=sm_75")
 
 
 @needs_nvcc
