@@ -197,16 +197,25 @@ def _torch_window_sum(host_args: Sequence[np.ndarray], device_index: int = 0) ->
     return PeerRun(launch, _torch_outputs(out))
 
 
-def _torch_matmul_fp32(args: List[Any], params: Dict[str, Any]) -> None:
-    """matmul in float32 with TF32 off (the same arithmetic as the kernels): C = A @ B."""
-    import torch
+def _torch_matmul_f32(tf32: bool) -> Callable[[List[Any], Dict[str, Any]], Any]:
+    """float32 ``C = A @ B`` with TF32 on the tensor cores on or off (``tf32``). With a ``layout``
+    parameter (matmul_tensorcore) the operands are taken as that layout lays them out, transposed
+    ones as views (``.T``), as the kernels take them; without one (matmul) A is (n, k), B (k, m)."""
 
-    prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        torch.matmul(args[0], args[1], out=args[2])
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = prev
+    def call(args: List[Any], params: Dict[str, Any]) -> None:
+        import torch
+
+        layout = str(params.get("layout", "NN"))
+        a = args[0].T if layout[1] == "T" else args[0]
+        b = args[1].T if layout[0] == "T" else args[1]
+        prev = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        try:
+            torch.matmul(a, b, out=args[2])
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = prev
+
+    return call
 
 
 def _operands(host_args: Sequence[np.ndarray], params: Dict[str, Any], device_index: int) -> Tuple[Any, Any]:
@@ -298,7 +307,11 @@ _register(Peer("torch.add", "torch", _torch_available, None, "elementwise add (v
 _register(Peer("torch.window_sum", "torch", _torch_available, _torch_window_sum,
                "window sums as two torch.add calls (window_sum)"))
 _register(Peer("torch.matmul(tf32=off)", "torch", _torch_available, None,
-               "float32 matmul without TF32 (matmul)", call=_torch_matmul_fp32, outputs=(2,)))
+               "float32 matmul without TF32 (matmul; matmul_tensorcore float32 in the case's layout)",
+               call=_torch_matmul_f32(False), outputs=(2,), dtypes=("float32",)))
+_register(Peer("torch.matmul(tf32)", "torch", _torch_available, None,
+               "float32 matmul on the TF32 tensor cores (matmul_tensorcore float32 in the case's layout)",
+               call=_torch_matmul_f32(True), outputs=(2,), dtypes=("float32",)))
 _register(Peer("torch.matmul(fp16)", "torch", _torch_available, _torch_matmul_fp16,
                "float16 matmul in the case's layout, float32 accumulation (matmul_tensorcore)",
                dtypes=("float16",), takes_case=True))

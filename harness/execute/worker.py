@@ -109,12 +109,14 @@ def _ok(case: Case, timing, flops: float, nbytes: float, target: str,
     matmul peak ``pct_peak_flops`` is of (None where the case is memory-bound and its share of the
     FLOP peak is not worked out, see harness.stats.peaks.needs_flops_peak)."""
     want_flops = needs_flops_peak(flops, nbytes)
+    # the arithmetic whose matmul peak the case is a share of (float32 on the TF32 tensor cores: tf32)
+    dtype = get_workload(case.workload).peak_dtype.get(case.dtype, case.dtype)
     peaks = measure.device_peaks(target, _env(target)[0], flops=want_flops)
     if not want_flops:
         peaks = {k: v for k, v in peaks.items() if not k.startswith("matmul_")}
-    d = measure.derived(timing, flops, nbytes, peaks, dtype=case.dtype, traffic=traffic)
+    d = measure.derived(timing, flops, nbytes, peaks, dtype=dtype, traffic=traffic)
     kind, bw = bandwidth_peak(peaks, *(traffic or (None, None)))
-    flops_key = flops_peak_key(case.dtype)
+    flops_key = flops_peak_key(dtype)
     # a case faster than its peak by more than measure.BEATEN_BY has the peak measured again (once a
     # process): a peak measured low (a busy GPU) would print every percentage too high
     beaten = [(f"{kind}_gbps", d.get("pct_peak_bw"))]
@@ -127,7 +129,7 @@ def _ok(case: Case, timing, flops: float, nbytes: float, target: str,
                 if not want_flops:
                     fresh = {k: v for k, v in fresh.items() if not k.startswith("matmul_")}
                 peaks = fresh
-                d = measure.derived(timing, flops, nbytes, peaks, dtype=case.dtype, traffic=traffic)
+                d = measure.derived(timing, flops, nbytes, peaks, dtype=dtype, traffic=traffic)
                 kind, bw = bandwidth_peak(peaks, *(traffic or (None, None)))
     note = Peaks(bandwidth=kind if bw else None, bandwidth_gbps=bw if bw else None,
                  flops=flops_key if peaks.get(flops_key) else None)

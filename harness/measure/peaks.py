@@ -315,7 +315,8 @@ def measure_peaks_cuda(device_index: int = 0, refresh: bool = False, matmul: boo
     * ``matmul_fp32_gflops`` / ``matmul_fp16_gflops`` (only with ``matmul``): ``torch.matmul`` on
       8192 x 8192 matrices (2 n^3 operations), fastest of 5 after a warm-up, with torch's events;
       None without torch. fp32 runs with torch's default TF32 setting, recorded as
-      ``matmul_fp32_tf32``.
+      ``matmul_fp32_tf32``; ``matmul_tf32_gflops`` is float32 with TF32 allowed (the peak of
+      float32 kernels on the TF32 tensor cores).
     * ``matmul_int8_gops`` (only with ``matmul``): ``torch._int_mm`` (int8 x int8 -> int32 on the
       tensor cores) on 8192 x 8192 matrices, timed alike; None where torch lacks it or the GPU
       refuses it. int4 and int1 tensor cores have no peak of their own (torch has no such matmul).
@@ -328,17 +329,18 @@ def measure_peaks_cuda(device_index: int = 0, refresh: bool = False, matmul: boo
     dict
         ``device``, ``uuid``, ``peaks_version``, ``copy_gbps``, ``copy_bytes``, ``read_gbps``,
         ``read_bytes``, ``l2_bytes``; with ``matmul`` also ``matmul_fp32_gflops``,
-        ``matmul_fp16_gflops``, ``matmul_int8_gops``, ``matmul_fp32_tf32``, ``matmul_source``.
+        ``matmul_fp16_gflops``, ``matmul_int8_gops``, ``matmul_tf32_gflops``, ``matmul_fp32_tf32``,
+        ``matmul_source``.
     """
     key = _cuda_device_key(device_index)
     with _peaks_lock:
         known = {} if refresh else dict(_PEAKS.get(key, {}))
     if "copy_gbps" not in known:
         known.update(_cuda_bandwidth_peaks(device_index), uuid=key, peaks_version=PEAKS_VERSION)
-    if matmul and ("matmul_source" not in known or _INT8_KEY not in known):
+    if matmul and ("matmul_source" not in known or _INT8_KEY not in known or _TF32_KEY not in known):
         shared = known.get("shared_with")
         known.update({"matmul_fp32_gflops": None, "matmul_fp16_gflops": None, "matmul_fp32_tf32": None,
-                      _INT8_KEY: None, "matmul_source": None})
+                      _INT8_KEY: None, _TF32_KEY: None, "matmul_source": None})
         known.update(_torch_matmul_peaks(device_index))
         known["shared_with"] = max(int(shared or 0), int(known.get("shared_with") or 0))
     if not known.get("shared_with"):
@@ -350,6 +352,8 @@ def measure_peaks_cuda(device_index: int = 0, refresh: bool = False, matmul: boo
 
 #: the int8 tensor-core peak's key (operations per second / 1e9; harness.stats.peaks.flops_peak_key)
 _INT8_KEY = "matmul_int8_gops"
+#: the TF32 tensor-core peak's key (float32 torch.matmul with TF32 allowed, whatever torch's default)
+_TF32_KEY = "matmul_tf32_gflops"
 
 
 def _torch_fastest_s(torch: Any, fn: Any, reps: int = 5) -> float:
@@ -395,12 +399,18 @@ def _torch_matmul_peaks(device_index: int, n: int = 8192) -> Dict[str, Any]:
     flop = 2.0 * n ** 3
     others = 0
     with torch.cuda.device(device_index):
-        for dtype, name in ((torch.float32, "matmul_fp32_gflops"), (torch.float16, "matmul_fp16_gflops")):
+        for dtype, name, tf32 in ((torch.float32, "matmul_fp32_gflops", None), (torch.float16, "matmul_fp16_gflops", None),
+                                  (torch.float32, _TF32_KEY, True)):
             a = torch.randn(n, n, device="cuda", dtype=dtype)
             b = torch.randn(n, n, device="cuda", dtype=dtype)
             c = torch.empty(n, n, device="cuda", dtype=dtype)
             others = max(others, _others_on(device_index))
-            out[name] = flop / _torch_fastest_s(torch, lambda: torch.matmul(a, b, out=c)) / 1e9
+            prev = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = prev if tf32 is None else tf32
+            try:
+                out[name] = flop / _torch_fastest_s(torch, lambda: torch.matmul(a, b, out=c)) / 1e9
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = prev
             a = b = c = None  # freed before the next dtype's operands
         out[_INT8_KEY] = _torch_int8_peak(torch, n)
         others = max(others, _others_on(device_index))
@@ -567,7 +577,7 @@ def device_peaks(target: str, env_id: str, flops: bool = True) -> Dict[str, Any]
             peaks = {}
         if peaks:
             _keep(path, peaks)
-    elif flops and (_MATMUL_KEY not in peaks or _INT8_KEY not in peaks) and target == "cuda":
+    elif flops and (_MATMUL_KEY not in peaks or _INT8_KEY not in peaks or _TF32_KEY not in peaks) and target == "cuda":
         try:
             peaks = {**peaks, **measure_peaks_cuda(0, matmul=True)}
         except Exception:

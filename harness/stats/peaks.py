@@ -7,7 +7,8 @@ the reports label them): pure arithmetic on a kernel's counts, no device.
   A copy is slower than a read of the same bytes, so a row sum measured against the copy peak showed
   more than 100 %.
 * FLOP/s: the matmul peak of the kernel's dtype class (:func:`flops_peak_key`: fp16, fp32, fp64, or
-  int8 tensor cores, measured with ``torch._int_mm``), worked out only for kernels of at least
+  int8 tensor cores, measured with ``torch._int_mm``; TF32 tensor cores for float32 kernels that use
+  them, a workload's ``peak_dtype``), worked out only for kernels of at least
   :data:`MIN_FLOP_INTENSITY` operations per byte (:func:`needs_flops_peak`). Such a compute-bound
   kernel is a percentage of its class's peak or of nothing: where that peak is unknown (int4 and
   int1 tensor cores, a GPU without torch) it gets no bandwidth percentage either, since a matmul's
@@ -37,7 +38,7 @@ MIN_FLOP_INTENSITY = 1.0
 PEAK_LABELS = {"read": "of read peak", "copy": "of copy peak"}
 
 #: the labels of the matmul peaks (the keys of the measured peaks), as tables print them
-FLOP_PEAK_LABELS = {"matmul_int8_gops": "of int8 matmul peak"}
+FLOP_PEAK_LABELS = {"matmul_int8_gops": "of int8 matmul peak", "matmul_tf32_gflops": "of TF32 matmul peak"}
 
 
 def bandwidth_peak(peaks: Optional[Dict[str, Any]], read_bytes: Optional[float] = None,
@@ -71,7 +72,8 @@ def needs_flops_peak(flops: Optional[float], nbytes: Optional[float]) -> bool:
 
 def flops_peak_key(dtype: Optional[str]) -> Optional[str]:
     """The matmul peak a kernel of ``dtype`` is compared with, by dtype class: float16/bfloat16 ->
-    fp16, float64 -> fp64, int8/uint8 -> the int8 tensor-core peak (``matmul_int8_gops``), other
+    fp16, float64 -> fp64, int8/uint8 -> the int8 tensor-core peak (``matmul_int8_gops``), ``"tf32"``
+    (float32 on the TF32 tensor cores: a workload's ``peak_dtype``) -> ``matmul_tf32_gflops``, other
     integer types (int4, int1, int32, ...) -> None (no integer peak of theirs is measured, and a
     float one would mislead), else fp32."""
     if dtype in ("float16", "bfloat16"):
@@ -80,6 +82,8 @@ def flops_peak_key(dtype: Optional[str]) -> Optional[str]:
         return "matmul_fp64_gflops"
     if dtype in ("int8", "uint8"):
         return "matmul_int8_gops"
+    if dtype == "tf32":
+        return "matmul_tf32_gflops"
     if dtype is not None and dtype.startswith(("int", "uint")):
         return None
     return "matmul_fp32_gflops"

@@ -91,7 +91,8 @@ class Workload:
     bytes : callable
         ``bytes(params, dtype) -> float``: bytes one launch moves (for GB/s); ``write_bytes`` the part
         written.
-    peers, description, tolerance, choices, check, reference_takes_case, packed_args, write_bytes
+    peers, description, tolerance, choices, check, reference_takes_case, packed_args, write_bytes,
+    peak_dtype
         See the comments beside each field and docs/WORKLOADS.md.
     """
 
@@ -117,6 +118,9 @@ class Workload:
     reference_takes_case: bool = False
     # the arguments holding elements of the case's dtype as packed words when it is a sub-byte type
     packed_args: Tuple[int, ...] = ()
+    # dtype -> the arithmetic whose matmul peak its cases are a share of, where it is not the dtype's
+    # own: {"float32": "tf32"} for float32 operands on the TF32 tensor cores (harness.stats.peaks)
+    peak_dtype: Dict[str, str] = field(default_factory=dict)
 
     def logical_shape(self, index: int, array: np.ndarray, dtype: str) -> Optional[Tuple[int, ...]]:
         """The logical shape of argument ``index`` when ``array`` holds packed ``dtype`` words (its
@@ -356,6 +360,10 @@ def check_workload(w: Any) -> None:
         if not ok:
             raise WorkloadError(f"{where}: `tolerance[{d!r}]` must be (rtol, atol), two numbers >= 0, or a "
                                 f"function of the parameters giving them; got {tol!r}")
+    if not isinstance(w.peak_dtype, dict) or not all(d in w.dtypes and isinstance(c, str)
+                                                       for d, c in w.peak_dtype.items()):
+        raise WorkloadError(f"{where}: `peak_dtype` must be a dict from its dtypes ({', '.join(w.dtypes)}) to "
+                            f"the arithmetic of their matmul peak (e.g. 'tf32'), got {w.peak_dtype!r}")
     if not isinstance(w.choices, dict):
         raise WorkloadError(f"{where}: `choices` must be a dict parameter -> names, got {w.choices!r}")
     for p, names_ in w.choices.items():

@@ -12,7 +12,8 @@ layout    A          B
 ``TT``    (l, n)     (m, l)
 ========  =========  =========
 
-dtypes: float16 (float32 sums), int8 (int32 sums) in every layout; int4 and int1 (int32 sums) in
+dtypes: float16 (float32 sums), int8 (int32 sums) and float32 (float32 sums: TF32 on the tensor cores,
+see below) in every layout; int4 and int1 (int32 sums) in
 layout TN only, their operands passed as int32 words packed along ``l``
 (:mod:`kernels.contrib.packing`: 8 resp. 32 elements a word, element 0 in the highest bits), so
 ``l`` must be a multiple of 8 (int4) or 32 (int1). int4 values are in [-8, 7], int1 values 0 or 1.
@@ -44,6 +45,13 @@ Variants:
   elements). Any other dtype with ``widen=1`` is refused with an error naming the knob and the dtype.
 * ``default`` -- the compute's default loop nest, for the C target.
 
+float32 operands go to the tensor cores as TF32 (16x16x8 fragments, each operand rounded to a 10-bit
+mantissa, float32 sums): the tensor-core schedules ask for it by name (the pragma value ``"tf32"``),
+``plain`` is the same schedule in float32 arithmetic, and so is every target but CUDA. The checking
+tolerance is TF32's (:func:`_tolerance_tf32`), whichever variant runs; the peers are torch.matmul with
+TF32 on (cuBLAS's tensor-core SGEMM) and off (its FFMA SGEMM, the arithmetic of the ``matmul``
+workload's shared_blocked kernels).
+
 References are computed in float64 (int64 for the integer types, int4/int1 unpacked first).
 """
 
@@ -61,9 +69,9 @@ from .tensorcore_schedule import tensorcore_matmul, tensorcore_schedule
 
 #: the tutorial's layouts (A transposed when the second letter is T, B when the first is)
 LAYOUTS = ("NN", "NT", "TN", "TT")
-DTYPES = ("float16", "int8", "int4", "int1")
+DTYPES = ("float16", "int8", "int4", "int1", "float32")
 #: input dtype -> dtype of the products' sums (and of C)
-ACCUMULATOR = {"float16": "float32", "int8": "int32", "int4": "int32", "int1": "int32"}
+ACCUMULATOR = {"float16": "float32", "int8": "int32", "int4": "int32", "int1": "int32", "float32": "float32"}
 #: bits per element of the packed types
 PACKED_BITS = {"int4": 4, "int1": 1}
 #: the autotvm template behind the ``tutorial`` and ``plain`` variants
@@ -97,7 +105,7 @@ def check_case(params: Dict[str, object], dtype: str) -> Optional[str]:
 
 
 #: (thread tile columns TX, warp tile m) per dtype (the tutorial's; its thread tile has TY = 1 row)
-_TUTORIAL_TILE = {"float16": (8, 16), "int8": (8, 16), "int4": (2, 8), "int1": (2, 8)}
+_TUTORIAL_TILE = {"float16": (8, 16), "int8": (8, 16), "int4": (2, 8), "int1": (2, 8), "float32": (8, 16)}
 
 
 def _template(N: int, L: int, M: int, dtype: str, layout: str, tensor_core: bool):  # noqa: N803
@@ -164,10 +172,10 @@ def _default(params, dtype):
 
 
 def _operand(rng: np.random.Generator, shape: Tuple[int, int], dtype: str) -> np.ndarray:
-    """Random operand values (logical, unpacked): float16 in [-1, 1), int8 in [-128, 127], int4 in
-    [-8, 7], int1 0/1."""
-    if dtype == "float16":
-        return rng.uniform(-1.0, 1.0, size=shape).astype(np.float16)
+    """Random operand values (logical, unpacked): float16 and float32 in [-1, 1), int8 in [-128, 127],
+    int4 in [-8, 7], int1 0/1."""
+    if dtype in ("float16", "float32"):
+        return rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
     if dtype == "int8":
         return rng.integers(-128, 128, size=shape, dtype=np.int64).astype(np.int8)
     if dtype == "int4":
@@ -189,14 +197,14 @@ def _make_args(p, dtype: str, rng: np.random.Generator) -> List[np.ndarray]:
 
 def logical(x: np.ndarray, dtype: str) -> np.ndarray:
     """An operand as its element values (int4/int1 words unpacked), int64 for the integer types and
-    float64 for float16."""
+    float64 for float16 and float32."""
     if dtype in PACKED_BITS:
         return unpack(x, PACKED_BITS[dtype]).astype(np.int64)
-    return x.astype(np.float64 if dtype == "float16" else np.int64)
+    return x.astype(np.float64 if dtype.startswith("float") else np.int64)
 
 
 def _reference(args: List[np.ndarray], params, dtype: str) -> List[np.ndarray]:
-    """C in float64 (float16) or int64 (integers) from A and B as ``params['layout']`` lays them out."""
+    """C in float64 (float16, float32) or int64 (integers) from A and B as ``params['layout']`` lays them out."""
     layout = str(params["layout"])
     a, b = logical(args[0], dtype), logical(args[1], dtype)
     if layout[1] == "T":
@@ -221,6 +229,18 @@ def _tolerance_fp16(p) -> Tuple[float, float]:
     """float16 inputs, float32 sums: 1e-3 relative; absolute 16 l ulp(1) of float32 (at least 1e-3)
     for outputs near zero, whose sums of l products in [-1, 1] lose that much to rounding."""
     return 1e-3, max(1e-3, 16.0 * int(p["l"]) * 2.0 ** -24)
+
+
+def _tolerance_tf32(p) -> Tuple[float, float]:
+    """float32 operands on the TF32 tensor cores: each operand is rounded to a 10-bit mantissa
+    (relative error up to u = 2^-11), so a product of two values in [-1, 1) is off by up to 2u in
+    relative terms, uniformly spread. Relative 2u = 2^-10; absolute: the smaller of the worst case,
+    2u l, and a bound on the sum of l such independent errors, 8 sqrt(l) u (about 30 of its standard
+    deviations, 0.27 sqrt(l) u for uniform operands), plus the float32 sums' 16 l ulp(1) (at least
+    1e-3). Plain float32 code (every target but CUDA, the ``plain`` variant) is within it too."""
+    l = int(p["l"])  # noqa: E741
+    u = 2.0 ** -11
+    return 2 * u, max(1e-3, min(2 * u * l, 8.0 * np.sqrt(l) * u) + 16.0 * l * 2.0 ** -24)
 
 
 register(Workload(
@@ -250,10 +270,12 @@ register(Workload(
     outputs=(2,),
     flops=lambda p: float(2 * int(p["n"]) * int(p["m"]) * int(p["l"])),
     bytes=_bytes,
-    peers=("torch.matmul(fp16)", "torch._int_mm"),
+    peers=("torch.matmul(fp16)", "torch._int_mm", "torch.matmul(tf32)", "torch.matmul(tf32=off)"),
     description="C[i, j] = sum_k A * B in the tutorial's layouts (NN, NT, TN, TT); float16 -> float32, "
-                "int8 / int4 / int1 -> int32 (int4 and int1 packed in int32 words, layout TN)",
-    tolerance={"float16": _tolerance_fp16},
+                "float32 (TF32 tensor cores), int8 / int4 / int1 -> int32 (int4 and int1 packed in int32 words, layout TN)",
+    tolerance={"float16": _tolerance_fp16, "float32": _tolerance_tf32},
+    # float32 cases run on the TF32 tensor cores: a share of the TF32 matmul peak, not the FFMA one
+    peak_dtype={"float32": "tf32"},
     choices={"layout": LAYOUTS},
     check=check_case,
 ))

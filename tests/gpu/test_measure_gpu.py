@@ -222,7 +222,9 @@ def test_peaks_and_derived(rowsum):
         assert peaks["matmul_fp16_gflops"] > peaks["matmul_fp32_gflops"] > 0
         # torch._int_mm on the int8 tensor cores (None where this torch or GPU lacks it)
         assert peaks["matmul_int8_gops"] is None or peaks["matmul_int8_gops"] > 0
-    assert "matmul_int8_gops" in peaks
+        # float32 with TF32 allowed runs on the tensor cores: faster than the FFMA peak
+        assert peaks["matmul_tf32_gflops"] > 1.5 * peaks["matmul_fp32_gflops"] or peaks["matmul_fp32_tf32"]
+    assert "matmul_int8_gops" in peaks and "matmul_tf32_gflops" in peaks
     assert measure_peaks_cuda(0) == peaks  # cached per device UUID
     *_, launch = rowsum
     t = measure(CudaTimer(0), launch, MeasureConfig(max_time_s=2.0))

@@ -1,6 +1,6 @@
 """suites/tensorcore.toml's cases at small sizes on the GPU, through `kbench run` as a user runs it:
-the tutorial's template (WMMA) and the plain schedule in float16 and int8 in every layout, int4 and
-int1 in TN, with the torch peers; every case stored correct and the report's variants table with the
+the tutorial's template (WMMA) and the plain schedule in float16, int8 and float32 (TF32) in every
+layout, int4 and int1 in TN, with the torch peers; every case stored correct and the report's variants table with the
 peer column."""
 
 from __future__ import annotations
@@ -59,6 +59,15 @@ SUITE = textwrap.dedent("""\
 
     [[workload]]
     name = "matmul_tensorcore"
+    params = { n = [256], m = [384], l = [512], layout = ["NN", "NT", "TN", "TT"] }
+    dtypes = ["float32"]
+    variants = [{ name = "tutorial", knobs = { bx = [4], by = [16], step_k = [2], v = [4] } },
+                { name = "plain", knobs = { bx = [4], by = [16], step_k = [2], v = [4] } },
+                { name = "warp_tile", knobs = { bx = [8], by = [16], step_k = [4], v = [4], ty = [8], tx = [16], warp_m = [64], flat_fetch = [1], align_all = [1], double_buffer = [1], raster = [2] } }]
+    peers = ["torch.matmul(tf32)", "torch.matmul(tf32=off)"]
+
+    [[workload]]
+    name = "matmul_tensorcore"
     params = { n = [256], m = [384], l = [512], layout = ["TN"] }
     dtypes = ["int4"]
     variants = [{ name = "tutorial", knobs = { bx = [4], by = [16], step_k = [2], v = [8] } }, "plain",
@@ -99,7 +108,7 @@ def test_every_kernel_case_is_correct(ran):
     bad = kernels[kernels["outcome"] != "ok"]
     assert bad.empty, bad[["case_key", "outcome", "message"]].to_string() + "\n" + r.stdout[-3000:]
     covered = {(d, json.loads(p)["layout"]) for d, p in zip(kernels["dtype"], kernels["params"])}
-    assert covered == {(d, lay) for d in ("float16", "int8") for lay in ("NN", "NT", "TN", "TT")} | {
+    assert covered == {(d, lay) for d in ("float16", "int8", "float32") for lay in ("NN", "NT", "TN", "TT")} | {
         ("int4", "TN"), ("int1", "TN")}
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -110,9 +119,11 @@ def test_peers_are_correct_and_timed(ran):
     with Store.open(db, create=False) as st:
         frame = st.results_frame(1)
     peers = frame[frame["variant"].str.startswith("peer:")]
-    assert set(peers["variant"]) == {"peer:torch.matmul(fp16)", "peer:torch._int_mm"}
+    assert set(peers["variant"]) == {"peer:torch.matmul(fp16)", "peer:torch._int_mm", "peer:torch.matmul(tf32)",
+                                     "peer:torch.matmul(tf32=off)"}
     assert set(peers[peers["variant"] == "peer:torch._int_mm"]["dtype"]) == {"int8"}
-    assert len(peers) == 8  # one per layout and dtype
+    assert set(peers[peers["variant"].str.contains("tf32")]["dtype"]) == {"float32"}
+    assert len(peers) == 16  # one per layout and dtype (float32: TF32 on and off)
     bad = peers[peers["outcome"] != "ok"]
     assert bad.empty, bad[["case_key", "outcome", "message"]].to_string()
 
@@ -146,6 +157,10 @@ def test_integer_cases_are_a_share_of_their_own_peak_or_of_none(ran):
         assert int8["pct_peak_flops"].notna().all() and (int8["pct_peak_flops"] > 0).all()
     else:  # no int8 peak here (no torch._int_mm): no percentage at all
         assert int8["pct_peak_bw"].isna().all() and int8["pct_peak_flops"].isna().all()
+    # float32 on the TF32 tensor cores: a share of the TF32 peak (torch.matmul with TF32 allowed)
+    tf32 = ok[ok["dtype"] == "float32"]
+    assert set(tf32["peak_flops_kind"]) == {"matmul_tf32_gflops"}, set(tf32["peak_flops_kind"])
+    assert (tf32["pct_peak_flops"] > 0).all()
     shown = kbench("show", "1", "--db", db)
     assert shown.returncode == 0, shown.stderr
     for line in shown.stdout.splitlines():

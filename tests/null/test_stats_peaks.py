@@ -142,3 +142,18 @@ def test_rates_are_scaled_for_people():
     assert rate_text(None) == "" and rate_text(float("nan")) == ""
     assert ops_unit("int8") == "OP/s" and ops_unit("uint4") == "OP/s" and ops_unit("float16") == "FLOP/s"
     assert ops_unit(None) == "FLOP/s"
+
+
+def test_a_tf32_matmul_is_a_share_of_the_tf32_peak():
+    """matmul_tensorcore's float32 cases run on the TF32 tensor cores (its ``peak_dtype``): a share of
+    the TF32 matmul peak, never of the FFMA float32 one they would exceed several times over."""
+    assert TC.peak_dtype["float32"] == "tf32" and flops_peak_key("tf32") == "matmul_tf32_gflops"
+    assert flops_peak_key("float32") == "matmul_fp32_gflops"  # the matmul workload's FFMA kernels
+    # 2 * 8192^3 flop in 3.2 ms: 343.6 TFLOP/s; TF32 peak 450 TFLOP/s, FFMA peak 50 TFLOP/s
+    t = Timing(samples=(3.2e-3,), median=3.2e-3)
+    flops, nbytes = TC.flops(TC_PARAMS), TC.bytes(TC_PARAMS, "float32")
+    peaks = {**PEAKS, "matmul_tf32_gflops": 450_000.0}
+    d = derived(t, flops, nbytes, peaks, dtype="tf32")
+    assert d["pct_peak_flops"] == pytest.approx(100.0 * 2 * 8192 ** 3 / 3.2e-3 / 1e9 / 450_000.0)  # 76.4 %
+    assert derived(t, flops, nbytes, PEAKS, dtype="tf32")["pct_peak_flops"] is None  # not measured
+    assert peak_share_text(0.1, 76.36, "copy", "matmul_tf32_gflops") == "76.4 % of TF32 matmul peak"

@@ -31,14 +31,15 @@ def _p(n, m, l, layout):  # noqa: E741
 
 def test_registered_with_the_tutorials_dtypes_layouts_and_knobs():
     assert W.params == ("n", "m", "l", "layout")
-    assert W.dtypes == ("float16", "int8", "int4", "int1")
+    assert W.dtypes == ("float16", "int8", "int4", "int1", "float32")
     assert W.choices == {"layout": ("NN", "NT", "TN", "TT")}
     assert set(W.variants) >= {"tutorial", "plain", "default"}
     for v in ("tutorial", "plain"):
         assert W.variant(v).knob_defaults() == {"bx": 4, "by": 16, "step_k": 2, "v": 8}
         assert W.variant(v).targets == ("cuda", "opencl")
     assert W.variant("default").targets == ("c",)
-    assert set(W.peers) == {"torch.matmul(fp16)", "torch._int_mm"}
+    assert set(W.peers) == {"torch.matmul(fp16)", "torch._int_mm", "torch.matmul(tf32)", "torch.matmul(tf32=off)"}
+    assert W.peak_dtype == {"float32": "tf32"}  # float32 cases: a share of the TF32 matmul peak
 
 
 @pytest.mark.parametrize("layout, shape_a, shape_b", [("NN", (5, 16), (16, 3)), ("NT", (16, 5), (16, 3)),
@@ -94,6 +95,17 @@ def test_int1_reference_counts_common_bits():
     assert ref.tolist() == [[3, 0]]  # bits 30, 31 and 0 in common; none with a zero row
 
 
+def test_float32_operands_output_and_reference():
+    p = _p(5, 7, 24, "TT")
+    a, b, c = W.make_args(p, "float32", np.random.default_rng(6))
+    assert a.shape == (24, 5) and b.shape == (7, 24)
+    assert a.dtype == b.dtype == c.dtype == np.float32 and np.isnan(c).all()
+    assert a.min() >= -1 and a.max() <= 1 and a.min() < 0 < a.max()
+    (ref,) = W.reference_of([a, b, None], p, "float32")
+    assert ref.dtype == np.float64
+    assert np.allclose(ref, a.astype(np.float64).T @ b.astype(np.float64).T, rtol=0, atol=1e-12)
+
+
 def test_float16_reference_is_float64():
     p = _p(4, 3, 16, "NT")
     a, b, _ = W.make_args(p, "float16", np.random.default_rng(4))
@@ -116,6 +128,12 @@ def test_tolerances():
     assert W.tolerance_for("float16", _p(8, 8, 64, "NN")) == (1e-3, 1e-3)
     rtol, atol = W.tolerance_for("float16", _p(8, 8, 8192, "NN"))
     assert rtol == 1e-3 and atol == pytest.approx(16 * 8192 / 2 ** 24)
+    # TF32: operands rounded to 11 significant bits (u = 2^-11): relative 2u; absolute the smaller of
+    # the worst case 2u l and 8 sqrt(l) u, plus the float32 sums' 16 l ulp(1), at least 1e-3
+    # l = 4: the worst case 2u * 4 = 2^-8 is below 8 * 2 * u = 2^-7; the sums add 16 * 4 * 2^-24
+    assert W.tolerance_for("float32", _p(8, 8, 4, "NN")) == (2.0 ** -10, 2.0 ** -8 + 2.0 ** -18)
+    rtol, atol = W.tolerance_for("float32", _p(8, 8, 4096, "NN"))
+    assert rtol == 2.0 ** -10 and atol == pytest.approx(8 * 64 / 2048 + 16 * 4096 / 2 ** 24)
 
 
 def test_logical_and_array_dtypes():
