@@ -231,8 +231,10 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
         dyn_shared = cg.dynamic_shared_bytes if isinstance(cg, CUDACodegen) else 0
         if dyn_shared:
             check_shared_limit(name, dyn_shared, built_arch, cg.dynamic_arrays)
+        concurrent = bool(kernels) and isinstance(kernels[-1], KernelSpec) and any(
+            isinstance(n, AttrStmt) and n.attr_key == attr.CONCURRENT_LAUNCH for n in nodes)
         kernels.append(KernelSpec(name, tuple(params), launch(_TAGS[:3]), launch(_TAGS[3:]),
-                                  dynamic_shared_bytes=dyn_shared))
+                                  dynamic_shared_bytes=dyn_shared, concurrent=concurrent))
     source = "".join(headers) + ("\n".join(helpers) + "\n" if helpers else "") + "\n\n".join(sources) + "\n"
     args = tuple(BufferArg(b.name, b.dtype, tuple(_dim(d, shape_vars) for d in b.shape))
                  for b in described.buffers)

@@ -16,7 +16,11 @@ bounds one of at most two block indices by a constant), the two copies become tw
 (:func:`_two_launches`): the unchecked copy over the box, then the checked copy over the blocks
 outside it, numbered in a one-dimensional grid whose blocks compute their original indices. Each
 launch is compiled on its own: in one kernel ptxas gives both copies the registers of the larger, and
-a register-tiled product then spills in its interior too (docs/PERF.md, ragged products). Kernels with
+a register-tiled product then spills in its interior too (docs/PERF.md, ragged products). The edge
+launch is marked as the rest of the interior's grid, so CUDA runs the two at once
+(:mod:`kernels.runtime.cuda`): run after the interior, the few edge blocks each ran the whole
+reduction on a nearly idle GPU, about a fifth of a 3000 x 2000 x 1500 product's time per ragged
+dimension (docs/PERF.md). Kernels with
 the tensor-core pragma keep one launch (their edge copy has no tensor cores and runs far longer a
 block; in one launch it overlaps the interior).
 
@@ -281,7 +285,9 @@ def _two_launches(chain: List[AttrStmt], box: Dict[Var, Tuple[int, int]], fast: 
     edge blocks as a second launch of the checked copy over a one-dimensional grid, each block's
     original indices computed from its place: first the blocks right of the box (every row), then
     those below it. Each launch is compiled on its own, so the interior kernel gets the registers of
-    the unchecked copy alone."""
+    the unchecked copy alone. The edge launch is marked :data:`attr.CONCURRENT_LAUNCH`: its blocks
+    and the interior's are one grid's, so the runtime may run both at once (the edge blocks are few
+    and slow, and after the interior launch they would run on a nearly idle GPU)."""
     interior = [dataclasses.replace(a, value=const(box[a.node.var][0], a.value.dtype))
                 if a.node.var in box else a for a in chain]
     order = sorted(box, key=lambda v: next(a.node.thread_tag for a in chain if a.node.var is v))
@@ -314,6 +320,9 @@ def _two_launches(chain: List[AttrStmt], box: Dict[Var, Tuple[int, int]], fast: 
     body = substitute(checked, fresh)
     for var, value in reversed(lets):
         body = LetStmt(fresh[var], value, body)
+    # the two launches are the blocks of one grid: nothing orders them (kernels.runtime.cuda runs the
+    # edge launch beside the interior one instead of after it)
+    body = AttrStmt(e, attr.CONCURRENT_LAUNCH, const(1, "int32"), body)
     axis = next(a for a in chain if a.node.var is u)
     edge_attr = dataclasses.replace(axis, node=ThreadIndex(e, axis.node.thread_tag, const(total, dt)),
                                     value=const(total, axis.value.dtype))

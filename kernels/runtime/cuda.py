@@ -7,6 +7,13 @@ Building needs only nvcc. On the first call on a device the cubin is loaded
 variables as 32-bit ints. A kernel whose shared arrays exceed 48 KiB (``KernelSpec.dynamic_shared_bytes``)
 is opted in to that much dynamic shared memory when it is fetched (after checking the device's opt-in
 maximum) and launched with it. Timing uses CUDA events around back-to-back launches.
+
+Launches go on the null stream, one after the other, except a pair whose second kernel is marked
+``KernelSpec.concurrent`` (block partitioning's edge blocks, the rest of the first one's grid): the
+two go on two blocking side streams of the context, the edge launch first, so the edge blocks run
+beside the interior ones instead of on a nearly idle GPU afterwards; an event recorded on the null
+stream after them makes every later command wait for both (CUDA's implicit synchronisation of the
+legacy null stream with blocking streams), so callers, timers and copies see one launch as before.
 """
 
 from __future__ import annotations
@@ -28,6 +35,20 @@ from kernels.runtime.spec import FuncSpec
 _MAX_BLOCK = (1024, 1024, 64)
 _MAX_THREADS = 1024
 _MAX_GRID = (2**31 - 1, 65535, 65535)
+
+
+def _pairs(steps: List[Optional[tuple]]) -> List[List[tuple]]:
+    """The launches in order, a launch marked concurrent (its last item) grouped with the one before
+    it; empty launches (None) dropped."""
+    groups: List[List[tuple]] = []
+    for st in steps:
+        if st is None:
+            continue
+        if st[-1] and groups and len(groups[-1]) == 1 and not groups[-1][0][-1]:
+            groups[-1].append(st)
+        else:
+            groups.append([st])
+    return groups
 
 
 def default_arch() -> str:
@@ -132,7 +153,7 @@ class CUDAModule(Module):
         functions = self._functions(device)
         drv = cuda_driver()
         context = cuda_context(device.index)
-        steps: List[Optional[Tuple[str, Any, Any, Any, List[Any], int]]] = []
+        steps: List[Optional[Tuple[str, Any, Any, Any, List[Any], int, bool]]] = []
         for kernel, func in zip(self.native_kernels, functions):
             dims = launch_dims(kernel, env)
             if dims is None:  # an empty launch: nothing to run
@@ -142,23 +163,34 @@ class CUDAModule(Module):
             _check_limits(kernel.name, grid, block)
             values = [self._param_value(p, env).item() if self._param_is_value(p) else int(buffers[p])
                       for p in kernel.params]
-            steps.append((kernel.name, func, grid, block, values, kernel.dynamic_shared_bytes))
+            steps.append((kernel.name, func, grid, block, values, kernel.dynamic_shared_bytes, kernel.concurrent))
         keep_alive = buffers  # the closures hold the allocations the pointers point into
+        side = context.side_streams() if any(st is not None and st[6] for st in steps) else None
 
         def launch_all(todo) -> None:
             assert keep_alive is not None
             with context:
-                for name, func, grid, block, values, shared in todo:
-                    try:
-                        func.prepared_call(grid, block, *values, shared_size=shared)
-                    except drv.Error as exc:
-                        raise _launch_failed(name, func, grid, block, device, exc) from None
+                for group in todo:
+                    # a pair of launches of one grid (KernelSpec.concurrent) go on the two side
+                    # streams, the later one (the few, slow edge blocks) first; any other launch on
+                    # the null stream
+                    for (name, func, grid, block, values, shared, _), stream in zip(
+                            reversed(group), side[:2] if len(group) > 1 else (None,)):
+                        try:
+                            if stream is None:
+                                func.prepared_call(grid, block, *values, shared_size=shared)
+                            else:
+                                func.prepared_async_call(grid, block, stream, *values, shared_size=shared)
+                        except drv.Error as exc:
+                            raise _launch_failed(name, func, grid, block, device, exc) from None
+                    if len(group) > 1:
+                        side[2].record()  # a null-stream command: what follows waits for both
 
         if len(self.native_kernels) == len(self.spec.kernels):
             # no packed call in between: one launch runs every kernel inside one context push
-            todo = [st for st in steps if st is not None]
-            return [lambda: launch_all(todo)] + [None] * (len(steps) - 1)
-        return [None if st is None else (lambda st=st: launch_all([st])) for st in steps]
+            groups = _pairs(steps)
+            return [lambda: launch_all(groups)] + [None] * (len(steps) - 1)
+        return [None if st is None else (lambda st=st: launch_all([[st]])) for st in steps]
 
     def _array_view(self, device: Device, handle: Any, dtype: np.dtype, shape: Tuple[int, ...],
                     strides: Tuple[int, ...], offset: int, where: str) -> NDArray:

@@ -434,6 +434,20 @@ class CudaContext:
         if self._depth == 0:
             self._drv.Context.pop()
 
+    def side_streams(self) -> Tuple[Any, Any, Any]:
+        """Two streams of this context for launches that may run at the same time
+        (``KernelSpec.concurrent``) and an event that joins them, made on first use (with the
+        context current). They are *blocking* streams: work on them starts after the work queued on
+        the null stream before it, and any command queued on the null stream afterwards waits for
+        theirs. Recording the event on the null stream after a pair of launches is such a command:
+        the next pair (whose streams do not wait for each other) then starts after both."""
+        streams = getattr(self, "_side", None)
+        if streams is None:
+            with self:
+                streams = self._side = (self._drv.Stream(), self._drv.Stream(),
+                                        self._drv.Event(self._drv.event_flags.DISABLE_TIMING))
+        return streams
+
 
 def cuda_context(index: int) -> CudaContext:
     """Return this thread's :class:`CudaContext` for ``cuda(index)``, making it on first use."""

@@ -107,7 +107,7 @@ def spec_to_json(spec: FuncSpec) -> Dict[str, Any]:
             kernels.append({"kind": "kernel", "name": k.name, "params": list(k.params),
                             "grid": _dims(k.grid, f"grid of {k.name}"),
                             "block": _dims(k.block, f"block of {k.name}"),
-                            "dynamic_shared_bytes": k.dynamic_shared_bytes})
+                            "dynamic_shared_bytes": k.dynamic_shared_bytes, "concurrent": k.concurrent})
     return {
         "format": FORMAT,
         "name": spec.name,
@@ -285,6 +285,15 @@ def _read_shared_bytes(k: Dict[str, Any]) -> int:
     return n
 
 
+def _read_concurrent(k: Dict[str, Any]) -> bool:
+    """Whether a kernel may run beside the previous one (False in descriptions written before it was
+    recorded: the launches then run one after the other, as they did)."""
+    c = k.get("concurrent", False)
+    if not isinstance(c, bool):
+        raise ModuleFormatError(f"kernel {k.get('name')!r}: concurrent must be true or false, got {c!r}")
+    return c
+
+
 def spec_from_json(data: Dict[str, Any]) -> FuncSpec:
     """The :class:`FuncSpec` a description written by :func:`spec_to_json` describes."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -304,7 +313,7 @@ def spec_from_json(data: Dict[str, Any]) -> FuncSpec:
                 kernels.append(KernelSpec(str(k["name"]), tuple(str(p) for p in k["params"]),
                                           LaunchDims(tuple(_read_host(d, "grid") for d in k["grid"])),
                                           LaunchDims(tuple(_read_host(d, "block") for d in k["block"])),
-                                          _read_shared_bytes(k)))
+                                          _read_shared_bytes(k), _read_concurrent(k)))
             else:
                 raise ModuleFormatError(f"unknown kernel kind {k['kind']!r}")
         return FuncSpec(

@@ -202,6 +202,9 @@ class KernelSpec:
     when the kernel's shared arrays need more than the 48 KiB of static ``__shared__`` memory, so the
     code generator placed them in one ``extern __shared__`` array; the runtime opts the kernel in to
     that size (``cudaFuncAttributeMaxDynamicSharedMemorySize``) when it loads it.
+    ``concurrent``: the kernel's blocks and the previous kernel's are one grid's (block partitioning's
+    edge and interior launches), so nothing orders the two; CUDA runs them on two streams at once,
+    both after what came before and both before what comes after.
     """
 
     name: str
@@ -209,6 +212,7 @@ class KernelSpec:
     grid: Callable[[Env], Tuple[int, int, int]] = field(compare=False)
     block: Callable[[Env], Tuple[int, int, int]] = field(compare=False)
     dynamic_shared_bytes: int = 0
+    concurrent: bool = False
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,9 @@ ASYNC_COMMIT = "async_commit"
 #: around a multi-buffered loop: barriers directly in its body wait until at most ``value`` groups of
 #: asynchronous copies are still in flight (those of later tiles) instead of all of them
 ASYNC_WAIT = "async_wait"
+#: inside a launch whose blocks are the rest of the previous launch's grid (block partitioning's edge
+#: blocks): the two launches are independent and may run at the same time (on CUDA: two streams)
+CONCURRENT_LAUNCH = "concurrent_launch"
 
 # -- storage scopes ------------------------------------------------------------------------------------
 

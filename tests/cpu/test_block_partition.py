@@ -56,7 +56,9 @@ def _edge_blocks(grid, body):
     """The (blockIdx.y, blockIdx.x) of the original grid each block of an edge launch computes, in
     order (its lets, evaluated at every index of its one-dimensional grid)."""
     lets = {}
-    while isinstance(body, (LetStmt, Allocate)):  # the shared arrays are declared above the lets
+    # the shared arrays are declared above the mark of a concurrent launch, and that above the lets
+    while isinstance(body, (LetStmt, Allocate)) or (isinstance(body, AttrStmt)
+                                                    and body.attr_key == attr.CONCURRENT_LAUNCH):
         if isinstance(body, LetStmt):
             lets[body.var.name] = (body.var, body.value)
         body = body.body
@@ -233,6 +235,44 @@ def test_cuda_declares_each_shared_array_once_and_compiles(tmp_path):
     assert grids == [(23, 31, 1), (55, 1, 1)]
     assert "int blockIdx_x = " in src and "int blockIdx_y = " in src
     nvcc.compile_cuda(src, target="ptx", arch="sm_90", path_target=str(tmp_path / "k.ptx"))
+
+
+def test_the_edge_launch_may_run_beside_the_interior_one(tmp_path):
+    """The edge launch holds the rest of the interior launch's grid: it is marked concurrent (the
+    runtime runs the two on two streams at once), the interior one is not, and the mark survives
+    export and load; a description written before the mark existed reads as not concurrent."""
+    from kernels.runtime.serialize import spec_from_json, spec_to_json
+
+    w = workloads.get("matmul")
+    s, args = w.build("shared_blocked", {"n": 300, "m": 200, "k": 104}, "float32",
+                      dict(local_y=8, local_x=8, block_y=16, block_x=16, tile_k=8, reg_cache=1))
+    (_, interior), (_, edge) = _launches(_target_body(s, args))
+    marks = lambda b: collect(b, lambda n: isinstance(n, AttrStmt) and n.attr_key == attr.CONCURRENT_LAUNCH)  # noqa: E731
+    assert len(marks(edge)) == 1 and not marks(interior)
+    f = tvm.build(s, args, "cuda")
+    assert [k.concurrent for k in f.spec.kernels] == [False, True]
+    data = spec_to_json(f.spec)
+    assert [k.concurrent for k in spec_from_json(data).kernels] == [False, True]
+    for k in data["kernels"]:
+        del k["concurrent"]
+    assert [k.concurrent for k in spec_from_json(data).kernels] == [False, False]
+    data["kernels"][1]["concurrent"] = "yes"
+    with pytest.raises(tvm.TVMError, match="concurrent must be true or false"):
+        spec_from_json(data)
+    # a kernel split behind a block condition (one launch) and an unsplit one are never concurrent
+    s, args = w.build("shared_blocked", {"n": 256, "m": 256, "k": 64}, "float32",
+                      dict(local_y=8, local_x=8, block_y=16, block_x=16, tile_k=8))
+    assert [k.concurrent for k in tvm.build(s, args, "cuda").spec.kernels] == [False]
+
+
+def test_concurrent_launches_pair_with_the_one_before():
+    from kernels.runtime.cuda import _pairs
+
+    a, b, c, d = (("a", False), ("b", True), ("c", False), ("d", True))
+    assert _pairs([a, b, c, d]) == [[a, b], [c, d]]
+    assert _pairs([a, None, b]) == [[a, b]]  # an empty launch between them is skipped
+    assert _pairs([None, b, c]) == [[b], [c]]  # the interior launch empty: the edge runs alone
+    assert _pairs([a, c, b, d]) == [[a], [c, b], [d]]  # never three at once
 
 
 def _run(f, host, target="opencl"):

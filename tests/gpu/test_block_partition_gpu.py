@@ -54,3 +54,31 @@ def test_ragged_int8_warp_tile_on_cuda(double_buffer):
     knobs = dict(bx=4, by=32, step_k=1, v=16, ty=2, tx=2, warp_m=64, double_buffer=double_buffer, flat_fetch=0,
                  align_all=0, raster=0)
     _check("matmul_tensorcore", "warp_tile", dict(n=549, m=317, l=78, layout="NN"), "int8", knobs)
+
+
+def test_concurrent_edge_launch_is_joined_before_the_next_work():
+    """The edge launch runs on a side stream beside the interior one: the next launch on the null
+    stream must see its outputs. The ragged product is chained, C2 = C1 @ B2 reading every C1 the
+    call before wrote (the edge blocks' columns and rows included), 20 times with no host
+    synchronisation in between, then checked against numpy in float64."""
+    w = workloads.get("matmul")
+    n = 1000
+    params = {"n": n, "m": n, "k": n}
+    s, args = w.build("shared_blocked", params, "float32",
+                      dict(local_y=4, local_x=4, block_y=16, block_x=16, tile_k=16, vector=4, reg_cache=1))
+    f = tvm.build(s, args, "cuda")
+    assert [k.concurrent for k in f.spec.kernels] == [False, True]
+    rng = np.random.default_rng(7)
+    dev = tvm.cuda(0)
+    # B scaled so that the chained products stay near 1 in size
+    a = rng.uniform(-1, 1, (n, n)).astype("float32")
+    b = (rng.uniform(-1, 1, (n, n)) * np.sqrt(3.0 / n)).astype("float32")
+    bufs = [tvm.nd.array(a, dev), tvm.nd.array(np.full((n, n), np.nan, "float32"), dev)]
+    bd = tvm.nd.array(b, dev)
+    ref = a.astype(np.float64)
+    for i in range(20):
+        f(bufs[i % 2], bd, bufs[(i + 1) % 2])
+        ref = ref @ b.astype(np.float64)
+    got = bufs[0].numpy()
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max())
