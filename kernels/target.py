@@ -285,6 +285,13 @@ def create(target: str) -> Target:
 #: the CUDA architecture code is built for when neither the target nor a device names one
 DEFAULT_CUDA_ARCH = "sm_90"
 
+#: the first line of a CUDA source whose device code must be optimised by ptxas at -O1 (nvcc's -O3
+#: still compiles the C++): kernels.codegen puts it where a kernel prefetches into a multi-buffered
+#: stage (3 or more copies) through a vector copy with a scalar fallback, which ptxas (CUDA 13.0) at
+#: -O2 and above miscompiled on an H200 (a float32 warp tile at 351 x 509 x 512, layout TT, three
+#: copies: a block row of wrong outputs; right at -O0, -O1 and -G); kernels.contrib.nvcc reads it
+CUDA_PTXAS_O1 = "// kbench: ptxas -O1 (multi-buffered prefetch with a scalar fallback)"
+
 #: the CUDA architecture of GPU models as clusters name them (Ray's accelerator types, node labels)
 GPU_ARCHS: Dict[str, str] = {
     "B200": "sm_100", "B100": "sm_100", "GB200": "sm_100",

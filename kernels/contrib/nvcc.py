@@ -16,7 +16,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from kernels.errors import BuildError
 from kernels.runtime.cache import run_process
-from kernels.target import DEFAULT_CUDA_ARCH
+from kernels.target import CUDA_PTXAS_O1, DEFAULT_CUDA_ARCH
 
 #: the architecture used when neither the caller nor a GPU says otherwise
 DEFAULT_ARCH = DEFAULT_CUDA_ARCH
@@ -268,7 +268,8 @@ def compile_cuda(
         Architecture such as ``"sm_80"`` (also ``"80"``, ``"8.0"``, ``"sm_90a"``); several only
         with ``"fatbin"``. Default: from :func:`get_target_compute_version`.
     options : str or sequence of str, optional
-        Extra nvcc options; ``-O3`` is always passed first.
+        Extra nvcc options; ``-O3`` is always passed first, and ``-Xptxas -O1`` for a source that
+        starts with :data:`kernels.target.CUDA_PTXAS_O1`.
     path_target : str, optional
         Also write the output to this path.
 
@@ -298,6 +299,8 @@ def compile_cuda(
     else:
         extra = list(options or ())
     nvcc = _require_nvcc()
+    if fmt != "ptx" and code.startswith(CUDA_PTXAS_O1):
+        extra = ["-Xptxas", "-O1", *extra]  # see kernels.target.CUDA_PTXAS_O1
     flags = [f"-{fmt}", *_arch_flags(fmt, archs), "-O3", *extra]
     from kernels.runtime.cache import compile_cached
 

@@ -23,6 +23,7 @@ from ..tir.expr import (
     And,
     Buffer,
     BufferLoad,
+    Call,
     IntImm,
     PrimExpr,
     ProducerLoad,
@@ -30,7 +31,7 @@ from ..tir.expr import (
     Var,
     const,
 )
-from ..tir.functor import rewrite, substitute, vars_of
+from ..tir.functor import collect, rewrite, substitute, vars_of
 from ..tir.modular import is_multiple
 from ..tir.simplify import can_prove, const_int_bound, simplify, structural_equal
 from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, IfThenElse, LetStmt, Stmt, ThreadIndex, seq
@@ -59,6 +60,12 @@ class Loop:
     launch: Optional[PrimExpr] = None  # a thread loop: the kernel's extent of its index
 
 
+#: calls a stage computing its padding (ScheduleLowering.computes_padding) may not make: they read or
+#: name memory, synchronize, or call code of unknown effect
+_NOT_PURE = frozenset({"tir.address_of", "tir.tvm_storage_sync", "tir.tvm_stack_make_array", "tir.tvm_call_packed",
+                       "tir.tvm_access_ptr", "tir.call_extern", "tir.call_pure_extern", "tir.type_annotation"})
+
+
 class ScheduleLowering:
     """Turns a schedule (after bound inference) into one statement."""
 
@@ -72,6 +79,10 @@ class ScheduleLowering:
         self.arg_ops: list = []
         self.placed: set = set()
         self.vector_lanes: Dict[Var, int] = {}
+        # tensor-core and pipelined schedules keep every bound test (see computes_padding)
+        self._keeps_tests = any(getattr(x, "double_buffered", False) or any(
+            k == attr.PRAGMA_TENSOR_CORE for a in x.iter_var_attrs.values() for k, _ in a.pragmas)
+            for x in sch.stages)
 
     def _launch_extents(self) -> Dict[tuple, PrimExpr]:
         """One kernel (a root stage and the stages computed inside it) launches each thread index
@@ -194,15 +205,18 @@ class ScheduleLowering:
         return stmt
 
     # -- predicates ------------------------------------------------------------------------
-    def bound_checks(self, st: Stage, vals: Dict[IterVar, PrimExpr], ivs) -> List[PrimExpr]:
+    def bound_checks(self, st: Stage, vals: Dict[IterVar, PrimExpr], ivs, padded: bool = False) -> List[PrimExpr]:
+        """The checks that keep ``ivs``'s values of ``st`` inside the region the stage is realized in
+        (its buffer) and inside its tensor's shape; ``padded`` (:meth:`computes_padding`): the
+        second kind is left out where it differs from the first."""
         out = []
         for iv in ivs:
             v = simplify(vals[iv])
             lo, hi = eval_interval(v, self.var_itv)
             r = self.info.dom[iv]
             checks = [(r.min, simplify(r.min + r.extent))]
-            if not (structural_equal(simplify(r.min), simplify(iv.dom.min))
-                    and structural_equal(simplify(r.extent), simplify(iv.dom.extent))):
+            if not padded and not (structural_equal(simplify(r.min), simplify(iv.dom.min))
+                                   and structural_equal(simplify(r.extent), simplify(iv.dom.extent))):
                 checks.append((iv.dom.min, simplify(iv.dom.min + iv.dom.extent)))
             for bmin, bend in checks:
                 if hi is None or not can_prove(simplify(hi) < bend, self.var_ranges):
@@ -222,6 +236,50 @@ class ScheduleLowering:
                 keys.add(k)
                 uniq.append(p)
         return uniq
+
+    def computes_padding(self, st: Stage, exprs: List[PrimExpr]) -> bool:
+        """Whether ``st`` may compute the positions of its register tile past its tensor's shape
+        instead of testing each against the shape (the tests, in every multiply-add of a ragged
+        product's edge tiles, held a register-tiled kernel's edge copy at 255 registers).
+
+        Such positions are only ever read by positions past the shape of the consumers (a position
+        of a tensor inside its shape reads its producers inside theirs), which are themselves
+        tested or computed the same way, up to the stage that writes global memory, which keeps
+        its tests. Where a stage reads and writes memory of its own thread block only, computing
+        them is harmless: ``st`` is realized in registers (scope ``local``) and every value it reads (``exprs``: its body with the root
+        variables substituted) is a tensor realized in local or shared memory at an index proven
+        inside that tensor's realized region over the whole loop nest, padding included. Its
+        reduction axes keep their tests (a product past ``k`` would be added to a valid sum), and
+        so does its own region (its buffer). Anything else keeps every test, and so does every stage
+        of a schedule with the ``tensor_core`` pragma or pipelined (double- or multi-buffered)
+        stages: on an H200 a ragged int8 warp tile with double buffering (the kernel ptxas miscompiles
+        once split, kernels.lower.block_partition) computed every output wrong once its register
+        stages computed their padding, for a reason not yet found; those kernels keep the code they
+        had, which is right.
+        """
+        if self.info.scope.get(st, attr.GLOBAL) != attr.LOCAL or self._keeps_tests:
+            return False
+        loads: List[ProducerLoad] = []
+        for e in exprs:
+            for n in collect(e, lambda n: isinstance(n, (ProducerLoad, BufferLoad, Call))):
+                if isinstance(n, ProducerLoad):
+                    loads.append(n)
+                elif isinstance(n, BufferLoad) or not n.op.name.startswith("tir.") or n.op.name in _NOT_PURE:
+                    return False  # memory read another way, or a call that may do more than arithmetic
+        for load in loads:
+            pst = self.sch.stage_map.get(id(load.producer.op))
+            if pst is None or self.info.scope.get(pst, attr.GLOBAL) not in (attr.LOCAL, attr.SHARED):
+                return False
+            for iv, x in zip(pst.op.axis, load.indices):
+                r = self.info.dom.get(iv)
+                if r is None:
+                    return False
+                # the offset into the region (both may move with the block, the thread, the loops)
+                lo, hi = eval_interval(simplify(x - r.min), self.var_itv)
+                if lo is None or hi is None or not (can_prove(simplify(lo) >= 0, self.var_ranges)
+                                                    and can_prove(simplify(hi) < simplify(r.extent), self.var_ranges)):
+                    return False
+        return True
 
     def _lane_free(self, v: PrimExpr, bound: PrimExpr) -> PrimExpr:
         """``v`` without its vector lane where that does not change a comparison with ``bound``.
@@ -262,8 +320,10 @@ class ScheduleLowering:
         outs = [op.output(k) for k in range(op.num_outputs)]
         store_pred = [st.store_predicate] if st.store_predicate is not None else []
         if not op.reduce_axis:
-            stores = seq(*[ProducerStore(t, simplify(substitute(b, vmap)), idx) for t, b in zip(outs, body)])
-            preds = self.bound_checks(st, vals, op.axis) + self.thread_guards(loops)
+            values = [simplify(substitute(b, vmap)) for b in body]
+            stores = seq(*[ProducerStore(t, v, idx) for t, v in zip(outs, values)])
+            padded = self.computes_padding(st, values)
+            preds = self.bound_checks(st, vals, op.axis, padded) + self.thread_guards(loops)
             return self.build_nest(st, loops, _guarded(stores, store_pred), preds)
 
         red: Reduce = body[0]
@@ -277,7 +337,9 @@ class ScheduleLowering:
                 xthread.append(lp)
         sources = [simplify(substitute(s, vmap)) for s in red.source]
         cond = simplify(substitute(red.condition, vmap))
-        data_preds = self.bound_checks(st, vals, op.axis) + self.thread_guards(loops)
+        init_exprs = [simplify(substitute(i, vmap)) for i in red.init] if red.init else []
+        padded = not xthread and self.computes_padding(st, sources + [cond] + init_exprs)
+        data_preds = self.bound_checks(st, vals, op.axis, padded) + self.thread_guards(loops)
         red_preds = self.bound_checks(st, vals, op.reduce_axis)
         comb = red.combiner
         if xthread:

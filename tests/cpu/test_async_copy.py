@@ -145,3 +145,24 @@ def test_rastered_blocks_cover_the_same_tiles():
     with pytest.raises(tvm.TVMError, match=r"raster=3 must divide the 8 block rows"):
         tensorcore_schedule(A, B, C, "float16", "NN", bx=8, by=16, step_k=2, v=4, ty=8, tx=16, warp_m=64,
                             raster=3)
+
+
+def test_multi_buffered_prefetch_with_a_fallback_is_built_with_ptxas_o1():
+    """A prefetch into a stage of three copies whose vector copies fall back to element copies (a
+    ragged float32 warp tile, rows of 351: 8-byte copies only on even rows) is marked for ptxas -O1
+    (at -O3 ptxas computed a block row of it wrong on an H200, right at -O1: docs/PERF.md); a
+    double-buffered one, and one without a fallback, are not. The mark changes the cubin."""
+    from kernels.target import CUDA_PTXAS_O1
+    from kernels.workloads import get
+
+    w = get("matmul_tensorcore")
+    knobs = dict(bx=8, by=4, step_k=4, v=2, ty=8, tx=2, warp_m=16, double_buffer=3)
+    ragged = dict(n=351, m=509, l=512, layout="TT")
+    src = _source(*w.build("warp_tile", ragged, "float32", knobs))
+    assert src.startswith(CUDA_PTXAS_O1 + "\n")
+    assert not _source(*w.build("warp_tile", ragged, "float32", dict(knobs, double_buffer=1))).startswith("//")
+    assert not _source(*w.build("warp_tile", dict(ragged, n=352, m=512), "float32", knobs)).startswith("//")
+    # the same source without the mark: ptxas at -O3, a different cubin
+    plain = src[len(CUDA_PTXAS_O1) + 1:]
+    assert compile_cuda(src, arch="sm_90") != compile_cuda("\n" + plain, arch="sm_90")
+    assert compile_cuda(src, arch="sm_90") == compile_cuda(plain, arch="sm_90", options=["-Xptxas", "-O1"])

@@ -473,3 +473,67 @@ def test_a_block_index_bound_again_inside_keeps_one_launch():
     (grid0, _), (grid1, _) = _launches(partition_blocks(_kernel(
         lambda bx, tx, j, A: _likely_lt(bx * 32 + tx + j, const(200, "int32")), body_extent=const(4, "int32"))))
     assert grid0 == {"blockIdx.x": 6} and grid1 == {"blockIdx.x": 2}
+
+
+def _guarded_stores(stmt, name):
+    """The stores into the buffer ``name`` that sit inside an ``if`` (at any depth below it)."""
+    out = []
+    for node in collect(stmt, lambda n: isinstance(n, IfThenElse)):
+        out += [s for s in collect(node.then_case, lambda n: isinstance(n, BufferStore)) if s.buffer.name == name]
+    return out
+
+
+def test_register_tiles_compute_their_padding_instead_of_testing_it():
+    """In the edge copy of a ragged product, the register stages (C.local and the operand slices,
+    which read only shared and local memory inside their realized regions) compute the positions of
+    their tile past the shape instead of testing each (ScheduleLowering.computes_padding); the
+    stages that touch global memory keep their tests, and so does a ragged reduction axis."""
+    w = workloads.get("matmul")
+    knobs = dict(local_y=8, local_x=8, block_y=16, block_x=16, tile_k=8, reg_cache=1)
+    s, args = w.build("shared_blocked", {"n": 300, "m": 200, "k": 104}, "float32", knobs)
+    (_, interior), (_, edge) = _launches(_target_body(s, args))
+    for name in ("C.local", "A.shared.local", "B.shared.local"):
+        assert collect(edge, lambda n: isinstance(n, BufferStore) and n.buffer.name == name)
+        assert not _guarded_stores(edge, name), name
+    assert _guarded_stores(edge, "C") and _guarded_stores(edge, "A.shared")  # global memory: tested
+    # k = 100 in tiles of 8: the reduction's test stays around the multiply-add of the last tile
+    s, args = w.build("shared_blocked", {"n": 300, "m": 200, "k": 100}, "float32", knobs)
+    body = _target_body(s, args)
+    assert _guarded_stores(body, "C.local")
+    tests = [str(i.condition) for i in collect(body, lambda n: isinstance(n, IfThenElse))
+             if any(st.buffer.name == "C.local" for st in collect(i.then_case, lambda n: isinstance(n, BufferStore)))]
+    # the unrolled steps 4-7 of the last tile (8 * 12 + 3 < 100 always holds), on the reduction only
+    assert sorted(tests) == [f"@tir.likely((((r.outer * 8) + {j}) < 100), dtype=bool)" for j in range(4, 8)]
+
+
+def test_pipelined_and_tensor_core_schedules_keep_their_register_tests():
+    """A schedule with double-buffered stages or the tensor_core pragma keeps every test (an int8
+    warp tile with double buffering went wrong on an H200 without them)."""
+    s, args = workloads.get("matmul").build("shared_blocked", {"n": 300, "m": 200, "k": 104}, "float32",
+                                            dict(local_y=4, local_x=4, block_y=8, block_x=8, tile_k=8, double_buffer=1))
+    assert _guarded_stores(_target_body(s, args), "C.local")
+    knobs = dict(bx=4, by=32, step_k=1, v=16, ty=2, tx=2, warp_m=64, double_buffer=0)
+    s, args = workloads.get("matmul_tensorcore").build("warp_tile", dict(n=549, m=317, l=78, layout="NN"), "int8", knobs)
+    body = _target_body(s, args)
+    assert _guarded_stores(body, "A.shared.local") and _guarded_stores(body, "B.shared.local")
+
+
+def test_a_register_stage_reading_global_memory_keeps_its_tests():
+    """A local stage that loads straight from global memory (no shared stage between) would read
+    past the operand: its tests stay."""
+    n = 100
+    A = te.placeholder((n, n), name="A")
+    B = te.compute((n, n), lambda i, j: A[i, j] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    AL = s.cache_read(A, "local", [B])
+    bx, tx = s[B].split(B.op.axis[0], factor=32)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    s[AL].compute_at(s[B], tx)
+    body = run_passes(schedule_to_primfunc(s, [A, B], "main")).body
+    assert _guarded_stores(body, "A.local")
+    if opencl_available():
+        f = tvm.build(s, [A, B], "opencl")
+        a = np.random.default_rng(3).uniform(-1, 1, (n, n)).astype(np.float32)
+        got = _run(f, [a, np.full((n, n), np.nan, np.float32)])[1]
+        np.testing.assert_array_equal(got, a.astype(np.float64) * 2.0)

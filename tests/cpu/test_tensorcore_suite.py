@@ -84,7 +84,7 @@ def test_report_shows_the_variants_side_by_side(ran):
     assert "GOP/s" in table and "GFLOP/s" in table and "GB/s" not in table
 
 
-def test_every_float16_and_int8_configuration_of_the_suite_gets_wmma():
+def test_every_float16_int8_and_float32_configuration_of_the_suite_gets_wmma():
     """The suite's fixed configurations are ones WMMA takes (else its tutorial cases would time plain
     code): the CUDA source of each float16 / int8 tutorial case has mma_sync, and the plain variant of
     the same case none (warp_tile cases: several fragments a warp, also WMMA)."""
@@ -93,12 +93,14 @@ def test_every_float16_and_int8_configuration_of_the_suite_gets_wmma():
     w = workloads.get("matmul_tensorcore")
     seen = set()
     for c in load_suite(ROOT / "suites" / "tensorcore.toml").cases:
-        if c.peer or c.dtype not in ("float16", "int8") or (c.variant, c.params, c.knobs, c.dtype) in seen:
+        if c.peer or c.dtype not in ("float16", "int8", "float32") or (c.variant, c.params, c.knobs, c.dtype) in seen:
             continue
         seen.add((c.variant, c.params, c.knobs, c.dtype))
         src = build_spec(*w.build(c.variant, c.param_dict, c.dtype, c.knob_dict), "cuda -arch=sm_90").source
         assert ("mma_sync" in src) == (c.variant in ("tutorial", "warp_tile")), c.key
+        # float32: TF32 fragments (operands rounded) where the tensor cores run, float32 code in plain
+        assert ("precision::tf32" in src) == (c.dtype == "float32" and c.variant != "plain"), c.key
     # float16 4096: 4 layouts x (tutorial, plain, 2 warp tiles); int8: 4 x (tutorial, plain, 3 warp tiles)
     # and 2 x 2 more tutorial; float16 8192: the tutorial and 5 warp tiles (2 of them mma); float16 4000 x
-    # 3000: 1 warp tile
-    assert len(seen) == 4 * 4 + 4 * 5 + 2 * 2 + 1 + 5 + 1
+    # 3000: 1 warp tile; float32 4096: 4 layouts x (tutorial, plain, 1 warp tile)
+    assert len(seen) == 4 * 4 + 4 * 5 + 2 * 2 + 1 + 5 + 1 + 4 * 3

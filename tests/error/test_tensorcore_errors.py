@@ -72,8 +72,8 @@ def test_building_or_drawing_an_invalid_case_directly():
         W.build("tutorial", {"n": 64, "m": 64, "l": 128, "layout": "TT"}, "int1")
     with pytest.raises(WorkloadError, match="l must be a multiple of 8, got 12"):
         W.make_args({"n": 8, "m": 8, "l": 12, "layout": "TN"}, "int4", np.random.default_rng(0))
-    with pytest.raises(WorkloadError, match="does not support dtype float32"):
-        W.build("plain", {"n": 64, "m": 64, "l": 64, "layout": "NN"}, "float32")
+    with pytest.raises(WorkloadError, match="does not support dtype float64"):
+        W.build("plain", {"n": 64, "m": 64, "l": 64, "layout": "NN"}, "float64")
 
 
 def test_knob_outside_the_templates_space():

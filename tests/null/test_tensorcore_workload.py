@@ -219,7 +219,7 @@ def test_tensorcore_suite_covers_every_dtype_and_layout_on_cuda():
     kernels = [c for c in suite.cases if not c.peer]
     assert kernels and all(c.target == "cuda" for c in suite.cases)
     covered = {(c.dtype, c.param_dict["layout"]) for c in kernels}
-    assert covered == {(d, lay) for d in ("float16", "int8") for lay in ("NN", "NT", "TN", "TT")} | {
+    assert covered == {(d, lay) for d in ("float16", "int8", "float32") for lay in ("NN", "NT", "TN", "TT")} | {
         ("int4", "TN"), ("int1", "TN")}
     # the tutorial's template and the plain schedule, at 4096^3 for every dtype and layout
     for d, lay in covered:
@@ -245,6 +245,8 @@ def test_tensorcore_suite_peers_pair_with_their_dtypes():
         by.setdefault(c.peer, set()).add((c.dtype, c.param_dict["layout"], c.param_dict["n"]))
     assert {d for d, _, _ in by["torch.matmul(fp16)"]} == {"float16"}
     assert {d for d, _, _ in by["torch._int_mm"]} == {"int8"}
+    for tf32 in ("torch.matmul(tf32)", "torch.matmul(tf32=off)"):  # every float32 layout, TF32 on and off
+        assert by[tf32] == {("float32", lay, 4096) for lay in ("NN", "NT", "TN", "TT")}
     assert {lay for _, lay, _ in by["torch._int_mm"]} == {"NN", "NT", "TN", "TT"}
     assert (("float16", "NN", 8192) in by["torch.matmul(fp16)"])
     assert not any(c.dtype in ("int4", "int1") for c in peers)
