@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Dict, List, Tuple
 
 from ..errors import BuildError
-from ..target import CUDA_PTXAS_O1, DEFAULT_CUDA_ARCH
+from ..target import DEFAULT_CUDA_ARCH
 from ..lower import PrimFunc
 from ..runtime.spec import BufferArg, DerivedDim, FuncSpec, KernelSpec, LaunchDims, ScalarArg, Workspace
 from ..tir import attr
@@ -13,7 +13,7 @@ from ..tir.expr import Buffer, Call, IntImm, Var
 from ..tir.functor import bound_vars, collect
 from ..tir.printer import expr_str
 from ..tir.simplify import simplify, structural_equal
-from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, IfThenElse, LetStmt, SeqStmt, Stmt, seq
+from ..tir.stmt import Allocate, AttrStmt, BufferStore, For, LetStmt, SeqStmt, Stmt, seq
 from .c import CCodegen
 from .c_family import CFamilyCodegen
 from .cuda import CUDACodegen, check_shared_limit
@@ -87,19 +87,6 @@ def _check_host_expr(e, shape_vars, what: str) -> None:
             raise BuildError(f"{what} = {expr_str(e)} depends on {v.name}, which is not a shape variable of "
                              "the arguments; launch sizes may only depend on argument shapes (bind loops "
                              "whose extent does not depend on an enclosing unbound loop)")
-
-
-def _multi_buffer_fallback(part: Stmt) -> bool:
-    """Whether a kernel prefetches into a stage of 3 or more copies (a loop whose barriers wait for
-    fewer than all copy groups) through a copy with a fallback (an ``if`` with an ``else``: the
-    vector copy where it is aligned and in bounds, element by element elsewhere): such kernels are
-    built with ptxas -O1 (:data:`kernels.target.CUDA_PTXAS_O1`)."""
-    for wait in collect(part, lambda n: isinstance(n, AttrStmt) and n.attr_key == attr.ASYNC_WAIT
-                        and int(getattr(n.value, "value", n.value)) > 0):
-        for write in collect(wait.body, lambda n: isinstance(n, AttrStmt) and n.attr_key == attr.DOUBLE_BUFFER_WRITE):
-            if collect(write.body, lambda n: isinstance(n, IfThenElse) and n.else_case is not None):
-                return True
-    return False
 
 
 def _thread_attrs(nodes: List) -> List[AttrStmt]:
@@ -176,6 +163,7 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
     sources: List[str] = []
     helpers: List[str] = []
     headers: List[str] = []
+    prefixes: set = set()
     kernels: List[KernelSpec] = []
     uses_omp = False
     for k, part in enumerate(parts):
@@ -235,6 +223,7 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
         hd = cg.header()
         if hd and hd not in headers:
             headers.append(hd)
+        prefixes.update(p for p in [cg.source_prefix()] if p)
         uses_omp = uses_omp or cg.uses_openmp
 
         def launch(tags, _ext=ext):
@@ -249,8 +238,8 @@ def generate(func: PrimFunc, target: str, arch: str = DEFAULT_CUDA_ARCH) -> Func
         kernels.append(KernelSpec(name, tuple(params), launch(_TAGS[:3]), launch(_TAGS[3:]),
                                   dynamic_shared_bytes=dyn_shared, concurrent=concurrent))
     source = "".join(headers) + ("\n".join(helpers) + "\n" if helpers else "") + "\n\n".join(sources) + "\n"
-    if target == "cuda" and any(_multi_buffer_fallback(p) for p in parts if not isinstance(p, Call)):
-        source = CUDA_PTXAS_O1 + "\n" + source
+    if prefixes:  # a line the compiler reads (kernels.target.CUDA_PTXAS_O1)
+        source = "".join(sorted(prefixes)) + source
     args = tuple(BufferArg(b.name, b.dtype, tuple(_dim(d, shape_vars) for d in b.shape))
                  for b in described.buffers)
     wss = tuple(Workspace(b.name, b.dtype, _size_fn(host_expr(ws_size[id(b)], f"size of buffer {b.name}")))

@@ -538,6 +538,11 @@ class CFamilyCodegen:
         """Text before everything else in the source (includes, extension pragmas)."""
         return ""
 
+    def source_prefix(self) -> str:
+        """A line the source must start with, for the compiler to read (none by default; the CUDA
+        dialect's :data:`kernels.target.CUDA_PTXAS_O1`)."""
+        return ""
+
     def kernel_signature(self, name: str, params: Sequence[str], block_threads: Optional[int]) -> str:
         """The line that opens a function: qualifiers, name and parameter declarations."""
         return f"void {name}({', '.join(params)})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import BuildError
+from ..target import CUDA_PTXAS_O1
 from ..tir import attr
 from ..tir import dtype as dt
 from ..tir.attr import ASYNC_COMMIT, ASYNC_COPY, ASYNC_WAIT
@@ -12,7 +13,7 @@ from ..tir.expr import BufferLoad, Call, IntImm, Ramp
 from ..tir.functor import collect
 from ..tir.modular import is_multiple
 from ..tir.simplify import simplify
-from ..tir.stmt import Allocate, AttrStmt, BufferStore
+from ..tir.stmt import Allocate, AttrStmt, BufferStore, IfThenElse
 from ..tir.vector import VECTOR_LANES, VECTOR_SCOPES
 from .c_family import VECTOR_ALIGN_BYTES, CFamilyCodegen
 from .cuda_mma import FRAGMENT_TYPES as MMA_FRAGMENT_TYPES
@@ -122,6 +123,21 @@ def _element_bytes(b) -> int:
     return elem * dt.lanes(b.dtype)
 
 
+def _multi_buffer_fallback(nodes) -> bool:
+    """Whether a kernel (``nodes``: all of its nodes) prefetches into a stage of 3 or more copies (a
+    loop whose barriers wait for fewer than all copy groups) through a copy with a fallback (an
+    ``if`` with an ``else``: the vector copy where it is aligned and in bounds, element by element
+    elsewhere): such a source is built with ptxas -O1 (:data:`kernels.target.CUDA_PTXAS_O1`)."""
+    for wait in nodes:
+        if not (isinstance(wait, AttrStmt) and wait.attr_key == ASYNC_WAIT
+                and int(getattr(wait.value, "value", wait.value)) > 0):
+            continue
+        for write in collect(wait.body, lambda n: isinstance(n, AttrStmt) and n.attr_key == attr.DOUBLE_BUFFER_WRITE):
+            if collect(write.body, lambda n: isinstance(n, IfThenElse) and n.else_case is not None):
+                return True
+    return False
+
+
 class CUDACodegen(CFamilyCodegen):
     target = "cuda"
     restrict = "__restrict__"
@@ -188,12 +204,17 @@ class CUDACodegen(CFamilyCodegen):
         self.next_wait_groups = 0  # the same for the body of the next loop (attr async_wait)
         self.kernel_async = False  # whether the kernel being printed may copy asynchronously
         self.uses_async = False  # whether the source needs ASYNC_HELPERS
+        self.ptxas_o1 = False  # whether the kernel needs ptxas -O1 (_multi_buffer_fallback)
 
     def prepare(self, body, nodes=None) -> None:
         nodes = collect(body, lambda n: True) if nodes is None else nodes
         super().prepare(body, nodes)
         self.kernel_async = any(isinstance(n, AttrStmt) and n.attr_key == ASYNC_COPY for n in nodes)
         self.uses_async = self.uses_async or self.kernel_async
+        self.ptxas_o1 = self.ptxas_o1 or _multi_buffer_fallback(nodes)
+
+    def source_prefix(self) -> str:
+        return CUDA_PTXAS_O1 + "\n" if self.ptxas_o1 else ""
 
     def stmt(self, s, ind: int) -> None:
         if isinstance(s, AttrStmt) and s.attr_key in _FRAGMENT_ATTRS:

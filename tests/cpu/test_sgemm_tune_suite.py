@@ -63,3 +63,29 @@ def test_a_sample_of_each_space_builds(index, tmp_path):
             assert [k.grid.dims for k in f.spec.kernels] == [(*box, 1), (edge, 1, 1)], knobs
         nvcc.compile_cuda(f.imported_modules[0].get_source(), target="ptx", arch="sm_90",
                           path_target=str(tmp_path / "k.ptx"))
+
+
+@needs_nvcc
+def test_ragged_sgemm_suite_pairs_each_ragged_shape_with_its_padded_one():
+    """suites/ragged-sgemm.toml: 3000 x 2000 x 1500 beside 3000/3008 x 2000/2048 (the axes padded one at
+    a time) in five tiles, and 4000 x 3000 x 1000 in two, each shape with torch.matmul (TF32 off). A
+    shape ragged along n or m builds as two launches, the edge one concurrent with the interior one;
+    the padded shape as one."""
+    from harness.execute.peers import applies_to
+    from harness.plan import peer_cases
+
+    s = load_suite(ROOT / "suites" / "ragged-sgemm.toml")
+    kernels = [c for c in s.cases if not c.peer]
+    shapes = {(c.param_dict["n"], c.param_dict["m"], c.param_dict["k"]) for c in kernels}
+    assert shapes == {(3000, 2000, 1500), (3008, 2000, 1500), (3000, 2048, 1500), (3008, 2048, 1500),
+                      (4000, 3000, 1000)}
+    assert len(kernels) == 4 * 5 + 2
+    assert {(c.param_dict["n"], c.param_dict["m"]) for c in peer_cases(kernels, s.peers, applies_to)} == {
+        (n, m) for n, m, _ in shapes}
+    # 64 x 64 tiles (4 x 4 a thread, 16 x 16 threads): 3008 and 2048 are whole tiles, 3000 and 2000 not
+    case = next(c for c in kernels if (c.knob_dict["local_y"], c.knob_dict["local_x"], c.knob_dict["block_x"],
+                                       c.knob_dict["tile_k"]) == (4, 4, 16, 16))
+    w = workloads.get("matmul")
+    for n, m, launches in [(3000, 2000, [False, True]), (3008, 2000, [False, True]), (3008, 2048, [False])]:
+        f = tvm.build(*w.build("shared_blocked", dict(case.param_dict, n=n, m=m), "float32", case.knob_dict), "cuda")
+        assert [k.concurrent for k in f.spec.kernels] == launches, (n, m)

@@ -12,7 +12,7 @@ from kernels.workloads import WorkloadError
 
 SIZES = {"row_sum": {"n": 37, "m": 45}, "conv2d_3x3": {"n": 19}, "product_reduce": {"n": 9, "m": 70},
          "exp": {"n": 130}, "log": {"n": 130}, "vector_add": {"n": 1000}, "window_sum": {"n": 1000},
-         "matmul": {"n": 100, "m": 77, "k": 53}}
+         "matmul": {"n": 100, "m": 77, "k": 53}, "matmul_tensorcore": {"n": 33, "m": 40, "l": 24, "layout": "NT"}}
 CASES = [(w, v, t, d) for w in workloads.names() for v, var in workloads.get(w).variants.items()
          for t in var.targets if t != "cuda" for d in ("float32", "float64") if d in workloads.get(w).dtypes]
 
@@ -35,7 +35,7 @@ def test_workload_matches_reference(wname, variant, target, dtype):
     dev = tvm.cpu(0) if target == "c" else tvm.opencl(0)
     nd = [tvm.nd.array(a, dev) for a in host]
     f(*nd)
-    refs = w.reference(host)
+    refs = w.reference_of(host, params, dtype)
     tol = w.tolerance_for(dtype, params)
     for idx, ref in zip(w.outputs, refs):
         np.testing.assert_allclose(nd[idx].numpy(), ref, rtol=tol[0], atol=tol[1])
