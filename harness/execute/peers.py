@@ -33,6 +33,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from harness.measure import CudaTimer, measure_sides
+from harness.measure.peaks import torch_tf32
 from harness.model import MeasureConfig
 
 from . import callables
@@ -205,26 +206,25 @@ def _torch_matmul_f32(tf32: bool) -> Callable[[List[Any], Dict[str, Any]], Any]:
     def call(args: List[Any], params: Dict[str, Any]) -> None:
         import torch
 
-        layout = str(params.get("layout", "NN"))
-        a = args[0].T if layout[1] == "T" else args[0]
-        b = args[1].T if layout[0] == "T" else args[1]
-        prev = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        try:
+        a, b = _in_layout(args[0], args[1], str(params.get("layout", "NN")))
+        with torch_tf32(torch, tf32):
             torch.matmul(a, b, out=args[2])
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = prev
 
     return call
 
 
-def _operands(host_args: Sequence[np.ndarray], params: Dict[str, Any], device_index: int) -> Tuple[Any, Any]:
-    """A and B of matmul_tensorcore on the GPU as the (n, l) and (l, m) operands of ``A @ B``: the
-    copies keep the layout the case gives them, and the transposed ones are views (``.T``), which
-    the libraries take as transposed operands, as our kernels take them."""
-    layout = str(params["layout"])
-    a, b = _torch_in(host_args[0], device_index), _torch_in(host_args[1], device_index)
+def _in_layout(a: Any, b: Any, layout: str) -> Tuple[Any, Any]:
+    """A and B as stored for ``layout`` (the tutorial's: A transposed when the second letter is T, B
+    when the first is) as the (n, l) and (l, m) operands of ``A @ B``: transposed ones as views
+    (``.T``), which the libraries take as transposed operands, as our kernels take them."""
     return (a.T if layout[1] == "T" else a), (b.T if layout[0] == "T" else b)
+
+
+def _operands(host_args: Sequence[np.ndarray], params: Dict[str, Any], device_index: int) -> Tuple[Any, Any]:
+    """A and B of matmul_tensorcore on the GPU as the (n, l) and (l, m) operands of ``A @ B``
+    (:func:`_in_layout`): the copies keep the layout the case gives them."""
+    return _in_layout(_torch_in(host_args[0], device_index), _torch_in(host_args[1], device_index),
+                      str(params["layout"]))
 
 
 def _torch_matmul_fp16(host_args: Sequence[np.ndarray], device_index: int = 0,

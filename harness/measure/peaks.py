@@ -29,13 +29,14 @@ themselves, and the rules of when a peak is trusted, kept, or measured again bel
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 
@@ -56,7 +57,7 @@ from .nvml import pynvml as _nvml
 
 __all__ = ["BEATEN_BY", "MIN_FLOP_INTENSITY", "PEAKS_VERSION", "PEAK_LABELS", "READ_MOSTLY_SHARE", "WARMUP_S",
            "bandwidth_peak", "derived", "device_peaks", "flops_peak_key", "measure_peaks_cpu",
-           "measure_peaks_cuda", "needs_flops_peak", "recheck_peak"]
+           "measure_peaks_cuda", "needs_flops_peak", "recheck_peak", "torch_tf32"]
 
 #: how peaks are measured (fastest repetition after a timed warm-up); a file of another version is
 #: measured again (version 1, before 2026-11-28: the median of a few repetitions after two warm-ups,
@@ -337,7 +338,7 @@ def measure_peaks_cuda(device_index: int = 0, refresh: bool = False, matmul: boo
         known = {} if refresh else dict(_PEAKS.get(key, {}))
     if "copy_gbps" not in known:
         known.update(_cuda_bandwidth_peaks(device_index), uuid=key, peaks_version=PEAKS_VERSION)
-    if matmul and ("matmul_source" not in known or _INT8_KEY not in known or _TF32_KEY not in known):
+    if matmul and _lacks_matmul_peaks(known):
         shared = known.get("shared_with")
         known.update({"matmul_fp32_gflops": None, "matmul_fp16_gflops": None, "matmul_fp32_tf32": None,
                       _INT8_KEY: None, _TF32_KEY: None, "matmul_source": None})
@@ -354,6 +355,24 @@ def measure_peaks_cuda(device_index: int = 0, refresh: bool = False, matmul: boo
 _INT8_KEY = "matmul_int8_gops"
 #: the TF32 tensor-core peak's key (float32 torch.matmul with TF32 allowed, whatever torch's default)
 _TF32_KEY = "matmul_tf32_gflops"
+
+
+def _lacks_matmul_peaks(peaks: Dict[str, Any]) -> bool:
+    """Whether ``peaks`` miss a matmul peak (measured by a version of kbench that had fewer of them,
+    or not measured yet): then all of them are measured."""
+    return any(k not in peaks for k in (_MATMUL_KEY, _INT8_KEY, _TF32_KEY))
+
+
+@contextlib.contextmanager
+def torch_tf32(torch: Any, allowed: Optional[bool]) -> Iterator[None]:
+    """``torch.matmul`` of float32 on the TF32 tensor cores (``allowed``) or not, for the ``with``
+    block, restoring torch's setting after it; None leaves the setting as it is."""
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = prev if allowed is None else allowed
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
 
 
 def _torch_fastest_s(torch: Any, fn: Any, reps: int = 5) -> float:
@@ -399,18 +418,14 @@ def _torch_matmul_peaks(device_index: int, n: int = 8192) -> Dict[str, Any]:
     flop = 2.0 * n ** 3
     others = 0
     with torch.cuda.device(device_index):
-        for dtype, name, tf32 in ((torch.float32, "matmul_fp32_gflops", None), (torch.float16, "matmul_fp16_gflops", None),
-                                  (torch.float32, _TF32_KEY, True)):
+        for dtype, name, tf32 in ((torch.float32, "matmul_fp32_gflops", None),
+                                  (torch.float16, "matmul_fp16_gflops", None), (torch.float32, _TF32_KEY, True)):
             a = torch.randn(n, n, device="cuda", dtype=dtype)
             b = torch.randn(n, n, device="cuda", dtype=dtype)
             c = torch.empty(n, n, device="cuda", dtype=dtype)
             others = max(others, _others_on(device_index))
-            prev = torch.backends.cuda.matmul.allow_tf32
-            torch.backends.cuda.matmul.allow_tf32 = prev if tf32 is None else tf32
-            try:
+            with torch_tf32(torch, tf32):
                 out[name] = flop / _torch_fastest_s(torch, lambda: torch.matmul(a, b, out=c)) / 1e9
-            finally:
-                torch.backends.cuda.matmul.allow_tf32 = prev
             a = b = c = None  # freed before the next dtype's operands
         out[_INT8_KEY] = _torch_int8_peak(torch, n)
         others = max(others, _others_on(device_index))
@@ -577,7 +592,7 @@ def device_peaks(target: str, env_id: str, flops: bool = True) -> Dict[str, Any]
             peaks = {}
         if peaks:
             _keep(path, peaks)
-    elif flops and (_MATMUL_KEY not in peaks or _INT8_KEY not in peaks or _TF32_KEY not in peaks) and target == "cuda":
+    elif flops and _lacks_matmul_peaks(peaks) and target == "cuda":
         try:
             peaks = {**peaks, **measure_peaks_cuda(0, matmul=True)}
         except Exception:

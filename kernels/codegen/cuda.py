@@ -132,7 +132,8 @@ def _multi_buffer_fallback(nodes) -> bool:
         if not (isinstance(wait, AttrStmt) and wait.attr_key == ASYNC_WAIT
                 and int(getattr(wait.value, "value", wait.value)) > 0):
             continue
-        for write in collect(wait.body, lambda n: isinstance(n, AttrStmt) and n.attr_key == attr.DOUBLE_BUFFER_WRITE):
+        for write in collect(wait.body,
+                             lambda n: isinstance(n, AttrStmt) and n.attr_key == attr.DOUBLE_BUFFER_WRITE):
             if collect(write.body, lambda n: isinstance(n, IfThenElse) and n.else_case is not None):
                 return True
     return False

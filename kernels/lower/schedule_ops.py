@@ -62,8 +62,9 @@ class Loop:
 
 #: calls a stage computing its padding (ScheduleLowering.computes_padding) may not make: they read or
 #: name memory, synchronize, or call code of unknown effect
-_NOT_PURE = frozenset({"tir.address_of", "tir.tvm_storage_sync", "tir.tvm_stack_make_array", "tir.tvm_call_packed",
-                       "tir.tvm_access_ptr", "tir.call_extern", "tir.call_pure_extern", "tir.type_annotation"})
+_NOT_PURE = frozenset({"tir.address_of", "tir.tvm_storage_sync", "tir.tvm_stack_make_array",
+                       "tir.tvm_call_packed", "tir.tvm_access_ptr", "tir.call_extern", "tir.call_pure_extern",
+                       "tir.type_annotation"})
 
 
 class ScheduleLowering:
@@ -80,7 +81,7 @@ class ScheduleLowering:
         self.placed: set = set()
         self.vector_lanes: Dict[Var, int] = {}
         # tensor-core and pipelined schedules keep every bound test (see computes_padding)
-        self._keeps_tests = any(getattr(x, "double_buffered", False) or any(
+        self._keeps_tests = any(x.double_buffered or any(
             k == attr.PRAGMA_TENSOR_CORE for a in x.iter_var_attrs.values() for k, _ in a.pragmas)
             for x in sch.stages)
 
@@ -205,7 +206,8 @@ class ScheduleLowering:
         return stmt
 
     # -- predicates ------------------------------------------------------------------------
-    def bound_checks(self, st: Stage, vals: Dict[IterVar, PrimExpr], ivs, padded: bool = False) -> List[PrimExpr]:
+    def bound_checks(self, st: Stage, vals: Dict[IterVar, PrimExpr], ivs,
+                     padded: bool = False) -> List[PrimExpr]:
         """The checks that keep ``ivs``'s values of ``st`` inside the region the stage is realized in
         (its buffer) and inside its tensor's shape; ``padded`` (:meth:`computes_padding`): the
         second kind is left out where it differs from the first."""
@@ -246,9 +248,10 @@ class ScheduleLowering:
         of a tensor inside its shape reads its producers inside theirs), which are themselves
         tested or computed the same way, up to the stage that writes global memory, which keeps
         its tests. Where a stage reads and writes memory of its own thread block only, computing
-        them is harmless: ``st`` is realized in registers (scope ``local``) and every value it reads (``exprs``: its body with the root
-        variables substituted) is a tensor realized in local or shared memory at an index proven
-        inside that tensor's realized region over the whole loop nest, padding included. Its
+        them is harmless: ``st`` is realized in registers (scope ``local``) and every value it reads
+        (``exprs``: its body with the root variables substituted) is a tensor realized in local or
+        shared memory at an index proven inside that tensor's realized region over the whole loop
+        nest, padding included. Its
         reduction axes keep their tests (a product past ``k`` would be added to a valid sum), and
         so does its own region (its buffer). Anything else keeps every test, and so does every stage
         of a schedule with the ``tensor_core`` pragma or pipelined (double- or multi-buffered)
@@ -276,8 +279,10 @@ class ScheduleLowering:
                     return False
                 # the offset into the region (both may move with the block, the thread, the loops)
                 lo, hi = eval_interval(simplify(x - r.min), self.var_itv)
-                if lo is None or hi is None or not (can_prove(simplify(lo) >= 0, self.var_ranges)
-                                                    and can_prove(simplify(hi) < simplify(r.extent), self.var_ranges)):
+                if lo is None or hi is None:
+                    return False
+                if not (can_prove(simplify(lo) >= 0, self.var_ranges)
+                        and can_prove(simplify(hi) < simplify(r.extent), self.var_ranges)):
                     return False
         return True
 

@@ -163,7 +163,8 @@ class CUDAModule(Module):
             _check_limits(kernel.name, grid, block)
             values = [self._param_value(p, env).item() if self._param_is_value(p) else int(buffers[p])
                       for p in kernel.params]
-            steps.append((kernel.name, func, grid, block, values, kernel.dynamic_shared_bytes, kernel.concurrent))
+            steps.append((kernel.name, func, grid, block, values, kernel.dynamic_shared_bytes,
+                          kernel.concurrent))
         keep_alive = buffers  # the closures hold the allocations the pointers point into
         side = context.side_streams() if any(st is not None and st[6] for st in steps) else None
 

@@ -422,6 +422,7 @@ class CudaContext:
         self._drv = drv
         self.context = _cuda_device(index).retain_primary_context()
         self._depth = 0
+        self._side: Optional[Tuple[Any, Any, Any]] = None  # side_streams(), made on first use
 
     def __enter__(self) -> Any:
         if self._depth == 0:
@@ -441,7 +442,7 @@ class CudaContext:
         the null stream before it, and any command queued on the null stream afterwards waits for
         theirs. Recording the event on the null stream after a pair of launches is such a command:
         the next pair (whose streams do not wait for each other) then starts after both."""
-        streams = getattr(self, "_side", None)
+        streams = self._side
         if streams is None:
             with self:
                 streams = self._side = (self._drv.Stream(), self._drv.Stream(),

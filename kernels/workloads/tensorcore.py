@@ -225,10 +225,15 @@ def _bytes(p, dtype: str) -> float:
     return storage_bytes(dtype, n * l + m * l) + storage_bytes(ACCUMULATOR[dtype], n * m)
 
 
+def _float32_sums(l: int) -> float:  # noqa: E741
+    """What a float32 sum of ``l`` products in [-1, 1] loses to rounding near zero: 16 l ulp(1)."""
+    return 16.0 * l * 2.0 ** -24
+
+
 def _tolerance_fp16(p) -> Tuple[float, float]:
-    """float16 inputs, float32 sums: 1e-3 relative; absolute 16 l ulp(1) of float32 (at least 1e-3)
-    for outputs near zero, whose sums of l products in [-1, 1] lose that much to rounding."""
-    return 1e-3, max(1e-3, 16.0 * int(p["l"]) * 2.0 ** -24)
+    """float16 inputs, float32 sums: 1e-3 relative; absolute :func:`_float32_sums` (at least 1e-3)
+    for outputs near zero."""
+    return 1e-3, max(1e-3, _float32_sums(int(p["l"])))
 
 
 def _tolerance_tf32(p) -> Tuple[float, float]:
@@ -240,7 +245,7 @@ def _tolerance_tf32(p) -> Tuple[float, float]:
     1e-3). Plain float32 code (every target but CUDA, the ``plain`` variant) is within it too."""
     l = int(p["l"])  # noqa: E741
     u = 2.0 ** -11
-    return 2 * u, max(1e-3, min(2 * u * l, 8.0 * np.sqrt(l) * u) + 16.0 * l * 2.0 ** -24)
+    return 2 * u, max(1e-3, min(2 * u * l, 8.0 * np.sqrt(l) * u) + _float32_sums(l))
 
 
 register(Workload(
@@ -272,7 +277,8 @@ register(Workload(
     bytes=_bytes,
     peers=("torch.matmul(fp16)", "torch._int_mm", "torch.matmul(tf32)", "torch.matmul(tf32=off)"),
     description="C[i, j] = sum_k A * B in the tutorial's layouts (NN, NT, TN, TT); float16 -> float32, "
-                "float32 (TF32 tensor cores), int8 / int4 / int1 -> int32 (int4 and int1 packed in int32 words, layout TN)",
+                "float32 (TF32 tensor cores), int8 / int4 / int1 -> int32 (int4 and int1 packed in int32 words, "
+                "layout TN)",
     tolerance={"float16": _tolerance_fp16, "float32": _tolerance_tf32},
     # float32 cases run on the TF32 tensor cores: a share of the TF32 matmul peak, not the FFMA one
     peak_dtype={"float32": "tf32"},
