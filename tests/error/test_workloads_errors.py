@@ -177,6 +177,13 @@ def test_tolerance():
     _refused(_good(tolerance={"float32": (-1e-3, 0.0)}), "tolerance['float32']", "(rtol, atol)")
 
 
+def test_peak_dtype():
+    # a dtype the workload lacks, a class that is not a name, not a dict: refused, naming the field
+    _refused(_good(peak_dtype={"float16": "tf32"}), "`peak_dtype`", "float16", "(float32)")
+    _refused(_good(peak_dtype={"float32": 32}), "`peak_dtype`", "{'float32': 32}")
+    _refused(_good(peak_dtype=["tf32"]), "`peak_dtype`", "['tf32']")
+
+
 def test_choices():
     _refused(_good(choices={"layout": ("NN",)}), "`choices`", "'layout'")
     _refused(_good(choices={"n": ()}), "choices['n']", "non-empty")
